@@ -1,0 +1,107 @@
+"""The interface every model backend implements.
+
+A backend wraps one encoder-decoder model. The engine sees only this interface:
+``encode`` once per input, then ``step`` the decoder with an opaque cache.
+Only modules under ``core/backends`` import model classes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Protocol, Sequence
+
+import torch
+
+
+@dataclass
+class EncoderOutput:
+    """Encoder result for one input, reused by every re-decode.
+
+    Attributes:
+        hidden_states: float32 tensor (1, source_len_total, d_model): encoder hidden states.
+        source_len: number of leading positions that hold real input (e.g. the encoder
+            frames covering audio; Whisper pads to 1500 frames of 20 ms). Attention
+            reported to the user is cut to this length.
+        extras: backend-specific data (masks, source ids, ...).
+    """
+
+    hidden_states: torch.Tensor
+    source_len: int
+    extras: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class DecoderPrompt:
+    """What the decoder is fed before its first free choice, and the hard rules.
+
+    Attributes:
+        prompt_ids: forced decoder prefix (e.g. Whisper's <|startoftranscript|><|en|>
+            <|transcribe|><|notimestamps|>; Marian's pad/start id). May be empty for
+            models whose first step takes no token (Bergamot tiny11).
+        eos_token_id: generation ends when this is chosen.
+        suppress_tokens: ids whose logits are set to -inf at every step.
+        begin_suppress_tokens: ids set to -inf at the first free step only.
+        max_new_tokens: model limit on generated tokens (min'ed with the options').
+    """
+
+    prompt_ids: tuple[int, ...]
+    eos_token_id: int
+    suppress_tokens: tuple[int, ...] = ()
+    begin_suppress_tokens: tuple[int, ...] = ()
+    max_new_tokens: int | None = None
+
+
+@dataclass
+class StepOutput:
+    """Result of one decoder step.
+
+    Attributes:
+        logits: float32 tensor (batch, vocab_size): next-token logits after the last
+            input position.
+        cross_attention: float32 tensor (batch, layers, heads, source_len_total) for the
+            last input position, or None when not requested.
+        cache: the updated opaque cache to pass to the next ``step``.
+    """
+
+    logits: torch.Tensor
+    cross_attention: torch.Tensor | None
+    cache: Any
+
+
+class Backend(Protocol):
+    """A seq2seq model the engine can drive.
+
+    Attributes:
+        name: short display name ("whisper-base", "bergamot en-pt", ...).
+        vocab_size: size of the logits' last dimension.
+    """
+
+    name: str
+    vocab_size: int
+
+    def encode(self, model_inputs: Any) -> EncoderOutput:
+        """Run the encoder once. ``model_inputs`` is what the task prepared
+        (log-mel features, pixel values, source ids)."""
+        ...
+
+    def init_cache(self, encoded: EncoderOutput, batch_size: int) -> Any:
+        """An empty decoder cache for ``batch_size`` hypotheses over ``encoded``
+        (cross-attention keys/values may be computed here once)."""
+        ...
+
+    def step(self, input_ids: torch.Tensor, cache: Any, output_attentions: bool) -> StepOutput:
+        """Feed ``input_ids`` (int64, (batch, new_len)): the tokens the cache has not
+        seen yet (the whole prompt first, then one token per step)."""
+        ...
+
+    def reorder_cache(self, cache: Any, beam_idx: torch.Tensor) -> Any:
+        """Select/reorder hypotheses: ``beam_idx`` int64 (new_batch,) indexes the old batch."""
+        ...
+
+    def token_text(self, token_id: int) -> str:
+        """Display text of a single token (special tokens shown as-is)."""
+        ...
+
+    def decode(self, token_ids: Sequence[int]) -> str:
+        """Text of a token sequence, special tokens skipped."""
+        ...
