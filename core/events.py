@@ -79,18 +79,6 @@ class BeamEvent:
 
 
 @dataclass(frozen=True)
-class DraftEvent:
-    """One speculative-decoding round: the draft model proposed ``draft_ids``,
-    the target accepted the first ``accepted`` of them (Leviathan et al. 2023)."""
-
-    step: int
-    draft_ids: list[int]
-    draft_texts: list[str]
-    accepted: int
-    segment: int = 0
-
-
-@dataclass(frozen=True)
 class SegmentEvent:
     """A new input segment starts (audio window, image line, sentence)."""
 
@@ -146,4 +134,4 @@ class Finished:
     reason: str = "eos"  # "eos" | "max_tokens" | "cancelled"
 
 
-Event = Union[StepEvent, BeamEvent, DraftEvent, SegmentEvent, Finished]
+Event = Union[StepEvent, BeamEvent, SegmentEvent, Finished]

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
-STRATEGIES = ("greedy", "sample", "beam", "speculative")
+STRATEGIES = ("greedy", "sample", "beam")
 
 
 @dataclass(frozen=True)
@@ -22,7 +22,7 @@ class DecodingOptions:
     the order transformers' ``generate()`` applies them.
     """
 
-    # "greedy" (argmax), "sample" (multinomial), "beam" (beam search), "speculative"
+    # "greedy" (argmax), "sample" (multinomial), "beam" (beam search)
     strategy: str = "greedy"
     # logits are divided by this before softmax; > 0. 1.0 = unchanged
     temperature: float = 1.0
@@ -46,8 +46,6 @@ class DecodingOptions:
     top_k_report: int = 10
     # report cross-attention (layers, heads, source_len) with each step
     capture_attention: bool = True
-    # speculative decoding: tokens proposed by the draft model per round
-    num_draft_tokens: int = 4
 
     def validate(self) -> "DecodingOptions":
         """Check the options; return ``self`` so calls chain.
@@ -83,8 +81,6 @@ class DecodingOptions:
             raise ValueError(f"max_new_tokens must be >= 1, got {self.max_new_tokens}")
         if self.top_k_report < 1:
             raise ValueError(f"top_k_report must be >= 1, got {self.top_k_report}")
-        if self.num_draft_tokens < 1:
-            raise ValueError(f"num_draft_tokens must be >= 1, got {self.num_draft_tokens}")
         return self
 
     def with_(self, **changes: Any) -> "DecodingOptions":
