@@ -1,0 +1,173 @@
+"""Command line: ``decoding-explorer`` opens the window; subcommands decode headlessly.
+
+    decoding-explorer transcribe FILE [--model tiny.en|base|ID_OR_DIR] [--strategy ...] [--json]
+
+Prints the text, or with ``--json`` a trace::
+
+    {"task", "model", "options", "text",
+     "tokens": [{"id", "text", "prob", "topk": [{"id", "text", "prob"}]}],
+     "timing": {"load_s", "encode_s", "decode_s", "tokens_per_s", "rtf"}}
+
+(``"cross_attention"`` per token with ``--attention``: layers x heads x source_len,
+averaged over heads and layers unless ``--attention full``). Bad input: one line
+on stderr and exit status 2 (usage) or 1 (input/model errors).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Iterable, Sequence
+
+from core.events import BeamEvent, Event, Finished, StepEvent
+from core.options import STRATEGIES, DecodingOptions
+
+
+class CLIError(Exception):
+    """An error to report as one line, exit status 1."""
+
+
+def add_decoding_arguments(p: argparse.ArgumentParser) -> None:
+    """The decoding options shared by every subcommand."""
+    d = DecodingOptions()
+    g = p.add_argument_group("decoding options")
+    g.add_argument("--strategy", choices=STRATEGIES, default=d.strategy)
+    g.add_argument("--temperature", type=float, default=d.temperature)
+    g.add_argument("--top-k", type=int, default=d.top_k, help="0 = off")
+    g.add_argument("--top-p", type=float, default=d.top_p, help="1.0 = off")
+    g.add_argument("--beams", type=int, default=d.num_beams, help="beam width for --strategy beam")
+    g.add_argument("--length-penalty", type=float, default=d.length_penalty)
+    g.add_argument("--repetition-penalty", type=float, default=d.repetition_penalty, help="1.0 = off")
+    g.add_argument("--no-repeat-ngram", type=int, default=d.no_repeat_ngram_size, help="0 = off")
+    g.add_argument("--seed", type=int, default=d.seed)
+    g.add_argument("--max-new-tokens", type=int, default=d.max_new_tokens)
+    g.add_argument("--top-k-report", type=int, default=d.top_k_report, help="alternatives per token in --json")
+    g.add_argument("--json", action="store_true", help="print a JSON trace instead of the text")
+    g.add_argument(
+        "--attention",
+        nargs="?",
+        const="mean",
+        choices=("mean", "full"),
+        help="add cross-attention to the JSON trace (mean over layers and heads, or full)",
+    )
+
+
+def options_from_args(args: argparse.Namespace) -> DecodingOptions:
+    """DecodingOptions from parsed arguments; ValueError on impossible values."""
+    return DecodingOptions(
+        strategy=args.strategy,
+        temperature=args.temperature,
+        top_k=args.top_k,
+        top_p=args.top_p,
+        num_beams=args.beams,
+        length_penalty=args.length_penalty,
+        repetition_penalty=args.repetition_penalty,
+        no_repeat_ngram_size=args.no_repeat_ngram,
+        seed=args.seed,
+        max_new_tokens=args.max_new_tokens,
+        top_k_report=args.top_k_report,
+        capture_attention=bool(args.attention),
+    ).validate()
+
+
+def trace(task: str, model: str, options: DecodingOptions, events: Iterable[Event], attention: str | None) -> dict:
+    """Consume ``events`` into the JSON trace dict (tokens in decoding order, no prompt)."""
+    tokens: list[dict] = []
+    finished: Finished | None = None
+    for ev in events:
+        if isinstance(ev, StepEvent):
+            tok = {
+                "id": ev.token_id,
+                "text": ev.text,
+                "prob": round(ev.prob, 6),
+                "raw_prob": round(ev.raw_prob, 6),
+                "entropy": round(ev.entropy, 6),
+                "segment": ev.segment,
+                "topk": [{"id": t.id, "text": t.text, "prob": round(t.prob, 6)} for t in ev.topk],
+            }
+            if attention and ev.cross_attention is not None:
+                a = ev.cross_attention
+                tok["cross_attention"] = (a.mean(axis=(0, 1)) if attention == "mean" else a).round(5).tolist()
+            tokens.append(tok)
+        elif isinstance(ev, Finished):
+            finished = ev
+        elif isinstance(ev, BeamEvent):
+            pass
+    if finished is None:
+        raise CLIError("decoding ended without a result")
+    return {
+        "task": task,
+        "model": model,
+        "options": options.to_dict(),
+        "text": finished.text,
+        "tokens": tokens,
+        "timing": finished.stats.to_dict(),
+        "cancelled": finished.cancelled,
+        "reason": finished.reason,
+    }
+
+
+def cmd_transcribe(args: argparse.Namespace) -> int:
+    from core.audio import AudioError, load_audio
+    from core.tasks.speech import SpeechModel
+
+    options = options_from_args(args)
+    try:
+        audio = load_audio(args.file)
+    except AudioError as e:
+        raise CLIError(str(e)) from None
+    model = SpeechModel.load(args.model)
+    events = model.decode(audio, options, language=args.language, task=args.task)
+    return _emit("transcribe", model.name, options, events, args)
+
+
+def _emit(task: str, model_name: str, options: DecodingOptions, events: Iterable[Event], args) -> int:
+    if args.json:
+        print(json.dumps(trace(task, model_name, options, events, args.attention), ensure_ascii=False, indent=1))
+        return 0
+    text = None
+    for ev in events:
+        if isinstance(ev, Finished):
+            text = ev.text
+    print(text)
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="decoding-explorer",
+        description="Watch encoder-decoder models decode. With no command, opens the window.",
+    )
+    sub = p.add_subparsers(dest="command")
+    t = sub.add_parser("transcribe", help="speech to text with Whisper")
+    t.add_argument("file", help="audio file: wav, flac, ogg, mp3")
+    t.add_argument("--model", default="base", help="tiny.en | base (bundled) | a transformers model id or directory")
+    t.add_argument("--language", default="auto", help="auto | en | de | ...")
+    t.add_argument("--task", default="transcribe", choices=("transcribe", "translate"))
+    add_decoding_arguments(t)
+    t.set_defaults(func=cmd_transcribe)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point. Returns the exit status."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv:
+        from gui.app import main as gui_main
+
+        return gui_main()
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help()
+        return 2
+    try:
+        return args.func(args)
+    except (CLIError, ValueError, FileNotFoundError, RuntimeError, OSError) as e:
+        print(f"decoding-explorer: error: {e}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

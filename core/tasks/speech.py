@@ -1,0 +1,255 @@
+"""Speech-to-text with Whisper: audio in, a live stream of decoding events out.
+
+Pre-processing (log-mel features), the Whisper prompt (start-of-transcript,
+language, task, no-timestamps), language detection, and 30-second windowing
+live here; the decoding itself is ``core.engine.Engine`` on a
+``core.backends.hf.HFSeq2SeqBackend``.
+
+Whisper's encoder turns 30 s of 16 kHz audio (480 000 samples) into 1500 frames
+of 20 ms; those frames are the columns of the cross-attention the events carry.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import time
+from typing import Callable, Iterator
+
+import numpy as np
+
+from core.events import Event, Finished, RunStats, SegmentEvent, StepEvent
+from core.options import DecodingOptions
+
+SAMPLE_RATE = 16_000
+#: seconds per Whisper encoder frame (one cross-attention column)
+FRAME_S = 0.02
+#: audio samples per encoder frame (320 at 16 kHz)
+SAMPLES_PER_FRAME = int(SAMPLE_RATE * FRAME_S)
+#: Whisper's fixed input window, seconds / samples / encoder frames
+WINDOW_S = 30.0
+WINDOW_SAMPLES = int(SAMPLE_RATE * WINDOW_S)
+WINDOW_FRAMES = WINDOW_SAMPLES // SAMPLES_PER_FRAME
+#: shortest clip we accept, seconds
+MIN_AUDIO_S = 0.1
+
+BUNDLED = ("base", "tiny.en")
+DEFAULT_MODEL = "base"
+TASKS = ("transcribe", "translate")
+
+
+class SpeechModel:
+    """A loaded Whisper model ready to decode audio, with an encoder-output cache.
+
+    Build with :meth:`load` (slow: seconds; call it off the GUI thread).
+
+    Attributes:
+        name: display name ("whisper-base", "whisper-tiny.en", or the id/dir given).
+        multilingual: whether language choice and the translate task are available.
+        languages: language codes the model knows ("en", "de", ...), in token order.
+        load_s: seconds the load took.
+        encode_count: how many times the encoder has run (re-decodes with other
+            options reuse the cached encoder hidden states, so this stays put).
+        last_language: the language used by the last decode (detected or given).
+    """
+
+    def __init__(self, loaded, cache_size: int = 8):
+        from core.backends.hf import HFSeq2SeqBackend
+        from core.engine import EncoderCache, Engine
+
+        self._loaded = loaded
+        self.name: str = loaded.name
+        self.multilingual: bool = bool(loaded.multilingual)
+        self.languages: list[str] = list(loaded.languages)
+        self.load_s: float = float(loaded.load_s)
+        self.backend = HFSeq2SeqBackend(loaded.model, loaded.tokenizer, loaded.name)
+        self.engine = Engine(self.backend)
+        self._cache = EncoderCache(maxsize=cache_size)
+        self.encode_count = 0
+        self.last_language: str | None = None
+        self._language_cache: dict[str, tuple[str, float]] = {}
+
+    @classmethod
+    def load(cls, name: str = DEFAULT_MODEL, progress: Callable[[str], None] | None = None) -> "SpeechModel":
+        """Load a bundled model ("base", "tiny.en") or a transformers Whisper id/directory.
+
+        Raises:
+            RuntimeError / FileNotFoundError / ValueError: with a message saying what to
+                install or which path to give (from ``core.backends.whisper_models``).
+        """
+        from core.backends.whisper_models import load_whisper
+
+        return cls(load_whisper(name, progress=progress))
+
+    # ---------------------------------------------------------------- helpers
+    def _features(self, window: np.ndarray):
+        """Log-mel features (1, n_mels, 3000) float32 of one window (<= 30 s)."""
+        fe = self._loaded.feature_extractor
+        return fe(window, sampling_rate=SAMPLE_RATE, return_tensors="pt").input_features
+
+    def _encode(self, window: np.ndarray):
+        """Encoder hidden states of one window, cached by the window's samples."""
+        key = (self.name, hashlib.sha1(np.ascontiguousarray(window).tobytes()).hexdigest())
+
+        def run():
+            self.encode_count += 1
+            return self.backend.encode({"input_features": self._features(window)})
+
+        encoded, hit = self._cache.get_or_encode(key, run)
+        encoded.source_len = min(WINDOW_FRAMES, math.ceil(len(window) / SAMPLES_PER_FRAME))
+        return encoded, hit, key
+
+    def detect_language(self, encoded, key=None) -> tuple[str, float]:
+        """Most probable language of an encoded window and its probability.
+
+        One decoder step on <|startoftranscript|>; softmax restricted to the language
+        tokens (as openai/whisper ``detect_language`` does).
+        """
+        if key is not None and key in self._language_cache:
+            return self._language_cache[key]
+        import torch
+
+        lw = self._loaded
+        cache = self.backend.init_cache(encoded, 1)
+        out = self.backend.step(torch.tensor([[lw.sot_token_id]]), cache, output_attentions=False)
+        ids = torch.tensor([lw.lang_token_ids[c] for c in self.languages])
+        probs = torch.softmax(out.logits[0, ids].float(), dim=-1)
+        best = int(torch.argmax(probs))
+        result = (self.languages[best], float(probs[best]))
+        if key is not None:
+            self._language_cache[key] = result
+        return result
+
+    def prompt(self, language: str, task: str):
+        """The forced decoder prompt and Whisper's hard rules for one window."""
+        from core.backends.base import DecoderPrompt
+
+        lw = self._loaded
+        if self.multilingual:
+            ids = (lw.sot_token_id, lw.lang_token_ids[language], lw.task_token_ids[task], lw.no_timestamps_token_id)
+        else:
+            ids = (lw.sot_token_id, lw.no_timestamps_token_id)
+        return DecoderPrompt(
+            prompt_ids=ids,
+            eos_token_id=lw.eot_token_id,
+            suppress_tokens=tuple(lw.suppress_tokens),
+            begin_suppress_tokens=tuple(lw.begin_suppress_tokens),
+            max_new_tokens=lw.max_target_positions // 2 - len(ids),
+        )
+
+    def check_language_task(self, language: str, task: str) -> None:
+        """Raise ValueError for a language/task the model cannot do."""
+        if task not in TASKS:
+            raise ValueError(f"task must be 'transcribe' or 'translate', got {task!r}")
+        if not self.multilingual:
+            if task != "transcribe":
+                raise ValueError(f"{self.name} is English-only and cannot translate; choose model 'base' for translate")
+            if language not in ("auto", "en"):
+                raise ValueError(f"{self.name} is English-only; choose language 'en' or model 'base' for {language!r}")
+        elif language != "auto" and language not in self.languages:
+            raise ValueError(
+                f"unknown language {language!r}; use 'auto' or one of: {', '.join(self.languages[:20])}, ..."
+            )
+
+    # ---------------------------------------------------------------- decode
+    def decode(
+        self,
+        audio: np.ndarray,
+        options: DecodingOptions,
+        *,
+        language: str = "auto",
+        task: str = "transcribe",
+        cancel: Callable[[], bool] | None = None,
+    ) -> Iterator[Event]:
+        """Decode 16 kHz mono audio window by window into one continuous event stream.
+
+        Args:
+            audio: float32 array (n_samples,), 16 kHz mono, values in [-1, 1].
+            options: decoding options (validated here).
+            language: "auto" (detected from the first window) or a code like "en".
+            task: "transcribe" or "translate" (to English; multilingual models only).
+            cancel: polled between steps; when it returns True the run stops.
+
+        Yields:
+            SegmentEvent per 30 s window (``source_offset`` in encoder frames),
+            StepEvent per token (cross-attention columns = 20 ms frames of the window),
+            BeamEvent per step for beam search, and one Finished at the end.
+
+        Raises:
+            ValueError: empty, too short, non-finite or wrongly shaped audio; bad options,
+                language or task.
+        """
+        options = options.validate()
+        self.check_language_task(language, task)
+        audio = _check_audio(audio)
+        stats = RunStats(load_s=self.load_s, audio_s=len(audio) / SAMPLE_RATE, encoder_cached=True)
+        n_windows = math.ceil(len(audio) / WINDOW_SAMPLES)
+        texts: list[str] = []
+        token_ids: list[int] = []
+        step = 0
+        lang = language
+        reason = "eos"
+        for i in range(n_windows):
+            window = audio[i * WINDOW_SAMPLES : (i + 1) * WINDOW_SAMPLES]
+            if len(window) < MIN_AUDIO_S * SAMPLE_RATE and i > 0:
+                break  # a sliver at the end of a long clip holds no word
+            t0 = time.perf_counter()
+            encoded, hit, key = self._encode(window)
+            label = f"{i * WINDOW_S:.1f}–{min(len(audio) / SAMPLE_RATE, (i + 1) * WINDOW_S):.1f} s"
+            if self.multilingual and language == "auto":
+                lang, p = self.detect_language(encoded, key)
+                label += f" · language {lang} ({p:.0%})"
+            elif not self.multilingual:
+                lang = "en"
+            stats.encode_s += time.perf_counter() - t0
+            stats.encoder_cached = stats.encoder_cached and hit
+            self.last_language = lang
+            yield SegmentEvent(segment=i, label=label, source_offset=i * WINDOW_FRAMES, source_len=encoded.source_len)
+            finished = None
+            for event in self.engine.run(
+                encoded,
+                self.prompt(lang, task),
+                options,
+                cancel=cancel,
+                step_offset=step,
+                segment=i,
+                source_offset=i * WINDOW_FRAMES,
+            ):
+                if isinstance(event, Finished):
+                    finished = event
+                    continue
+                if isinstance(event, StepEvent):
+                    step = event.step + 1
+                yield event
+            assert finished is not None, "engine ended without a Finished event"
+            texts.append(finished.text.strip())
+            token_ids.extend(finished.token_ids)
+            stats.decode_s += finished.stats.decode_s
+            stats.n_tokens += finished.stats.n_tokens
+            reason = finished.reason
+            if finished.cancelled:
+                break
+        yield Finished(
+            text=" ".join(t for t in texts if t),
+            token_ids=token_ids,
+            stats=stats,
+            cancelled=reason == "cancelled",
+            reason=reason,
+        )
+
+
+def _check_audio(audio) -> np.ndarray:
+    """Validate and return float32 mono audio, or raise ValueError saying what is wrong."""
+    audio = np.asarray(audio)
+    if audio.ndim != 1:
+        raise ValueError(f"audio must be mono (n_samples,), got shape {audio.shape}; mix channels down first")
+    if audio.size == 0:
+        raise ValueError("the audio is empty (0 samples); record or open a clip with speech")
+    if audio.size < MIN_AUDIO_S * SAMPLE_RATE:
+        raise ValueError(
+            f"the audio is too short ({audio.size / SAMPLE_RATE * 1000:.0f} ms); give at least {MIN_AUDIO_S:.1f} s"
+        )
+    audio = audio.astype(np.float32, copy=False)
+    if not np.all(np.isfinite(audio)):
+        raise ValueError("the audio holds NaN or infinite samples; the file or recording is corrupt")
+    return audio
