@@ -1,0 +1,41 @@
+"""Entry point: ``python -m gui.app`` or ``decoding-explorer`` without arguments.
+
+Opens the window at once; models load in worker threads afterwards (torch is never
+imported before the window is shown).
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from typing import Sequence
+
+from PySide6.QtWidgets import QApplication
+
+from .main_window import APPLICATION, ORGANIZATION, MainWindow
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Create the QApplication and the main window, run the event loop; return its exit code.
+
+    Args:
+        argv: Qt arguments (default ``sys.argv``); ``--no-autoload`` opens the window
+            without loading the default model.
+    """
+    argv = list(sys.argv if argv is None else argv)
+    if not argv:
+        argv = ["decoding-explorer"]
+    autoload = "--no-autoload" not in argv
+    argv = [a for a in argv if a != "--no-autoload"]
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    app = QApplication.instance() or QApplication(argv)
+    app.setOrganizationName(ORGANIZATION)
+    app.setApplicationName(APPLICATION)
+    app.setApplicationDisplayName("Decoding Explorer")
+    win = MainWindow(autoload=autoload)
+    win.show()
+    return int(app.exec())
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,159 @@
+"""The main window: one tab per task, a status bar with run statistics and Cancel.
+
+Settings (``QSettings``, organisation "DecodingExplorer") keep the window geometry,
+the splitter sizes, the decoding options and the model/language/task choices.
+"""
+
+from __future__ import annotations
+
+from PySide6.QtCore import QSettings, Qt, QTimer
+from PySide6.QtGui import QAction, QKeySequence
+from PySide6.QtWidgets import QLabel, QMainWindow, QProgressBar, QPushButton, QTabWidget, QWidget
+
+from .tabs.base import DecodeTab
+from .tabs.speech import SpeechTab
+
+ORGANIZATION = "DecodingExplorer"
+APPLICATION = "DecodingExplorer"
+
+
+def _fmt(v: float | None, fmt: str, unit: str = "") -> str:
+    return "–" if v is None else f"{v:{fmt}}{unit}"
+
+
+class MainWindow(QMainWindow):
+    """Tabs + status bar. ``autoload``: start loading each tab's model when shown."""
+
+    def __init__(self, settings: QSettings | None = None, autoload: bool = True, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.settings = settings if settings is not None else QSettings(ORGANIZATION, APPLICATION)
+        self.setWindowTitle("Decoding Explorer")
+        self.resize(1400, 900)
+
+        self.tabs = QTabWidget()
+        self.tabs.setDocumentMode(True)
+        self.setCentralWidget(self.tabs)
+        self.speech_tab = SpeechTab()
+        self.add_tab(self.speech_tab)
+
+        sb = self.statusBar()
+        self.stats_label = QLabel("encode – · – ms/token · – tokens/s · RTF –")
+        self.stats_label.setToolTip(
+            "encode: encoder time of the last run (0 when reused from the cache); ms/token and tokens/s: "
+            "decoder speed; RTF: (encode + decode time) / audio duration"
+        )
+        self.model_label = QLabel("no model")
+        self.device_label = QLabel("CPU")
+        self.busy_bar = QProgressBar()
+        self.busy_bar.setRange(0, 0)  # indeterminate
+        self.busy_bar.setMaximumWidth(120)
+        self.busy_bar.setMaximumHeight(14)
+        self.busy_bar.hide()
+        self.busy_label = QLabel("")
+        self.cancel_button = QPushButton("Cancel")
+        self.cancel_button.setToolTip("Cancel the running model load or decode (Esc)")
+        self.cancel_button.setEnabled(False)
+        self.cancel_button.clicked.connect(self.cancel)
+        sb.addWidget(self.busy_bar)
+        sb.addWidget(self.busy_label)
+        sb.addPermanentWidget(self.stats_label)
+        sb.addPermanentWidget(self.model_label)
+        sb.addPermanentWidget(self.device_label)
+        sb.addPermanentWidget(self.cancel_button)
+
+        self._add_actions()
+        self.restore_settings()
+        if autoload:
+            QTimer.singleShot(0, self.autoload_models)
+
+    # ----------------------------------------------------------------- tabs
+    def add_tab(self, tab: DecodeTab) -> None:
+        """Add a task tab and wire its signals to the status bar."""
+        self.tabs.addTab(tab, tab.title)
+        tab.statusMessage.connect(lambda m: self.statusBar().showMessage(m, 6000))
+        tab.errorOccurred.connect(lambda m: self.statusBar().showMessage("Error: " + m.splitlines()[0], 15000))
+        tab.statsChanged.connect(lambda d, t=tab: self._on_stats(t, d))
+        tab.busyChanged.connect(lambda b, m, t=tab: self._on_busy(t, b, m))
+
+    def current_tab(self) -> DecodeTab:
+        """The visible tab."""
+        return self.tabs.currentWidget()
+
+    def autoload_models(self) -> None:
+        """Start loading each tab's model (worker threads; the window stays responsive)."""
+        for i in range(self.tabs.count()):
+            tab = self.tabs.widget(i)
+            initial = getattr(tab, "initial_model", None)
+            if initial is not None and tab.model is None and not tab.is_loading():
+                tab.load_model(initial())
+
+    # ---------------------------------------------------------------- status
+    def _on_stats(self, tab: DecodeTab, d: dict) -> None:
+        if tab is not self.current_tab():
+            return
+        enc = d.get("encode_ms")
+        enc_s = "–" if enc is None else ("cached" if d.get("encoder_cached") else f"{enc:.0f} ms")
+        live = " (live)" if d.get("live") and d.get("n_tokens") else ""
+        self.stats_label.setText(
+            f"encode {enc_s} · {_fmt(d.get('ms_per_token'), '.1f', ' ms/token')} · "
+            f"{_fmt(d.get('tokens_per_s'), '.1f', ' tokens/s')} · RTF {_fmt(d.get('rtf'), '.2f')}{live}"
+        )
+        self.model_label.setText(d.get("model") or "no model")
+        self.device_label.setText(d.get("device") or "CPU")
+
+    def _on_busy(self, tab: DecodeTab, busy: bool, message: str) -> None:
+        busy = busy or any(self.tabs.widget(i).is_busy() for i in range(self.tabs.count()))
+        self.busy_bar.setVisible(busy)
+        self.busy_label.setText(message if busy else "")
+        self.cancel_button.setEnabled(busy)
+
+    def cancel(self) -> None:
+        """Esc / Cancel: stop the current tab's model load and decode."""
+        self.current_tab().cancel()
+
+    # --------------------------------------------------------------- actions
+    def _add_actions(self) -> None:
+        def act(text, keys, slot):
+            a = QAction(text, self)
+            a.setShortcuts([QKeySequence(k) for k in keys])
+            a.setShortcutContext(Qt.ShortcutContext.WindowShortcut)
+            a.triggered.connect(slot)
+            self.addAction(a)
+            return a
+
+        self.open_action = act("Open…", ["Ctrl+O"], lambda: self.current_tab().open_input())
+        self.record_action = act("Record/Stop", ["Ctrl+R"], lambda: self.current_tab().toggle_record())
+        self.decode_action = act("Decode", ["Ctrl+D", "F5"], lambda: self.current_tab().request_decode())
+        self.cancel_action = act("Cancel", ["Esc"], self.cancel)
+        self.quit_action = act("Quit", ["Ctrl+Q"], self.close)
+
+    # -------------------------------------------------------------- settings
+    def restore_settings(self) -> None:
+        """Geometry, then each tab's choices."""
+        s = self.settings
+        geo = s.value("window/geometry")
+        if geo is not None:
+            self.restoreGeometry(geo)
+        for i in range(self.tabs.count()):
+            self.tabs.widget(i).restore_settings(s)
+        idx = s.value("window/tab")
+        if idx is not None:
+            try:
+                self.tabs.setCurrentIndex(int(idx))
+            except (TypeError, ValueError):
+                pass
+
+    def save_settings(self) -> None:
+        """Store geometry and each tab's choices."""
+        s = self.settings
+        s.setValue("window/geometry", self.saveGeometry())
+        s.setValue("window/tab", self.tabs.currentIndex())
+        for i in range(self.tabs.count()):
+            self.tabs.widget(i).save_settings(s)
+        s.sync()
+
+    def closeEvent(self, event) -> None:  # noqa: N802
+        self.save_settings()
+        for i in range(self.tabs.count()):
+            self.tabs.widget(i).shutdown()
+        super().closeEvent(event)

@@ -1,0 +1,450 @@
+"""The layout and decode machinery every task tab shares.
+
+::
+
+    ┌ input area (subclass) ──────────┬ options panel ─────────┐
+    ├ token stream ───────────────────┴────────────────────────┤
+    ├ top-k at the selected step ─────┬ cross-attention ───────┤
+
+(``QSplitter``s; sizes persist.) A subclass supplies the input area, how to load its
+model and how to decode its input; this class runs both in worker threads
+(``gui.worker.start_worker``), feeds the events to the views, re-decodes when an
+option changes (cancelling the running decode first), and reports errors inline
+(a banner at the top of the tab) and through ``errorOccurred`` for the status bar.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Callable, Iterator
+
+from PySide6.QtCore import QObject, QSettings, Qt, Signal
+from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QSplitter, QToolButton, QVBoxLayout, QWidget
+
+from core.events import BeamEvent, Finished, SegmentEvent, StepEvent
+from core.options import DecodingOptions
+
+from ..widgets.attention_heatmap import AttentionHeatmap
+from ..widgets.options_panel import OptionsPanel
+from ..widgets.token_stream import TokenStreamView
+from ..widgets.topk_chart import TopKChart
+from ..worker import WorkerHandle, start_worker
+
+
+class _Relay(QObject):
+    """Carries progress text from a worker thread into the GUI thread (queued signal)."""
+
+    text = Signal(str)
+
+
+class ErrorBanner(QFrame):
+    """A dismissible red banner with a message that says what went wrong and what to do."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("errorBanner")
+        self.setStyleSheet(
+            "#errorBanner { background: #fdecea; border: 1px solid #f5c2c0; border-radius: 4px; }"
+            "#errorBanner QLabel { color: #611a15; }"
+        )
+        self.label = QLabel()
+        self.label.setWordWrap(True)
+        self.label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        close = QToolButton()
+        close.setText("✕")
+        close.setToolTip("Dismiss")
+        close.setAutoRaise(True)
+        close.clicked.connect(self.hide)
+        lay = QHBoxLayout(self)
+        lay.setContentsMargins(8, 4, 4, 4)
+        lay.addWidget(QLabel("⚠"))
+        lay.addWidget(self.label, 1)
+        lay.addWidget(close)
+        self.hide()
+
+    def show_message(self, text: str) -> None:
+        """Show ``text`` (plain text)."""
+        self.label.setText(text)
+        self.show()
+
+    def message(self) -> str:
+        """The text shown ("" when hidden)."""
+        return "" if self.isHidden() else self.label.text()
+
+
+class DecodeTab(QWidget):
+    """Base class of the Speech / OCR / Translation tabs.
+
+    Subclasses implement :meth:`build_input`, :meth:`load_model_object`,
+    :meth:`decode_events`, :meth:`has_input` and may override :meth:`model_loaded`,
+    :meth:`save_settings` / :meth:`restore_settings` and the shortcut hooks
+    (:meth:`open_input`, :meth:`toggle_record`).
+
+    Signals:
+        statusMessage(str): a transient message for the status bar.
+        statsChanged(dict): run statistics for the status bar: keys ``encode_ms``,
+            ``ms_per_token``, ``tokens_per_s``, ``rtf`` (None if not speech), ``model``,
+            ``device``, ``n_tokens``, ``live`` (True while decoding).
+        busyChanged(bool, str): a model load/decode started (True, what) or ended.
+        errorOccurred(str): a user-facing error message.
+        modelReady(object): a model finished loading.
+        decodeFinished(object): the ``Finished`` event of a completed (not superseded) run.
+    """
+
+    title = "Task"
+    #: QSettings group for this tab
+    settings_key = "task"
+
+    statusMessage = Signal(str)
+    statsChanged = Signal(dict)
+    busyChanged = Signal(bool, str)
+    errorOccurred = Signal(str)
+    modelReady = Signal(object)
+    decodeFinished = Signal(object)
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.model: Any = None
+        self._load: WorkerHandle | None = None
+        self._decode: WorkerHandle | None = None
+        self._pending_decode = False
+        self._selected_step: int | None = None
+        self._steps: dict[int, StepEvent] = {}
+        self._latest_step: int | None = None
+        self._t_first: float | None = None
+        self._n_live = 0
+        self._relay = _Relay(self)
+        self._relay.text.connect(self._on_progress)
+
+        self.banner = ErrorBanner()
+        self.options_panel = OptionsPanel()
+        self.stream = TokenStreamView()
+        self.topk = TopKChart()
+        self.heatmap = AttentionHeatmap()
+        self.input_area = self.build_input()
+
+        self.top_splitter = QSplitter(Qt.Orientation.Horizontal)
+        self.top_splitter.addWidget(self.input_area)
+        self.top_splitter.addWidget(self.options_panel)
+        self.top_splitter.setStretchFactor(0, 3)
+        self.top_splitter.setStretchFactor(1, 2)
+        self.bottom_splitter = QSplitter(Qt.Orientation.Horizontal)
+        self.bottom_splitter.addWidget(self.topk)
+        self.bottom_splitter.addWidget(self.heatmap)
+        self.bottom_splitter.setStretchFactor(0, 2)
+        self.bottom_splitter.setStretchFactor(1, 3)
+        self.main_splitter = QSplitter(Qt.Orientation.Vertical)
+        self.main_splitter.addWidget(self.top_splitter)
+        self.main_splitter.addWidget(self.stream)
+        self.main_splitter.addWidget(self.bottom_splitter)
+        self.main_splitter.setStretchFactor(0, 2)
+        self.main_splitter.setStretchFactor(1, 1)
+        self.main_splitter.setStretchFactor(2, 3)
+        for s in (self.top_splitter, self.bottom_splitter, self.main_splitter):
+            s.setChildrenCollapsible(False)
+
+        lay = QVBoxLayout(self)
+        lay.setContentsMargins(4, 4, 4, 4)
+        lay.addWidget(self.banner)
+        lay.addWidget(self.main_splitter, 1)
+
+        self.options_panel.optionsChanged.connect(self._options_changed)
+        self.stream.stepSelected.connect(self.select_step)
+        self.heatmap.stepSelected.connect(self.select_step)
+        self.configure_heatmap()
+
+    # ------------------------------------------------------------ subclass API
+    def build_input(self) -> QWidget:
+        """The input area (top left)."""
+        raise NotImplementedError
+
+    def has_input(self) -> bool:
+        """True when there is something to decode."""
+        raise NotImplementedError
+
+    def load_model_object(self, name: str, progress: Callable[[str], None]) -> Any:
+        """Load model ``name``; runs in a worker thread (import torch-using modules here).
+
+        Raises:
+            Exception: with a user message; shown in the banner.
+        """
+        raise NotImplementedError
+
+    def decode_events(self, options: DecodingOptions, cancel: Callable[[], bool]) -> Iterator[Any]:
+        """The model's event stream for the current input; runs in a worker thread.
+
+        Must capture the input/model state it needs when called (the GUI may change them).
+        """
+        raise NotImplementedError
+
+    def configure_heatmap(self) -> None:
+        """Set the heatmap's column axis (``self.heatmap.set_columns``)."""
+
+    def model_loaded(self, model: Any) -> None:
+        """Called in the GUI thread after a successful load (update pickers)."""
+
+    def open_input(self) -> None:
+        """Ctrl+O."""
+
+    def toggle_record(self) -> None:
+        """Ctrl+R (tabs without recording ignore it)."""
+
+    def rtf_applies(self) -> bool:
+        """Whether RTF (processing time / audio duration) makes sense for this tab."""
+        return False
+
+    def save_settings(self, s: QSettings) -> None:
+        """Store the tab's choices (options, splitter sizes); subclasses extend."""
+        s.setValue(f"{self.settings_key}/options", self.options_panel.options().to_dict())
+        for name in ("top_splitter", "bottom_splitter", "main_splitter"):
+            s.setValue(f"{self.settings_key}/{name}", getattr(self, name).saveState())
+
+    def restore_settings(self, s: QSettings) -> None:
+        """Restore what :meth:`save_settings` stored; bad or old values are ignored."""
+        data = s.value(f"{self.settings_key}/options")
+        if isinstance(data, dict):
+            try:
+                self.options_panel.setOptions(DecodingOptions.from_dict(_coerce(data)))
+            except (TypeError, ValueError):
+                pass
+        for name in ("top_splitter", "bottom_splitter", "main_splitter"):
+            state = s.value(f"{self.settings_key}/{name}")
+            if state is not None:
+                getattr(self, name).restoreState(state)
+
+    # ---------------------------------------------------------------- state
+    def is_busy(self) -> bool:
+        """A model load or decode is running."""
+        return bool((self._load and self._load.running) or (self._decode and self._decode.running))
+
+    def is_loading(self) -> bool:
+        """A model load is running."""
+        return bool(self._load and self._load.running)
+
+    def is_decoding(self) -> bool:
+        """A decode is running."""
+        return bool(self._decode and self._decode.running)
+
+    def show_error(self, message: str) -> None:
+        """Show ``message`` in the banner and tell the window (status bar)."""
+        self.banner.show_message(message)
+        self.errorOccurred.emit(message)
+
+    def clear_error(self) -> None:
+        """Hide the banner."""
+        self.banner.hide()
+
+    # ---------------------------------------------------------------- model
+    def load_model(self, name: str) -> None:
+        """Load ``name`` in a worker thread; a decode follows if there is an input."""
+        name = name.strip()
+        if not name:
+            self.show_error("Enter a model name (e.g. base, tiny.en), a transformers model id or a local folder.")
+            return
+        if self._load is not None and self._load.running:
+            self._load.abort()
+        if self._decode is not None and self._decode.running:
+            self._pending_decode = False
+            self._decode.abort()
+        self.clear_error()
+        self.model = None
+        relay = self._relay
+
+        def gen(cancel):
+            yield self.load_model_object(name, relay.text.emit)
+
+        self.busyChanged.emit(True, f"Loading model {name}…")
+        handle = start_worker(
+            gen,
+            on_event=self._on_model,
+            on_error=lambda m: self.show_error(f"Could not load model {name!r}: {m}"),
+            on_finished=lambda: self._load_finished(handle),
+            name=f"load-{name}",
+        )
+        self._load = handle
+
+    def _on_progress(self, text: str) -> None:
+        if self.is_loading():
+            self.busyChanged.emit(True, text)
+
+    def _on_model(self, model: Any) -> None:
+        self.model = model
+        self.model_loaded(model)
+        load_s = getattr(model, "load_s", 0.0) or 0.0
+        self.statusMessage.emit(f"Loaded {getattr(model, 'name', 'model')} in {load_s:.1f} s")
+        self.statsChanged.emit(self._stats_dict(None))
+        self.modelReady.emit(model)
+
+    def _load_finished(self, handle: WorkerHandle) -> None:
+        if self._load is handle:
+            self._load = None
+        if not self.is_busy():
+            self.busyChanged.emit(False, "")
+        if self.model is not None and self.has_input():
+            self.request_decode()
+
+    # --------------------------------------------------------------- decode
+    def request_decode(self) -> None:
+        """Decode the current input with the current options (cancels a running decode first)."""
+        if self.model is None or not self.has_input():
+            return
+        if self._decode is not None and self._decode.running:
+            self._pending_decode = True
+            self._decode.abort()
+            return
+        self._start_decode()
+
+    def _start_decode(self) -> None:
+        try:
+            options = self.options_panel.options()
+        except ValueError as exc:
+            self.show_error(f"Invalid decoding options: {exc}")
+            return
+        self.clear_error()
+        self.stream.clear()
+        self.heatmap.clear()
+        self._steps.clear()
+        self._latest_step = None
+        self._t_first = time.perf_counter()
+        self._n_live = 0
+        self.topk.set_step(None)
+        self.busyChanged.emit(True, "Decoding…")
+        try:
+            fn = self.decode_fn(options)
+        except (ValueError, RuntimeError) as exc:
+            self.show_error(str(exc))
+            self.busyChanged.emit(self.is_busy(), "")
+            return
+        handle = start_worker(
+            fn,
+            on_event=self._on_event,
+            on_error=self.show_error,
+            on_finished=lambda: self._decode_finished(handle),
+            name="decode",
+        )
+        self._decode = handle
+
+    def decode_fn(self, options: DecodingOptions) -> Callable[[Callable[[], bool]], Iterator[Any]]:
+        """Bind ``decode_events`` to ``options`` for the worker (subclasses may snapshot input here)."""
+        return lambda cancel: self.decode_events(options, cancel)
+
+    def _on_event(self, ev: Any) -> None:
+        if isinstance(ev, StepEvent):
+            self._steps[ev.step] = ev
+            self._latest_step = ev.step
+            self._n_live += 1
+            self.stream.append_step(ev)
+            self.heatmap.append_step(ev)
+            if self._selected_step is None or self._selected_step == ev.step:
+                self.topk.set_step(ev)
+                if self._selected_step == ev.step:
+                    self.stream.select_step(ev.step)
+                    self.heatmap.select_step(ev.step)
+            if self._n_live % 8 == 1:
+                self.statsChanged.emit(self._stats_dict(None))
+        elif isinstance(ev, SegmentEvent):
+            self.stream.handle(ev)
+            self.heatmap.handle(ev)
+        elif isinstance(ev, BeamEvent):
+            self.stream.set_beams(ev)
+        elif isinstance(ev, Finished):
+            self.stream.finish(ev)
+            self.statsChanged.emit(self._stats_dict(ev))
+            self.decodeFinished.emit(ev)
+            what = "cancelled" if ev.cancelled else f"{ev.stats.n_tokens} tokens ({ev.reason})"
+            self.statusMessage.emit(f"Decoded: {what}")
+
+    def _decode_finished(self, handle: WorkerHandle) -> None:
+        if self._decode is handle:
+            self._decode = None
+        if self._pending_decode:
+            self._pending_decode = False
+            self._start_decode()
+            return
+        if not self.is_busy():
+            self.busyChanged.emit(False, "")
+
+    def _options_changed(self, _options: DecodingOptions) -> None:
+        self.request_decode()
+
+    def select_step(self, step: int) -> None:
+        """Show ``step`` in the top-k chart, outline it in the stream and the heatmap."""
+        self._selected_step = step
+        self.stream.select_step(step)
+        self.heatmap.select_step(step)
+        self.topk.set_step(self._steps.get(step))
+
+    def selected_step(self) -> int | None:
+        """The step the user selected (None: follow the newest token)."""
+        return self._selected_step
+
+    def cancel(self) -> bool:
+        """Cancel the running model load and decode. True if something was running."""
+        was = self.is_busy()
+        self._pending_decode = False
+        for h in (self._load, self._decode):
+            if h is not None and h.running:
+                h.abort()
+        if self._load is not None and self._load.running:
+            self.statusMessage.emit("Model load cancelled (the files finish loading in the background and are discarded).")
+        elif was:
+            self.statusMessage.emit("Cancelled")
+        self.busyChanged.emit(False, "")
+        return was
+
+    def shutdown(self, wait_ms: int = 10000) -> None:
+        """Cancel everything and wait for the worker threads (window close)."""
+        self.cancel()
+        for h in (self._load, self._decode):
+            if h is not None:
+                h.wait(wait_ms)
+
+    # ---------------------------------------------------------------- stats
+    def _stats_dict(self, fin: Finished | None) -> dict:
+        model = self.model
+        d: dict[str, Any] = {
+            "model": getattr(model, "name", None) if model is not None else None,
+            "device": str(getattr(model, "device", "cpu")).upper(),
+            "live": fin is None,
+            "encode_ms": None,
+            "ms_per_token": None,
+            "tokens_per_s": None,
+            "rtf": None,
+            "n_tokens": self._n_live,
+        }
+        if fin is not None:
+            st = fin.stats
+            d.update(
+                encode_ms=1000.0 * st.encode_s,
+                ms_per_token=st.ms_per_token,
+                tokens_per_s=st.tokens_per_s,
+                rtf=st.rtf if self.rtf_applies() else None,
+                n_tokens=st.n_tokens,
+                encoder_cached=st.encoder_cached,
+            )
+        elif self._t_first is not None and self._n_live:
+            dt = time.perf_counter() - self._t_first
+            d.update(ms_per_token=1000.0 * dt / self._n_live, tokens_per_s=self._n_live / dt if dt > 0 else None)
+        return d
+
+
+def _coerce(data: dict) -> dict:
+    """QSettings (INI) may return numbers as strings; convert to the dataclass field types."""
+    out = {}
+    defaults = DecodingOptions()
+    for k, v in data.items():
+        if not hasattr(defaults, k):
+            continue
+        ref = getattr(defaults, k)
+        try:
+            if isinstance(ref, bool):
+                out[k] = v if isinstance(v, bool) else str(v).lower() in ("1", "true", "yes")
+            elif isinstance(ref, int) and not isinstance(ref, bool):
+                out[k] = int(v) if v not in (None, "") else ref
+            elif isinstance(ref, float):
+                out[k] = float(v)
+            else:
+                out[k] = v
+        except (TypeError, ValueError):
+            continue
+    return out

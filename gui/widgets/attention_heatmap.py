@@ -1,0 +1,318 @@
+"""Cross-attention heatmap: rows = emitted tokens, columns = source positions.
+
+One long-lived pyqtgraph ``ImageItem`` updated with ``setImage`` (pyqtgraph
+``examples/MatrixDisplayExample.py`` / ``ImageItem.py``), viridis with fixed levels
+(0, 1). Each row is the chosen layer's/head's attention (or the average over layers
+and/or heads) normalised by its own maximum, so every token's focus is visible
+whatever its absolute spread; the label above the plot says so. The image grows one
+row per token while decoding; the selected step's row is outlined.
+
+The column axis is set per tab (``set_columns``): speech uses seconds (one Whisper
+encoder frame = 0.02 s) with an aligned waveform strip above, OCR uses pixels,
+translation uses source tokens (string ticks).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import QRectF, Qt, Signal
+from PySide6.QtGui import QColor, QPen
+from PySide6.QtWidgets import QComboBox, QGraphicsRectItem, QHBoxLayout, QLabel, QVBoxLayout, QWidget
+
+from core.events import SegmentEvent, StepEvent
+
+from .colors import LUT
+from .token_stream import display_text
+
+AVERAGE = "average"
+
+
+def reduce_attention(att: np.ndarray, layer: int | None, head: int | None) -> np.ndarray:
+    """One attention row from a (layers, heads, source_len) array.
+
+    Args:
+        att: float32 (layers, heads, source_len) cross-attention of one token.
+        layer: layer index, or None for the mean over layers.
+        head: head index, or None for the mean over heads.
+
+    Returns:
+        float32 (source_len,), normalised so its maximum is 1 (all-zero rows stay 0).
+    """
+    a = np.asarray(att, dtype=np.float32)
+    a = a.mean(axis=0) if layer is None else a[min(layer, a.shape[0] - 1)]
+    row = a.mean(axis=0) if head is None else a[min(head, a.shape[0] - 1)]
+    m = float(np.max(row)) if row.size else 0.0
+    return (row / m).astype(np.float32) if m > 0 else np.zeros_like(row, dtype=np.float32)
+
+
+class AttentionHeatmap(QWidget):
+    """Tokens × source cross-attention with layer/head pickers and an optional waveform strip.
+
+    Signals:
+        stepSelected(int): the user clicked a row.
+    """
+
+    stepSelected = Signal(int)
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self._scale = 1.0  # source units per column (e.g. 0.02 s)
+        self._unit = "source position"
+        self._col_labels: list[str] | None = None
+        self._n_cols = 0
+        self._steps: list[int] = []
+        self._row_of: dict[int, int] = {}
+        self._texts: list[str] = []
+        self._atts: list[tuple[int, np.ndarray | None]] = []  # (column offset, (L, H, n))
+        self._image = np.zeros((0, 0), np.float32)
+        self._buf = self._image
+        self._selected: int | None = None
+        self._shape: tuple[int, int] | None = None  # (layers, heads)
+
+        self.layer_combo = QComboBox()
+        self.head_combo = QComboBox()
+        for c, what in ((self.layer_combo, "decoder layer"), (self.head_combo, "attention head")):
+            c.addItem(AVERAGE)
+            c.setToolTip(f"{what} whose cross-attention is shown ('average' = mean over all)")
+            c.currentIndexChanged.connect(self._recompute)
+        self.info = QLabel("each row normalised to its max · viridis 0..1")
+        self.info.setToolTip(
+            "Row i is the cross-attention of token i over the input; each row is divided by its own "
+            "maximum so the focus of every token is visible. Colours use fixed levels 0..1."
+        )
+        top = QHBoxLayout()
+        top.addWidget(QLabel("<b>Cross-attention</b>"))
+        top.addWidget(QLabel("layer"))
+        top.addWidget(self.layer_combo)
+        top.addWidget(QLabel("head"))
+        top.addWidget(self.head_combo)
+        top.addStretch(1)
+        top.addWidget(self.info)
+
+        self.view = pg.GraphicsLayoutWidget()
+        self.view.setBackground(None)
+        self.wave_plot = self.view.addPlot(row=0, col=0)
+        self.wave_plot.setMaximumHeight(70)
+        self.wave_plot.hideAxis("bottom")
+        self.wave_plot.getAxis("left").setWidth(90)
+        self.wave_plot.setMouseEnabled(x=True, y=False)
+        self.wave_plot.setMenuEnabled(False)
+        self.wave_plot.hideButtons()
+        self.wave_curve = self.wave_plot.plot(pen=pg.mkPen("#4a6fa5"))
+        self.wave_curve.setDownsampling(auto=True, method="peak")
+        self.wave_curve.setClipToView(True)
+        self.wave_plot.hide()
+
+        self.plot = self.view.addPlot(row=1, col=0)
+        self.plot.invertY(True)
+        self.plot.setMenuEnabled(False)
+        self.plot.hideButtons()
+        self.plot.getAxis("left").setWidth(90)
+        self.plot.setMouseEnabled(x=True, y=True)
+        self.wave_plot.setXLink(self.plot)
+        self.image = pg.ImageItem(axisOrder="row-major")
+        self.image.setLookupTable(LUT)
+        self.image.setLevels((0.0, 1.0))
+        self.plot.addItem(self.image)
+        self.highlight = QGraphicsRectItem()
+        pen = QPen(QColor("#ff3b30"), 2)
+        pen.setCosmetic(True)
+        self.highlight.setPen(pen)
+        self.highlight.setZValue(10)
+        self.highlight.hide()
+        self.plot.addItem(self.highlight)
+        self.plot.scene().sigMouseClicked.connect(self._clicked)
+        self.set_columns("source position")
+
+        lay = QVBoxLayout(self)
+        lay.setContentsMargins(4, 4, 4, 4)
+        lay.setSpacing(2)
+        lay.addLayout(top)
+        lay.addWidget(self.view, 1)
+
+    # ---------------------------------------------------------------- API
+    def set_columns(self, unit: str, scale: float = 1.0, labels: list[str] | None = None, n_columns: int = 0) -> None:
+        """Configure the column axis.
+
+        Args:
+            unit: axis label, e.g. "time (s)", "x (pixels)", "source token".
+            scale: source units per column (0.02 for Whisper frames in seconds).
+            labels: string ticks, one per column (translation), or None for numbers.
+            n_columns: initial number of columns (grows if events need more).
+        """
+        self._unit, self._scale, self._col_labels = unit, float(scale), labels
+        self.plot.setLabel("bottom", unit)
+        ax = self.plot.getAxis("bottom")
+        ax.enableAutoSIPrefix(False)
+        if labels is not None:
+            ax.setTicks([[((i + 0.5) * self._scale, t) for i, t in enumerate(labels)]])
+            n_columns = max(n_columns, len(labels))
+        else:
+            ax.setTicks(None)
+        self._resize_columns(n_columns)
+        self._refresh_image()
+
+    def set_waveform(self, audio: np.ndarray | None, sample_rate: int = 16000) -> None:
+        """Show ``audio`` (float32 (n_samples,)) above the heatmap on a shared seconds axis (None hides it)."""
+        if audio is None or len(audio) == 0:
+            self.wave_curve.setData([], [])
+            self.wave_plot.hide()
+            return
+        t = np.arange(len(audio), dtype=np.float32) / float(sample_rate)
+        self.wave_curve.setData(t, np.asarray(audio, dtype=np.float32))
+        peak = float(np.max(np.abs(audio))) or 1.0
+        self.wave_plot.setYRange(-peak, peak, padding=0.05)
+        self.wave_plot.setLabel("left", "audio")
+        self.wave_plot.show()
+
+    def clear(self) -> None:
+        """Remove all rows (keeps the column axis and the layer/head choice)."""
+        self._steps.clear()
+        self._row_of.clear()
+        self._texts.clear()
+        self._atts.clear()
+        self._image = np.zeros((0, self._n_cols), np.float32)
+        self._buf = self._image
+        self._selected = None
+        self.highlight.hide()
+        self._refresh_image()
+        self._update_row_ticks()
+
+    def handle(self, ev) -> None:
+        """Take a StepEvent (adds a row) or SegmentEvent (extends the columns); ignore others."""
+        if isinstance(ev, StepEvent):
+            self.append_step(ev)
+        elif isinstance(ev, SegmentEvent) and ev.source_len:
+            self._resize_columns(ev.source_offset + ev.source_len)
+
+    def append_step(self, ev: StepEvent) -> None:
+        """Add one row for ``ev`` (its cross-attention placed at ``ev.source_offset``)."""
+        att = ev.cross_attention
+        if att is not None:
+            att = np.asarray(att, dtype=np.float32)
+            if att.ndim == 1:
+                att = att[None, None, :]
+            elif att.ndim == 2:
+                att = att[None, :, :]
+            self._ensure_combos(att.shape[0], att.shape[1])
+            self._resize_columns(ev.source_offset + att.shape[-1])
+        self._row_of[ev.step] = len(self._steps)
+        self._steps.append(ev.step)
+        self._texts.append(display_text(ev.text))
+        self._atts.append((ev.source_offset, att))
+        row = self._row(len(self._atts) - 1)
+        self._append_row(row)
+        self._refresh_image()
+        self._update_row_ticks()
+        if self._selected == ev.step:
+            self.select_step(ev.step)
+
+    def select_step(self, step: int | None) -> None:
+        """Outline the row of ``step`` (None: no outline)."""
+        self._selected = step
+        r = self._row_of.get(step) if step is not None else None
+        if r is None:
+            self.highlight.hide()
+            return
+        self.highlight.setRect(QRectF(0, r, max(self._n_cols, 1) * self._scale, 1))
+        self.highlight.show()
+
+    def matrix(self) -> np.ndarray:
+        """The displayed image, float32 (n_tokens, n_columns), values 0..1."""
+        return self._image.copy()
+
+    def row_count(self) -> int:
+        """Rows shown (one per token)."""
+        return self._image.shape[0]
+
+    def column_count(self) -> int:
+        """Columns shown (source positions)."""
+        return self._n_cols
+
+    def selection(self) -> tuple[int | None, int | None]:
+        """(layer, head) shown; None means averaged."""
+        li, hi = self.layer_combo.currentIndex(), self.head_combo.currentIndex()
+        return (None if li <= 0 else li - 1, None if hi <= 0 else hi - 1)
+
+    # ------------------------------------------------------------- internals
+    def _ensure_combos(self, layers: int, heads: int) -> None:
+        if self._shape == (layers, heads):
+            return
+        self._shape = (layers, heads)
+        for combo, n in ((self.layer_combo, layers), (self.head_combo, heads)):
+            cur = combo.currentIndex()
+            combo.blockSignals(True)
+            combo.clear()
+            combo.addItem(AVERAGE)
+            combo.addItems([str(i) for i in range(n)])
+            combo.setCurrentIndex(cur if 0 <= cur <= n else 0)
+            combo.blockSignals(False)
+
+    def _row(self, i: int) -> np.ndarray:
+        offset, att = self._atts[i]
+        row = np.zeros(self._n_cols, np.float32)
+        if att is not None:
+            layer, head = self.selection()
+            vals = reduce_attention(att, layer, head)
+            row[offset : offset + len(vals)] = vals[: max(0, self._n_cols - offset)]
+        return row
+
+    def _append_row(self, row: np.ndarray) -> None:
+        # amortised O(1): rows live in a buffer that doubles; _image is a view of the used part
+        n = self._image.shape[0]
+        if self._buf.shape[0] <= n or self._buf.shape[1] != self._n_cols:
+            buf = np.zeros((max(16, 2 * (n + 1)), self._n_cols), np.float32)
+            buf[:n] = self._image
+            self._buf = buf
+        self._buf[n] = row
+        self._image = self._buf[: n + 1]
+
+    def _resize_columns(self, n: int) -> None:
+        if n <= self._n_cols:
+            return
+        pad = np.zeros((self._image.shape[0], n - self._n_cols), np.float32)
+        self._image = np.hstack([self._image, pad])
+        self._buf = self._image
+        self._n_cols = n
+
+    def _recompute(self) -> None:
+        if self._atts:
+            self._image = np.stack([self._row(i) for i in range(len(self._atts))])
+            self._buf = self._image
+        self._refresh_image()
+
+    def _refresh_image(self) -> None:
+        n_rows, n_cols = self._image.shape if self._image.ndim == 2 else (0, 0)
+        if n_rows == 0 or n_cols == 0:
+            self.image.clear()
+            self.plot.setRange(xRange=(0, max(n_cols, 1) * self._scale), yRange=(0, 8), padding=0)
+            return
+        self.image.setImage(self._image, levels=(0.0, 1.0), autoLevels=False)
+        self.image.setRect(QRectF(0, 0, n_cols * self._scale, n_rows))
+        self.plot.setLimits(xMin=0, xMax=n_cols * self._scale, yMin=0, yMax=max(n_rows, 1))
+        self.plot.setRange(xRange=(0, n_cols * self._scale), yRange=(0, max(n_rows, 8)), padding=0)
+        if self._selected is not None:
+            self.select_step(self._selected)
+
+    def _update_row_ticks(self) -> None:
+        n = len(self._texts)
+        h = max(1.0, self.plot.vb.height() or 200.0)
+        every = max(1, int(np.ceil(n * 14 / h))) if n else 1
+        ticks = [(i + 0.5, f"{self._texts[i]}") for i in range(0, n, every)]
+        self.plot.getAxis("left").setTicks([ticks])
+
+    def resizeEvent(self, e) -> None:  # noqa: N802
+        super().resizeEvent(e)
+        self._update_row_ticks()
+
+    def _clicked(self, mev) -> None:
+        if not self._steps:
+            return
+        pos = self.plot.vb.mapSceneToView(mev.scenePos())
+        if not self.plot.vb.sceneBoundingRect().contains(mev.scenePos()):
+            return
+        r = int(np.floor(pos.y()))
+        if 0 <= r < len(self._steps):
+            self.select_step(self._steps[r])
+            self.stepSelected.emit(self._steps[r])

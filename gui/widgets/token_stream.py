@@ -1,0 +1,379 @@
+"""The emitted tokens as chips, each tinted by its probability (viridis, levels 0..1).
+
+Tokens are appended live as ``StepEvent``s arrive; a ``SegmentEvent`` starts a new
+line with a grey label (e.g. "0.0–30.0 s · language en (98%)"). Clicking a chip selects
+that step (``stepSelected(int)``); hovering shows its probability and the top
+alternatives. In beam search the live beams (``BeamEvent``) are listed above the
+stream, best first.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from PySide6.QtCore import QPoint, QRect, QSize, Qt, Signal
+from PySide6.QtGui import QColor, QFont, QFontMetrics, QLinearGradient, QPainter, QPen
+from PySide6.QtWidgets import (
+    QFrame,
+    QHBoxLayout,
+    QLabel,
+    QListWidget,
+    QScrollArea,
+    QSizePolicy,
+    QToolTip,
+    QVBoxLayout,
+    QWidget,
+)
+
+from core.events import BeamEvent, Finished, SegmentEvent, StepEvent
+
+from .colors import LUT, prob_color, text_color_on
+
+_PAD_X, _PAD_Y = 4, 2
+_GAP_WORD, _GAP_SUBWORD, _LINE_GAP = 6, 2, 4
+
+
+def display_text(text: str) -> str:
+    """How a token's text is drawn on its chip: leading space dropped, whitespace made visible."""
+    shown = text[1:] if text.startswith(" ") else text
+    shown = shown.replace("\n", "↵").replace("\t", "⇥")
+    if shown == "":
+        return "␣" if text else "∅"
+    if shown.strip() == "":
+        return "␣" * len(shown)
+    return shown
+
+
+@dataclass
+class _Item:
+    kind: str  # "token" | "segment"
+    text: str
+    rect: QRect
+    event: StepEvent | None = None
+
+
+def format_tooltip(ev: StepEvent, n_alternatives: int = 5) -> str:
+    """Tooltip text for a token: its probabilities and the top alternatives."""
+    lines = [
+        f"step {ev.step}: {ev.text!r}",
+        f"p = {ev.prob:.3f} (processed)   raw p = {ev.raw_prob:.3f}",
+        f"entropy = {ev.entropy:.2f} nats",
+    ]
+    if ev.topk:
+        lines.append("alternatives:")
+        for tp in ev.topk[:n_alternatives]:
+            mark = "▶" if tp.id == ev.token_id else "  "
+            lines.append(f" {mark} {tp.text!r}  {tp.prob:.3f}")
+    return "\n".join(lines)
+
+
+class TokenFlow(QWidget):
+    """Painted chips that wrap like text. One chip per ``StepEvent``; segment labels start lines.
+
+    Signals:
+        stepSelected(int): the user clicked the chip of that step.
+    """
+
+    stepSelected = Signal(int)
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self._items: list[_Item] = []
+        self._by_step: dict[int, int] = {}
+        self._selected: int | None = None
+        self._cursor = QPoint(_GAP_WORD, _LINE_GAP)
+        self._width = 400
+        f = QFont(self.font())
+        f.setPointSizeF(max(f.pointSizeF(), 10.0) + 1)
+        self.setFont(f)
+        self._fm = QFontMetrics(f)
+        self._label_font = QFont(f)
+        self._label_font.setItalic(True)
+        self._label_font.setPointSizeF(f.pointSizeF() - 2)
+        self._label_fm = QFontMetrics(self._label_font)
+        self.setMouseTracking(True)
+        self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Minimum)
+        self.setMinimumHeight(self._line_h() + 2 * _LINE_GAP)
+
+    # ------------------------------------------------------------- layout
+    def _line_h(self) -> int:
+        return self._fm.height() + 2 * _PAD_Y
+
+    def _place(self, item: _Item, gap: int, newline: bool) -> None:
+        fm = self._label_fm if item.kind == "segment" else self._fm
+        w = fm.horizontalAdvance(item.text) + 2 * _PAD_X
+        h = self._line_h()
+        x, y = self._cursor.x(), self._cursor.y()
+        if newline and x > _GAP_WORD:
+            x, y = _GAP_WORD, y + h + _LINE_GAP
+        elif x > _GAP_WORD:
+            x += gap
+        if x + w > self._width - _GAP_WORD and x > _GAP_WORD:
+            x, y = _GAP_WORD, y + h + _LINE_GAP
+        item.rect = QRect(x, y, w, h)
+        self._cursor = QPoint(x + w, y)
+
+    def _gap_for(self, item: _Item) -> int:
+        if item.kind == "token" and item.event is not None and not item.event.text.startswith(" "):
+            return _GAP_SUBWORD
+        return _GAP_WORD
+
+    def _relayout(self) -> None:
+        self._cursor = QPoint(_GAP_WORD, _LINE_GAP)
+        for item in self._items:
+            self._place(item, self._gap_for(item), newline=item.kind == "segment")
+            if item.kind == "segment":
+                self._cursor = QPoint(self._width, self._cursor.y())  # tokens start below the label
+        self._update_height()
+
+    def _update_height(self) -> None:
+        h = self._cursor.y() + self._line_h() + 2 * _LINE_GAP
+        if self.minimumHeight() != h:
+            self.setMinimumHeight(h)
+        self.update()
+
+    def resizeEvent(self, event) -> None:  # noqa: N802 - Qt API
+        if event.size().width() != self._width:
+            self._width = max(80, event.size().width())
+            self._relayout()
+        super().resizeEvent(event)
+
+    def sizeHint(self) -> QSize:
+        return QSize(self._width, self.minimumHeight())
+
+    # ---------------------------------------------------------------- API
+    def clear(self) -> None:
+        """Remove all chips and the selection."""
+        self._items.clear()
+        self._by_step.clear()
+        self._selected = None
+        self._cursor = QPoint(_GAP_WORD, _LINE_GAP)
+        self._update_height()
+
+    def add_segment(self, label: str) -> None:
+        """Start a new line headed by ``label``."""
+        item = _Item("segment", label, QRect())
+        self._items.append(item)
+        self._place(item, _GAP_WORD, newline=True)
+        self._cursor = QPoint(self._width, self._cursor.y())
+        self._update_height()
+
+    def append(self, ev: StepEvent) -> None:
+        """Add one token chip for ``ev``."""
+        item = _Item("token", display_text(ev.text), QRect(), ev)
+        self._by_step[ev.step] = len(self._items)
+        self._items.append(item)
+        self._place(item, self._gap_for(item), newline=False)
+        self._update_height()
+
+    def token_count(self) -> int:
+        """Number of token chips."""
+        return len(self._by_step)
+
+    def steps(self) -> list[StepEvent]:
+        """The StepEvents shown, in order."""
+        return [it.event for it in self._items if it.kind == "token" and it.event is not None]
+
+    def chip_rect(self, step: int) -> QRect | None:
+        """The chip of ``step`` in widget pixels (None if absent)."""
+        i = self._by_step.get(step)
+        return None if i is None else QRect(self._items[i].rect)
+
+    def step_at(self, pos: QPoint) -> int | None:
+        """The step whose chip is under ``pos`` (widget pixels), or None."""
+        for it in self._items:
+            if it.kind == "token" and it.rect.contains(pos) and it.event is not None:
+                return it.event.step
+        return None
+
+    def selected_step(self) -> int | None:
+        """The highlighted step, or None."""
+        return self._selected
+
+    def set_selected(self, step: int | None) -> None:
+        """Highlight ``step`` without emitting ``stepSelected``."""
+        self._selected = step if step in self._by_step else None
+        self.update()
+
+    # ------------------------------------------------------------- events
+    def mousePressEvent(self, event) -> None:  # noqa: N802
+        step = self.step_at(event.position().toPoint())
+        if step is not None and event.button() == Qt.MouseButton.LeftButton:
+            self.set_selected(step)
+            self.stepSelected.emit(step)
+        super().mousePressEvent(event)
+
+    def event(self, e) -> bool:
+        if e.type() == e.Type.ToolTip:
+            step = self.step_at(e.pos())
+            if step is not None:
+                ev = self._items[self._by_step[step]].event
+                QToolTip.showText(e.globalPos(), format_tooltip(ev), self)
+            else:
+                QToolTip.hideText()
+                e.ignore()
+            return True
+        return super().event(e)
+
+    def paintEvent(self, _event) -> None:  # noqa: N802
+        p = QPainter(self)
+        p.setRenderHint(QPainter.RenderHint.Antialiasing)
+        clip = _event.rect()
+        for it in self._items:
+            if not it.rect.intersects(clip):
+                continue
+            if it.kind == "segment":
+                p.setFont(self._label_font)
+                p.setPen(self.palette().placeholderText().color())
+                p.drawText(it.rect, Qt.AlignmentFlag.AlignVCenter | Qt.AlignmentFlag.AlignLeft, it.text)
+                continue
+            ev = it.event
+            bg = prob_color(ev.prob)
+            p.setPen(Qt.PenStyle.NoPen)
+            p.setBrush(bg)
+            p.drawRoundedRect(it.rect, 4, 4)
+            if ev.step == self._selected:
+                p.setBrush(Qt.BrushStyle.NoBrush)
+                p.setPen(QPen(QColor("#ff3b30"), 2.5))
+                p.drawRoundedRect(it.rect.adjusted(-1, -1, 1, 1), 5, 5)
+            p.setFont(self.font())
+            p.setPen(text_color_on(bg))
+            p.drawText(it.rect, Qt.AlignmentFlag.AlignCenter, it.text)
+        p.end()
+
+
+class ColorBar(QWidget):
+    """A small horizontal viridis bar labelled 0 … 1 (what a chip colour means)."""
+
+    def __init__(self, label: str = "p", parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self._label = label
+        self.setFixedSize(170, 18)
+        self.setToolTip("colour = probability of the chosen token (processed distribution), fixed scale 0..1")
+
+    def paintEvent(self, _e) -> None:  # noqa: N802
+        p = QPainter(self)
+        fm = p.fontMetrics()
+        left = fm.horizontalAdvance(f"{self._label} 0 ") + 2
+        right = fm.horizontalAdvance(" 1") + 2
+        bar = QRect(left, 3, self.width() - left - right, self.height() - 6)
+        grad = QLinearGradient(bar.left(), 0, bar.right(), 0)
+        for i in range(0, 256, 32):
+            r, g, b, a = LUT[i]
+            grad.setColorAt(i / 255, QColor(int(r), int(g), int(b)))
+        r, g, b, a = LUT[255]
+        grad.setColorAt(1.0, QColor(int(r), int(g), int(b)))
+        p.fillRect(bar, grad)
+        p.setPen(self.palette().windowText().color())
+        p.drawText(QRect(0, 0, left, self.height()), Qt.AlignmentFlag.AlignVCenter | Qt.AlignmentFlag.AlignRight, f"{self._label} 0 ")
+        p.drawText(QRect(bar.right() + 2, 0, right, self.height()), Qt.AlignmentFlag.AlignVCenter, "1")
+        p.end()
+
+
+class TokenStreamView(QWidget):
+    """Token chips + live beams + the running text.
+
+    Signals:
+        stepSelected(int): the user clicked a token.
+    """
+
+    stepSelected = Signal(int)
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.flow = TokenFlow()
+        self.flow.stepSelected.connect(self.stepSelected)
+        self.scroll = QScrollArea()
+        self.scroll.setWidgetResizable(True)
+        self.scroll.setWidget(self.flow)
+        self.scroll.setFrameShape(QFrame.Shape.StyledPanel)
+        self.scroll.setMinimumHeight(60)
+
+        self.title = QLabel("<b>Token stream</b> — click a token to inspect its step")
+        self.count_label = QLabel("")
+        header = QHBoxLayout()
+        header.addWidget(self.title)
+        header.addStretch(1)
+        header.addWidget(self.count_label)
+        header.addWidget(ColorBar("p"))
+
+        self.beams = QListWidget()
+        self.beams.setMaximumHeight(96)
+        self.beams.setToolTip("live beams, best first: cumulative log-probability and text")
+        self.beams.hide()
+
+        self.text_label = QLabel("")
+        self.text_label.setWordWrap(True)
+        self.text_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.text_label.setToolTip("the decoded text (selectable)")
+
+        lay = QVBoxLayout(self)
+        lay.setContentsMargins(4, 4, 4, 4)
+        lay.setSpacing(3)
+        lay.addLayout(header)
+        lay.addWidget(self.beams)
+        lay.addWidget(self.scroll, 1)
+        lay.addWidget(self.text_label)
+        self._text_parts: list[str] = []
+
+    # ---------------------------------------------------------------- API
+    def clear(self) -> None:
+        """Forget the previous run."""
+        self.flow.clear()
+        self.beams.clear()
+        self.beams.hide()
+        self._text_parts.clear()
+        self.text_label.setText("")
+        self.count_label.setText("")
+
+    def handle(self, ev) -> None:
+        """Show one event (StepEvent, SegmentEvent, BeamEvent, Finished); others are ignored."""
+        if isinstance(ev, StepEvent):
+            self.append_step(ev)
+        elif isinstance(ev, SegmentEvent):
+            self.flow.add_segment(ev.label)
+        elif isinstance(ev, BeamEvent):
+            self.set_beams(ev)
+        elif isinstance(ev, Finished):
+            self.finish(ev)
+
+    def append_step(self, ev: StepEvent) -> None:
+        """Append one token and keep the newest in view."""
+        sb = self.scroll.verticalScrollBar()
+        at_bottom = sb.value() >= sb.maximum() - 4
+        self.flow.append(ev)
+        self._text_parts.append(ev.text)
+        self.text_label.setText("".join(self._text_parts).strip())
+        self.count_label.setText(f"{self.flow.token_count()} tokens")
+        if at_bottom:
+            self.scroll.ensureVisible(0, self.flow.minimumHeight(), 0, 0)
+
+    def set_beams(self, ev: BeamEvent) -> None:
+        """List the live beams of a beam-search step (best first)."""
+        self.beams.show()
+        self.beams.clear()
+        for i, h in enumerate(ev.beams):
+            self.beams.addItem(f"#{i + 1}  {h.score:8.3f}  {h.text.strip() or '∅'}")
+        for h in ev.finished[:3]:
+            self.beams.addItem(f"done {h.score:8.3f}  {h.text.strip() or '∅'}")
+
+    def finish(self, ev: Finished) -> None:
+        """Show the final text (also when no StepEvents came, e.g. a beam run)."""
+        if ev.text or not self._text_parts:
+            self.text_label.setText(ev.text.strip() + ("  (cancelled)" if ev.cancelled else ""))
+        self.count_label.setText(f"{self.flow.token_count()} tokens · {ev.reason}")
+
+    def text(self) -> str:
+        """The text shown below the chips."""
+        return self.text_label.text()
+
+    def token_count(self) -> int:
+        """Number of token chips."""
+        return self.flow.token_count()
+
+    def select_step(self, step: int | None) -> None:
+        """Highlight ``step`` (no signal) and scroll to it."""
+        self.flow.set_selected(step)
+        r = self.flow.chip_rect(step) if step is not None else None
+        if r is not None:
+            self.scroll.ensureVisible(r.center().x(), r.center().y(), 10, r.height())
