@@ -1,0 +1,319 @@
+"""Backend for any transformers encoder-decoder model.
+
+``HFSeq2SeqBackend`` drives WhisperForConditionalGeneration, MarianMTModel,
+T5ForConditionalGeneration, M2M100ForConditionalGeneration and
+VisionEncoderDecoderModel (e.g. TrOCR): the encoder runs once per input, the decoder
+is stepped with a KV cache (self-attention keys/values grow by one position per
+step; cross-attention keys/values are computed once from the encoder hidden states).
+
+Two decoder paths:
+
+* generic: the model's own forward with ``encoder_outputs=`` and a transformers
+  ``EncoderDecoderCache`` (what ``generate()`` does, minus its per-step bookkeeping);
+* Whisper "lean" step (``WhisperLeanDecoder``): the same module weights, run layer by
+  layer with preallocated self-attention KV tensors and precomputed cross-attention
+  keys/values. Used for Whisper because the per-step overhead of the generic forward
+  (mask building, cache objects, output recording) is a large part of a tiny model's
+  step time. ``tests/core/test_hf_backend.py`` checks that both paths give the same
+  logits and cross-attention.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
+
+import torch
+import torch.nn.functional as F
+
+from core.backends.base import EncoderOutput, StepOutput
+
+_INPUT_KEYS = ("input_features", "input_ids", "pixel_values")
+
+
+def _is_whisper(model: Any) -> bool:
+    return type(model).__name__ == "WhisperForConditionalGeneration"
+
+
+@dataclass
+class HFCache:
+    """Decoder state for the generic path.
+
+    Attributes:
+        kv: transformers ``EncoderDecoderCache`` (self- and cross-attention keys/values).
+        encoder_hidden_states: float32 (batch, source_len_total, d_model).
+        encoder_attention_mask: int64 (batch, source_len_total) or None (no padding).
+    """
+
+    kv: Any
+    encoder_hidden_states: torch.Tensor
+    encoder_attention_mask: torch.Tensor | None
+
+
+@dataclass
+class LeanCache:
+    """Decoder state for ``WhisperLeanDecoder``.
+
+    Attributes:
+        self_k, self_v: per layer float32 (batch, heads, max_len, head_dim), filled up to ``length``.
+        cross_k, cross_v: per layer float32 (batch or 1, heads, source_len_total, head_dim),
+            computed once in ``init_cache``.
+        length: number of decoder positions already in the cache.
+    """
+
+    self_k: list[torch.Tensor]
+    self_v: list[torch.Tensor]
+    cross_k: list[torch.Tensor]
+    cross_v: list[torch.Tensor]
+    length: int = 0
+
+
+class WhisperLeanDecoder:
+    """A minimal Whisper decoder step over a ``WhisperForConditionalGeneration``'s weights.
+
+    Same computation as transformers' ``WhisperDecoder`` (Radford et al. 2022, pre-norm
+    Transformer decoder; queries scaled by head_dim**-0.5 before the dot product), but
+    without per-step mask/cache object construction. Self-attention keys/values live in
+    preallocated tensors of ``max_target_positions`` (448) positions.
+    """
+
+    def __init__(self, model: Any):
+        self.decoder = model.model.decoder
+        self.proj_out = model.proj_out
+        cfg = model.config
+        self.heads = cfg.decoder_attention_heads
+        self.head_dim = cfg.d_model // self.heads
+        self.max_len = cfg.max_target_positions
+        self.layers = list(self.decoder.layers)
+
+    def _split(self, x: torch.Tensor) -> torch.Tensor:
+        """(batch, len, d_model) -> (batch, heads, len, head_dim)."""
+        b, n, _ = x.shape
+        return x.view(b, n, self.heads, self.head_dim).transpose(1, 2)
+
+    def init_cache(self, encoder_hidden_states: torch.Tensor, batch_size: int) -> LeanCache:
+        """Empty self-attention KV tensors for ``batch_size`` hypotheses; cross-attention
+        keys/values from ``encoder_hidden_states`` (1, src, d_model), shared by all rows."""
+        dtype = encoder_hidden_states.dtype
+        shape = (batch_size, self.heads, self.max_len, self.head_dim)
+        self_k = [torch.empty(shape, dtype=dtype) for _ in self.layers]
+        self_v = [torch.empty(shape, dtype=dtype) for _ in self.layers]
+        cross_k, cross_v = [], []
+        for layer in self.layers:
+            attn = layer.encoder_attn
+            cross_k.append(self._split(attn.k_proj(encoder_hidden_states)).expand(batch_size, -1, -1, -1))
+            cross_v.append(self._split(attn.v_proj(encoder_hidden_states)).expand(batch_size, -1, -1, -1))
+        return LeanCache(self_k, self_v, cross_k, cross_v, 0)
+
+    def step(self, input_ids: torch.Tensor, cache: LeanCache, output_attentions: bool) -> StepOutput:
+        """Feed ``input_ids`` (batch, new_len); returns last-position logits (batch, vocab)
+        and, if asked, cross-attention (batch, layers, heads, src)."""
+        start, new_len = cache.length, input_ids.shape[1]
+        end = start + new_len
+        if end > self.max_len:
+            raise ValueError(
+                f"Whisper's decoder holds at most {self.max_len} positions; lower max_new_tokens"
+            )
+        dec = self.decoder
+        x = dec.embed_tokens(input_ids) + dec.embed_positions.weight[start:end]
+        causal = new_len > 1  # the prompt: tokens attend to earlier prompt tokens only
+        if causal and start > 0:
+            raise ValueError("several new tokens can only be fed to an empty cache (the prompt)")
+        cross_rows = []
+        for i, layer in enumerate(self.layers):
+            # self-attention with the KV cache
+            h = layer.self_attn_layer_norm(x)
+            sa = layer.self_attn
+            q = self._split(sa.q_proj(h) * sa.scaling)
+            cache.self_k[i][:, :, start:end] = self._split(sa.k_proj(h))
+            cache.self_v[i][:, :, start:end] = self._split(sa.v_proj(h))
+            k, v = cache.self_k[i][:, :, :end], cache.self_v[i][:, :, :end]
+            a = F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=1.0)
+            x = x + sa.out_proj(a.transpose(1, 2).reshape(x.shape))
+            # cross-attention over the encoder hidden states
+            h = layer.encoder_attn_layer_norm(x)
+            ca = layer.encoder_attn
+            q = self._split(ca.q_proj(h) * ca.scaling)
+            if output_attentions:
+                weights = torch.softmax(q @ cache.cross_k[i].transpose(-1, -2), dim=-1)
+                a = weights @ cache.cross_v[i]
+                cross_rows.append(weights[:, :, -1])  # (batch, heads, src)
+            else:
+                a = F.scaled_dot_product_attention(q, cache.cross_k[i], cache.cross_v[i], scale=1.0)
+            x = x + ca.out_proj(a.transpose(1, 2).reshape(x.shape))
+            # feed-forward
+            h = layer.final_layer_norm(x)
+            x = x + layer.fc2(layer.activation_fn(layer.fc1(h)))
+        cache.length = end
+        last = dec.layer_norm(x[:, -1])
+        logits = self.proj_out(last).float()
+        cross = torch.stack(cross_rows, dim=1) if output_attentions else None
+        return StepOutput(logits=logits, cross_attention=cross, cache=cache)
+
+    @staticmethod
+    def reorder_cache(cache: LeanCache, beam_idx: torch.Tensor) -> LeanCache:
+        n = cache.length
+        for store in (cache.self_k, cache.self_v):
+            for i, t in enumerate(store):
+                new = torch.empty((beam_idx.shape[0],) + tuple(t.shape[1:]), dtype=t.dtype)
+                new[:, :, :n] = t[beam_idx, :, :n]
+                store[i] = new
+        b = beam_idx.shape[0]
+        cache.cross_k = [k[:1].expand(b, -1, -1, -1) for k in cache.cross_k]
+        cache.cross_v = [v[:1].expand(b, -1, -1, -1) for v in cache.cross_v]
+        return cache
+
+
+class HFSeq2SeqBackend:
+    """``core.backends.base.Backend`` for a transformers encoder-decoder model.
+
+    Args:
+        model: a transformers seq2seq model (``WhisperForConditionalGeneration``,
+            ``MarianMTModel``, ``T5ForConditionalGeneration``,
+            ``M2M100ForConditionalGeneration``, ``VisionEncoderDecoderModel``, ...).
+            Put in eval mode; for the generic path its attention implementation is
+            switched to "eager" so that cross-attention weights can be returned.
+        tokenizer: its tokenizer (``convert_ids_to_tokens``/``decode``), or a processor
+            with a ``tokenizer`` attribute.
+        name: display name.
+        lean: use ``WhisperLeanDecoder`` for Whisper models (default True).
+
+    Raises:
+        ValueError: if ``model`` is not an encoder-decoder model.
+    """
+
+    def __init__(self, model: Any, tokenizer: Any, name: str, *, lean: bool = True):
+        if not getattr(model.config, "is_encoder_decoder", False) and not hasattr(model, "get_encoder"):
+            raise ValueError(f"{type(model).__name__} is not an encoder-decoder model")
+        self.model = model.eval()
+        self.tokenizer = getattr(tokenizer, "tokenizer", tokenizer)
+        self.name = name
+        self.vocab_size = int(model.get_output_embeddings().weight.shape[0])
+        self._lean = WhisperLeanDecoder(model) if (lean and _is_whisper(model)) else None
+        if self._lean is None and hasattr(model, "set_attn_implementation"):
+            try:
+                model.set_attn_implementation("eager")
+            except Exception:  # older transformers / models without the switch: attentions may be None
+                pass
+        self._token_text: dict[int, str] = {}
+
+    # -- encoder -------------------------------------------------------------------
+    def encode(self, model_inputs: Mapping[str, Any]) -> EncoderOutput:
+        """Run the encoder once.
+
+        Args:
+            model_inputs: a dict with one of ``input_features`` (float32 (1, n_mels,
+                frames), Whisper), ``input_ids`` (int64 (1, src_len), text models; with an
+                optional ``attention_mask`` (1, src_len)) or ``pixel_values`` (float32
+                (1, 3, H, W), image models). An optional int ``source_len`` overrides the
+                number of real (non-padding) encoder positions, e.g. the encoder frames
+                that cover the audio (Whisper pads every input to 1500 frames).
+
+        Returns:
+            EncoderOutput with hidden states float32 (1, src_total, d_model); ``source_len``
+            = non-pad source tokens for text, ``source_len`` if given, else src_total.
+            ``extras["attention_mask"]`` holds the text padding mask (or None).
+
+        Raises:
+            ValueError: if no known input key is present or the batch is not 1.
+        """
+        inputs = dict(model_inputs)
+        source_len = inputs.pop("source_len", None)
+        keys = [k for k in _INPUT_KEYS if k in inputs]
+        if not keys:
+            raise ValueError(
+                f"model_inputs needs one of {', '.join(_INPUT_KEYS)}; got keys {sorted(inputs)}"
+            )
+        main = inputs[keys[0]]
+        if not torch.is_tensor(main) or main.shape[0] != 1:
+            raise ValueError(f"{keys[0]} must be a tensor with batch size 1, got {getattr(main, 'shape', type(main))}")
+        mask = inputs.get("attention_mask")
+        with torch.inference_mode():
+            out = self.model.get_encoder()(**inputs, return_dict=True)
+        hidden = out.last_hidden_state.float()
+        if source_len is None:
+            source_len = int(mask.sum()) if mask is not None else hidden.shape[1]
+        if mask is not None and bool(mask.all()):
+            mask = None  # no padding: skip masking work in every step
+        return EncoderOutput(hidden_states=hidden, source_len=int(source_len), extras={"attention_mask": mask})
+
+    # -- decoder -------------------------------------------------------------------
+    def init_cache(self, encoded: EncoderOutput, batch_size: int) -> Any:
+        """An empty decoder cache for ``batch_size`` hypotheses over ``encoded``."""
+        hidden = encoded.hidden_states.to(self.model.dtype)
+        with torch.inference_mode():
+            if self._lean is not None:
+                return self._lean.init_cache(hidden, batch_size)
+        from transformers.cache_utils import DynamicCache, EncoderDecoderCache
+
+        mask = encoded.extras.get("attention_mask")
+        return HFCache(
+            kv=EncoderDecoderCache(DynamicCache(), DynamicCache()),
+            encoder_hidden_states=hidden.expand(batch_size, -1, -1),
+            encoder_attention_mask=None if mask is None else mask.expand(batch_size, -1),
+        )
+
+    def step(self, input_ids: torch.Tensor, cache: Any, output_attentions: bool) -> StepOutput:
+        """Feed ``input_ids`` (int64 (batch, new_len)): the prompt first, then one token per step.
+
+        Returns logits float32 (batch, vocab) of the last position and cross-attention
+        float32 (batch, layers, heads, src_total) if ``output_attentions``.
+        """
+        with torch.inference_mode():
+            if self._lean is not None:
+                return self._lean.step(input_ids, cache, output_attentions)
+            from transformers.modeling_outputs import BaseModelOutput
+
+            out = self.model(
+                encoder_outputs=BaseModelOutput(last_hidden_state=cache.encoder_hidden_states),
+                attention_mask=cache.encoder_attention_mask,
+                decoder_input_ids=input_ids,
+                past_key_values=cache.kv,
+                use_cache=True,
+                output_attentions=output_attentions,
+                return_dict=True,
+            )
+            logits = out.logits[:, -1].float()
+            cross = None
+            if output_attentions:
+                if not out.cross_attentions or out.cross_attentions[0] is None:
+                    raise RuntimeError(
+                        f"{type(self.model).__name__} returned no cross-attention; "
+                        "it needs the 'eager' attention implementation"
+                    )
+                cross = torch.stack([a[:, :, -1] for a in out.cross_attentions], dim=1).float()
+            cache.kv = out.past_key_values
+        return StepOutput(logits=logits, cross_attention=cross, cache=cache)
+
+    def reorder_cache(self, cache: Any, beam_idx: torch.Tensor) -> Any:
+        """Select/reorder hypotheses: ``beam_idx`` int64 (new_batch,) indexes the old batch."""
+        with torch.inference_mode():
+            if self._lean is not None:
+                return self._lean.reorder_cache(cache, beam_idx)
+            cache.kv.reorder_cache(beam_idx)
+            b = beam_idx.shape[0]
+            cache.encoder_hidden_states = cache.encoder_hidden_states[:1].expand(b, -1, -1)
+            if cache.encoder_attention_mask is not None:
+                cache.encoder_attention_mask = cache.encoder_attention_mask[:1].expand(b, -1)
+        return cache
+
+    # -- text ----------------------------------------------------------------------
+    def token_text(self, token_id: int) -> str:
+        """Display text of one token: special tokens as-is, otherwise decoded text
+        (so SentencePiece "▁the" and byte-level "Ġthe" both show as " the")."""
+        text = self._token_text.get(token_id)
+        if text is None:
+            tok = self.tokenizer
+            if token_id in set(getattr(tok, "all_special_ids", ())):
+                text = tok.convert_ids_to_tokens(token_id)
+            else:
+                piece = tok.convert_ids_to_tokens(token_id)
+                text = tok.convert_tokens_to_string([piece]) if piece is not None else f"<{token_id}>"
+                if isinstance(piece, str) and piece.startswith("▁") and not text.startswith(" "):
+                    text = " " + text  # SentencePiece word start: keep the space visible
+            self._token_text[token_id] = text
+        return text
+
+    def decode(self, token_ids: Sequence[int]) -> str:
+        """Text of ``token_ids``, special tokens skipped."""
+        return self.tokenizer.decode(list(token_ids), skip_special_tokens=True)

@@ -1,0 +1,201 @@
+"""Beam search with length penalty, as transformers' ``generate(num_beams=N)`` does it.
+
+Follows transformers' vectorised beam search (``GenerationMixin._beam_search``,
+defaults ``early_stopping=False``, ``do_sample=False``) step for step, so the chosen
+sequence is identical:
+
+1. scores = processors(log_softmax(logits)) + running beam log-probability
+   (all beams but the first start at -1e9 so the first step does not pick duplicates);
+2. take the 2 * num_beams best (beam, token) continuations over all beams;
+3. continuations that end (EOS, or the max length) compete for the ``num_beams``
+   finished slots with score ``sum log p / generated_len ** length_penalty``; only
+   those among the top ``num_beams`` candidates may enter;
+4. the best ``num_beams`` unfinished continuations become the running beams (the KV
+   cache is reordered by their parent beam);
+5. stop when no running beam can beat the worst finished one (the heuristic bound
+   ``best running score / current_len ** length_penalty``), or at the max length.
+
+Each running beam keeps its per-step report (top-k, probabilities, attention), which
+follows it through the reorderings; the best finished hypothesis's reports become the
+StepEvents emitted at the end. Reference: Wu et al. 2016 (GNMT) for the length
+penalty idea; transformers' exact formula divides by length ** length_penalty.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import torch
+
+from core.events import BeamEvent, Hypothesis, StepEvent
+from core.strategies import Result, StepContext, Update, entropy_nats
+
+_NEG = -1.0e9  # transformers' "impossible" score
+
+
+@dataclass(frozen=True)
+class _Record:
+    """One emitted token of one hypothesis: enough to build its StepEvent later."""
+
+    step: int  # local step index (0-based, first free step = 0)
+    row: int  # the beam row at that step
+    token_id: int
+    prob: float
+    raw_prob: float
+
+
+@dataclass(frozen=True)
+class _Hyp:
+    tokens: tuple[int, ...]
+    records: tuple[_Record, ...]
+    log_prob: float  # cumulative processed log-probability
+
+
+class BeamSearch:
+    """Beam search over ``ctx.num_beams`` hypotheses (see the module docstring)."""
+
+    def __init__(self, ctx: StepContext):
+        self.ctx = ctx
+        self.n = ctx.num_beams
+        self.batch_size = self.n
+        self.keep = 2 * self.n  # candidates kept per step: enough for n unfinished after 1 EOS each
+        self.top_n_mask = torch.arange(self.keep) < self.n
+        self.running_scores = torch.full((1, self.n), _NEG)
+        self.running_scores[:, 0] = 0.0
+        self.finished_scores = torch.full((1, self.n), _NEG)
+        self.is_finished = torch.zeros((1, self.n), dtype=torch.bool)
+        self.improvable = torch.ones((1, 1), dtype=torch.bool)
+        self.running: list[_Hyp] = [_Hyp((), (), 0.0)] * self.n
+        self.finished: list[_Hyp | None] = [None] * self.n
+        self.reports: list[dict] = []  # per step: per-row top-k lists, entropy, attention
+        self.t = 0
+
+    def start(self, prompt_ids: Sequence[int]) -> torch.Tensor:
+        self.prompt_len = len(prompt_ids)
+        return torch.tensor([list(prompt_ids)] * self.n, dtype=torch.long)
+
+    def _report(self, log_probs: torch.Tensor, raw_probs: torch.Tensor, cross_attention) -> torch.Tensor:
+        """Store this step's per-row report; return processed probabilities (n, vocab)."""
+        ctx = self.ctx
+        probs = torch.softmax(log_probs, dim=-1)  # renormalised (suppressed tokens removed)
+        self.reports.append(
+            {
+                "topk": [ctx.top_k(probs[r]) for r in range(self.n)],
+                "raw_topk": [ctx.top_k(raw_probs[r]) for r in range(self.n)],
+                "entropy": [entropy_nats(probs[r]) for r in range(self.n)],
+                "attention": [ctx.attention_row(cross_attention, r) for r in range(self.n)],
+            }
+        )
+        return probs
+
+    def update(self, input_ids, logits, cross_attention) -> Update:
+        ctx, n, t = self.ctx, self.n, self.t
+        cur_len = self.prompt_len + t
+        max_length = self.prompt_len + ctx.max_new_tokens
+        vocab = logits.shape[-1]
+
+        # 1. processed log-probabilities, accumulated over each beam
+        raw_scores = ctx.apply(ctx.rules, input_ids, logits)
+        log_probs = ctx.apply(ctx.rules + ctx.processors, input_ids, torch.log_softmax(logits, dim=-1))
+        probs = self._report(log_probs, torch.softmax(raw_scores, dim=-1), cross_attention)
+        raw_probs = torch.softmax(raw_scores, dim=-1)
+        total = (log_probs + self.running_scores[0, :, None]).reshape(1, -1)  # (1, n * vocab)
+
+        # 2. the best 2n continuations over all beams
+        cand_scores, cand_flat = torch.topk(total, k=self.keep)
+        parents = (cand_flat // vocab)[0].tolist()
+        tokens = (cand_flat % vocab)[0].tolist()
+        cand_probs = probs.reshape(-1)[cand_flat[0]].tolist()
+        cand_raw = raw_probs.reshape(-1)[cand_flat[0]].tolist()
+        candidates = []
+        for c, (p, tok) in enumerate(zip(parents, tokens)):
+            parent = self.running[p]
+            candidates.append(
+                _Hyp(
+                    parent.tokens + (tok,),
+                    parent.records + (_Record(t, p, tok, cand_probs[c], cand_raw[c]),),
+                    float(cand_scores[0, c]),
+                )
+            )
+        ends = torch.tensor([[tok == ctx.eos_token_id or cur_len + 1 >= max_length for tok in tokens]])
+
+        # 3. the best n unfinished continuations keep running
+        running_scores = cand_scores + ends.to(torch.float32) * _NEG
+        next_idx = torch.topk(running_scores, k=n)[1]
+        self.running_scores = torch.take_along_dim(running_scores, next_idx, dim=1)
+        self.running = [candidates[i] for i in next_idx[0].tolist()]
+        beam_idx = torch.tensor([parents[i] for i in next_idx[0].tolist()], dtype=torch.long)
+
+        # 4. finished continuations among the top n compete for the finished slots
+        just_finished = ends & self.top_n_mask[None, :]
+        scored = cand_scores / ((cur_len + 1 - self.prompt_len) ** ctx.length_penalty)
+        scored = scored + (~self.improvable).to(torch.float32) * _NEG
+        scored = scored + (~just_finished) * _NEG
+        merged_scores = torch.cat((self.finished_scores, scored), dim=1)
+        merged_hyps = self.finished + candidates
+        merged_finished = torch.cat((self.is_finished, just_finished), dim=1)
+        best = torch.topk(merged_scores, k=n)[1]
+        self.finished_scores = torch.take_along_dim(merged_scores, best, dim=1)
+        self.is_finished = torch.take_along_dim(merged_finished, best, dim=1)
+        self.finished = [merged_hyps[i] for i in best[0].tolist()]
+
+        # 5. stop when no running beam can still beat the worst finished one
+        self.t = t + 1
+        best_possible = self.running_scores[:, :1] / ((cur_len + 1 - self.prompt_len) ** ctx.length_penalty)
+        worst_finished = torch.where(
+            self.is_finished, torch.min(self.finished_scores, dim=1, keepdim=True)[0], _NEG
+        )
+        self.improvable = self.improvable & torch.any(best_possible > worst_finished, dim=-1, keepdim=True)
+        done = not bool(self.improvable.any()) or bool(ends.all())
+
+        next_ids = torch.cat([input_ids[beam_idx], torch.tensor([[h.tokens[-1]] for h in self.running])], dim=1)
+        return Update(next_ids, [self._beam_event(t)], beam_idx=None if done else beam_idx, done=done)
+
+    def _hypothesis(self, h: _Hyp, finished: bool) -> Hypothesis:
+        ids = [tok for tok in h.tokens if tok != self.ctx.eos_token_id]
+        return Hypothesis(ids, self.ctx.decode(ids), h.log_prob, finished)
+
+    def _beam_event(self, t: int) -> BeamEvent:
+        done = [
+            self._hypothesis(h, True)
+            for h, f in zip(self.finished, self.is_finished[0].tolist())
+            if f and h is not None
+        ]
+        return BeamEvent(
+            step=self.ctx.step_offset + t,
+            beams=[self._hypothesis(h, False) for h in self.running],
+            finished=done,
+            segment=self.ctx.segment,
+        )
+
+    def finalize(self) -> Result:
+        """The best finished hypothesis (or the best running one if none finished,
+        e.g. after a cancel) and its StepEvents."""
+        if bool(self.is_finished[0, 0]) and self.finished[0] is not None:
+            best = self.finished[0]
+        else:
+            best = self.running[0]
+        events: list[StepEvent] = []
+        reason = "max_tokens"
+        for rec in best.records:
+            if rec.token_id == self.ctx.eos_token_id:
+                reason = "eos"
+                break
+            report = self.reports[rec.step]
+            events.append(
+                StepEvent(
+                    step=self.ctx.step_offset + rec.step,
+                    token_id=rec.token_id,
+                    text=self.ctx.token_text(rec.token_id),
+                    prob=rec.prob,
+                    raw_prob=rec.raw_prob,
+                    topk=report["topk"][rec.row],
+                    raw_topk=report["raw_topk"][rec.row],
+                    entropy=report["entropy"][rec.row],
+                    cross_attention=report["attention"][rec.row],
+                    segment=self.ctx.segment,
+                    source_offset=self.ctx.source_offset,
+                )
+            )
+        return Result([e.token_id for e in events], reason, events)
