@@ -1,0 +1,205 @@
+"""Views built from events (napari test_qt_dims style): build, change, assert."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from PySide6.QtCore import Qt
+
+from core.events import SegmentEvent, TokenProb
+from core.options import DecodingOptions
+from gui.widgets.attention_heatmap import AttentionHeatmap, reduce_attention
+from gui.widgets.colors import prob_color
+from gui.widgets.options_panel import OptionsPanel
+from gui.widgets.token_stream import TokenStreamView, display_text, format_tooltip
+from gui.widgets.topk_chart import TopKChart, rows_for
+
+from .fakes import WORDS, make_step
+
+
+# ------------------------------------------------------------------ options panel
+def test_options_panel_emits_validated_options_once_after_debounce(qtbot):
+    panel = OptionsPanel(debounce_ms=100)
+    qtbot.addWidget(panel)
+    got = []
+    panel.optionsChanged.connect(got.append)
+    panel.strategy_buttons["sample"].setChecked(True)
+    panel.controls["temperature"].slider.setValue(panel.controls["temperature"].slider.value() + 4)  # +0.20
+    panel.controls["top_k"].setValue(40)
+    panel.controls["top_p"].spin.setValue(0.9)
+    assert got == []  # debounced: nothing yet
+    qtbot.waitUntil(lambda: len(got) == 1, timeout=2000)
+    qtbot.wait(250)
+    assert len(got) == 1  # one emission for a burst of changes
+    opts = got[0]
+    assert isinstance(opts, DecodingOptions)
+    assert opts.strategy == "sample"
+    assert opts.temperature == pytest.approx(1.2)
+    assert opts.top_k == 40 and opts.top_p == pytest.approx(0.9)
+    assert opts.validate() is opts
+
+
+def test_options_panel_disables_irrelevant_controls_but_keeps_values(qtbot):
+    panel = OptionsPanel(DecodingOptions(strategy="sample", temperature=0.7, top_k=5, num_beams=3))
+    qtbot.addWidget(panel)
+    assert panel.controls["temperature"].isEnabled()
+    assert not panel.controls["num_beams"].isEnabled()
+    panel.strategy_buttons["greedy"].setChecked(True)
+    for f in ("temperature", "top_k", "top_p", "num_beams", "length_penalty"):
+        assert not panel.controls[f].isEnabled(), f
+    assert not panel.seed_spin.isEnabled()
+    assert panel.controls["max_new_tokens"].isEnabled()
+    panel.strategy_buttons["beam"].setChecked(True)
+    assert panel.controls["num_beams"].isEnabled() and not panel.controls["temperature"].isEnabled()
+    o = panel.options()
+    assert (o.strategy, o.temperature, o.top_k, o.num_beams) == ("beam", 0.7, 5, 3)
+
+
+def test_slider_and_spin_stay_in_sync(qtbot):
+    panel = OptionsPanel()
+    qtbot.addWidget(panel)
+    ctl = panel.controls["top_p"]
+    ctl.spin.setValue(0.5)
+    assert ctl.slider.value() == round((0.5 - 0.05) / 0.01)
+    ctl.slider.setValue(ctl.slider.maximum())
+    assert ctl.value() == pytest.approx(1.0)
+
+
+def test_set_options_rejects_invalid(qtbot):
+    panel = OptionsPanel()
+    qtbot.addWidget(panel)
+    with pytest.raises(ValueError, match="temperature"):
+        panel.setOptions(DecodingOptions(temperature=0.0))
+
+
+# ------------------------------------------------------------------ token stream
+def _events(n=len(WORDS), **kw):
+    return [make_step(i, WORDS[i], **kw) for i in range(n)]
+
+
+def test_token_stream_shows_text_and_selection_works(qtbot):
+    view = TokenStreamView()
+    qtbot.addWidget(view)
+    view.resize(600, 200)
+    view.show()
+    view.handle(SegmentEvent(0, "0.0–3.0 s"))
+    for ev in _events():
+        view.handle(ev)
+    assert view.token_count() == len(WORDS)
+    assert view.text() == "".join(WORDS).strip()
+    r = view.flow.chip_rect(3)
+    assert r is not None and r.width() > 0
+    with qtbot.waitSignal(view.stepSelected, timeout=1000) as blocker:
+        qtbot.mouseClick(view.flow, Qt.MouseButton.LeftButton, pos=r.center())
+    assert blocker.args == [3]
+    assert view.flow.selected_step() == 3
+    # chips do not overlap and wrap inside the width
+    rects = [view.flow.chip_rect(i) for i in range(len(WORDS))]
+    for a, b in zip(rects, rects[1:]):
+        assert not a.intersects(b)
+    assert all(rc.right() <= view.flow.width() for rc in rects)
+
+
+def test_token_chip_colour_follows_probability():
+    assert prob_color(0.0).name() != prob_color(1.0).name()
+    assert prob_color(1.0).green() > 200  # viridis ends yellow
+    assert prob_color(0.0).blue() > prob_color(0.0).green()  # and starts dark purple
+
+
+def test_tooltip_lists_probability_and_alternatives():
+    ev = make_step(2, " brown", prob=0.6)
+    tip = format_tooltip(ev)
+    assert "0.600" in tip and "' cat'" in tip
+
+
+def test_display_text_makes_whitespace_visible():
+    assert display_text(" fox") == "fox"
+    assert display_text(" ") == "␣"
+    assert display_text("\n") == "↵"
+
+
+def test_beam_events_listed(qtbot):
+    from core.events import BeamEvent, Hypothesis
+
+    view = TokenStreamView()
+    qtbot.addWidget(view)
+    view.handle(BeamEvent(step=0, beams=[Hypothesis([1], " The", -0.1), Hypothesis([2], " A", -1.3)]))
+    assert view.beams.count() == 2 and not view.beams.isHidden()
+    assert "The" in view.beams.item(0).text()
+
+
+# ------------------------------------------------------------------ top-k
+def test_topk_rows_show_filtered_and_raw():
+    ev = make_step(0, " The", prob=0.7)
+    rows = rows_for(ev)
+    chosen = [r for r in rows if r.chosen]
+    assert len(chosen) == 1 and chosen[0].prob == pytest.approx(0.7)
+    cut = [r for r in rows if r.text == "!"]  # in the raw top-k only: cut by the filters
+    assert cut and cut[0].prob == 0.0 and cut[0].raw_prob == pytest.approx(0.1)
+    assert [r.prob for r in rows if r.prob > 0] == sorted([r.prob for r in rows if r.prob > 0], reverse=True)
+
+
+def test_topk_chart_paints(qtbot):
+    chart = TopKChart()
+    qtbot.addWidget(chart)
+    chart.resize(400, 250)
+    chart.set_step(make_step(1, " quick"))
+    assert chart.step() == 1 and len(chart.rows()) >= 2
+    img = chart.grab().toImage()
+    assert not img.isNull()
+
+
+# ------------------------------------------------------------------ heatmap
+def test_reduce_attention_normalises_rows():
+    att = np.zeros((2, 2, 5), np.float32)
+    att[0, 0, 1] = 0.5
+    att[1, 1, 3] = 0.25
+    avg = reduce_attention(att, None, None)
+    assert avg.max() == pytest.approx(1.0) and avg.argmax() == 1
+    assert reduce_attention(att, 1, 1).argmax() == 3
+    assert not reduce_attention(np.zeros((1, 1, 4), np.float32), None, None).any()
+
+
+def test_heatmap_one_row_per_token_and_columns(qtbot):
+    hm = AttentionHeatmap()
+    qtbot.addWidget(hm)
+    hm.set_columns("time (s)", 0.02, n_columns=40)
+    hm.handle(SegmentEvent(0, "w", source_offset=0, source_len=50))
+    evs = _events(6, n_frames=50)
+    for i, ev in enumerate(evs):
+        hm.handle(ev)
+        assert hm.row_count() == i + 1  # grows one row per token
+    assert hm.column_count() == 50
+    m = hm.matrix()
+    assert m.shape == (6, 50)
+    np.testing.assert_allclose(m.max(axis=1), 1.0)
+    assert m.min() >= 0
+    # peaks move right (the fake's attention follows the tokens)
+    assert list(m.argmax(axis=1)) == [min(49, 3 * i) for i in range(6)]
+    # layer/head pickers list the model's layers and heads; choosing one changes the image
+    assert hm.layer_combo.count() == 1 + 2 and hm.head_combo.count() == 1 + 3
+    before = hm.matrix()
+    hm.layer_combo.setCurrentIndex(2)
+    hm.head_combo.setCurrentIndex(1)
+    assert hm.selection() == (1, 0)
+    expected = reduce_attention(evs[4].cross_attention, 1, 0)
+    np.testing.assert_allclose(hm.matrix()[4], expected, rtol=1e-6)
+    assert not np.allclose(before, hm.matrix())
+    hm.select_step(2)
+    assert hm.highlight.isVisible() and hm.highlight.rect().top() == 2
+
+
+def test_heatmap_places_segments_at_their_offset(qtbot):
+    hm = AttentionHeatmap()
+    qtbot.addWidget(hm)
+    hm.handle(make_step(0, " a", n_frames=10, offset=0))
+    hm.handle(make_step(1, " b", n_frames=10, offset=1500))
+    assert hm.column_count() == 1510
+    assert hm.matrix()[1, :1500].max() == 0 and hm.matrix()[1, 1500:].max() == 1.0
+
+
+def test_heatmap_string_columns(qtbot):
+    hm = AttentionHeatmap()
+    qtbot.addWidget(hm)
+    hm.set_columns("source token", 1.0, labels=["▁Hello", "▁world", "</s>"])
+    assert hm.column_count() == 3
