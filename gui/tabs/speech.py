@@ -321,9 +321,9 @@ class SpeechTab(DecodeTab):
         self.request_decode()
 
     def _show_wave(self, audio: np.ndarray) -> None:
-        t = np.arange(len(audio), dtype=np.float32) / SAMPLE_RATE
+        t = np.arange(len(audio), dtype=np.float64) / SAMPLE_RATE
         self.wave_curve.setData(t, audio)
-        self.wave.setXRange(0, max(t[-1] if len(t) else 1.0, 0.1), padding=0.01)
+        self.wave.setXRange(0.0, max(float(t[-1]) if len(t) else 1.0, 0.1), padding=0.01)
 
     def open_input(self) -> None:
         """Ctrl+O: pick an audio file."""

@@ -159,7 +159,7 @@ class AttentionHeatmap(QWidget):
             self.wave_curve.setData([], [])
             self.wave_plot.hide()
             return
-        t = np.arange(len(audio), dtype=np.float32) / float(sample_rate)
+        t = np.arange(len(audio), dtype=np.float64) / float(sample_rate)
         self.wave_curve.setData(t, np.asarray(audio, dtype=np.float32))
         peak = float(np.max(np.abs(audio))) or 1.0
         self.wave_plot.setYRange(-peak, peak, padding=0.05)
@@ -289,9 +289,10 @@ class AttentionHeatmap(QWidget):
             self.plot.setRange(xRange=(0, max(n_cols, 1) * self._scale), yRange=(0, 8), padding=0)
             return
         self.image.setImage(self._image, levels=(0.0, 1.0), autoLevels=False)
-        self.image.setRect(QRectF(0, 0, n_cols * self._scale, n_rows))
-        self.plot.setLimits(xMin=0, xMax=n_cols * self._scale, yMin=0, yMax=max(n_rows, 1))
-        self.plot.setRange(xRange=(0, n_cols * self._scale), yRange=(0, max(n_rows, 8)), padding=0)
+        width = float(n_cols) * self._scale
+        self.image.setRect(QRectF(0.0, 0.0, width, float(n_rows)))
+        self.plot.setLimits(xMin=0.0, xMax=width, yMin=0.0, yMax=float(max(n_rows, 8)))
+        self.plot.setRange(xRange=(0.0, width), yRange=(0.0, float(max(n_rows, 8))), padding=0)
         if self._selected is not None:
             self.select_step(self._selected)
 

@@ -68,20 +68,24 @@ class FakeSpeechModel:
         n_frames = min(self.n_frames, int(np.ceil(len(audio) / 320)))
         yield SegmentEvent(segment=0, label=f"0.0–{len(audio) / 16000:.1f} s", source_offset=0, source_len=n_frames)
         prob = 0.9 / options.temperature if options.strategy == "sample" else 0.9
-        ids = []
-        for i in range(n):
-            if cancel is not None and cancel():
-                self.cancelled_runs += 1
-                yield Finished(text="", token_ids=ids, stats=RunStats(), cancelled=True, reason="cancelled")
-                return
-            if self.delay_s:
-                time.sleep(self.delay_s)
-            if options.strategy == "beam":
-                yield BeamEvent(step=i, beams=[Hypothesis(ids + [1], "".join(WORDS[: i + 1]), -0.1 * i),
-                                                Hypothesis(ids + [2], "".join(WORDS[:i]) + " cat", -0.2 * i - 1)])
-            ev = make_step(i, WORDS[i], n_frames=n_frames, prob=float(np.clip(prob - 0.05 * i, 0.05, 1.0)))
-            ids.append(ev.token_id)
-            yield ev
+        ids: list[int] = []
+        try:
+            for i in range(n):
+                if cancel is not None and cancel():
+                    self.cancelled_runs += 1
+                    yield Finished(text="", token_ids=ids, stats=RunStats(), cancelled=True, reason="cancelled")
+                    return
+                if self.delay_s:
+                    time.sleep(self.delay_s)
+                if options.strategy == "beam":
+                    yield BeamEvent(step=i, beams=[Hypothesis(ids + [1], "".join(WORDS[: i + 1]), -0.1 * i),
+                                                    Hypothesis(ids + [2], "".join(WORDS[:i]) + " cat", -0.2 * i - 1)])
+                ev = make_step(i, WORDS[i], n_frames=n_frames, prob=float(np.clip(prob - 0.05 * i, 0.05, 1.0)))
+                ids.append(ev.token_id)
+                yield ev
+        except GeneratorExit:  # the GUI worker closed the generator after a cancel
+            self.cancelled_runs += 1
+            raise
         stats = RunStats(encode_s=0.0 if cached else 0.01, decode_s=0.001 * n, n_tokens=n,
                          audio_s=len(audio) / 16000, encoder_cached=cached)
         yield Finished(text="".join(WORDS[:n]).strip(), token_ids=ids, stats=stats, reason="eos")
