@@ -142,6 +142,10 @@ class DecodeTab(QWidget):
         self.main_splitter.setStretchFactor(2, 3)
         for s in (self.top_splitter, self.bottom_splitter, self.main_splitter):
             s.setChildrenCollapsible(False)
+        # defaults for a 1400 x 900 window (restore_settings replaces them)
+        self.main_splitter.setSizes([280, 170, 420])
+        self.top_splitter.setSizes([800, 560])
+        self.bottom_splitter.setSizes([520, 840])
 
         lay = QVBoxLayout(self)
         lay.setContentsMargins(4, 4, 4, 4)

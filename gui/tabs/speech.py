@@ -34,6 +34,7 @@ from PySide6.QtWidgets import (
 
 from core.options import DecodingOptions
 
+from ..widgets.attention_heatmap import no_si_prefix
 from .base import DecodeTab
 
 # Mirrors of core.tasks.speech constants: that module is imported only in the
@@ -157,6 +158,8 @@ class SpeechTab(DecodeTab):
         self.wave.setMouseEnabled(x=True, y=False)
         self.wave.setLabel("bottom", "time (s)")
         self.wave.getAxis("left").setWidth(40)
+        no_si_prefix(self.wave.getAxis("left"))
+        no_si_prefix(self.wave.getAxis("bottom"))
         self.wave_curve = self.wave.plot(pen=pg.mkPen("#4a6fa5"))
         self.wave_curve.setDownsampling(auto=True, method="peak")
         self.wave_curve.setClipToView(True)
@@ -212,8 +215,10 @@ class SpeechTab(DecodeTab):
             ok, reason = core_audio.microphone_status()
             if ok:
                 devices = list(core_audio.list_input_devices())
+        except ImportError:
+            ok = False
         except Exception as exc:  # noqa: BLE001 - any failure means: no microphone
-            ok, reason = False, f"{reason if not str(exc) else exc}"
+            ok, reason = False, str(exc) or type(exc).__name__
         self.mic_ok = bool(ok)
         self.device_combo.clear()
         self.device_combo.addItem("default input", None)

@@ -46,6 +46,12 @@ def reduce_attention(att: np.ndarray, layer: int | None, head: int | None) -> np
     return (row / m).astype(np.float32) if m > 0 else np.zeros_like(row, dtype=np.float32)
 
 
+def no_si_prefix(axis: pg.AxisItem) -> None:
+    """Show plain numbers on ``axis`` (pyqtgraph would rescale 0..1 to "x0.001" units)."""
+    axis.setSIPrefixEnableRanges(((0.0, 0.0),))
+    axis.updateAutoSIPrefix()
+
+
 class AttentionHeatmap(QWidget):
     """Tokens × source cross-attention with layer/head pickers and an optional waveform strip.
 
@@ -96,6 +102,7 @@ class AttentionHeatmap(QWidget):
         self.wave_plot.setMaximumHeight(70)
         self.wave_plot.hideAxis("bottom")
         self.wave_plot.getAxis("left").setWidth(90)
+        no_si_prefix(self.wave_plot.getAxis("left"))
         self.wave_plot.setMouseEnabled(x=True, y=False)
         self.wave_plot.setMenuEnabled(False)
         self.wave_plot.hideButtons()
@@ -144,7 +151,7 @@ class AttentionHeatmap(QWidget):
         self._unit, self._scale, self._col_labels = unit, float(scale), labels
         self.plot.setLabel("bottom", unit)
         ax = self.plot.getAxis("bottom")
-        ax.enableAutoSIPrefix(False)
+        no_si_prefix(ax)
         if labels is not None:
             ax.setTicks([[((i + 0.5) * self._scale, t) for i, t in enumerate(labels)]])
             n_columns = max(n_columns, len(labels))
@@ -164,6 +171,7 @@ class AttentionHeatmap(QWidget):
         peak = float(np.max(np.abs(audio))) or 1.0
         self.wave_plot.setYRange(-peak, peak, padding=0.05)
         self.wave_plot.setLabel("left", "audio")
+        no_si_prefix(self.wave_plot.getAxis("left"))
         self.wave_plot.show()
 
     def clear(self) -> None:
