@@ -293,7 +293,9 @@ def whisper_special_tokens(tokenizer_json: Mapping[str, Any]) -> WhisperSpecialT
 
     sot, translate = find("<|startoftranscript|>"), find("<|translate|>")
     lang_to_id = {
-        tok: i for tok, i in sorted(added.items(), key=lambda kv: kv[1]) if sot < i < translate and _LANG_TOKEN.match(tok)
+        tok: i
+        for tok, i in sorted(added.items(), key=lambda kv: kv[1])
+        if sot < i < translate and _LANG_TOKEN.match(tok)
     }
     no_speech = find("<|nospeech|>", required=False)
     if no_speech is None:

