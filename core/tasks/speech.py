@@ -64,7 +64,7 @@ class SpeechModel:
         self.load_s: float = float(loaded.load_s)
         self.backend = HFSeq2SeqBackend(loaded.model, loaded.tokenizer, loaded.name)
         self.engine = Engine(self.backend)
-        self._cache = EncoderCache(maxsize=cache_size)
+        self._cache = EncoderCache(max_items=cache_size)
         self.encode_count = 0
         self.last_language: str | None = None
         self._language_cache: dict[str, tuple[str, float]] = {}
@@ -111,7 +111,7 @@ class SpeechModel:
 
         lw = self._loaded
         cache = self.backend.init_cache(encoded, 1)
-        out = self.backend.step(torch.tensor([[lw.sot_token_id]]), cache, output_attentions=False)
+        out = self.backend.step(torch.tensor([[lw.sot]]), cache, output_attentions=False)
         ids = torch.tensor([lw.lang_token_ids[c] for c in self.languages])
         probs = torch.softmax(out.logits[0, ids].float(), dim=-1)
         best = int(torch.argmax(probs))
@@ -125,16 +125,13 @@ class SpeechModel:
         from core.backends.base import DecoderPrompt
 
         lw = self._loaded
-        if self.multilingual:
-            ids = (lw.sot_token_id, lw.lang_token_ids[language], lw.task_token_ids[task], lw.no_timestamps_token_id)
-        else:
-            ids = (lw.sot_token_id, lw.no_timestamps_token_id)
+        ids = tuple(lw.prompt_ids(language if self.multilingual else "en", task))
         return DecoderPrompt(
             prompt_ids=ids,
-            eos_token_id=lw.eot_token_id,
+            eos_token_id=lw.eot,
             suppress_tokens=tuple(lw.suppress_tokens),
             begin_suppress_tokens=tuple(lw.begin_suppress_tokens),
-            max_new_tokens=lw.max_target_positions // 2 - len(ids),
+            max_new_tokens=lw.model.config.max_target_positions - len(ids),
         )
 
     def check_language_task(self, language: str, task: str) -> None:
