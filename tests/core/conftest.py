@@ -39,14 +39,7 @@ def word_tokenizer(vocab_size: int, specials: dict[str, int]) -> PreTrainedToken
         names[i] = name
     tok = Tokenizer(WordLevel({n: i for i, n in names.items()}, unk_token=names[0]))
     tok.pre_tokenizer = WhitespaceSplit()
-    return PreTrainedTokenizerFast(
-        tokenizer_object=tok, **{k: v for k, v in {"eos_token": _key(specials, "eos"),
-                                                   "pad_token": _key(specials, "pad")}.items() if v}
-    )
-
-
-def _key(specials: dict[str, int], part: str) -> str | None:
-    return next((n for n in specials if part in n), None)
+    return PreTrainedTokenizerFast(tokenizer_object=tok, additional_special_tokens=list(specials))
 
 
 @dataclass
