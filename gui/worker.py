@@ -27,12 +27,14 @@ GeneratorFn = Callable[[Callable[[], bool]], Iterator[Any]]
 def user_message(exc: BaseException) -> str:
     """A one-paragraph message for the user from an exception.
 
-    ``ValueError``/``RuntimeError``/``OSError`` and our own exceptions carry messages
+    ``ValueError``/``RuntimeError``/``OSError`` and our own exceptions (defined in
+    ``core``) carry messages
     written for users; anything else is prefixed with its type so a bug report can
     name it.
     """
     text = str(exc).strip()
-    if isinstance(exc, (ValueError, RuntimeError, OSError)) and text:
+    ours = type(exc).__module__.split(".")[0] == "core"  # e.g. core.audio.AudioError
+    if (ours or isinstance(exc, (ValueError, RuntimeError, OSError))) and text:
         return text
     name = type(exc).__name__
     return f"{name}: {text}" if text else f"Unexpected error ({name})."

@@ -66,7 +66,7 @@ def first_sample(directory: Path = SAMPLES_DIR) -> Path | None:
 class _LevelRelay(QObject):
     """Carries the recorder's level (0..1) from the audio thread to the GUI thread."""
 
-    level = Signal(float)
+    level = Signal(float, float)  # (rms_dbfs, peak)
 
 
 class SpeechTab(DecodeTab):
@@ -224,6 +224,8 @@ class SpeechTab(DecodeTab):
         self.device_combo.addItem("default input", None)
         for d in devices:
             name, ident = _device_name_and_id(d)
+            if getattr(d, "is_default", False):
+                name += " (default)"
             self.device_combo.addItem(name, ident)
         self.record_button.setEnabled(self.mic_ok)
         self.device_combo.setEnabled(self.mic_ok)
@@ -287,8 +289,11 @@ class SpeechTab(DecodeTab):
             return
         self.set_audio(np.asarray(audio, dtype=np.float32), "recording", from_recording=True)
 
-    def _on_level(self, level: float) -> None:
-        self.level_meter.setValue(int(round(100 * min(max(float(level), 0.0), 1.0))))
+    def _on_level(self, rms_dbfs: float, peak: float = 0.0) -> None:
+        """Show the RMS level on a -60..0 dBFS scale."""
+        x = (float(rms_dbfs) + 60.0) / 60.0 if math.isfinite(rms_dbfs) else 0.0
+        self.level_meter.setValue(int(round(100 * min(max(x, 0.0), 1.0))))
+        self.level_meter.setToolTip(f"input level {rms_dbfs:.0f} dBFS, peak {peak:.2f}")
 
     def _recording_tick(self) -> None:
         rec = self._recorder
