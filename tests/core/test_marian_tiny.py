@@ -14,8 +14,12 @@ import numpy as np
 import pytest
 import torch
 
+from core.engine import Engine
+from core.events import BeamEvent, Finished, StepEvent
+from core.options import DecodingOptions
 from core.backends.marian_tiny import (
     EOS_ID,
+    START_ID,
     SHORTLIST_MAGIC,
     TYPE_FLOAT32,
     TYPE_INT8,
@@ -108,6 +112,15 @@ PT = [
 SENTENCES = {"en-pt": EN, "pt-en": PT}
 
 
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    """One torch thread: the model is small, and the machine's cores are shared."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
 @pytest.fixture(scope="module", params=["en-pt", "pt-en"])
 def direction(request):
     return request.param
@@ -131,25 +144,19 @@ def native_for(direction: str):
     return _BACKENDS[key]
 
 
-def greedy_ids(backend, text: str) -> list[int]:
-    """Minimal greedy loop over the Backend protocol (argmax, <unk> suppressed, stop at </s>
-    or Marian's 2.5 x source length)."""
+def engine_run(backend, text: str, **options) -> list:
+    """All events of ``core.engine.Engine`` decoding ``text`` (max length from the model:
+    2.5 x source length)."""
     encoded = backend.encode(backend.source_ids(text))
-    prompt = backend.decoder_prompt(encoded)
-    cache = backend.init_cache(encoded, 1)
-    tokens = torch.tensor([list(prompt.prompt_ids)], dtype=torch.int64)
-    out_ids: list[int] = []
-    for _ in range(prompt.max_new_tokens):
-        out = backend.step(tokens, cache, output_attentions=False)
-        cache = out.cache
-        logits = out.logits.clone()
-        logits[:, list(prompt.suppress_tokens)] = float("-inf")
-        token = int(logits.argmax(-1))
-        if token == prompt.eos_token_id:
-            break
-        out_ids.append(token)
-        tokens = torch.tensor([[token]])
-    return out_ids
+    opts = DecodingOptions(max_new_tokens=1000, capture_attention=False).with_(**options)
+    return list(Engine(backend).run(encoded, backend.decoder_prompt(encoded), opts))
+
+
+def greedy_ids(backend, text: str) -> list[int]:
+    """Greedy token ids through the engine (argmax, <unk> suppressed, stop at </s>)."""
+    finished = engine_run(backend, text, strategy="greedy")[-1]
+    assert isinstance(finished, Finished)
+    return finished.token_ids
 
 
 # ------------------------------------------------------------------ file formats
@@ -290,11 +297,16 @@ def test_empty_first_step_and_incremental_equivalence():
     assert encoded.source_len == len(backend.source_ids("The cat sat on the mat."))
     assert encoded.hidden_states.shape == (1, encoded.source_len, 256)
     prompt = backend.decoder_prompt(encoded)
-    assert prompt.prompt_ids == () and prompt.eos_token_id == 0 and 1 in prompt.suppress_tokens
+    assert prompt.prompt_ids == (START_ID,) and prompt.eos_token_id == 0
+    assert START_ID in prompt.suppress_tokens  # the virtual start token is never chosen
     assert prompt.max_new_tokens == int(2.5 * encoded.source_len)
 
     cache = backend.init_cache(encoded, 1)
     out = backend.step(torch.zeros(1, 0, dtype=torch.int64), cache, output_attentions=True)
+    # The virtual start token is the same first position as an empty first step.
+    via_start = backend.step(torch.tensor([[START_ID]]), cache, output_attentions=True)
+    torch.testing.assert_close(via_start.logits, out.logits)
+    assert via_start.cache.position == out.cache.position == 1
     with pytest.raises(ValueError, match="at least one new token"):
         backend.step(torch.zeros(1, 0, dtype=torch.int64), out.cache, False)
     # One token at a time ...
@@ -361,3 +373,42 @@ def test_token_text_and_decode():
     assert [backend.token_text(i) for i in ids][-1] == "</s>"
     assert backend.token_text(ids[0]).startswith("▁")
     assert backend.decode(ids) == "Hello world"
+
+
+# ------------------------------------------------------------------ strategies via the engine
+
+
+def test_beam_and_sampling_run_on_the_engine():
+    backend = backend_for("en-pt", shortlist=True)
+    text = "He bought 12 eggs, 3 loaves of bread and 2 liters of milk."
+    greedy = greedy_ids(backend, text)
+    # One beam is greedy search.
+    one = engine_run(backend, text, strategy="beam", num_beams=1)[-1]
+    assert one.token_ids == greedy
+    # Four beams: beams reordered through reorder_cache every step, ends at </s>.
+    events = engine_run(backend, text, strategy="beam", num_beams=4)
+    beams = [e for e in events if isinstance(e, BeamEvent)]
+    assert beams and all(1 <= len(e.beams) <= 4 for e in beams)
+    assert events[-1].reason == "eos" and "12" in events[-1].text
+    # Sampling is reproducible with a seed; near-zero temperature is greedy.
+    a = engine_run(backend, text, strategy="sample", temperature=0.7, seed=3)[-1]
+    b = engine_run(backend, text, strategy="sample", temperature=0.7, seed=3)[-1]
+    assert a.token_ids == b.token_ids
+    cold = engine_run(backend, text, strategy="sample", temperature=1e-4, seed=1)[-1]
+    assert cold.token_ids == greedy
+
+
+def test_last_layer_cross_attention_aligns_numbers():
+    """The last decoder layer's head-averaged attention points a number in the output at
+    the same number in the source (issue 3: the last layer gives the word alignment)."""
+    backend = backend_for("en-pt", shortlist=True)
+    text = "He bought 12 eggs and 350 apples."
+    source = [backend.token_text(i) for i in backend.source_ids(text)]
+    events = engine_run(backend, text, strategy="greedy", capture_attention=True)
+    steps = [e for e in events if isinstance(e, StepEvent)]
+    numbers = [e for e in steps if e.text.strip("▁") in ("12", "350")]
+    assert len(numbers) == 2
+    for e in numbers:
+        assert e.cross_attention.shape == (2, 8, len(source))
+        aligned = int(e.cross_attention[-1].mean(0).argmax())
+        assert source[aligned].strip("▁") == e.text.strip("▁")
