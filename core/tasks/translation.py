@@ -120,7 +120,7 @@ class TranslationModel:
         self.encode_count = 0
         self._backends = {False: backend.with_shortlist(False), True: backend.with_shortlist(True)}
         self._engines = {k: Engine(b) for k, b in self._backends.items()}
-        self._cache = EncoderCache(maxsize=cache_size)
+        self._cache = EncoderCache(max_items=cache_size)
 
     @classmethod
     def load(cls, name: str = DEFAULT_MODEL, progress: Callable[[str], None] | None = None) -> "TranslationModel":
