@@ -54,8 +54,8 @@ class MainWindow(QMainWindow):
         self.cancel_button.setToolTip("Cancel the running model load or decode (Esc)")
         self.cancel_button.setEnabled(False)
         self.cancel_button.clicked.connect(self.cancel)
-        sb.addWidget(self.busy_bar)
-        sb.addWidget(self.busy_label)
+        sb.addPermanentWidget(self.busy_bar)
+        sb.addPermanentWidget(self.busy_label)
         sb.addPermanentWidget(self.stats_label)
         sb.addPermanentWidget(self.model_label)
         sb.addPermanentWidget(self.device_label)
@@ -70,10 +70,16 @@ class MainWindow(QMainWindow):
     def add_tab(self, tab: DecodeTab) -> None:
         """Add a task tab and wire its signals to the status bar."""
         self.tabs.addTab(tab, tab.title)
-        tab.statusMessage.connect(lambda m: self.statusBar().showMessage(m, 6000))
-        tab.errorOccurred.connect(lambda m: self.statusBar().showMessage("Error: " + m.splitlines()[0], 15000))
+        tab.statusMessage.connect(lambda m: self.show_message(m, 6000))
+        tab.errorOccurred.connect(lambda m: self.show_message("Error: " + m.splitlines()[0], 15000))
         tab.statsChanged.connect(lambda d, t=tab: self._on_stats(t, d))
         tab.busyChanged.connect(lambda b, m, t=tab: self._on_busy(t, b, m))
+
+    def show_message(self, text: str, timeout_ms: int = 6000) -> None:
+        """A transient status-bar message, shortened to fit beside the statistics (full text as tooltip)."""
+        short = text if len(text) <= 90 else text[:89] + "…"
+        self.statusBar().showMessage(short, timeout_ms)
+        self.statusBar().setToolTip(text)
 
     def current_tab(self) -> DecodeTab:
         """The visible tab."""

@@ -85,8 +85,12 @@ class GeneratorWorker(QObject):
                 self.event.emit(item)
         except Exception as exc:  # noqa: BLE001 - reported to the user in the window
             if not self._abort.is_set():
-                log.error("%s failed:\n%s", self.name, traceback.format_exc())
-                self.error.emit(user_message(exc))
+                message = user_message(exc)
+                if message == str(exc).strip():  # an expected, user-facing error
+                    log.info("%s: %s", self.name, message)
+                else:  # a bug: keep the traceback for the report
+                    log.error("%s failed:\n%s", self.name, traceback.format_exc())
+                self.error.emit(message)
         finally:
             self.finished.emit()
 

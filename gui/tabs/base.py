@@ -143,7 +143,7 @@ class DecodeTab(QWidget):
         for s in (self.top_splitter, self.bottom_splitter, self.main_splitter):
             s.setChildrenCollapsible(False)
         # defaults for a 1400 x 900 window (restore_settings replaces them)
-        self.main_splitter.setSizes([280, 170, 420])
+        self.main_splitter.setSizes([300, 150, 420])
         self.top_splitter.setSizes([800, 560])
         self.bottom_splitter.setSizes([520, 840])
 

@@ -362,9 +362,7 @@ class SpeechTab(DecodeTab):
         self._file_job = start_worker(
             gen,
             on_event=done,
-            on_error=lambda m: self.show_error(
-                f"Could not open {path.name}: {m}\nOpen a wav, flac, ogg or mp3 file with sound in it."
-            ),
+            on_error=lambda m: self.show_error(_open_error(path, m)),
             name="open-audio",
         )
 
@@ -543,6 +541,15 @@ def _device_name_and_id(d: Any) -> tuple[str, Any]:
     if name is not None:
         return str(name), getattr(d, "index", getattr(d, "id", name))
     return str(d), d
+
+
+def _open_error(path: Path, message: str) -> str:
+    """The banner text for a file that could not be opened: the loader's message, plus what to do
+    unless it already says it."""
+    text = message if str(path.name) in message else f"Could not open {path.name}: {message}"
+    if "mp3" not in text.lower():
+        text += "\nOpen a wav, flac, ogg or mp3 file with sound in it."
+    return text
 
 
 def _audio_paths(mime) -> list[str]:

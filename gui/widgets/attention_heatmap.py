@@ -294,7 +294,7 @@ class AttentionHeatmap(QWidget):
         n_rows, n_cols = self._image.shape if self._image.ndim == 2 else (0, 0)
         if n_rows == 0 or n_cols == 0:
             self.image.clear()
-            self.plot.setRange(xRange=(0, max(n_cols, 1) * self._scale), yRange=(0, 8), padding=0)
+            self.plot.setRange(xRange=(0.0, float(max(n_cols, 50)) * self._scale), yRange=(0.0, 8.0), padding=0)
             return
         self.image.setImage(self._image, levels=(0.0, 1.0), autoLevels=False)
         width = float(n_cols) * self._scale
