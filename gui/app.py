@@ -7,12 +7,14 @@ imported before the window is shown).
 from __future__ import annotations
 
 import logging
+import os
 import sys
 from typing import Sequence
 
 from PySide6.QtWidgets import QApplication
 
 from .main_window import APPLICATION, ORGANIZATION, MainWindow
+from .worker import wait_all
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -34,7 +36,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     app.setApplicationDisplayName("Decoding Explorer")
     win = MainWindow(autoload=autoload)
     win.show()
-    return int(app.exec())
+    code = int(app.exec())
+    if not wait_all(3000):
+        # A model load cannot be interrupted and may take a minute; settings are saved
+        # (closeEvent), so leave now instead of letting Qt abort on a running QThread.
+        logging.getLogger(__name__).info("exiting while a model load is still running")
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    return code
 
 
 if __name__ == "__main__":

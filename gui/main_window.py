@@ -161,5 +161,5 @@ class MainWindow(QMainWindow):
     def closeEvent(self, event) -> None:  # noqa: N802
         self.save_settings()
         for i in range(self.tabs.count()):
-            self.tabs.widget(i).shutdown()
+            self.tabs.widget(i).shutdown(wait_ms=2000)  # app.main waits for the rest (wait_all)
         super().closeEvent(event)

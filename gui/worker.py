@@ -191,3 +191,11 @@ def start_worker(
     _live.add(handle)
     thread.start()
     return handle
+
+
+def wait_all(msecs: int = 60000) -> bool:
+    """Abort every running worker and wait for their threads (app exit). True if all ended."""
+    handles = list(_live)
+    for h in handles:
+        h.abort()
+    return all(h.wait(msecs) for h in handles)
