@@ -372,8 +372,8 @@ class MarianTinyModel:
         Args:
             x: float32 (batch, 256): the embedded input of this position.
             ssru_state: per layer, float32 (batch, 256): the SSRU cell state c.
-            cross_keys, cross_values: from ``cross_keys_values``.
-            cross_bias: additive float32 (batch, 1, 1, src_len) padding mask, or None.
+            cross_keys, cross_values: from ``cross_keys_values``, batch 1 (broadcast) or batch.
+            cross_bias: additive float32 (1 or batch, 1, 1, src_len) padding mask, or None.
 
         Returns:
             (y (batch, 256) the top hidden state, new SSRU states, cross-attention
@@ -433,8 +433,9 @@ class TinyDecoderCache:
     Attributes:
         position: decoder positions already processed (the implicit start counts; 0 = fresh).
         ssru_state: per decoder layer, float32 (batch, 256): SSRU cell state c.
-        cross_keys, cross_values: per decoder layer, float32 (batch, heads, src_len, 32).
-        cross_bias: additive float32 (batch, 1, 1, src_len) padding mask, or None.
+        cross_keys, cross_values: per decoder layer, float32 (1, heads, src_len, 32), shared
+            by all hypotheses (broadcast).
+        cross_bias: additive float32 (1, 1, 1, src_len) padding mask, or None.
         shortlist_rows: int64 (k,) allowed output ids, or None for the full softmax.
         shortlist_projection: (weight float32 (256, k), bias float32 (k,)) of those rows.
     """
@@ -540,16 +541,18 @@ class MarianTinyBackend:
                              max_new_tokens=max(1, int(MAX_LENGTH_FACTOR * encoded.source_len)))
 
     def init_cache(self, encoded: EncoderOutput, batch_size: int) -> TinyDecoderCache:
-        """Fresh cache for ``batch_size`` hypotheses: zero SSRU states, cross-attention
-        keys/values computed once here (shared by reference across steps)."""
+        """Fresh cache for ``batch_size`` hypotheses of one source sentence: zero SSRU
+        states; the cross-attention keys/values are computed once here for the sentence
+        (batch 1) and broadcast over the hypotheses, so beams share them and
+        ``reorder_cache`` only touches the SSRU states."""
         hidden = encoded.hidden_states
-        if hidden.shape[0] != batch_size:
-            hidden = hidden.expand(batch_size, -1, -1)
+        if hidden.shape[0] != 1:
+            raise ValueError(f"encoder output must hold one sentence, got batch {hidden.shape[0]}")
         keys, values = self.model.cross_keys_values(hidden)
         mask = encoded.extras.get("mask")
         bias = None
         if mask is not None and not bool(mask.all()):
-            bias = torch.zeros(mask.shape).masked_fill(~mask, -1e9)[:, None, None, :].expand(batch_size, -1, -1, -1)
+            bias = torch.zeros(mask.shape).masked_fill(~mask, -1e9)[:, None, None, :]
         state = [torch.zeros(batch_size, D_MODEL) for _ in range(DECODER_LAYERS)]
         rows = encoded.extras.get("shortlist_rows") if self.shortlist else None
         if self.shortlist and rows is None:
@@ -611,13 +614,8 @@ class MarianTinyBackend:
 
     def reorder_cache(self, cache: TinyDecoderCache, beam_idx: torch.Tensor) -> TinyDecoderCache:
         """Select hypotheses: ``beam_idx`` int64 (new_batch,) indexes the old batch."""
-        return replace(
-            cache,
-            ssru_state=[s.index_select(0, beam_idx) for s in cache.ssru_state],
-            cross_keys=[k.index_select(0, beam_idx) for k in cache.cross_keys],
-            cross_values=[v.index_select(0, beam_idx) for v in cache.cross_values],
-            cross_bias=None if cache.cross_bias is None else cache.cross_bias.index_select(0, beam_idx),
-        )
+        # Cross-attention keys/values are per sentence (batch 1, broadcast): nothing to do.
+        return replace(cache, ssru_state=[s.index_select(0, beam_idx) for s in cache.ssru_state])
 
 
 # --------------------------------------------------------------------------------------
