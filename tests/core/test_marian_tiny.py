@@ -288,6 +288,30 @@ def test_greedy_equals_native_engine(direction):
     assert full_equal >= len(sentences) - 3
 
 
+UNUSUAL = [
+    "1 2 3 4 5 6 7 8 9 10",
+    "!!!!!!",
+    "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa",  # ends at Marian's 2.5 x source length
+    "ha ha ha ha ha ha ha ha ha ha ha ha ha ha ha ha",
+    "Visit https://example.com/a?b=1 now.",
+    "I love it 😀🎉!",
+    "ÉÇÃÕ are letters.",
+    "Tab\tseparated\ttext",
+    "x",
+    "  leading and trailing  ",
+    "Ｆｕｌｌｗｉｄｔｈ ｔｅｘｔ",
+    "The price is 10€ — or ~$11.",
+]
+
+
+@pytest.mark.parametrize("shortlist", [True, False])
+def test_unusual_input_equals_native_engine(shortlist):
+    native = native_for("en-pt")
+    backend = backend_for("en-pt", shortlist)
+    for text in UNUSUAL:
+        assert backend.decode(greedy_ids(backend, text)) == native.translate(text), text
+
+
 # ------------------------------------------------------------------ backend contract
 
 
