@@ -20,7 +20,7 @@ from tests.helpers.speech import synth_speech
 
 pytestmark = pytest.mark.e2e
 
-SENTENCE = "The quick brown fox jumps over the lazy dog."
+SENTENCE = "Open the door and turn on the lights. This is a test of the speech recognition system."
 
 
 def _norm(s: str) -> str:
