@@ -300,6 +300,7 @@ class MarianTinyModel:
         self.vocab_size = int(emb.shape[0])
         self.wemb_t = params["Wemb"].t().contiguous()  # (256, V) for the output projection
         self.emb_scale = math.sqrt(D_MODEL)
+        self._positions = sinusoid_positions(torch.arange(1024))  # grown on demand
 
     # -- shared pieces ---------------------------------------------------------------
 
@@ -313,9 +314,13 @@ class MarianTinyModel:
     def embed(self, ids: torch.Tensor, start: int = 0) -> torch.Tensor:
         """``Wemb[ids] * 16 + pos``; ids int64 (batch, n) -> float32 (batch, n, 256),
         positions ``start .. start+n-1``."""
-        n = ids.shape[1]
-        pos = sinusoid_positions(torch.arange(start, start + n))
-        return F.embedding(ids, self.p["Wemb"]) * self.emb_scale + pos[None]
+        return F.embedding(ids, self.p["Wemb"]) * self.emb_scale + self.positions(start, ids.shape[1])[None]
+
+    def positions(self, start: int, n: int) -> torch.Tensor:
+        """Sinusoids of positions ``start .. start+n-1``, float32 (n, 256), from a table."""
+        if start + n > self._positions.shape[0]:
+            self._positions = sinusoid_positions(torch.arange(2 * (start + n)))
+        return self._positions[start : start + n]
 
     # -- encoder ---------------------------------------------------------------------
 
@@ -593,7 +598,7 @@ class MarianTinyBackend:
             if n_new and bool((input_ids[:, 0] == START_ID).all()):
                 input_ids = input_ids[:, 1:]  # the virtual start token is that position
                 n_new -= 1
-            inputs.append(sinusoid_positions(torch.tensor([0]))[0].expand(batch, D_MODEL))
+            inputs.append(m.positions(0, 1).expand(batch, D_MODEL))
             position = 1
         if n_new:
             emb = m.embed(input_ids, start=position)  # (batch, n_new, 256)

