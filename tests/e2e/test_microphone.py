@@ -146,3 +146,23 @@ def test_unknown_device_is_an_audio_error(fake_mic):
     with pytest.raises(AudioError, match="not found.*Available input devices"):
         rec.start()
     assert not rec.is_recording
+
+
+@pytest.mark.e2e
+def test_recorded_speech_is_transcribed(fake_mic):
+    """Fake mic -> PortAudio -> Recorder -> bundled Whisper tiny.en: the transcript has the words."""
+    from core.options import DecodingOptions
+    from core.tasks.speech import SpeechModel
+
+    text = "Open the door and turn on the lights."
+    speech = _espeak(text)
+    rec = Recorder(device=fake_mic.device)
+    rec.start()
+    time.sleep(0.2)
+    fake_mic.play(speech)
+    fake_mic.wait_played(timeout_s=30)
+    time.sleep(0.5)
+    audio = rec.stop()
+    result = list(SpeechModel.load("tiny.en").decode(audio, DecodingOptions()))[-1]
+    words = set("".join(c for c in result.text.lower() if c.isalpha() or c.isspace()).split())
+    assert {"open", "door", "turn", "lights"} <= words, result.text
