@@ -85,24 +85,46 @@ class WhisperLeanDecoder:
         self.head_dim = cfg.d_model // self.heads
         self.max_len = cfg.max_target_positions
         self.layers = list(self.decoder.layers)
+        # The vocabulary projection is a GEMV over a (vocab, d_model) matrix, memory-bound;
+        # with the matrix stored transposed, (d_model, vocab) contiguous, the CPU kernel
+        # streams it about twice as fast (tiny.en: 17 -> 8 ms per token on one core).
+        # A copy: 80 MB for tiny.en, 106 MB for base.
+        w = self.proj_out.weight.detach()
+        self.proj_out_t = w.t().contiguous()
+        self.proj_out_b = getattr(self.proj_out, "bias", None)
 
     def _split(self, x: torch.Tensor) -> torch.Tensor:
         """(batch, len, d_model) -> (batch, heads, len, head_dim)."""
         b, n, _ = x.shape
         return x.view(b, n, self.heads, self.head_dim).transpose(1, 2)
 
-    def init_cache(self, encoder_hidden_states: torch.Tensor, batch_size: int) -> LeanCache:
+    def cross_kv(self, encoder_hidden_states: torch.Tensor) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+        """Cross-attention keys and values of every layer, each float32 (1, heads, src,
+        head_dim) contiguous: a function of the encoder output alone, so callers may keep
+        them with it (``HFSeq2SeqBackend`` stores them in ``EncoderOutput.extras``)."""
+        cross_k, cross_v = [], []
+        for layer in self.layers:
+            attn = layer.encoder_attn
+            cross_k.append(self._split(attn.k_proj(encoder_hidden_states)).contiguous())
+            cross_v.append(self._split(attn.v_proj(encoder_hidden_states)).contiguous())
+        return cross_k, cross_v
+
+    def init_cache(
+        self,
+        encoder_hidden_states: torch.Tensor,
+        batch_size: int,
+        cross_kv: tuple[list[torch.Tensor], list[torch.Tensor]] | None = None,
+    ) -> LeanCache:
         """Empty self-attention KV tensors for ``batch_size`` hypotheses; cross-attention
-        keys/values from ``encoder_hidden_states`` (1, src, d_model), shared by all rows."""
+        keys/values from ``encoder_hidden_states`` (1, src, d_model) (or the precomputed
+        ``cross_kv``), shared by all rows."""
         dtype = encoder_hidden_states.dtype
         shape = (batch_size, self.heads, self.max_len, self.head_dim)
         self_k = [torch.empty(shape, dtype=dtype) for _ in self.layers]
         self_v = [torch.empty(shape, dtype=dtype) for _ in self.layers]
-        cross_k, cross_v = [], []
-        for layer in self.layers:
-            attn = layer.encoder_attn
-            cross_k.append(self._split(attn.k_proj(encoder_hidden_states)).expand(batch_size, -1, -1, -1))
-            cross_v.append(self._split(attn.v_proj(encoder_hidden_states)).expand(batch_size, -1, -1, -1))
+        ks, vs = cross_kv if cross_kv is not None else self.cross_kv(encoder_hidden_states)
+        cross_k = [k.expand(batch_size, -1, -1, -1) for k in ks]
+        cross_v = [v.expand(batch_size, -1, -1, -1) for v in vs]
         return LeanCache(self_k, self_v, cross_k, cross_v, 0)
 
     def step(self, input_ids: torch.Tensor, cache: LeanCache, output_attentions: bool) -> StepOutput:
@@ -146,7 +168,10 @@ class WhisperLeanDecoder:
             x = x + layer.fc2(layer.activation_fn(layer.fc1(h)))
         cache.length = end
         last = dec.layer_norm(x[:, -1])
-        logits = self.proj_out(last).float()
+        logits = last @ self.proj_out_t
+        if self.proj_out_b is not None:
+            logits = logits + self.proj_out_b
+        logits = logits.float()
         cross = torch.stack(cross_rows, dim=1) if output_attentions else None
         return StepOutput(logits=logits, cross_attention=cross, cache=cache)
 
@@ -243,7 +268,12 @@ class HFSeq2SeqBackend:
         hidden = encoded.hidden_states.to(self.model.dtype)
         with torch.inference_mode():
             if self._lean is not None:
-                return self._lean.init_cache(hidden, batch_size)
+                # cross-attention K/V depend on the encoder output only: computed on the
+                # first decode of an input, reused by every re-decode of it
+                kv = encoded.extras.get("whisper_cross_kv")
+                if kv is None:
+                    kv = encoded.extras["whisper_cross_kv"] = self._lean.cross_kv(hidden)
+                return self._lean.init_cache(hidden, batch_size, kv)
         from transformers.cache_utils import DynamicCache, EncoderDecoderCache
 
         mask = encoded.extras.get("attention_mask")
