@@ -1,6 +1,8 @@
 """Command line: ``decoding-explorer`` opens the window; subcommands decode headlessly.
 
     decoding-explorer transcribe FILE [--model tiny.en|base|ID_OR_DIR] [--strategy ...] [--json]
+    decoding-explorer translate TEXT [--direction en-pt|pt-en|MODEL_ID_OR_DIR] [--input-file F]
+                                     [--shortlist] [--target-language CODE] [--strategy ...] [--json]
 
 Prints the text, or with ``--json`` a trace::
 
@@ -122,6 +124,35 @@ def cmd_transcribe(args: argparse.Namespace) -> int:
     return _emit("transcribe", model.name, options, events, args)
 
 
+def read_text_file(path: str) -> str:
+    """The UTF-8 text of ``path`` (a .txt file); CLIError saying what is wrong otherwise."""
+    from pathlib import Path
+
+    p = Path(path)
+    if not p.is_file():
+        raise CLIError(f"{path}: no such file; give a UTF-8 .txt file")
+    try:
+        return p.read_text(encoding="utf-8-sig")
+    except UnicodeDecodeError:
+        raise CLIError(f"{path} is not UTF-8 text; save it as UTF-8 (.txt)") from None
+
+
+def cmd_translate(args: argparse.Namespace) -> int:
+    from core.tasks.translation import TranslationModel
+
+    if (args.text is None) == (args.input_file is None):
+        raise CLIError("give the text to translate either as TEXT or with --input-file F (one of them)")
+    text = read_text_file(args.input_file) if args.input_file is not None else args.text
+    if not text.strip():
+        raise CLIError("the text is empty (or only white space); give something to translate")
+    options = options_from_args(args)
+    model = TranslationModel.load(args.direction, target_language=args.target_language, prefix=args.prefix,
+                                  source_language=args.source_language)
+    events = model.decode(text, options, shortlist=args.shortlist)
+    name = model.name + (" (shortlist)" if args.shortlist else "")
+    return _emit("translate", name, options, events, args)
+
+
 def _emit(task: str, model_name: str, options: DecodingOptions, events: Iterable[Event], args) -> int:
     if args.json:
         print(json.dumps(trace(task, model_name, options, events, args.attention), ensure_ascii=False, indent=1))
@@ -147,6 +178,19 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--task", default="transcribe", choices=("transcribe", "translate"))
     add_decoding_arguments(t)
     t.set_defaults(func=cmd_transcribe)
+    tr = sub.add_parser("translate", help="translate text (bundled Bergamot en<->pt, or a transformers model)")
+    tr.add_argument("text", nargs="?", help="the text to translate (or use --input-file)")
+    tr.add_argument("--input-file", metavar="F", help="a UTF-8 .txt file to translate instead of TEXT")
+    tr.add_argument("--direction", default="en-pt",
+                    help="en-pt | pt-en (bundled) | a transformers model id or local directory (MarianMT, T5, M2M100, NLLB)")
+    tr.add_argument("--shortlist", action="store_true",
+                    help="bundled models: restrict each step to the lexical shortlist (faster; probabilities "
+                         "renormalised over a few hundred candidates)")
+    tr.add_argument("--target-language", default=None, help="M2M100/NLLB: target language code (pt, por_Latn, ...)")
+    tr.add_argument("--source-language", default=None, help="M2M100/NLLB: source language code")
+    tr.add_argument("--prefix", default=None, help="T5: source prefix (default 'translate English to German: ')")
+    add_decoding_arguments(tr)
+    tr.set_defaults(func=cmd_translate)
     return p
 
 
