@@ -1,0 +1,88 @@
+"""Screenshots of the app as a person sees it, for the README and for review.
+
+Opens the main window offscreen (QT_QPA_PLATFORM=offscreen, or a real X display
+such as Xvfb), loads a bundled model in each tab, decodes the bundled sample,
+selects a token, and saves one PNG per tab:
+
+    .venv/bin/python tools/screenshot.py [--out assets] [--speech-model base]
+
+Writes ``screenshot.png`` (speech tab) and ``screenshot_translation.png``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import pathlib
+import sys
+import tempfile
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+
+from PySide6.QtCore import QEventLoop, QSettings, QTimer  # noqa: E402
+from PySide6.QtWidgets import QApplication  # noqa: E402
+
+from gui.main_window import MainWindow  # noqa: E402
+
+
+def _wait(signal, action=None, timeout_ms=600_000):
+    loop = QEventLoop()
+    result = {}
+
+    def done(*args):
+        result["args"] = args
+        loop.quit()
+
+    signal.connect(done)
+    QTimer.singleShot(timeout_ms, loop.quit)
+    if action is not None:
+        action()
+    if "args" not in result:
+        loop.exec()
+    signal.disconnect(done)
+    return result.get("args")
+
+
+def _settle(ms=300):
+    loop = QEventLoop()
+    QTimer.singleShot(ms, loop.quit)
+    loop.exec()
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--out", default=str(ROOT / "assets"))
+    p.add_argument("--speech-model", default="base")
+    p.add_argument("--step", type=int, default=6, help="token to select in the speech tab")
+    args = p.parse_args()
+    out = pathlib.Path(args.out)
+    app = QApplication.instance() or QApplication(sys.argv)
+    settings = QSettings(os.path.join(tempfile.mkdtemp(), "shot.ini"), QSettings.Format.IniFormat)
+    win = MainWindow(settings=settings, autoload=False)
+    win.resize(1400, 900)
+    win.show()
+
+    tab = win.speech_tab
+    _wait(tab.modelReady, lambda: tab.load_model(args.speech_model))
+    fin = _wait(tab.decodeFinished, tab.load_sample)
+    print("speech:", fin[0].text if fin else "(no result)")
+    tab.select_step(args.step)
+    _settle()
+    win.grab().save(str(out / "screenshot.png"))
+
+    win.tabs.setCurrentWidget(win.translation_tab)
+    tt = win.translation_tab
+    _wait(tt.modelReady, lambda: tt.load_model("en-pt"))
+    fin = _wait(tt.decodeFinished, tt.load_sample)
+    print("translation:", fin[0].text if fin else "(no result)")
+    tt.select_step(3)
+    _settle()
+    win.grab().save(str(out / "screenshot_translation.png"))
+    win.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
