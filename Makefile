@@ -4,9 +4,11 @@
 PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
-# The CPU build of torch lies on local disk; installing it first keeps pip from
-# resolving the project's torch range to a multi-GB CUDA build.
-TORCH  ?= torch==2.13.0
+# This torch/torchvision pair lies on local disk (x86_64, Python 3.11); installing it
+# first keeps pip from resolving the project's torch range to a download from the index.
+# (PyPI's torchvision does not import beside the torch==2.13.0 CPU file, and easyocr's
+# CRAFT detector needs torchvision.) On aarch64: TORCH="torch==2.9.1 torchvision==0.24.1".
+TORCH  ?= torch==2.14.1 torchvision==0.29.1
 STAMP  := $(VENV)/.installed
 
 .PHONY: run test bench clean
