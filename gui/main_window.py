@@ -11,6 +11,7 @@ from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import QLabel, QMainWindow, QProgressBar, QPushButton, QTabWidget, QWidget
 
 from .tabs.base import DecodeTab
+from .tabs.ocr import OCRTab
 from .tabs.speech import SpeechTab
 from .tabs.translation import TranslationTab
 
@@ -36,6 +37,8 @@ class MainWindow(QMainWindow):
         self.setCentralWidget(self.tabs)
         self.speech_tab = SpeechTab()
         self.add_tab(self.speech_tab)
+        self.ocr_tab = OCRTab()
+        self.add_tab(self.ocr_tab)
         self.translation_tab = TranslationTab()
         self.add_tab(self.translation_tab)
 

@@ -1,0 +1,580 @@
+"""The OCR tab: open, drop or paste an image, watch an encoder-decoder read its lines.
+
+Input: Open… (PNG, JPEG, WebP, BMP, TIFF), a file or image dropped anywhere on the tab,
+Ctrl+V / Paste (a clipboard image such as a screenshot, or copied image files / paths /
+``file://`` URLs) and Sample (``assets/samples/ocr_en.png``). Files are read by
+``core.tasks.ocr.load_image`` in a worker thread (huge images are downscaled there).
+
+Models (``core.tasks.ocr.OCRModel.load``, imported in the loader thread so the window
+never waits for torch): "bundled" (our attention decoder on EasyOCR's english_g2
+encoder) or a transformers TrOCR id / local directory typed into the model box.
+
+Decoding runs in a worker thread: CRAFT line detection (cached per image and region),
+then the lines one after another into one token stream (one segment per line), then
+english_g2's own CTC reading of each line (cached) for the comparison table. An option
+change re-decodes from the cached detection and encoder output.
+
+The image view (``gui.widgets.image_view.ImageView``) shows the line boxes numbered in
+reading order; a left-button drag selects a region to read alone (``OCRModel.decode(...,
+region=(x, y, w, h))``), "Whole image" resets it. The selected (or newest) token's
+cross-attention is drawn on the image over its line: each encoder column's x range
+(``TextLine.column_x``) tinted in viridis by the attention of the heatmap's chosen
+layer/head (normalised to its maximum), the argmax column outlined in orange.
+
+Heatmap: rows = tokens, columns = encoder columns of the token's own line (every line
+starts at column 0; a white line separates the lines' rows).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Hashable, Iterator
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import QSettings, Qt, QUrl
+from PySide6.QtGui import QAction, QImage, QKeySequence
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QApplication,
+    QComboBox,
+    QFileDialog,
+    QHBoxLayout,
+    QHeaderView,
+    QLabel,
+    QPushButton,
+    QSplitter,
+    QTableWidget,
+    QTableWidgetItem,
+    QToolButton,
+    QVBoxLayout,
+    QWidget,
+)
+
+from core.events import Finished, SegmentEvent, StepEvent
+from core.options import DecodingOptions
+
+from ..widgets.attention_heatmap import reduce_attention
+from ..widgets.image_view import ImageView, array_from_qimage, qimage_from_array
+from .base import DecodeTab
+
+BUNDLED = ("bundled",)
+DEFAULT_MODEL = "bundled"
+IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".webp", ".bmp", ".tif", ".tiff")
+FORMATS = "PNG, JPEG, WebP, BMP or TIFF"
+SAMPLES_DIR = Path(__file__).resolve().parents[2] / "assets" / "samples"
+COLUMN_AXIS = "encoder column of the token's own line (1 column ≈ 4 px of the line scaled to 64 px high)"
+EMPTY_MESSAGE = f"No image yet — open a {FORMATS} file, drop one here, paste a screenshot (Ctrl+V) or press Sample."
+CTC_HEADER = "CTC reading (english_g2)"
+
+
+def first_image_sample(directory: Path = SAMPLES_DIR) -> Path | None:
+    """The first image (by name) in ``assets/samples/``, or None."""
+    if not directory.is_dir():
+        return None
+    imgs = sorted(p for p in directory.iterdir() if p.suffix.lower() in IMAGE_SUFFIXES)
+    return imgs[0] if imgs else None
+
+
+def no_text_message(region: tuple[int, int, int, int] | None) -> str:
+    """The banner text when detection finds no text (in the whole image or in ``region``)."""
+    if region is not None:
+        x, y, w, h = region
+        return (f"No text found in the selected region ({w}×{h} px at {x}, {y}). "
+                "Drag a larger box around a text line, or press Whole image.")
+    return ("No text found in the image. Open an image with printed text (e.g. a screenshot or a photo of a page); "
+            "very small text reads better when cropped and enlarged.")
+
+
+@dataclass(frozen=True)
+class LinesDetected:
+    """Worker -> tab: the detected lines (``core.tasks.ocr.TextLine``) for detection key ``key``."""
+
+    key: Hashable
+    lines: list
+
+
+@dataclass(frozen=True)
+class CTCReadings:
+    """Worker -> tab: english_g2's CTC reading of each line of detection ``key`` ("" where empty)."""
+
+    key: Hashable
+    readings: list[str]
+
+
+def _default_loader(source: Any) -> Any:
+    from core.tasks.ocr import load_image  # Pillow + our checks; imported in the worker thread
+
+    return load_image(source)
+
+
+def mime_image_paths(mime) -> list[str]:
+    """Local files named by ``mime``: its URL list, or text lines that are paths or ``file://`` URLs."""
+    out: list[str] = []
+    if mime.hasUrls():
+        out = [u.toLocalFile() for u in mime.urls() if u.isLocalFile()]
+    if not out and mime.hasText():
+        for line in mime.text().splitlines():
+            s = line.strip().strip('"')
+            if not s:
+                continue
+            p = QUrl(s).toLocalFile() if s.startswith("file:") else s
+            if p and Path(p).is_file():
+                out.append(p)
+    return out
+
+
+class OCRTab(DecodeTab):
+    """OCR with an attention decoder (see module docstring)."""
+
+    title = "OCR"
+    settings_key = "ocr"
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        self.image: Any = None  # PIL.Image.Image (RGB) being read
+        self.source_name = ""
+        self.region: tuple[int, int, int, int] | None = None
+        self.lines: list = []  # TextLine of the current detection, reading order
+        self._generation = 0  # bumps with every new image (detection cache key)
+        self._lines_cache: dict[Hashable, list] = {}
+        self._ctc_cache: dict[Hashable, list[str]] = {}
+        self._line_texts: list[str] = []
+        self._separators: list[Any] = []
+        self._file_job = None
+        #: the image loader (``core.tasks.ocr.load_image``); tests may replace it
+        self.image_loader: Callable[[Any], Any] = _default_loader
+        super().__init__(parent)
+        self.setAcceptDrops(True)
+        self.paste_action = QAction("Paste image", self)
+        self.paste_action.setShortcut(QKeySequence.StandardKey.Paste)
+        self.paste_action.setShortcutContext(Qt.ShortcutContext.WidgetWithChildrenShortcut)
+        self.paste_action.triggered.connect(self.paste)
+        self.addAction(self.paste_action)
+        self.heatmap.layer_combo.currentIndexChanged.connect(lambda _i: self._refresh_overlay())
+        self.heatmap.head_combo.currentIndexChanged.connect(lambda _i: self._refresh_overlay())
+        self._update_buttons()
+
+    # ------------------------------------------------------------ input area
+    def build_input(self) -> QWidget:
+        w = QWidget()
+        self.open_button = QPushButton("Open…")
+        self.open_button.setToolTip(f"Open an image: {FORMATS} (Ctrl+O); or drop one anywhere on this tab")
+        self.open_button.clicked.connect(self.open_input)
+        self.paste_button = QPushButton("Paste")
+        self.paste_button.setToolTip("Paste a clipboard image (e.g. a screenshot) or a copied image file (Ctrl+V)")
+        self.paste_button.clicked.connect(self.paste)
+        self.sample_button = QPushButton("Sample")
+        self.sample_button.setToolTip(f"Open the bundled sample image from {SAMPLES_DIR}")
+        self.sample_button.clicked.connect(self.load_sample)
+        self.fit_button = QToolButton()
+        self.fit_button.setText("Fit")
+        self.fit_button.setToolTip("Fit the whole image into the view (the mouse wheel zooms)")
+        self.zoom_in_button = QToolButton()
+        self.zoom_in_button.setText("+")
+        self.zoom_in_button.setToolTip("Zoom in (or turn the mouse wheel)")
+        self.zoom_out_button = QToolButton()
+        self.zoom_out_button.setText("−")
+        self.zoom_out_button.setToolTip("Zoom out")
+        self.pan_button = QToolButton()
+        self.pan_button.setText("✋ Pan")
+        self.pan_button.setCheckable(True)
+        self.pan_button.setToolTip("On: a left drag pans the image. Off: a left drag selects a region to read "
+                                   "(pan with the middle button or Shift+drag)")
+        self.whole_button = QPushButton("Whole image")
+        self.whole_button.setToolTip("Read the whole image again after a region was selected")
+        self.whole_button.clicked.connect(lambda: self.set_region(None))
+
+        self.model_combo = QComboBox()
+        self.model_combo.setEditable(True)
+        self.model_combo.addItems(list(BUNDLED))
+        self.model_combo.setInsertPolicy(QComboBox.InsertPolicy.NoInsert)
+        self.model_combo.setMinimumContentsLength(16)
+        self.model_combo.setToolTip(
+            "bundled: our attention decoder on EasyOCR's english_g2 recogniser (offline). Or type a transformers "
+            "TrOCR model id (microsoft/trocr-small-printed) or a local folder saved with save_pretrained, and "
+            "press Enter or Load."
+        )
+        self.model_combo.activated.connect(lambda _i: self.load_model(self.model_combo.currentText()))
+        self.model_combo.lineEdit().returnPressed.connect(lambda: self.load_model(self.model_combo.currentText()))
+        self.load_button = QPushButton("Load")
+        self.load_button.setToolTip("Load the model named on the left")
+        self.load_button.clicked.connect(lambda: self.load_model(self.model_combo.currentText()))
+
+        self.info_label = QLabel(EMPTY_MESSAGE)
+        self.info_label.setWordWrap(True)
+
+        self.view = ImageView()
+        self.view.regionSelected.connect(self.set_region)
+        self.fit_button.clicked.connect(self.view.fit)
+        self.zoom_in_button.clicked.connect(lambda: self.view.zoom_by(1.25))
+        self.zoom_out_button.clicked.connect(lambda: self.view.zoom_by(0.8))
+        self.pan_button.toggled.connect(self.view.set_pan_mode)
+
+        self.readings = QTableWidget(0, 3)
+        self.readings.setHorizontalHeaderLabels(["line", "attention decoder", CTC_HEADER])
+        self.readings.verticalHeader().hide()
+        self.readings.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        self.readings.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+        self.readings.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
+        hh = self.readings.horizontalHeader()
+        hh.setSectionResizeMode(0, QHeaderView.ResizeMode.ResizeToContents)
+        hh.setSectionResizeMode(1, QHeaderView.ResizeMode.Stretch)
+        hh.setSectionResizeMode(2, QHeaderView.ResizeMode.Stretch)
+        self.readings.setToolTip("Each detected line read by the attention decoder (live) and by english_g2's own "
+                                 "CTC head, for comparison. Click a row to select the line's first token.")
+        self.readings.cellClicked.connect(lambda r, _c: self._line_clicked(r))
+
+        self.input_splitter = QSplitter(Qt.Orientation.Vertical)
+        self.input_splitter.addWidget(self.view)
+        self.input_splitter.addWidget(self.readings)
+        self.input_splitter.setStretchFactor(0, 3)
+        self.input_splitter.setStretchFactor(1, 1)
+        self.input_splitter.setChildrenCollapsible(False)
+        self.input_splitter.setSizes([300, 110])
+
+        row1 = QHBoxLayout()
+        for b in (self.open_button, self.paste_button, self.sample_button):
+            row1.addWidget(b)
+        row1.addSpacing(10)
+        for b in (self.fit_button, self.zoom_out_button, self.zoom_in_button, self.pan_button):
+            row1.addWidget(b)
+        row1.addSpacing(10)
+        row1.addWidget(self.whole_button)
+        row1.addStretch(1)
+        row2 = QHBoxLayout()
+        row2.addWidget(QLabel("model"))
+        row2.addWidget(self.model_combo, 1)
+        row2.addWidget(self.load_button)
+        lay = QVBoxLayout(w)
+        lay.setContentsMargins(6, 6, 6, 6)
+        lay.setSpacing(4)
+        lay.addWidget(QLabel("<b>Input</b> — image (drop or paste one here; drag a box on it to read one region)"))
+        lay.addLayout(row1)
+        lay.addLayout(row2)
+        lay.addWidget(self.info_label)
+        lay.addWidget(self.input_splitter, 1)
+        return w
+
+    def configure_heatmap(self) -> None:
+        self.heatmap.set_columns(COLUMN_AXIS, 1.0)
+
+    # --------------------------------------------------------------- input
+    def has_input(self) -> bool:
+        return self.image is not None
+
+    def set_image(self, image: Any, name: str) -> None:
+        """Read ``image`` (a PIL image as ``core.tasks.ocr.load_image`` returns it): show it and decode it."""
+        rgb = np.asarray(image.convert("RGB") if getattr(image, "mode", "RGB") != "RGB" else image, dtype=np.uint8)
+        self.image = image
+        self.source_name = name
+        self._generation += 1
+        self._lines_cache.clear()
+        self._ctc_cache.clear()
+        self.region = None
+        self.view.set_image(qimage_from_array(rgb))
+        self._set_lines([])
+        self.stream.clear()
+        self.heatmap.clear()
+        self.topk.set_step(None)
+        h, w = rgb.shape[:2]
+        note = getattr(image, "info", {}).get("downscaled_from") if hasattr(image, "info") else None
+        extra = f" (downscaled from {note[0]}×{note[1]})" if isinstance(note, (tuple, list)) and len(note) == 2 else ""
+        self.info_label.setText(f"{name} · {w}×{h} px{extra}")
+        self.clear_error()
+        self._update_buttons()
+        if self.model is None and not self.is_loading():
+            self.statusMessage.emit("Image ready — load a model to read it")
+        self.request_decode()
+
+    def set_region(self, region: tuple[int, int, int, int] | None) -> None:
+        """Read only ``region`` ((x, y, w, h) image pixels), or the whole image (None)."""
+        if not self.has_input():
+            return
+        self.region = tuple(int(v) for v in region) if region is not None else None
+        self.view.set_region(self.region)
+        self._update_buttons()
+        if self.region is not None:
+            x, y, w, h = self.region
+            self.statusMessage.emit(f"Reading the region {w}×{h} px at ({x}, {y}) — Whole image resets")
+        self.request_decode()
+
+    def open_input(self) -> None:
+        """Ctrl+O: pick an image file."""
+        start = str(QSettings().value("ocr/last_dir", str(Path.home())))
+        pattern = " ".join(f"*{s}" for s in IMAGE_SUFFIXES)
+        path, _ = QFileDialog.getOpenFileName(self, "Open image", start, f"Images ({pattern});;All files (*)")
+        if path:
+            QSettings().setValue("ocr/last_dir", str(Path(path).parent))
+            self.open_file(path)
+
+    def open_file(self, path: str | Path) -> None:
+        """Load an image file in a worker thread; errors go to the banner."""
+        path = Path(path)
+        self._open(path, path.name, lambda m: _open_error(path.name, m))
+
+    def open_image(self, image: Any, name: str = "pasted image") -> None:
+        """Use a PIL image (e.g. from the clipboard); it goes through the same checks as a file."""
+        self._open(image, name, lambda m: f"Could not use the {name}: {m}")
+
+    def _open(self, source: Any, name: str, message: Callable[[str], str]) -> None:
+        from ..worker import start_worker
+
+        loader = self.image_loader
+
+        def gen(cancel):
+            yield loader(source)
+
+        self.statusMessage.emit(f"Opening {name}…")
+        self._file_job = start_worker(
+            gen,
+            on_event=lambda img: self.set_image(img, name),
+            on_error=lambda m: self.show_error(message(m)),
+            name="open-image",
+        )
+
+    def open_mime(self, mime, what: str = "clipboard") -> bool:
+        """Open what ``mime`` holds: the first local file it names, else its image. False (and a
+        banner) when it holds neither."""
+        paths = mime_image_paths(mime)
+        if paths:
+            self.open_file(paths[0])
+            return True
+        if mime.hasImage():
+            img = mime.imageData()
+            if not isinstance(img, QImage):
+                img = QImage(img)
+            try:
+                from PIL import Image
+
+                pil = Image.fromarray(array_from_qimage(img))
+            except ValueError as exc:
+                self.show_error(f"The {what} image could not be read ({exc}). Copy the image again and paste it.")
+                return False
+            self.open_image(pil, "pasted image" if what == "clipboard" else "dropped image")
+            return True
+        if mime.hasUrls():
+            self.show_error(f"Only local files can be opened; save the image to disk first and open it ({FORMATS}).")
+            return False
+        self.show_error(f"The {what} holds no image. Copy an image (e.g. take a screenshot) or an image file "
+                        f"({FORMATS}), then paste with Ctrl+V.")
+        return False
+
+    def paste(self) -> bool:
+        """Ctrl+V: open the clipboard's image or image file."""
+        return self.open_mime(QApplication.clipboard().mimeData(), "clipboard")
+
+    def load_sample(self) -> None:
+        """Open the first image in assets/samples/."""
+        p = first_image_sample()
+        if p is None:
+            self.show_error(f"No sample image found: put a PNG into {SAMPLES_DIR}.")
+            return
+        self.open_file(p)
+
+    def _update_buttons(self) -> None:
+        has = self.has_input()
+        self.whole_button.setEnabled(has and self.region is not None)
+        for b in (self.fit_button, self.zoom_in_button, self.zoom_out_button, self.pan_button):
+            b.setEnabled(has)
+        self.sample_button.setEnabled(first_image_sample() is not None)
+
+    # drag and drop (anywhere on the tab; the image view passes drops up)
+    def dragEnterEvent(self, e) -> None:  # noqa: N802
+        mime = e.mimeData()
+        if mime.hasImage() or any(u.isLocalFile() for u in mime.urls()):
+            e.acceptProposedAction()
+        else:
+            e.ignore()
+
+    def dragMoveEvent(self, e) -> None:  # noqa: N802
+        self.dragEnterEvent(e)
+
+    def dropEvent(self, e) -> None:  # noqa: N802
+        if self.open_mime(e.mimeData(), "dropped data"):
+            e.acceptProposedAction()
+
+    # --------------------------------------------------------------- model
+    def load_model_object(self, name: str, progress: Callable[[str], None]) -> Any:
+        from core.tasks.ocr import OCRModel  # torch is imported here, off the GUI thread
+
+        return OCRModel.load(name, progress=progress)
+
+    def load_model(self, name: str) -> None:
+        name = name.strip()
+        if not name:
+            self.show_error("Enter a model: 'bundled', a transformers TrOCR model id or a local folder.")
+            return
+        self.model_combo.setCurrentText(name)
+        self._lines_cache.clear()
+        self._ctc_cache.clear()
+        super().load_model(name)
+
+    def initial_model(self) -> str:
+        """The model to load on start: the last one used, else "bundled"."""
+        return self.model_combo.currentText().strip() or DEFAULT_MODEL
+
+    # --------------------------------------------------------------- decode
+    def _key(self) -> Hashable:
+        return (self._generation, self.region)
+
+    def decode_fn(self, options: DecodingOptions) -> Callable[[Callable[[], bool]], Iterator[Any]]:
+        model, image, region, key = self.model, self.image, self.region, self._key()
+        lines = self._lines_cache.get(key)
+        ctc = self._ctc_cache.get(key)
+        # this run's views: the cached detection at once, else the boxes arrive with LinesDetected
+        self._set_lines(lines or [], ctc)
+        self.view.clear_attention()
+        self.busyChanged.emit(True, "Decoding…" if lines is not None else "Detecting text lines…")
+
+        def gen(cancel):
+            found = lines
+            if found is None:
+                found = list(model.detect(image, region=region))
+                yield LinesDetected(key, found)
+                if not found:
+                    raise ValueError(no_text_message(region))
+            fin = None
+            for ev in model.decode(image, options, lines=found, region=region, cancel=cancel):
+                if isinstance(ev, Finished):
+                    fin = ev  # sent after the CTC readings, so decodeFinished sees a complete table
+                    continue
+                yield ev
+            if ctc is None and fin is not None and not fin.cancelled and getattr(model, "has_ctc", False):
+                readings = []
+                for line in found:
+                    if cancel():
+                        break
+                    readings.append(model.ctc_reading(image, line))
+                else:
+                    yield CTCReadings(key, readings)
+            if fin is not None:
+                yield fin
+
+        return gen
+
+    def decode_events(self, options: DecodingOptions, cancel: Callable[[], bool]) -> Iterator[Any]:
+        return self.decode_fn(options)(cancel)
+
+    def _on_event(self, ev: Any) -> None:
+        if isinstance(ev, LinesDetected):
+            self._lines_cache[ev.key] = ev.lines
+            if ev.key == self._key():
+                self._set_lines(ev.lines)
+                if ev.lines:
+                    self.busyChanged.emit(True, f"Decoding {len(ev.lines)} line{'s' if len(ev.lines) != 1 else ''}…")
+            return
+        if isinstance(ev, CTCReadings):
+            self._ctc_cache[ev.key] = ev.readings
+            if ev.key == self._key():
+                self._show_ctc(ev.readings)
+            return
+        if isinstance(ev, SegmentEvent):
+            if ev.segment > 0 and self.heatmap.row_count() > 0:
+                self._add_separator(self.heatmap.row_count())
+            self.view.set_current_line(ev.segment)
+            if ev.segment < self.readings.rowCount():
+                self.readings.selectRow(ev.segment)
+        super()._on_event(ev)
+        if isinstance(ev, StepEvent):
+            seg = ev.segment
+            if 0 <= seg < len(self._line_texts):
+                self._line_texts[seg] += ev.text
+                self._set_cell(seg, 1, self._line_texts[seg])
+            if self._selected_step is None:
+                self._show_attention(ev.step)
+        elif isinstance(ev, Finished) and not ev.cancelled:
+            parts = ev.text.split("\n")
+            if len(parts) == len(self._line_texts):  # the model's final text per line (beam search, cleanup)
+                self._line_texts = parts
+                for i, t in enumerate(parts):
+                    self._set_cell(i, 1, t)
+
+    def select_step(self, step: int) -> None:
+        super().select_step(step)
+        self._show_attention(step)
+
+    # ------------------------------------------------------------ line views
+    def _set_lines(self, lines: list, ctc: list[str] | None = None) -> None:
+        """Show ``lines`` (boxes on the image, one table row each); texts start empty."""
+        self.lines = list(lines)
+        self._line_texts = ["" for _ in self.lines]
+        self.view.set_lines([tuple(line.box) for line in self.lines])
+        for sep in self._separators:
+            self.heatmap.plot.removeItem(sep)
+        self._separators.clear()
+        self.readings.setRowCount(len(self.lines))
+        for i in range(len(self.lines)):
+            self._set_cell(i, 0, str(i + 1))
+            self._set_cell(i, 1, "")
+            self._set_cell(i, 2, "")
+        no_ctc = self.model is not None and not getattr(self.model, "has_ctc", False)
+        self.readings.horizontalHeaderItem(2).setText(f"{CTC_HEADER} — n/a for this model" if no_ctc else CTC_HEADER)
+        if ctc is not None:
+            self._show_ctc(ctc)
+
+    def _show_ctc(self, readings: list[str]) -> None:
+        for i, t in enumerate(readings[: self.readings.rowCount()]):
+            self._set_cell(i, 2, t if t else "∅")
+
+    def _set_cell(self, row: int, col: int, text: str) -> None:
+        item = self.readings.item(row, col)
+        if item is None:
+            item = QTableWidgetItem()
+            self.readings.setItem(row, col, item)
+        item.setText(text)
+
+    def reading(self, row: int) -> tuple[str, str]:
+        """(attention-decoder text, CTC text) of table row ``row``."""
+        return tuple(self.readings.item(row, c).text() if self.readings.item(row, c) else "" for c in (1, 2))
+
+    def _add_separator(self, row: int) -> None:
+        line = pg.InfiniteLine(pos=float(row), angle=0, pen=pg.mkPen("w", width=1.5))
+        line.setZValue(6)
+        self.heatmap.plot.addItem(line)
+        self._separators.append(line)
+
+    def _line_clicked(self, row: int) -> None:
+        steps = sorted(s for s, ev in self._steps.items() if ev.segment == row)
+        if steps:
+            self.select_step(steps[0])
+
+    def _show_attention(self, step: int | None) -> None:
+        """Draw token ``step``'s cross-attention (the heatmap's layer/head) over its line on the image."""
+        ev = self._steps.get(step) if step is not None else None
+        if ev is None or ev.cross_attention is None or not (0 <= ev.segment < len(self.lines)):
+            self.view.clear_attention()
+            return
+        line = self.lines[ev.segment]
+        layer, head = self.heatmap.selection()
+        vals = reduce_attention(ev.cross_attention, layer, head)
+        ranges = [line.column_x(c) for c in range(len(vals))]
+        self.view.set_attention(tuple(line.box), ranges, vals)
+        self.view.set_current_line(ev.segment)
+
+    def _refresh_overlay(self) -> None:
+        step = self._selected_step if self._selected_step is not None else self._latest_step
+        self._show_attention(step)
+
+    # ------------------------------------------------------------ settings
+    def save_settings(self, s: QSettings) -> None:
+        super().save_settings(s)
+        s.setValue("ocr/model", self.model_combo.currentText())
+        s.setValue("ocr/input_splitter", self.input_splitter.saveState())
+
+    def restore_settings(self, s: QSettings) -> None:
+        super().restore_settings(s)
+        model = s.value("ocr/model")
+        if model:
+            self.model_combo.setCurrentText(str(model))
+        state = s.value("ocr/input_splitter")
+        if state is not None:
+            self.input_splitter.restoreState(state)
+
+
+def _open_error(name: str, message: str) -> str:
+    """The banner text for an image that could not be opened, with what to do."""
+    text = message if name in message else f"Could not open {name}: {message}"
+    if "webp" not in text.lower():  # the loader's message does not list the formats yet
+        text += f"\nOpen a {FORMATS} image with text in it."
+    return text

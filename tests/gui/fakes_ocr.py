@@ -1,0 +1,132 @@
+"""A fake OCR model (no torch) that follows the ``core.tasks.ocr`` contract, for OCR tab tests.
+
+"Detection" finds the dark rows of the image: every horizontal band of rows containing
+pixels darker than 128 is a line, boxed by the dark pixels' x extent. Each line is
+"read" as ``LINE_TEXT`` one character per step, with a cross-attention that peaks at
+column ``step_in_line`` (moving right), so a test can predict where the overlay goes.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from core.events import Finished, RunStats, SegmentEvent, StepEvent, TokenProb
+
+LINE_TEXT = "ab12"
+PX_PER_COLUMN = 4
+
+
+@dataclass(frozen=True)
+class FakeTextLine:
+    """Same fields and ``column_x`` as ``core.tasks.ocr.TextLine``."""
+
+    index: int
+    box: tuple[int, int, int, int]
+    n_columns: int
+
+    def column_x(self, col: int) -> tuple[float, float]:
+        x0, _y0, x1, _y1 = self.box
+        w = (x1 - x0) / self.n_columns
+        return (x0 + col * w, x0 + (col + 1) * w)
+
+
+def fake_load_image(source):
+    """``load_image`` for tests: a PIL RGB image from a path or an image; ValueError for bad files."""
+    from PIL import Image, UnidentifiedImageError
+
+    if isinstance(source, Image.Image):
+        return source.convert("RGB")
+    try:
+        with Image.open(source) as im:
+            return im.convert("RGB")
+    except (UnidentifiedImageError, OSError) as exc:
+        raise ValueError(f"{source} is not a readable image ({exc})") from None
+
+
+class FakeOCRModel:
+    """Detect/decode/ctc_reading with synthetic events; records the regions it was asked for."""
+
+    name = "fake-ocr"
+    load_s = 0.0
+    has_ctc = True
+
+    def __init__(self, delay_s: float = 0.0, layers: int = 2, heads: int = 2):
+        self.delay_s = delay_s
+        self.layers, self.heads = layers, heads
+        self.encode_count = 0
+        self.detect_calls: list = []
+        self.decode_regions: list = []
+        self.ctc_calls = 0
+        self._seen: set = set()
+        self._lock = threading.Lock()
+
+    def detect(self, image, region=None):
+        self.detect_calls.append(region)
+        a = np.asarray(image.convert("L"), dtype=np.uint8)
+        x_off = y_off = 0
+        if region is not None:
+            x, y, w, h = region
+            a = a[y : y + h, x : x + w]
+            x_off, y_off = x, y
+        dark = a < 128
+        rows = np.flatnonzero(dark.any(axis=1))
+        lines: list[FakeTextLine] = []
+        if rows.size == 0:
+            return lines
+        bands, start, prev = [], rows[0], rows[0]
+        for r in rows[1:]:
+            if r != prev + 1:
+                bands.append((start, prev))
+                start = r
+            prev = r
+        bands.append((start, prev))
+        for i, (r0, r1) in enumerate(bands):
+            cols = np.flatnonzero(dark[r0 : r1 + 1].any(axis=0))
+            x0, x1 = int(cols[0]) + x_off, int(cols[-1]) + 1 + x_off
+            box = (x0, int(r0) + y_off, x1, int(r1) + 1 + y_off)
+            lines.append(FakeTextLine(i, box, max(len(LINE_TEXT) + 1, (x1 - x0) // PX_PER_COLUMN)))
+        return lines
+
+    def decode(self, image, options, *, lines=None, region=None, cancel=None):
+        options = options.validate()
+        self.decode_regions.append(region)
+        if lines is None:
+            lines = self.detect(image, region)
+        if not lines:
+            raise ValueError("No text found in the image (fake)")
+        n = min(len(LINE_TEXT), options.max_new_tokens)
+        step = 0
+        texts, ids = [], []
+        for line in lines:
+            key = (id(image), line.box)
+            with self._lock:
+                if key not in self._seen:
+                    self._seen.add(key)
+                    self.encode_count += 1
+            yield SegmentEvent(segment=line.index, label=f"line {line.index + 1}", source_offset=0,
+                               source_len=line.n_columns)
+            for k in range(n):
+                if cancel is not None and cancel():
+                    yield Finished(text="", token_ids=ids, stats=RunStats(), cancelled=True, reason="cancelled")
+                    return
+                if self.delay_s:
+                    time.sleep(self.delay_s)
+                att = np.full((self.layers, self.heads, line.n_columns), 0.01, np.float32)
+                att[:, :, k] = 1.0
+                ch = LINE_TEXT[k]
+                tid = ord(ch)
+                tp = [TokenProb(tid, ch, 0.9), TokenProb(ord("z"), "z", 0.05)]
+                yield StepEvent(step=step, token_id=tid, text=ch, prob=0.9, raw_prob=0.8, topk=tp, raw_topk=tp,
+                                entropy=0.3, cross_attention=att / att.sum(-1, keepdims=True), segment=line.index)
+                ids.append(tid)
+                step += 1
+            texts.append(LINE_TEXT[:n])
+        yield Finished(text="\n".join(texts), token_ids=ids, stats=RunStats(decode_s=0.001 * step, n_tokens=step))
+
+    def ctc_reading(self, image, line):
+        self.ctc_calls += 1
+        return LINE_TEXT.upper()

@@ -1,0 +1,243 @@
+"""The OCR tab: widget wiring with a fake model (tests/gui/fakes_ocr.py), then the real
+bundled OCRModel on the bundled sample image.
+
+The fake "detects" dark row bands and reads each line as ``LINE_TEXT`` with attention
+peaking at column k for the line's k-th token, so the overlay's position is known.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image, ImageDraw, ImageFont
+from PySide6.QtCore import QEvent, QMimeData, QPointF, Qt, QUrl
+from PySide6.QtGui import QDropEvent, QMouseEvent
+from PySide6.QtWidgets import QApplication
+
+from core.events import SegmentEvent, StepEvent
+from core.options import DecodingOptions
+from gui.tabs.ocr import OCRTab, first_image_sample
+from gui.widgets.image_view import qimage_from_array
+
+from .fakes_ocr import LINE_TEXT, FakeOCRModel, fake_load_image
+
+FONT = "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf"
+
+
+def text_image(lines=("Hello world", "Price 4.99"), size=28, width=360) -> Image.Image:
+    """Dark text lines on white, rendered with Pillow."""
+    font = ImageFont.truetype(FONT, size)
+    img = Image.new("RGB", (width, 30 + int(1.8 * size) * len(lines)), "white")
+    d = ImageDraw.Draw(img)
+    for i, t in enumerate(lines):
+        d.text((16, 15 + int(1.8 * size) * i), t, font=font, fill="black")
+    return img
+
+
+@pytest.fixture
+def tab(qtbot):
+    t = OCRTab()
+    qtbot.addWidget(t)
+    t.resize(1300, 850)
+    t.show()
+    t.options_panel._timer.setInterval(20)
+    t.image_loader = fake_load_image
+    t.errors = []
+    t.errorOccurred.connect(t.errors.append)
+    yield t
+    t.shutdown()
+
+
+def _decode(qtbot, tab, action, timeout=10_000):
+    with qtbot.waitSignal(tab.decodeFinished, timeout=timeout) as blocker:
+        action()
+    qtbot.waitUntil(lambda: not tab.is_decoding(), timeout=timeout)
+    return blocker.args[0]
+
+
+def _inside(rng, box) -> bool:
+    x0, _y0, x1, _y1 = box
+    return x0 - 1e-6 <= rng[0] < rng[1] <= x1 + 1e-6
+
+
+def test_sample_lines_stream_table_and_overlay(qtbot, tab):
+    model = FakeOCRModel()
+    tab.model = model
+    fin = _decode(qtbot, tab, tab.load_sample)
+    sample = first_image_sample()
+    assert sample is not None and tab.source_name == sample.name
+    expected = model.detect(Image.open(sample).convert("RGB"))
+    assert len(expected) == 3  # the sample has three text lines
+    # boxes drawn, numbered in reading order
+    assert tab.view.line_count() == 3
+    assert [tab.view.line_label(i) for i in range(3)] == ["1", "2", "3"]
+    for i, line in enumerate(expected):
+        r = tab.view.line_box(i)
+        assert (r.left(), r.top(), r.right(), r.bottom()) == line.box
+    # one stream segment per line, heatmap rows == tokens, columns = the widest line's columns
+    assert fin.text == "\n".join([LINE_TEXT] * 3)
+    assert tab.stream.token_count() == 3 * len(LINE_TEXT) == tab.heatmap.row_count()
+    assert tab.heatmap.column_count() == max(line.n_columns for line in expected)
+    assert len(tab._separators) == 2  # a white line between the lines' rows
+    # the comparison table: attention reading and CTC reading per line
+    assert tab.readings.rowCount() == 3
+    assert [tab.reading(i) for i in range(3)] == [(LINE_TEXT, LINE_TEXT.upper())] * 3
+    # the newest token's attention is drawn on the last line at its column (k = 3)
+    last = expected[2]
+    assert tab.view.attention_shown()
+    assert tab.view.overlay.argmax_range() == pytest.approx(last.column_x(len(LINE_TEXT) - 1))
+    assert _inside(tab.view.overlay.argmax_range(), last.box)
+    b = tab.view.overlay.box()
+    assert (b.left(), b.top(), b.right(), b.bottom()) == last.box
+    assert len(tab.view.overlay.bands()) == last.n_columns
+    # select token 1 (line 1, k = 1): overlay moves there, for every layer/head choice
+    tab.select_step(1)
+    assert tab.view.overlay.argmax_range() == pytest.approx(expected[0].column_x(1))
+    tab.heatmap.layer_combo.setCurrentIndex(2)
+    tab.heatmap.head_combo.setCurrentIndex(1)
+    assert tab.view.overlay.argmax_range() == pytest.approx(expected[0].column_x(1))
+    bands = tab.view.overlay.bands()
+    assert max(v for _x0, _x1, v in bands) == pytest.approx(1.0)  # normalised to its maximum
+    # a table row click selects the line's first token
+    tab._line_clicked(1)
+    assert tab.selected_step() == len(LINE_TEXT) and tab.topk.step() == len(LINE_TEXT)
+    assert tab.errors == []
+    tab.grab().save("/tmp/gui_ocr_fake_sample.png")
+
+
+def test_option_change_redecodes_without_detecting_or_encoding_again(qtbot, tab):
+    model = FakeOCRModel()
+    tab.model = model
+    _decode(qtbot, tab, lambda: tab.set_image(text_image(), "two lines"))
+    assert len(model.detect_calls) == 1 and model.encode_count == 2 and model.ctc_calls == 2
+    fin = _decode(qtbot, tab, lambda: tab.options_panel.controls["max_new_tokens"].setValue(2))
+    assert fin.stats.n_tokens == 4 and tab.heatmap.row_count() == 4
+    assert len(model.detect_calls) == 1 and model.encode_count == 2 and model.ctc_calls == 2
+    assert tab.view.line_count() == 2 and [tab.reading(i) for i in range(2)] == [(LINE_TEXT[:2], "AB12")] * 2
+
+
+def _mouse(view, kind, scene_xy, button=Qt.MouseButton.LeftButton):
+    pos = QPointF(view.mapFromScene(QPointF(*scene_xy)))
+    buttons = Qt.MouseButton.NoButton if kind == QEvent.Type.MouseButtonRelease else button
+    ev = QMouseEvent(kind, pos, view.viewport().mapToGlobal(pos), button, buttons, Qt.KeyboardModifier.NoModifier)
+    QApplication.sendEvent(view.viewport(), ev)
+
+
+def test_rubber_band_reads_only_that_region_and_whole_image_resets(qtbot, tab):
+    model = FakeOCRModel()
+    tab.model = model
+    img = text_image(("First line", "Second line", "Third line"))
+    _decode(qtbot, tab, lambda: tab.set_image(img, "three lines"))
+    assert tab.view.line_count() == 3 and not tab.whole_button.isEnabled()
+    line2 = model.detect(img)[1]
+    x0, y0, x1, y1 = line2.box
+    start, end = (x0 - 6, y0 - 4), (x1 + 6, y1 + 4)
+
+    def drag():
+        _mouse(tab.view, QEvent.Type.MouseButtonPress, start)
+        _mouse(tab.view, QEvent.Type.MouseMove, ((start[0] + end[0]) / 2, (start[1] + end[1]) / 2))
+        _mouse(tab.view, QEvent.Type.MouseMove, end)
+        _mouse(tab.view, QEvent.Type.MouseButtonRelease, end)
+
+    fin = _decode(qtbot, tab, drag)
+    region = tab.region
+    assert region is not None
+    rx, ry, rw, rh = region
+    # the region the user dragged (view -> scene rounding: within 2 image pixels)
+    assert abs(rx - start[0]) <= 2 and abs(ry - start[1]) <= 2
+    assert abs(rx + rw - end[0]) <= 2 and abs(ry + rh - end[1]) <= 2
+    assert model.detect_calls[-1] == region and model.decode_regions[-1] == region
+    assert fin.text == LINE_TEXT and tab.view.line_count() == 1
+    r = tab.view.line_box(0)
+    assert (r.left(), r.top(), r.right(), r.bottom()) == line2.box  # full-image pixels
+    assert tab.view.region_rect() is not None and tab.whole_button.isEnabled()
+    tab.grab().save("/tmp/gui_ocr_fake_region.png")
+    n_detect = len(model.detect_calls)
+    fin = _decode(qtbot, tab, tab.whole_button.click)
+    assert tab.region is None and model.decode_regions[-1] is None
+    assert len(model.detect_calls) == n_detect  # the whole image's detection is reused
+    assert fin.text.count("\n") == 2 and tab.view.line_count() == 3 and tab.view.region_rect() is None
+
+
+def test_a_click_is_not_a_region(qtbot, tab):
+    tab.model = FakeOCRModel()
+    _decode(qtbot, tab, lambda: tab.set_image(text_image(), "two lines"))
+    got = []
+    tab.view.regionSelected.connect(got.append)
+    _mouse(tab.view, QEvent.Type.MouseButtonPress, (50, 20))
+    _mouse(tab.view, QEvent.Type.MouseButtonRelease, (51, 21))
+    assert got == [] and tab.region is None
+
+
+def test_wheel_zoom_and_fit(qtbot, tab):
+    tab.model = FakeOCRModel()
+    _decode(qtbot, tab, lambda: tab.set_image(text_image(), "two lines"))
+    fitted = tab.view.scale_factor()
+    tab.zoom_in_button.click()
+    assert tab.view.scale_factor() == pytest.approx(1.25 * fitted)
+    tab.fit_button.click()
+    assert tab.view.scale_factor() == pytest.approx(fitted)
+
+
+def test_paste_clipboard_image_and_file_path(qtbot, tab, tmp_path):
+    model = FakeOCRModel()
+    tab.model = model
+    img = text_image(("Clipboard text", "on two lines", "and a third"))
+    QApplication.clipboard().setImage(qimage_from_array(np.asarray(img)))
+    fin = _decode(qtbot, tab, tab.paste_action.trigger)
+    assert tab.source_name == "pasted image"
+    assert np.array_equal(np.asarray(tab.image), np.asarray(img))
+    assert fin.text.count("\n") == 2 and tab.view.line_count() == 3
+    # a copied file path (text) opens that file
+    f = tmp_path / "copied.png"
+    text_image(("only one",)).save(f)
+    QApplication.clipboard().setText(str(f))
+    fin = _decode(qtbot, tab, tab.paste)
+    assert tab.source_name == "copied.png" and fin.text == LINE_TEXT
+    # text that is no image: a banner says what to do
+    QApplication.clipboard().setText("just some words")
+    assert tab.paste() is False
+    assert "holds no image" in tab.banner.message() and "Ctrl+V" in tab.banner.message()
+
+
+def test_drop_of_a_file(qtbot, tab, tmp_path):
+    tab.model = FakeOCRModel()
+    f = tmp_path / "dropped.jpg"
+    text_image().save(f, quality=95)
+    mime = QMimeData()
+    mime.setUrls([QUrl.fromLocalFile(str(f))])
+    drop = QDropEvent(QPointF(10, 10), Qt.DropAction.CopyAction, mime, Qt.MouseButton.LeftButton,
+                      Qt.KeyboardModifier.NoModifier)
+    fin = _decode(qtbot, tab, lambda: tab.dropEvent(drop))
+    assert tab.source_name == "dropped.jpg" and "dropped.jpg" in tab.info_label.text()
+    assert fin.text == "\n".join([LINE_TEXT] * 2)
+
+
+def test_errors_in_the_banner(qtbot, tab, tmp_path):
+    tab.model = FakeOCRModel()
+    empty = tmp_path / "empty.png"
+    empty.write_bytes(b"")
+    tab.open_file(empty)
+    qtbot.waitUntil(lambda: bool(tab.banner.message()), timeout=5000)
+    assert "empty.png" in tab.banner.message() and "PNG, JPEG" in tab.banner.message()
+    assert tab.image is None
+    # a blank image: no text found, and the banner says what to do
+    blank = Image.new("RGB", (300, 200), "white")
+    with qtbot.waitSignal(tab.errorOccurred, timeout=5000) as blocker:
+        tab.set_image(blank, "blank")
+    assert "No text found" in blocker.args[0] and "printed text" in blocker.args[0]
+    assert tab.banner.message() == blocker.args[0]
+    assert tab.stream.token_count() == 0 and tab.view.line_count() == 0
+    qtbot.waitUntil(lambda: not tab.is_decoding(), timeout=5000)
+    tab.grab().save("/tmp/gui_ocr_fake_blank.png")
+
+
+def test_main_window_tab_order(qtbot, settings):
+    from gui.main_window import MainWindow
+
+    win = MainWindow(settings=settings, autoload=False)
+    qtbot.addWidget(win)
+    assert [win.tabs.tabText(i) for i in range(win.tabs.count())] == ["Speech", "OCR", "Translation"]
+    assert win.tabs.widget(1) is win.ocr_tab
