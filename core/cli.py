@@ -3,6 +3,7 @@
     decoding-explorer transcribe FILE [--model tiny.en|base|ID_OR_DIR] [--strategy ...] [--json]
     decoding-explorer translate TEXT [--direction en-pt|pt-en|MODEL_ID_OR_DIR] [--input-file F]
                                      [--shortlist] [--target-language CODE] [--strategy ...] [--json]
+    decoding-explorer ocr IMAGE [--model bundled|ID_OR_DIR] [--region X,Y,W,H] [--strategy ...] [--json]
 
 Prints the text, or with ``--json`` a trace::
 
@@ -153,6 +154,46 @@ def cmd_translate(args: argparse.Namespace) -> int:
     return _emit("translate", name, options, events, args)
 
 
+def parse_region(text: str | None) -> tuple[int, int, int, int] | None:
+    """``"X,Y,W,H"`` (pixels) -> a tuple; CLIError on anything else."""
+    if text is None:
+        return None
+    parts = [p.strip() for p in text.split(",")]
+    try:
+        x, y, w, h = (int(p) for p in parts)
+    except ValueError:
+        raise CLIError(f"--region must be X,Y,W,H in whole pixels (e.g. 10,20,300,40), got {text!r}") from None
+    if w <= 0 or h <= 0:
+        raise CLIError(f"--region width and height must be > 0, got {w}x{h}")
+    return x, y, w, h
+
+
+def cmd_ocr(args: argparse.Namespace) -> int:
+    from core.tasks.ocr import OCRModel, load_image
+
+    options = options_from_args(args)
+    region = parse_region(args.region)
+    image = load_image(args.image)  # ValueError with the user message on bad files
+    model = OCRModel.load(args.model)
+    lines = model.detect(image, region)
+    events = model.decode(image, options, lines=lines, region=region)
+    if not args.json:
+        return _emit("ocr", model.name, options, events, args)
+    out = trace("ocr", model.name, options, events, args.attention)
+    texts = out["text"].split("\n")
+    out["lines"] = [
+        {"box": list(line.box), "text": texts[i] if i < len(texts) else "",
+         "ctc_text": model.ctc_reading(image, line) if model.has_ctc else None, "n_columns": line.n_columns}
+        for i, line in enumerate(lines)
+    ]
+    out["image_size"] = list(image.size)
+    if "downscaled_from" in image.info:
+        out["downscaled_from"] = list(image.info["downscaled_from"])
+    out["timing"]["detect_s"] = model.last_detect_s
+    print(json.dumps(out, ensure_ascii=False, indent=1))
+    return 0
+
+
 def _emit(task: str, model_name: str, options: DecodingOptions, events: Iterable[Event], args) -> int:
     if args.json:
         print(json.dumps(trace(task, model_name, options, events, args.attention), ensure_ascii=False, indent=1))
@@ -191,6 +232,13 @@ def build_parser() -> argparse.ArgumentParser:
     tr.add_argument("--prefix", default=None, help="T5: source prefix (default 'translate English to German: ')")
     add_decoding_arguments(tr)
     tr.set_defaults(func=cmd_translate)
+    o = sub.add_parser("ocr", help="read the text in an image (CRAFT lines + bundled reader or TrOCR)")
+    o.add_argument("image", help="image file: PNG, JPEG, WebP, BMP, TIFF")
+    o.add_argument("--model", default="bundled",
+                   help="bundled (english_g2 + attention decoder) | a transformers TrOCR model id or directory")
+    o.add_argument("--region", default=None, metavar="X,Y,W,H", help="read only this part of the image (pixels)")
+    add_decoding_arguments(o)
+    o.set_defaults(func=cmd_ocr)
     return p
 
 
