@@ -6,7 +6,8 @@ selects a token, and saves one PNG per tab:
 
     .venv/bin/python tools/screenshot.py [--out assets] [--speech-model base]
 
-Writes ``screenshot.png`` (speech tab) and ``screenshot_translation.png``.
+Writes ``screenshot.png`` (speech tab), ``screenshot_ocr.png`` and
+``screenshot_translation.png`` (``--tabs`` picks a subset, e.g. ``--tabs ocr``).
 """
 
 from __future__ import annotations
@@ -56,6 +57,9 @@ def main() -> int:
     p.add_argument("--out", default=str(ROOT / "assets"))
     p.add_argument("--speech-model", default="base")
     p.add_argument("--step", type=int, default=6, help="token to select in the speech tab")
+    p.add_argument("--ocr-model", default="bundled")
+    p.add_argument("--ocr-step", type=int, default=36, help="token to select in the OCR tab")
+    p.add_argument("--tabs", default="speech,ocr,translation", help="comma-separated tabs to capture")
     args = p.parse_args()
     out = pathlib.Path(args.out)
     app = QApplication.instance() or QApplication(sys.argv)
@@ -64,22 +68,37 @@ def main() -> int:
     win.resize(1400, 900)
     win.show()
 
-    tab = win.speech_tab
-    _wait(tab.modelReady, lambda: tab.load_model(args.speech_model))
-    fin = _wait(tab.decodeFinished, tab.load_sample)
-    print("speech:", fin[0].text if fin else "(no result)")
-    tab.select_step(args.step)
-    _settle()
-    win.grab().save(str(out / "screenshot.png"))
+    tabs = {t.strip() for t in args.tabs.split(",")}
 
-    win.tabs.setCurrentWidget(win.translation_tab)
-    tt = win.translation_tab
-    _wait(tt.modelReady, lambda: tt.load_model("en-pt"))
-    fin = _wait(tt.decodeFinished, tt.load_sample)
-    print("translation:", fin[0].text if fin else "(no result)")
-    tt.select_step(3)
-    _settle()
-    win.grab().save(str(out / "screenshot_translation.png"))
+    if "speech" in tabs:
+        tab = win.speech_tab
+        win.tabs.setCurrentWidget(tab)
+        _wait(tab.modelReady, lambda: tab.load_model(args.speech_model))
+        fin = _wait(tab.decodeFinished, tab.load_sample)
+        print("speech:", fin[0].text if fin else "(no result)")
+        tab.select_step(args.step)
+        _settle()
+        win.grab().save(str(out / "screenshot.png"))
+
+    if "ocr" in tabs:
+        ot = win.ocr_tab
+        win.tabs.setCurrentWidget(ot)
+        _wait(ot.modelReady, lambda: ot.load_model(args.ocr_model))
+        fin = _wait(ot.decodeFinished, ot.load_sample)
+        print("ocr:", fin[0].text if fin else "(no result)")
+        ot.select_step(args.ocr_step)
+        _settle()
+        win.grab().save(str(out / "screenshot_ocr.png"))
+
+    if "translation" in tabs:
+        win.tabs.setCurrentWidget(win.translation_tab)
+        tt = win.translation_tab
+        _wait(tt.modelReady, lambda: tt.load_model("en-pt"))
+        fin = _wait(tt.decodeFinished, tt.load_sample)
+        print("translation:", fin[0].text if fin else "(no result)")
+        tt.select_step(3)
+        _settle()
+        win.grab().save(str(out / "screenshot_translation.png"))
     win.close()
     return 0
 

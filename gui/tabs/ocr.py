@@ -153,6 +153,8 @@ class OCRTab(DecodeTab):
         self.addAction(self.paste_action)
         self.heatmap.layer_combo.currentIndexChanged.connect(lambda _i: self._refresh_overlay())
         self.heatmap.head_combo.currentIndexChanged.connect(lambda _i: self._refresh_overlay())
+        # the image and the readings table need more height than the base layout's default
+        self.main_splitter.setSizes([400, 160, 310])
         self._update_buttons()
 
     # ------------------------------------------------------------ input area
@@ -214,6 +216,8 @@ class OCRTab(DecodeTab):
         self.readings = QTableWidget(0, 3)
         self.readings.setHorizontalHeaderLabels(["line", "attention decoder", CTC_HEADER])
         self.readings.verticalHeader().hide()
+        self.readings.verticalHeader().setDefaultSectionSize(self.readings.fontMetrics().height() + 6)
+        self.readings.setMinimumHeight(92)
         self.readings.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
         self.readings.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
         self.readings.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
@@ -231,7 +235,7 @@ class OCRTab(DecodeTab):
         self.input_splitter.setStretchFactor(0, 3)
         self.input_splitter.setStretchFactor(1, 1)
         self.input_splitter.setChildrenCollapsible(False)
-        self.input_splitter.setSizes([300, 110])
+        self.input_splitter.setSizes([200, 100])
 
         row1 = QHBoxLayout()
         for b in (self.open_button, self.paste_button, self.sample_button):

@@ -20,13 +20,12 @@ from typing import Sequence
 
 import numpy as np
 from PySide6.QtCore import QPointF, QRectF, Qt, Signal
-from PySide6.QtGui import QBrush, QColor, QFont, QImage, QPainter, QPen, QPixmap
+from PySide6.QtGui import QBrush, QColor, QFont, QFontMetricsF, QImage, QPainter, QPen, QPixmap
 from PySide6.QtWidgets import (
     QGraphicsItem,
     QGraphicsPixmapItem,
     QGraphicsRectItem,
     QGraphicsScene,
-    QGraphicsSimpleTextItem,
     QGraphicsView,
     QStyleOptionGraphicsItem,
     QWidget,
@@ -122,7 +121,7 @@ class AttentionOverlay(QGraphicsItem):
         p.setPen(Qt.PenStyle.NoPen)
         for x0, x1, v in self._bands:
             r, g, b, _a = LUT[int(round(v * 255))]
-            p.setBrush(QColor(int(r), int(g), int(b), int(30 + 150 * v)))
+            p.setBrush(QColor(int(r), int(g), int(b), int(35 + 175 * v)))
             p.drawRect(QRectF(x0, y0, max(x1 - x0, 0.5), h))
         if self._argmax is not None:
             pen = QPen(ARGMAX_COLOR, 2.5)
@@ -131,6 +130,36 @@ class AttentionOverlay(QGraphicsItem):
             p.setBrush(Qt.BrushStyle.NoBrush)
             x0, x1 = self._argmax
             p.drawRect(QRectF(x0, y0 - 2, max(x1 - x0, 1.0), h + 4))
+
+
+class LineBadge(QGraphicsItem):
+    """A line number in a blue badge left of its box, the same size on screen at any zoom."""
+
+    def __init__(self, text: str) -> None:
+        super().__init__()
+        self._text = text
+        self._font = QFont()
+        self._font.setBold(True)
+        self._font.setPixelSize(12)
+        w = QFontMetricsF(self._font).horizontalAdvance(text) + 8
+        self._rect = QRectF(-w - 3, -8, w, 16)
+        self.setFlag(QGraphicsItem.GraphicsItemFlag.ItemIgnoresTransformations)
+        self.setZValue(6)
+
+    def text(self) -> str:
+        """The number shown."""
+        return self._text
+
+    def boundingRect(self) -> QRectF:  # noqa: N802
+        return QRectF(self._rect)
+
+    def paint(self, p: QPainter, _opt: QStyleOptionGraphicsItem, _w: QWidget | None = None) -> None:
+        p.setPen(Qt.PenStyle.NoPen)
+        p.setBrush(BOX_COLOR)
+        p.drawRoundedRect(self._rect, 3, 3)
+        p.setPen(QColor("white"))
+        p.setFont(self._font)
+        p.drawText(self._rect, Qt.AlignmentFlag.AlignCenter, self._text)
 
 
 class ImageView(QGraphicsView):
@@ -159,7 +188,7 @@ class ImageView(QGraphicsView):
         self._pixmap_item.setTransformationMode(Qt.TransformationMode.SmoothTransformation)
         self.scene().addItem(self._pixmap_item)
         self._size = (0, 0)
-        self._line_items: list[tuple[QGraphicsRectItem, QGraphicsSimpleTextItem]] = []
+        self._line_items: list[tuple[QGraphicsRectItem, LineBadge]] = []
         self._current_line: int | None = None
         self.region_item = QGraphicsRectItem()
         pen = QPen(REGION_COLOR, 2, Qt.PenStyle.DashLine)
@@ -214,25 +243,14 @@ class ImageView(QGraphicsView):
     def set_lines(self, boxes: Sequence[tuple[int, int, int, int]]) -> None:
         """Draw line boxes (x0, y0, x1, y1 pixels), numbered 1.. in the given (reading) order."""
         self.clear_lines()
-        font = QFont()
-        font.setBold(True)
-        font.setPixelSize(max(10, min(28, int(0.035 * max(self._size[1], 200)))))
         for i, (x0, y0, x1, y1) in enumerate(boxes):
             rect = QGraphicsRectItem(QRectF(x0, y0, x1 - x0, y1 - y0))
             pen = QPen(BOX_COLOR, 1.5)
             pen.setCosmetic(True)
             rect.setPen(pen)
             rect.setZValue(4)
-            label = QGraphicsSimpleTextItem(str(i + 1))
-            label.setFont(font)
-            label.setBrush(QBrush(QColor("white")))
-            label.setZValue(6)
-            lr = label.boundingRect()
-            label.setPos(x0 - lr.width() - 4 if x0 - lr.width() - 4 >= 0 else x0 + 2, y0 + (y1 - y0 - lr.height()) / 2)
-            bg = QGraphicsRectItem(label.boundingRect().adjusted(-2, 0, 2, 0), label)
-            bg.setBrush(QBrush(BOX_COLOR))
-            bg.setPen(QPen(Qt.PenStyle.NoPen))
-            bg.setFlag(QGraphicsItem.GraphicsItemFlag.ItemStacksBehindParent)
+            label = LineBadge(str(i + 1))
+            label.setPos(x0, (y0 + y1) / 2)
             self.scene().addItem(rect)
             self.scene().addItem(label)
             self._line_items.append((rect, label))
@@ -306,7 +324,9 @@ class ImageView(QGraphicsView):
         """Show the whole image (and keep fitting on resize until the user zooms)."""
         self._fit_mode = True
         if self.has_image():
-            self.fitInView(self._pixmap_item, Qt.AspectRatioMode.KeepAspectRatio)
+            w, h = self._size
+            pad = 0.03 * max(w, h) + 2  # room for the line numbers left of the boxes
+            self.fitInView(QRectF(-pad, -pad, w + 2 * pad, h + 2 * pad), Qt.AspectRatioMode.KeepAspectRatio)
             self.zoomChanged.emit(self.scale_factor())
 
     def zoom_by(self, factor: float) -> None:

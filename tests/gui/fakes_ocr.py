@@ -34,19 +34,6 @@ class FakeTextLine:
         return (x0 + col * w, x0 + (col + 1) * w)
 
 
-def fake_load_image(source):
-    """``load_image`` for tests: a PIL RGB image from a path or an image; ValueError for bad files."""
-    from PIL import Image, UnidentifiedImageError
-
-    if isinstance(source, Image.Image):
-        return source.convert("RGB")
-    try:
-        with Image.open(source) as im:
-            return im.convert("RGB")
-    except (UnidentifiedImageError, OSError) as exc:
-        raise ValueError(f"{source} is not a readable image ({exc})") from None
-
-
 class FakeOCRModel:
     """Detect/decode/ctc_reading with synthetic events; records the regions it was asked for."""
 

@@ -21,7 +21,7 @@ from core.options import DecodingOptions
 from gui.tabs.ocr import OCRTab, first_image_sample
 from gui.widgets.image_view import qimage_from_array
 
-from .fakes_ocr import LINE_TEXT, FakeOCRModel, fake_load_image
+from .fakes_ocr import LINE_TEXT, FakeOCRModel
 
 FONT = "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf"
 
@@ -43,7 +43,6 @@ def tab(qtbot):
     t.resize(1300, 850)
     t.show()
     t.options_panel._timer.setInterval(20)
-    t.image_loader = fake_load_image
     t.errors = []
     t.errorOccurred.connect(t.errors.append)
     yield t
@@ -221,8 +220,26 @@ def test_errors_in_the_banner(qtbot, tab, tmp_path):
     empty.write_bytes(b"")
     tab.open_file(empty)
     qtbot.waitUntil(lambda: bool(tab.banner.message()), timeout=5000)
-    assert "empty.png" in tab.banner.message() and "PNG, JPEG" in tab.banner.message()
+    assert "empty.png" in tab.banner.message() and "0 bytes" in tab.banner.message()
+    assert "PNG, JPEG" in tab.banner.message()  # what to do
     assert tab.image is None
+    # a truncated PNG
+    bad = tmp_path / "cut.png"
+    text_image().save(bad)
+    bad.write_bytes(bad.read_bytes()[:200])
+    tab.banner.hide()
+    tab.open_file(bad)
+    qtbot.waitUntil(lambda: bool(tab.banner.message()), timeout=5000)
+    assert "cut.png" in tab.banner.message() and ("truncated" in tab.banner.message() or "corrupt" in tab.banner.message())
+    assert tab.image is None
+    # a very wide image is downscaled on load, and the info line says so
+    wide = tmp_path / "wide.png"
+    Image.new("RGB", (5000, 60), "white").save(wide)
+    tab.model = None
+    tab.open_file(wide)
+    qtbot.waitUntil(lambda: tab.image is not None, timeout=5000)
+    assert max(tab.image.size) <= 4096 and "downscaled from 5000×60" in tab.info_label.text()
+    tab.model = FakeOCRModel()
     # a blank image: no text found, and the banner says what to do
     blank = Image.new("RGB", (300, 200), "white")
     with qtbot.waitSignal(tab.errorOccurred, timeout=5000) as blocker:
@@ -241,3 +258,65 @@ def test_main_window_tab_order(qtbot, settings):
     qtbot.addWidget(win)
     assert [win.tabs.tabText(i) for i in range(win.tabs.count())] == ["Speech", "OCR", "Translation"]
     assert win.tabs.widget(1) is win.ocr_tab
+
+
+# ------------------------------------------------------------------ the real bundled model
+SLOW_MS = 240_000
+#: what tools/make-sample rendered into assets/samples/ocr_en.png (README there): text, top y of the line
+SAMPLE_LINES = [("The museum opens at nine in the", 22), ("morning and closes before dinner.", 74),
+                ("Tickets: $12.50 adults, $6 kids (2024)", 126)]
+SAMPLE_FONT_PX = 30
+
+
+@pytest.mark.e2e
+def test_real_model_reads_the_sample(qtbot, tab):
+    import jiwer
+
+    with qtbot.waitSignal(tab.modelReady, timeout=SLOW_MS):
+        tab.load_model("bundled")
+    qtbot.waitUntil(lambda: not tab.is_busy(), timeout=SLOW_MS)
+    model = tab.model
+    assert model.has_ctc
+    events = []
+    tab.decodeFinished.connect(events.append)
+    fin = _decode(qtbot, tab, tab.load_sample, timeout=SLOW_MS)
+    assert tab.errors == [] and not fin.cancelled
+    # detection: one box per rendered line, in reading order, each around its line
+    lines = tab.lines
+    assert len(lines) == len(SAMPLE_LINES) == tab.view.line_count() == tab.readings.rowCount()
+    for line, (_text, top) in zip(lines, SAMPLE_LINES):
+        x0, y0, x1, y1 = line.box
+        assert y0 <= top + SAMPLE_FONT_PX // 2 <= y1 and x0 < 60 and x1 > 400
+    # one stream segment per line; heatmap rows == tokens; columns = the widest line's encoder columns
+    steps = sorted(tab._steps.values(), key=lambda e: e.step)
+    assert len(steps) == fin.stats.n_tokens == tab.stream.token_count() == tab.heatmap.row_count()
+    assert sorted({e.segment for e in steps}) == [0, 1, 2]
+    assert [e.segment for e in steps] == sorted(e.segment for e in steps)  # lines one after another
+    assert sum(it.kind == "segment" for it in tab.stream.flow._items) == 3
+    assert tab.heatmap.column_count() == max(line.n_columns for line in lines)
+    # the table holds each line's attention reading (the run's per-line text) and a CTC reading
+    readings = [tab.reading(i) for i in range(3)]
+    assert [r[0] for r in readings] == fin.text.split("\n")
+    for i, (att_text, ctc_text) in enumerate(readings):
+        assert att_text.strip() and "".join(e.text for e in steps if e.segment == i).strip() == att_text.strip()
+        # english_g2's CTC reading, compared with the rendered text (the reference)
+        assert jiwer.cer(SAMPLE_LINES[i][0], ctc_text) < 0.15
+    # the newest token's attention is drawn on its line, inside the line box
+    last = steps[-1]
+    box = lines[last.segment].box
+    assert tab.view.attention_shown() and len(tab.view.overlay.bands()) == lines[last.segment].n_columns
+    assert box[0] - 8 <= tab.view.overlay.argmax_range()[0] <= box[2]
+    # select a token in line 2: the overlay moves onto line 2, at x inside its box
+    mid = [e for e in steps if e.segment == 1][3]
+    tab.select_step(mid.step)
+    b = tab.view.overlay.box()
+    assert (b.left(), b.top(), b.right(), b.bottom()) == lines[1].box
+    x0, x1 = tab.view.overlay.argmax_range()
+    assert lines[1].box[0] - 8 <= x0 < x1 <= lines[1].box[2] + 8
+    tab.grab().save("/tmp/gui_ocr_real_sample.png")
+    # an option change re-decodes from the cached detection and encoder output
+    n_enc = model.encode_count
+    fin2 = _decode(qtbot, tab, lambda: tab.options_panel.controls["max_new_tokens"].setValue(4), timeout=SLOW_MS)
+    assert model.encode_count == n_enc and fin2.stats.encoder_cached
+    assert fin2.stats.n_tokens <= 12 and tab.heatmap.row_count() == fin2.stats.n_tokens
+    assert tab.view.line_count() == 3 and all(tab.reading(i)[1] == readings[i][1] for i in range(3))
