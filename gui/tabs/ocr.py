@@ -276,6 +276,7 @@ class OCRTab(DecodeTab):
         self._lines_cache.clear()
         self._ctc_cache.clear()
         self.region = None
+        self._selected_step = None
         self.view.set_image(qimage_from_array(rgb))
         self._set_lines([])
         self.stream.clear()
@@ -296,6 +297,7 @@ class OCRTab(DecodeTab):
         if not self.has_input():
             return
         self.region = tuple(int(v) for v in region) if region is not None else None
+        self._selected_step = None
         self.view.set_region(self.region)
         self._update_buttons()
         if self.region is not None:
@@ -428,6 +430,7 @@ class OCRTab(DecodeTab):
         ctc = self._ctc_cache.get(key)
         # this run's views: the cached detection at once, else the boxes arrive with LinesDetected
         self._set_lines(lines or [], ctc)
+        self._reset_heatmap_columns()
         self.view.clear_attention()
         self.busyChanged.emit(True, "Decoding…" if lines is not None else "Detecting text lines…")
 
@@ -488,6 +491,8 @@ class OCRTab(DecodeTab):
             if self._selected_step is None:
                 self._show_attention(ev.step)
         elif isinstance(ev, Finished) and not ev.cancelled:
+            if self._selected_step is not None and self._selected_step not in self._steps:
+                self._follow_newest()  # the selected token is not in this (shorter) run
             parts = ev.text.split("\n")
             if len(parts) == len(self._line_texts):  # the model's final text per line (beam search, cleanup)
                 self._line_texts = parts
@@ -497,6 +502,15 @@ class OCRTab(DecodeTab):
     def select_step(self, step: int) -> None:
         super().select_step(step)
         self._show_attention(step)
+
+    def _follow_newest(self) -> None:
+        """Drop the token selection: the views follow the newest token again."""
+        self._selected_step = None
+        self.stream.select_step(None)
+        self.heatmap.select_step(None)
+        latest = self._steps.get(self._latest_step) if self._latest_step is not None else None
+        self.topk.set_step(latest)
+        self._show_attention(self._latest_step)
 
     # ------------------------------------------------------------ line views
     def _set_lines(self, lines: list, ctc: list[str] | None = None) -> None:
@@ -531,6 +545,16 @@ class OCRTab(DecodeTab):
     def reading(self, row: int) -> tuple[str, str]:
         """(attention-decoder text, CTC text) of table row ``row``."""
         return tuple(self.readings.item(row, c).text() if self.readings.item(row, c) else "" for c in (1, 2))
+
+    def _reset_heatmap_columns(self) -> None:
+        """Start the heatmap with no columns, so they fit this run's lines (the widget only grows them;
+        the same reset as the Translation tab's)."""
+        hm = self.heatmap
+        hm.clear()
+        hm._n_cols = 0
+        hm._image = np.zeros((0, 0), np.float32)
+        hm._buf = hm._image
+        hm.set_columns(COLUMN_AXIS, 1.0)
 
     def _add_separator(self, row: int) -> None:
         line = pg.InfiniteLine(pos=float(row), angle=0, pen=pg.mkPen("w", width=1.5))

@@ -127,7 +127,7 @@ def _mouse(view, kind, scene_xy, button=Qt.MouseButton.LeftButton):
 def test_rubber_band_reads_only_that_region_and_whole_image_resets(qtbot, tab):
     model = FakeOCRModel()
     tab.model = model
-    img = text_image(("First line", "Second line", "Third line"))
+    img = text_image(("First line", "Second", "The third line"))
     _decode(qtbot, tab, lambda: tab.set_image(img, "three lines"))
     assert tab.view.line_count() == 3 and not tab.whole_button.isEnabled()
     line2 = model.detect(img)[1]
@@ -149,6 +149,7 @@ def test_rubber_band_reads_only_that_region_and_whole_image_resets(qtbot, tab):
     assert abs(rx + rw - end[0]) <= 2 and abs(ry + rh - end[1]) <= 2
     assert model.detect_calls[-1] == region and model.decode_regions[-1] == region
     assert fin.text == LINE_TEXT and tab.view.line_count() == 1
+    assert tab.heatmap.column_count() == line2.n_columns  # columns of this run's line only
     r = tab.view.line_box(0)
     assert (r.left(), r.top(), r.right(), r.bottom()) == line2.box  # full-image pixels
     assert tab.view.region_rect() is not None and tab.whole_button.isEnabled()
@@ -320,3 +321,16 @@ def test_real_model_reads_the_sample(qtbot, tab):
     assert model.encode_count == n_enc and fin2.stats.encoder_cached
     assert fin2.stats.n_tokens <= 12 and tab.heatmap.row_count() == fin2.stats.n_tokens
     assert tab.view.line_count() == 3 and all(tab.reading(i)[1] == readings[i][1] for i in range(3))
+    # a region around the third line: only that line is read; the boxes stay in full-image pixels
+    x0, y0, x1, y1 = lines[2].box
+    region = (max(0, x0 - 10), max(0, y0 - 8), x1 - x0 + 20, y1 - y0 + 16)
+    fin3 = _decode(qtbot, tab, lambda: tab.set_region(region), timeout=SLOW_MS)
+    assert tab.errors == [] and tab.region == region and "\n" not in fin3.text
+    assert len(tab.lines) == 1 and tab.view.line_count() == 1
+    bx0, by0, bx1, by1 = tab.lines[0].box
+    assert region[0] <= bx0 < bx1 <= region[0] + region[2] and region[1] <= by0 < by1 <= region[1] + region[3]
+    assert tab.heatmap.column_count() == tab.lines[0].n_columns
+    # the new region's views follow its newest token (the earlier selection is dropped)
+    assert tab.selected_step() is None and tab.topk.step() == fin3.stats.n_tokens - 1
+    assert tab.view.attention_shown() and tab.view.overlay.box().left() == bx0
+    tab.grab().save("/tmp/gui_ocr_real_region.png")
