@@ -298,10 +298,12 @@ def load_vision_seq2seq(name_or_path: str, progress=None) -> dict:
     if start is None or eos is None:
         raise OCRLoadError(f"{name_or_path}: the config has no decoder_start_token_id / eos_token_id")
     size = getattr(image_processor, "size", None) or {}
-    if isinstance(size, dict):
-        hw = (int(size.get("height", size.get("shortest_edge", 384))), int(size.get("width", size.get("shortest_edge", 384))))
-    else:
+    get = (lambda k: size.get(k)) if hasattr(size, "get") else (lambda k: getattr(size, k, None))
+    if isinstance(size, (int, float)):
         hw = (int(size), int(size))
+    else:
+        h_, w_, edge = get("height"), get("width"), get("shortest_edge")
+        hw = (int(h_ or edge or 384), int(w_ or edge or 384))
     patch = getattr(cfg.encoder, "patch_size", 16)
     patch = int(patch[0] if isinstance(patch, (list, tuple)) else patch)
     limit = getattr(cfg.decoder, "max_position_embeddings", None)
