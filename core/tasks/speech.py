@@ -18,8 +18,9 @@ from typing import Callable, Iterator
 
 import numpy as np
 
-from core.events import Event, Finished, RunStats, SegmentEvent, StepEvent
+from core.events import Event, RunStats, SegmentEvent
 from core.options import DecodingOptions
+from core.tasks.base import RunTotals, run_segment
 
 SAMPLE_RATE = 16_000
 #: seconds per Whisper encoder frame (one cross-attention column)
@@ -179,13 +180,11 @@ class SpeechModel:
         options = options.validate()
         self.check_language_task(language, task)
         audio = _check_audio(audio)
-        stats = RunStats(load_s=self.load_s, audio_s=len(audio) / SAMPLE_RATE, encoder_cached=True)
+        totals = RunTotals(RunStats(load_s=self.load_s, audio_s=len(audio) / SAMPLE_RATE, encoder_cached=True))
+        stats = totals.stats
         n_windows = math.ceil(len(audio) / WINDOW_SAMPLES)
         texts: list[str] = []
-        token_ids: list[int] = []
-        step = 0
         lang = language
-        reason = "eos"
         for i in range(n_windows):
             window = audio[i * WINDOW_SAMPLES : (i + 1) * WINDOW_SAMPLES]
             if len(window) < MIN_AUDIO_S * SAMPLE_RATE and i > 0:
@@ -202,37 +201,14 @@ class SpeechModel:
             stats.encoder_cached = stats.encoder_cached and hit
             self.last_language = lang
             yield SegmentEvent(segment=i, label=label, source_offset=i * WINDOW_FRAMES, source_len=encoded.source_len)
-            finished = None
-            for event in self.engine.run(
-                encoded,
-                self.prompt(lang, task),
-                options,
-                cancel=cancel,
-                step_offset=step,
-                segment=i,
-                source_offset=i * WINDOW_FRAMES,
-            ):
-                if isinstance(event, Finished):
-                    finished = event
-                    continue
-                if isinstance(event, StepEvent):
-                    step = event.step + 1
-                yield event
-            assert finished is not None, "engine ended without a Finished event"
+            finished = yield from run_segment(
+                self.engine, encoded, self.prompt(lang, task), options, cancel=cancel,
+                step_offset=totals.step, segment=i, source_offset=i * WINDOW_FRAMES,
+            )
             texts.append(finished.text.strip())
-            token_ids.extend(finished.token_ids)
-            stats.decode_s += finished.stats.decode_s
-            stats.n_tokens += finished.stats.n_tokens
-            reason = finished.reason
-            if finished.cancelled:
+            if totals.add(finished):
                 break
-        yield Finished(
-            text=" ".join(t for t in texts if t),
-            token_ids=token_ids,
-            stats=stats,
-            cancelled=reason == "cancelled",
-            reason=reason,
-        )
+        yield totals.finished(" ".join(t for t in texts if t))
 
 
 def _check_audio(audio) -> np.ndarray:

