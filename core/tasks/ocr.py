@@ -211,40 +211,48 @@ def _open_reduced(fp, label: str, max_side: int) -> tuple[Image.Image, str]:
 
 
 def _finish(img: Image.Image, max_side: int, fmt: str | None) -> Image.Image:
-    """EXIF orientation, flatten alpha, RGB, downscale to ``max_side``."""
+    """Downscale to ``max_side`` first (so no full-size copy is ever made), then EXIF
+    orientation, 16-bit/float to 8-bit, alpha flattened onto white, RGB."""
     original = img.info.get("original_size", img.size)
-    try:
-        img = ImageOps.exif_transpose(img)
-    except Exception:  # noqa: BLE001 - a broken EXIF block must not stop reading
-        pass
-    if img.mode in ("RGBA", "LA", "PA") or (img.mode == "P" and "transparency" in img.info):
-        rgba = img.convert("RGBA")
-        bg = Image.new("RGBA", rgba.size, (255, 255, 255, 255))
-        img = Image.alpha_composite(bg, rgba)
-    if img.mode in ("I;16", "I;16B", "I;16L", "I"):
-        a = np.asarray(img, dtype=np.float64)
-        lo, hi = float(a.min()), float(a.max())
-        img = Image.fromarray(((a - lo) / (hi - lo or 1.0) * 255).astype(np.uint8), "L")
-    if img.mode == "F":
+    exif = img.getexif() if hasattr(img, "getexif") else None
+    if img.mode == "P":
+        img = img.convert("RGBA" if "transparency" in img.info else "RGB")
+    elif img.mode in ("1", "CMYK", "YCbCr", "LAB", "HSV"):
+        img = img.convert("RGB")
+    if max(img.size) > max_side:
+        factor = max(img.size) // max_side
+        if factor >= 2 and img.mode in ("L", "LA", "RGB", "RGBA", "I", "F", "I;16"):
+            img = img.reduce(factor)  # box filter, integer factor, one pass over the pixels
+        if max(img.size) > max_side:
+            s = max_side / max(img.size)
+            size = (max(1, round(img.width * s)), max(1, round(img.height * s)))
+            img = img.resize(size, Image.BICUBIC if img.mode not in ("I;16", "I;16B", "I;16L") else Image.NEAREST)
+    if exif and exif.get(0x0112, 1) != 1:
+        try:
+            img.info["exif"] = exif.tobytes()
+            img = ImageOps.exif_transpose(img)
+        except Exception:  # noqa: BLE001 - a broken EXIF block must not stop reading
+            pass
+    if img.mode in ("I;16", "I;16B", "I;16L", "I", "F"):
         a = np.nan_to_num(np.asarray(img, dtype=np.float64))
         lo, hi = float(a.min()), float(a.max())
         img = Image.fromarray(((a - lo) / (hi - lo or 1.0) * 255).astype(np.uint8), "L")
-    if max(img.size) > max_side:
-        factor = max(img.size) // max_side
-        if factor >= 2:
-            img = img.reduce(factor)  # box filter, integer factor: cheap
-        if max(img.size) > max_side:
-            s = max_side / max(img.size)
-            img = img.resize((max(1, round(img.width * s)), max(1, round(img.height * s))), Image.BICUBIC)
-    img = img.convert("RGB")
+    if img.mode in ("RGBA", "LA", "PA"):
+        rgba = img.convert("RGBA")
+        bg = Image.new("RGBA", rgba.size, (255, 255, 255, 255))
+        img = Image.alpha_composite(bg, rgba)
+    if img.mode != "RGB":
+        img = img.convert("RGB")
     if max(img.size) < max(original):
         img.info["downscaled_from"] = tuple(original)
-        img.info["scale"] = img.width / original[0]
+        img.info["scale"] = max(img.size) / max(original)
     return img
 
 
 def _as_image(image) -> Image.Image:
-    return image if isinstance(image, Image.Image) and image.mode == "RGB" else load_image(image)
+    if isinstance(image, Image.Image) and image.mode == "RGB" and max(image.size) <= 4096:
+        return image
+    return load_image(image)
 
 
 # --------------------------------------------------------------------------------------
