@@ -18,7 +18,7 @@ from __future__ import annotations
 import time
 from typing import Any, Callable, Iterator
 
-from PySide6.QtCore import QObject, QSettings, Qt, Signal
+from PySide6.QtCore import QByteArray, QDataStream, QIODevice, QObject, QSettings, Qt, Signal
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QSplitter, QToolButton, QVBoxLayout, QWidget
 
 from core.events import BeamEvent, Finished, SegmentEvent, StepEvent
@@ -94,6 +94,9 @@ class DecodeTab(QWidget):
     title = "Task"
     #: QSettings group for this tab
     settings_key = "task"
+    #: default heights in pixels of (input + options, token stream, top-k + attention) for a
+    #: 1400 x 900 window; a subclass whose input needs more height overrides it
+    main_splitter_sizes: tuple[int, int, int] = (290, 190, 370)
 
     statusMessage = Signal(str)
     statsChanged = Signal(dict)
@@ -143,7 +146,7 @@ class DecodeTab(QWidget):
         for s in (self.top_splitter, self.bottom_splitter, self.main_splitter):
             s.setChildrenCollapsible(False)
         # defaults for a 1400 x 900 window (restore_settings replaces them)
-        self.main_splitter.setSizes([300, 150, 420])
+        self.main_splitter.setSizes(list(self.main_splitter_sizes))
         self.top_splitter.setSizes([800, 560])
         self.bottom_splitter.setSizes([520, 840])
 
@@ -204,7 +207,8 @@ class DecodeTab(QWidget):
             s.setValue(f"{self.settings_key}/{name}", getattr(self, name).saveState())
 
     def restore_settings(self, s: QSettings) -> None:
-        """Restore what :meth:`save_settings` stored; bad or old values are ignored."""
+        """Restore what :meth:`save_settings` stored; bad or old values are ignored, and so are
+        main-splitter sizes that would make the token stream lower than its minimum height."""
         data = s.value(f"{self.settings_key}/options")
         if isinstance(data, dict):
             try:
@@ -213,8 +217,13 @@ class DecodeTab(QWidget):
                 pass
         for name in ("top_splitter", "bottom_splitter", "main_splitter"):
             state = s.value(f"{self.settings_key}/{name}")
-            if state is not None:
-                getattr(self, name).restoreState(state)
+            if state is None:
+                continue
+            if name == "main_splitter":
+                sizes = splitter_state_sizes(state)
+                if sizes is None or len(sizes) != 3 or sizes[1] < self.stream.minimumSizeHint().height():
+                    continue  # keep the defaults (e.g. a state saved before the stream had a minimum)
+            getattr(self, name).restoreState(state)
 
     # ---------------------------------------------------------------- state
     def is_busy(self) -> bool:
@@ -430,6 +439,27 @@ class DecodeTab(QWidget):
             dt = time.perf_counter() - self._t_first
             d.update(ms_per_token=1000.0 * dt / self._n_live, tokens_per_s=self._n_live / dt if dt > 0 else None)
         return d
+
+
+def splitter_state_sizes(state: Any) -> list[int] | None:
+    """The pane sizes (pixels) stored in a ``QSplitter.saveState()`` blob, or None if it is not one.
+
+    The blob is Qt's ``QDataStream`` (version Qt_5_0): int32 marker 0xff, int32 version,
+    then the sizes as a ``QList<int>`` (uint32 count, int32 each); see ``qsplitter.cpp``.
+    """
+    if not isinstance(state, (QByteArray, bytes, bytearray)):
+        return None
+    data = QByteArray(state)  # kept alive while the stream reads it
+    stream = QDataStream(data, QIODevice.OpenModeFlag.ReadOnly)
+    stream.setVersion(QDataStream.Version.Qt_5_0)
+    if stream.readInt32() != 0xFF:
+        return None
+    stream.readInt32()  # version
+    n = stream.readUInt32()
+    if stream.status() != QDataStream.Status.Ok or n > 64:
+        return None
+    sizes = [stream.readInt32() for _ in range(n)]
+    return sizes if stream.status() == QDataStream.Status.Ok else None
 
 
 def _coerce(data: dict) -> dict:

@@ -130,6 +130,8 @@ class OCRTab(DecodeTab):
 
     title = "OCR"
     settings_key = "ocr"
+    #: the image and the readings table need more height than the base layout's default
+    main_splitter_sizes = (380, 160, 310)
 
     def __init__(self, parent: QWidget | None = None) -> None:
         self.image: Any = None  # PIL.Image.Image (RGB) being read
@@ -153,8 +155,8 @@ class OCRTab(DecodeTab):
         self.addAction(self.paste_action)
         self.heatmap.layer_combo.currentIndexChanged.connect(lambda _i: self._refresh_overlay())
         self.heatmap.head_combo.currentIndexChanged.connect(lambda _i: self._refresh_overlay())
-        # the image and the readings table need more height than the base layout's default
-        self.main_splitter.setSizes([400, 160, 310])
+        # the readings table shows the decoded text line by line: no second copy under the chips
+        self.stream.set_text_visible(False)
         self._update_buttons()
 
     # ------------------------------------------------------------ input area
@@ -549,12 +551,7 @@ class OCRTab(DecodeTab):
     def _reset_heatmap_columns(self) -> None:
         """Start the heatmap with no columns, so they fit this run's lines (the widget only grows them;
         the same reset as the Translation tab's)."""
-        hm = self.heatmap
-        hm.clear()
-        hm._n_cols = 0
-        hm._image = np.zeros((0, 0), np.float32)
-        hm._buf = hm._image
-        hm.set_columns(COLUMN_AXIS, 1.0)
+        self.heatmap.reset_columns(COLUMN_AXIS, 1.0)
 
     def _add_separator(self, row: int) -> None:
         line = pg.InfiniteLine(pos=float(row), angle=0, pen=pg.mkPen("w", width=1.5))

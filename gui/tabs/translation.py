@@ -418,12 +418,8 @@ class TranslationTab(DecodeTab):
         """Make the heatmap's columns exactly ``tokens`` (the widget only ever grows them);
         draw a line at each column index in ``boundaries`` (where a sentence starts)."""
         hm = self.heatmap
-        hm.clear()
-        hm._n_cols = 0
-        hm._image = np.zeros((0, 0), np.float32)
-        hm._buf = hm._image
         self._source_tokens = list(tokens)
-        hm.set_columns(COLUMN_AXIS, 1.0, labels=[column_label(t) for t in tokens])
+        hm.reset_columns(COLUMN_AXIS, 1.0, labels=[column_label(t) for t in tokens])
         self._thin_column_ticks()
         for line in self._separators:
             hm.plot.removeItem(line)
@@ -483,8 +479,7 @@ class TranslationTab(DecodeTab):
             self.hover_step(None)
             return
         r = int(np.floor(vb.mapSceneToView(scene_pos).y()))
-        steps = self.heatmap._steps
-        self.hover_step(steps[r] if 0 <= r < len(steps) else None)
+        self.hover_step(self.heatmap.step_at_row(r))
 
     def hover_step(self, step: int | None) -> list[int]:
         """Mark the source tokens that target token ``step`` attends to most (columns within
@@ -500,7 +495,7 @@ class TranslationTab(DecodeTab):
         self._hover_items.clear()
         self._hovered = step
         self._hover_columns = []
-        row = self.heatmap._row_of.get(step) if step is not None else None
+        row = self.heatmap.row_of(step)
         if row is None or row >= self.heatmap.row_count():
             self.hover_label.setText("")
             return []

@@ -160,6 +160,27 @@ class AttentionHeatmap(QWidget):
         self._resize_columns(n_columns)
         self._refresh_image()
 
+    def reset_columns(
+        self, unit: str, scale: float = 1.0, labels: list[str] | None = None, n_columns: int = 0
+    ) -> None:
+        """Remove all rows *and* columns, then configure the column axis as :meth:`set_columns` does.
+
+        :meth:`set_columns` and incoming events only ever add columns; a tab whose input
+        changes size between runs (translation: the source tokens, OCR: the widest line)
+        calls this before each run so the columns fit exactly. Keeps the layer/head choice.
+
+        Args:
+            unit: axis label, e.g. "source token".
+            scale: source units per column.
+            labels: string ticks, one per column, or None for numbers.
+            n_columns: initial number of columns (at least ``len(labels)``).
+        """
+        self.clear()
+        self._n_cols = 0
+        self._image = np.zeros((0, 0), np.float32)
+        self._buf = self._image
+        self.set_columns(unit, scale, labels=labels, n_columns=n_columns)
+
     def set_waveform(self, audio: np.ndarray | None, sample_rate: int = 16000) -> None:
         """Show ``audio`` (float32 (n_samples,)) above the heatmap on a shared seconds axis (None hides it)."""
         if audio is None or len(audio) == 0:
@@ -225,6 +246,14 @@ class AttentionHeatmap(QWidget):
             return
         self.highlight.setRect(QRectF(0, r, max(self._n_cols, 1) * self._scale, 1))
         self.highlight.show()
+
+    def row_of(self, step: int | None) -> int | None:
+        """The heatmap row of ``step`` (None if that step has no row)."""
+        return None if step is None else self._row_of.get(step)
+
+    def step_at_row(self, row: int) -> int | None:
+        """The step shown in heatmap row ``row`` (None outside the rows)."""
+        return self._steps[row] if 0 <= row < len(self._steps) else None
 
     def matrix(self) -> np.ndarray:
         """The displayed image, float32 (n_tokens, n_columns), values 0..1."""

@@ -1,17 +1,19 @@
 """The emitted tokens as chips, each tinted by its probability (viridis, levels 0..1).
 
 Tokens are appended live as ``StepEvent``s arrive; a ``SegmentEvent`` starts a new
-line with a grey label (e.g. "0.0–30.0 s · language en (98%)"). Clicking a chip selects
-that step (``stepSelected(int)``); hovering shows its probability and the top
-alternatives. In beam search the live beams (``BeamEvent``) are listed above the
-stream, best first.
+line with a grey label in front of its tokens (e.g. "0.0–30.0 s · language en (98%)").
+Clicking a chip selects that step (``stepSelected(int)``); hovering shows its
+probability and the top alternatives. In beam search the live beams (``BeamEvent``)
+are listed above the stream, best first. The scroll area is at least
+``MIN_VISIBLE_ROWS`` chip rows high; it follows the newest chip while decoding (unless
+the user scrolled away from it or selected a step) and scrolls a selected chip into view.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from PySide6.QtCore import QPoint, QRect, QSize, Qt, Signal
+from PySide6.QtCore import QCoreApplication, QEvent, QPoint, QRect, QSize, Qt, Signal
 from PySide6.QtGui import QColor, QFont, QFontMetrics, QLinearGradient, QPainter, QPen
 from PySide6.QtWidgets import (
     QFrame,
@@ -31,6 +33,8 @@ from .colors import LUT, prob_color, text_color_on
 
 _PAD_X, _PAD_Y = 4, 2
 _GAP_WORD, _GAP_SUBWORD, _LINE_GAP = 6, 2, 4
+#: chip rows the token stream's scroll area always shows (its minimum height)
+MIN_VISIBLE_ROWS = 3
 
 
 def display_text(text: str) -> str:
@@ -122,8 +126,6 @@ class TokenFlow(QWidget):
         self._cursor = QPoint(_GAP_WORD, _LINE_GAP)
         for item in self._items:
             self._place(item, self._gap_for(item), newline=item.kind == "segment")
-            if item.kind == "segment":
-                self._cursor = QPoint(self._width, self._cursor.y())  # tokens start below the label
         self._update_height()
 
     def _update_height(self) -> None:
@@ -154,8 +156,7 @@ class TokenFlow(QWidget):
         """Start a new line headed by ``label``."""
         item = _Item("segment", label, QRect())
         self._items.append(item)
-        self._place(item, _GAP_WORD, newline=True)
-        self._cursor = QPoint(self._width, self._cursor.y())
+        self._place(item, _GAP_WORD, newline=True)  # the tokens follow on the label's line
         self._update_height()
 
     def append(self, ev: StepEvent) -> None:
@@ -169,6 +170,17 @@ class TokenFlow(QWidget):
     def token_count(self) -> int:
         """Number of token chips."""
         return len(self._by_step)
+
+    def rows_height(self, rows: int) -> int:
+        """Height in pixels that ``rows`` rows of chips take (with the gaps around them)."""
+        return rows * (self._line_h() + _LINE_GAP) + _LINE_GAP
+
+    def last_step(self) -> int | None:
+        """The step of the newest chip, or None."""
+        for it in reversed(self._items):
+            if it.kind == "token" and it.event is not None:
+                return it.event.step
+        return None
 
     def steps(self) -> list[StepEvent]:
         """The StepEvents shown, in order."""
@@ -287,7 +299,8 @@ class TokenStreamView(QWidget):
         self.scroll.setWidgetResizable(True)
         self.scroll.setWidget(self.flow)
         self.scroll.setFrameShape(QFrame.Shape.StyledPanel)
-        self.scroll.setMinimumHeight(60)
+        self.scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)  # chips wrap
+        self.scroll.setMinimumHeight(self.flow.rows_height(MIN_VISIBLE_ROWS) + 2 * self.scroll.frameWidth())
 
         self.title = QLabel("<b>Token stream</b> — click a token to inspect its step")
         self.count_label = QLabel("")
@@ -338,15 +351,16 @@ class TokenStreamView(QWidget):
             self.finish(ev)
 
     def append_step(self, ev: StepEvent) -> None:
-        """Append one token and keep the newest in view."""
-        sb = self.scroll.verticalScrollBar()
-        at_bottom = sb.value() >= sb.maximum() - 4
+        """Append one token; scroll it into view if the previous newest chip was in view and
+        no step is selected (the user did not scroll or click away)."""
+        prev = self.flow.last_step()
+        follow = self.flow.selected_step() is None and (prev is None or self.chip_visible(prev))
         self.flow.append(ev)
         self._text_parts.append(ev.text)
         self.text_label.setText("".join(self._text_parts).strip())
         self.count_label.setText(f"{self.flow.token_count()} tokens")
-        if at_bottom:
-            self.scroll.ensureVisible(0, self.flow.minimumHeight(), 0, 0)
+        if follow:
+            self.scroll_to_step(ev.step)
 
     def set_beams(self, ev: BeamEvent) -> None:
         """List the live beams of a beam-search step (best first)."""
@@ -371,9 +385,36 @@ class TokenStreamView(QWidget):
         """Number of token chips."""
         return self.flow.token_count()
 
+    def set_text_visible(self, visible: bool) -> None:
+        """Show or hide the decoded text below the chips (a tab that shows it elsewhere hides it);
+        :meth:`text` returns it either way."""
+        self.text_label.setVisible(visible)
+
     def select_step(self, step: int | None) -> None:
-        """Highlight ``step`` (no signal) and scroll to it."""
+        """Highlight ``step`` (no signal) and scroll its chip into view."""
         self.flow.set_selected(step)
-        r = self.flow.chip_rect(step) if step is not None else None
-        if r is not None:
-            self.scroll.ensureVisible(r.center().x(), r.center().y(), 10, r.height())
+        if step is not None:
+            self.scroll_to_step(step)
+
+    def _sync_scroll_area(self) -> None:
+        # The scroll area resizes the chips widget (and the scroll bar range) on a posted
+        # LayoutRequest; do it now so ensureVisible sees the chips just added.
+        QCoreApplication.sendEvent(self.scroll, QEvent(QEvent.Type.LayoutRequest))
+
+    def scroll_to_step(self, step: int) -> None:
+        """Scroll the chip of ``step`` fully into view (no-op if absent)."""
+        r = self.flow.chip_rect(step)
+        if r is None:
+            return
+        self._sync_scroll_area()
+        c = r.center()
+        self.scroll.ensureVisible(c.x(), c.y(), 10, r.height() // 2 + _LINE_GAP + 1)
+
+    def chip_visible(self, step: int) -> bool:
+        """Whether the chip of ``step`` lies fully inside the scroll area's viewport."""
+        r = self.flow.chip_rect(step)
+        if r is None:
+            return False
+        vp = self.scroll.viewport()
+        top_left = self.flow.mapFrom(vp, QPoint(0, 0))
+        return QRect(top_left, vp.size()).adjusted(0, -1, 0, 1).contains(r)

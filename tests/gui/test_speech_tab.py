@@ -210,3 +210,25 @@ def test_sample_button_matches_assets():
     p = first_sample()
     wavs = sorted((ROOT / "assets" / "samples").glob("*.wav"))
     assert p == (wavs[0] if wavs else None)
+
+
+def test_saved_splitter_sizes_below_the_stream_minimum_are_ignored(qtbot, settings, tmp_path):
+    from PySide6.QtCore import QSettings
+    from PySide6.QtWidgets import QLabel, QSplitter
+
+    from gui.tabs.base import splitter_state_sizes
+
+    fresh = MainWindow(settings=QSettings(str(tmp_path / "fresh.ini"), QSettings.Format.IniFormat), autoload=False)
+    qtbot.addWidget(fresh)
+    defaults = fresh.speech_tab.main_splitter.sizes()
+    old = QSplitter()  # a state as an older version saved it: the stream squeezed to 20 px
+    for _ in range(3):
+        old.addWidget(QLabel())
+    old.setSizes([300, 20, 500])
+    state = old.saveState()
+    assert splitter_state_sizes(state) == [300, 20, 500]
+    settings.setValue(f"{fresh.speech_tab.settings_key}/main_splitter", state)
+    w = MainWindow(settings=settings, autoload=False)
+    qtbot.addWidget(w)
+    assert w.speech_tab.main_splitter.sizes() == defaults
+    assert w.speech_tab.main_splitter.sizes()[1] >= w.speech_tab.stream.minimumSizeHint().height()

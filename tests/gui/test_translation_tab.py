@@ -86,7 +86,7 @@ def test_multi_sentence_stream_and_side_by_side_columns(qtbot, tab, native):
     m = tab.heatmap.matrix()
     for ev in tab._steps.values():  # each token's attention lies in its own sentence's columns
         c = chunks[ev.segment]
-        row = m[tab.heatmap._row_of[ev.step]]
+        row = m[tab.heatmap.row_of(ev.step)]
         assert row[c.source_offset : c.source_offset + len(c.ids)].max() == 1.0
         assert row.sum() == pytest.approx(row[c.source_offset : c.source_offset + len(c.ids)].sum())
     # hovering a target token marks its most-attended source columns, inside its sentence
@@ -94,7 +94,7 @@ def test_multi_sentence_stream_and_side_by_side_columns(qtbot, tab, native):
     cols = tab.hover_step(last)
     c = chunks[tab._steps[last].segment]
     assert cols and all(c.source_offset <= x < c.source_offset + len(c.ids) for x in cols)
-    assert int(np.argmax(m[tab.heatmap._row_of[last]])) in cols
+    assert int(np.argmax(m[tab.heatmap.row_of(last)])) in cols
     assert "hover" in tab.hover_label.text()
     # the alignment head: "▁station" is attended by the token "▁estação"
     step = next(s for s, e in tab._steps.items() if e.text == "▁estação")

@@ -203,3 +203,71 @@ def test_heatmap_string_columns(qtbot):
     qtbot.addWidget(hm)
     hm.set_columns("source token", 1.0, labels=["▁Hello", "▁world", "</s>"])
     assert hm.column_count() == 3
+
+
+def test_heatmap_reset_columns_shrinks_to_the_new_input(qtbot):
+    hm = AttentionHeatmap()
+    qtbot.addWidget(hm)
+    hm.set_columns("source token", 1.0, labels=["a", "b", "c", "d", "e"])
+    hm.handle(make_step(0, " a", n_frames=5))
+    hm.layer_combo.setCurrentIndex(2)  # layer 1
+    assert hm.column_count() == 5 and hm.row_count() == 1
+    hm.set_columns("source token", 1.0, labels=["x", "y"])
+    assert hm.column_count() == 5  # set_columns only grows
+    hm.reset_columns("source token", 1.0, labels=["x", "y"])
+    assert hm.column_count() == 2 and hm.row_count() == 0 and hm.matrix().shape == (0, 2)
+    assert hm.selection() == (1, None)  # the layer/head choice survives
+    ev = make_step(0, " x", n_frames=2)
+    hm.handle(ev)
+    np.testing.assert_allclose(hm.matrix()[0], reduce_attention(ev.cross_attention, 1, None), rtol=1e-6)
+    assert hm.row_of(0) == 0 and hm.step_at_row(0) == 0 and hm.step_at_row(1) is None and hm.row_of(7) is None
+
+
+def _many_segments(view, n_segments=6, per_segment=8):
+    step = 0
+    for s in range(n_segments):
+        view.handle(SegmentEvent(s, f"line {s + 1}"))
+        for i in range(per_segment):
+            view.handle(make_step(step, WORDS[i % len(WORDS)]))
+            step += 1
+    return step
+
+
+def test_token_stream_shows_three_rows_and_follows_the_newest_chip(qtbot):
+    view = TokenStreamView()
+    qtbot.addWidget(view)
+    view.resize(500, 10)
+    view.show()
+    fm_rows = view.flow.rows_height(3)
+    assert view.scroll.viewport().height() >= fm_rows  # ~3 chip rows even when squeezed
+    n = _many_segments(view)
+    assert view.flow.minimumHeight() > view.scroll.viewport().height()  # it does scroll
+    assert view.chip_visible(n - 1) and not view.chip_visible(0)
+
+
+def test_token_stream_scrolls_the_selected_chip_into_view(qtbot):
+    view = TokenStreamView()
+    qtbot.addWidget(view)
+    view.resize(500, 160)
+    view.show()
+    n = _many_segments(view)
+    view.select_step(0)
+    assert view.chip_visible(0) and not view.chip_visible(n - 1)
+    view.select_step(n - 9)
+    assert view.chip_visible(n - 9)
+    # with a selection, new chips do not drag the view away from it
+    view.select_step(1)
+    view.handle(make_step(n, " more"))
+    assert view.chip_visible(1) and not view.chip_visible(n)
+
+
+def test_segment_label_shares_the_row_of_its_tokens(qtbot):
+    view = TokenStreamView()
+    qtbot.addWidget(view)
+    view.resize(600, 200)
+    view.show()
+    view.handle(SegmentEvent(0, "sentence 1"))
+    view.handle(make_step(0, " Hello"))
+    label = next(it for it in view.flow._items if it.kind == "segment")
+    chip = view.flow.chip_rect(0)
+    assert label.rect.top() == chip.top() and label.rect.right() < chip.left()
