@@ -154,6 +154,8 @@ class TranslationTab(DecodeTab):
 
     title = "Translation"
     settings_key = "translation"
+    #: room for four sentences of chips and two lines of text under them
+    main_splitter_sizes = (270, 215, 365)
 
     def __init__(self, parent: QWidget | None = None) -> None:
         self._models: dict[tuple, Any] = {}  # loaded models by (name, target language), reused on switch

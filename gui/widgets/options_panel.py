@@ -123,7 +123,7 @@ class OptionsPanel(QWidget):
         grid.setVerticalSpacing(4)
 
         title = QLabel("<b>Decoding options</b>")
-        grid.addWidget(title, 0, 0, 1, 2)
+        grid.addWidget(title, 0, 0)  # the strategy row starts in the next column (no overlap)
         strat_row = QHBoxLayout()
         strat_row.addWidget(QLabel("strategy:"))
         self.strategy_group = QButtonGroup(self)
