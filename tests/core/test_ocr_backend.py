@@ -267,3 +267,30 @@ def test_trocr_load_errors(tmp_path):
         load_vision_seq2seq(str(tmp_path))
     with pytest.raises(OCRLoadError, match="unknown OCR model"):
         load_vision_seq2seq("nonsense")
+
+
+# ----------------------------------------------------------------------------- reading order
+
+
+def test_reading_order_groups_words_into_lines():
+    from core.backends.craft import DetectedBox as B, reading_order
+
+    # three paragraph lines, words as separate boxes (shuffled), neighbouring lines
+    # overlapping by a few pixels as CRAFT's margins make them
+    words = [B(30, 100, 120, 140), B(130, 102, 260, 141), B(30, 52, 200, 92), B(210, 50, 330, 90),
+             B(30, 146, 300, 186), B(20, 0, 90, 40)]
+    got = reading_order(words)
+    assert got == [B(20, 0, 90, 40), B(30, 50, 330, 92), B(30, 100, 260, 141), B(30, 146, 300, 186)]
+    # menu items far apart stay separate lines, left to right
+    menu = [B(300, 5, 340, 25), B(14, 5, 50, 25), B(94, 5, 130, 25)]
+    assert reading_order(menu) == [B(14, 5, 50, 25), B(94, 5, 130, 25), B(300, 5, 340, 25)]
+
+
+def test_reading_order_reads_a_sidebar_before_the_body_beside_it():
+    from core.backends.craft import DetectedBox as B, reading_order
+
+    menu = [B(14 + 80 * i, 7, 50 + 80 * i, 25) for i in range(7)]  # spans the sidebar and the body
+    side = [B(20, 70 + 40 * i, 110, 90 + 40 * i) for i in range(4)]
+    body = [B(260, 80 + 50 * i, 640, 104 + 50 * i) for i in range(3)]
+    got = reading_order(side[::-1] + body + menu[::-1])
+    assert got == menu + side + body
