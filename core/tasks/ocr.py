@@ -221,7 +221,7 @@ def _finish(img: Image.Image, max_side: int, fmt: str | None) -> Image.Image:
         img = img.convert("RGB")
     if max(img.size) > max_side:
         factor = max(img.size) // max_side
-        if factor >= 2 and img.mode in ("L", "LA", "RGB", "RGBA", "I", "F", "I;16"):
+        if factor >= 2 and img.mode in ("L", "LA", "RGB", "RGBA", "I", "F"):
             img = img.reduce(factor)  # box filter, integer factor, one pass over the pixels
         if max(img.size) > max_side:
             s = max_side / max(img.size)

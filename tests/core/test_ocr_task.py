@@ -182,6 +182,9 @@ def test_transparency_and_16_bit(tmp_path):
     deep.save(tmp_path / "deep.png")
     out = load_image(tmp_path / "deep.png")
     assert out.mode == "RGB" and out.getpixel((0, 0))[0] < 5 and out.getpixel((299, 0))[0] > 250
+    wide = Image.fromarray(np.tile(np.linspace(0, 65535, 9000).astype(np.uint16), (30, 1)))  # 16-bit, > max_side
+    out = load_image(wide)
+    assert out.size == (4096, 14) and out.info["downscaled_from"] == (9000, 30)
 
 
 def test_bad_files_give_clear_messages(tmp_path):
