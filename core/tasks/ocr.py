@@ -37,7 +37,7 @@ from typing import Callable, Iterator
 import numpy as np
 from PIL import Image, ImageOps
 
-from core.events import Event, Finished, RunStats, SegmentEvent, StepEvent
+from core.events import Event, RunStats, SegmentEvent
 from core.options import DecodingOptions
 
 BUNDLED = "bundled"
@@ -471,36 +471,23 @@ class OCRModel:
                 f"No text found {where}: the image is blank or holds no legible text. "
                 "Open an image with printed text, or select a region around a line."
             )
-        stats = RunStats(load_s=self.load_s, encoder_cached=True)
+        from core.tasks.base import RunTotals, run_segment  # imports torch: not needed by load_image
+
+        totals = RunTotals(RunStats(load_s=self.load_s, encoder_cached=True))
+        stats = totals.stats
         texts: list[str] = []
-        token_ids: list[int] = []
-        step = 0
-        reason = "eos"
         for i, line in enumerate(lines):
             t0 = time.perf_counter()
             encoded, hit = self.encode_line(img, line)
             stats.encode_s += time.perf_counter() - t0
             stats.encoder_cached = stats.encoder_cached and hit
             yield SegmentEvent(segment=i, label=f"line {i + 1}", source_offset=0, source_len=line.n_columns)
-            finished = None
-            for event in self._engine.run(encoded, self.decoder_prompt(encoded), options, cancel=cancel,
-                                          step_offset=step, segment=i, source_offset=0):
-                if isinstance(event, Finished):
-                    finished = event
-                    continue
-                if isinstance(event, StepEvent):
-                    step = event.step + 1
-                yield event
-            assert finished is not None, "engine ended without a Finished event"
+            finished = yield from run_segment(self._engine, encoded, self.decoder_prompt(encoded), options,
+                                              cancel=cancel, step_offset=totals.step, segment=i)
             texts.append(finished.text.strip())
-            token_ids.extend(finished.token_ids)
-            stats.decode_s += finished.stats.decode_s
-            stats.n_tokens += finished.stats.n_tokens
-            reason = finished.reason
-            if finished.cancelled:
+            if totals.add(finished):
                 break
-        yield Finished(text="\n".join(texts), token_ids=token_ids, stats=stats,
-                       cancelled=reason == "cancelled", reason=reason)
+        yield totals.finished("\n".join(texts))
 
     def ctc_reading(self, image, line: TextLine) -> str:
         """english_g2's own CTC reading of ``line`` (original english_g2 weights, best
