@@ -185,7 +185,7 @@ def main(argv=None) -> int:
             hyps, ms, startup = read_tesseract(samples, args.threads)
             rows.append((set_name, "Tesseract --psm 7", _cer(refs, hyps),
                          sum(h == r for h, r in zip(hyps, refs)) / len(refs), ms,
-                         f"incl. {startup:.0f} ms process start"))
+                         f"(per-line time includes a process start; a start alone on a blank image: {startup:.0f} ms)"))
         for (_, name, cer, exact, ms, note) in rows[-len(readers):]:
             print(f"  done {set_name:8s} {name}: CER {cer:.2%}")
     print()
