@@ -17,6 +17,23 @@ from .main_window import APPLICATION, ORGANIZATION, MainWindow
 from .worker import wait_all
 
 
+def display_problem(environ=os.environ, platform: str = sys.platform) -> str | None:
+    """Why no window can open, or None.
+
+    On Linux Qt needs an X11 or Wayland display unless ``QT_QPA_PLATFORM`` picks another
+    platform plugin (e.g. ``offscreen``); without one it aborts with a terse message.
+    """
+    if not platform.startswith("linux") or environ.get("QT_QPA_PLATFORM"):
+        return None
+    if environ.get("DISPLAY") or environ.get("WAYLAND_DISPLAY"):
+        return None
+    return (
+        "no display found (DISPLAY and WAYLAND_DISPLAY are unset): run Decoding Explorer in a desktop "
+        "session, or under a virtual display with `xvfb-run -a decoding-explorer`; for headless decoding "
+        "use the commands `decoding-explorer transcribe|ocr|translate ...` (see --help)."
+    )
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Create the QApplication and the main window, run the event loop; return its exit code.
 
@@ -24,6 +41,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         argv: Qt arguments (default ``sys.argv``); ``--no-autoload`` opens the window
             without loading the default model.
     """
+    problem = display_problem()
+    if problem is not None:
+        print(f"decoding-explorer: error: {problem}", file=sys.stderr)
+        return 1
     argv = list(sys.argv if argv is None else argv)
     if not argv:
         argv = ["decoding-explorer"]
