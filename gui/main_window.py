@@ -92,12 +92,18 @@ class MainWindow(QMainWindow):
         return self.tabs.currentWidget()
 
     def autoload_models(self) -> None:
-        """Start loading each tab's model (worker threads; the window stays responsive)."""
-        for i in range(self.tabs.count()):
-            tab = self.tabs.widget(i)
-            initial = getattr(tab, "initial_model", None)
-            if initial is not None and tab.model is None and not tab.is_loading():
-                tab.load_model(initial())
+        """Start loading the visible tab's model now and each other tab's model when that
+        tab is first shown (worker threads; the window stays responsive). Loading all three
+        at start would cost seconds of CPU and a few GB for tabs the user may never open."""
+        self._autoload_tab(self.current_tab())
+        if not getattr(self, "_autoload_connected", False):
+            self.tabs.currentChanged.connect(lambda i: self._autoload_tab(self.tabs.widget(i)))
+            self._autoload_connected = True
+
+    def _autoload_tab(self, tab: DecodeTab | None) -> None:
+        initial = getattr(tab, "initial_model", None)
+        if initial is not None and tab.model is None and not tab.is_loading():
+            tab.load_model(initial())
 
     # ---------------------------------------------------------------- status
     def _on_stats(self, tab: DecodeTab, d: dict) -> None:

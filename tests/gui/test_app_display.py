@@ -23,3 +23,26 @@ def test_cli_without_display_is_one_line_error():
     assert out.returncode == 1
     lines = [l for l in out.stderr.splitlines() if l.strip()]
     assert len(lines) == 1 and "no display found" in lines[0], out.stderr
+
+
+def test_models_load_when_their_tab_is_first_shown(qtbot, tmp_path, monkeypatch):
+    from PySide6.QtCore import QSettings
+
+    from gui.main_window import MainWindow
+
+    settings = QSettings(str(tmp_path / "s.ini"), QSettings.Format.IniFormat)
+    w = MainWindow(settings=settings, autoload=False)
+    qtbot.addWidget(w)
+    calls = []
+    for tab in (w.speech_tab, w.ocr_tab, w.translation_tab):
+        monkeypatch.setattr(tab, "load_model", lambda name, t=tab: calls.append((t.title, name)))
+    w.tabs.setCurrentWidget(w.speech_tab)
+    w.autoload_models()
+    assert [c[0] for c in calls] == [w.speech_tab.title]
+    w.tabs.setCurrentWidget(w.translation_tab)
+    assert [c[0] for c in calls] == [w.speech_tab.title, w.translation_tab.title]
+    assert calls[1][1] == w.translation_tab.initial_model()
+    w.speech_tab.model = object()  # a tab whose model is loaded is not loaded again
+    w.tabs.setCurrentWidget(w.speech_tab)
+    assert len(calls) == 2
+    w.speech_tab.model = None
