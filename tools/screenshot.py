@@ -52,6 +52,12 @@ def _settle(ms=300):
     loop.exec()
 
 
+def _save(win, path: pathlib.Path) -> None:
+    if not win.grab().save(str(path)):
+        raise SystemExit(f"could not write {path}")
+    print("saved", path)
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out", default=str(ROOT / "assets"))
@@ -62,6 +68,7 @@ def main() -> int:
     p.add_argument("--tabs", default="speech,ocr,translation", help="comma-separated tabs to capture")
     args = p.parse_args()
     out = pathlib.Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
     app = QApplication.instance() or QApplication(sys.argv)
     settings = QSettings(os.path.join(tempfile.mkdtemp(), "shot.ini"), QSettings.Format.IniFormat)
     win = MainWindow(settings=settings, autoload=False)
@@ -78,7 +85,7 @@ def main() -> int:
         print("speech:", fin[0].text if fin else "(no result)")
         tab.select_step(args.step)
         _settle()
-        win.grab().save(str(out / "screenshot.png"))
+        _save(win, out / "screenshot.png")
 
     if "ocr" in tabs:
         ot = win.ocr_tab
@@ -88,7 +95,7 @@ def main() -> int:
         print("ocr:", fin[0].text if fin else "(no result)")
         ot.select_step(args.ocr_step)
         _settle()
-        win.grab().save(str(out / "screenshot_ocr.png"))
+        _save(win, out / "screenshot_ocr.png")
 
     if "translation" in tabs:
         win.tabs.setCurrentWidget(win.translation_tab)
@@ -98,7 +105,7 @@ def main() -> int:
         print("translation:", fin[0].text if fin else "(no result)")
         tt.select_step(3)
         _settle()
-        win.grab().save(str(out / "screenshot_translation.png"))
+        _save(win, out / "screenshot_translation.png")
     win.close()
     return 0
 
