@@ -77,35 +77,21 @@ def main() -> int:
 
     tabs = {t.strip() for t in args.tabs.split(",")}
 
-    if "speech" in tabs:
-        tab = win.speech_tab
+    shots = {
+        "speech": (win.speech_tab, args.speech_model, args.step, "screenshot.png"),
+        "ocr": (win.ocr_tab, args.ocr_model, args.ocr_step, "screenshot_ocr.png"),
+        "translation": (win.translation_tab, "en-pt", 3, "screenshot_translation.png"),
+    }
+    for name, (tab, model, step, filename) in shots.items():
+        if name not in tabs:
+            continue
         win.tabs.setCurrentWidget(tab)
-        _wait(tab.modelReady, lambda: tab.load_model(args.speech_model))
+        _wait(tab.modelReady, lambda: tab.load_model(model))
         fin = _wait(tab.decodeFinished, tab.load_sample)
-        print("speech:", fin[0].text if fin else "(no result)")
-        tab.select_step(args.step)
+        print(f"{name}:", fin[0].text if fin else "(no result)")
+        tab.select_step(step)
         _settle()
-        _save(win, out / "screenshot.png")
-
-    if "ocr" in tabs:
-        ot = win.ocr_tab
-        win.tabs.setCurrentWidget(ot)
-        _wait(ot.modelReady, lambda: ot.load_model(args.ocr_model))
-        fin = _wait(ot.decodeFinished, ot.load_sample)
-        print("ocr:", fin[0].text if fin else "(no result)")
-        ot.select_step(args.ocr_step)
-        _settle()
-        _save(win, out / "screenshot_ocr.png")
-
-    if "translation" in tabs:
-        win.tabs.setCurrentWidget(win.translation_tab)
-        tt = win.translation_tab
-        _wait(tt.modelReady, lambda: tt.load_model("en-pt"))
-        fin = _wait(tt.decodeFinished, tt.load_sample)
-        print("translation:", fin[0].text if fin else "(no result)")
-        tt.select_step(3)
-        _settle()
-        _save(win, out / "screenshot_translation.png")
+        _save(win, out / filename)
     win.close()
     return 0
 

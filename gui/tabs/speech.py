@@ -394,14 +394,20 @@ class SpeechTab(DecodeTab):
         self.statusMessage.emit(f"Saved {path}")
         return True
 
+    def _drop_recorder(self) -> bool:
+        """Discard a running/kept recording and forget the recorder; True if there was one."""
+        if self._recorder is None:
+            return False
+        try:
+            self._recorder.discard()
+        except Exception:  # noqa: BLE001
+            pass
+        self._recorder = None
+        return True
+
     def discard_input(self) -> None:
         """Forget the current audio (and a running recording)."""
-        if self._recorder is not None:
-            try:
-                self._recorder.discard()
-            except Exception:  # noqa: BLE001
-                pass
-            self._recorder = None
+        if self._drop_recorder():
             self._rec_timer.stop()
             self.record_button.setText("● Record")
         self.cancel()
@@ -521,12 +527,7 @@ class SpeechTab(DecodeTab):
         return self.model_combo.currentText().strip() or DEFAULT_MODEL
 
     def shutdown(self, wait_ms: int = 10000) -> None:
-        if self._recorder is not None:
-            try:
-                self._recorder.discard()
-            except Exception:  # noqa: BLE001
-                pass
-            self._recorder = None
+        self._drop_recorder()
         super().shutdown(wait_ms)
 
 
