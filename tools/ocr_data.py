@@ -274,6 +274,19 @@ class Degradation:
 
 
 TRAIN_AUG = Degradation()
+#: Training lines with several degradations at once (scanned/photographed/compressed
+#: small text); drawn with probability :data:`P_HEAVY` (see :func:`train_degradation`).
+TRAIN_HEAVY = Degradation(p_rotate=0.4, p_shear=0.2, p_blur=0.8, p_downscale=1.0, min_height=12, max_height=28,
+                          p_noise=0.9, p_jpeg=0.9, p_low_contrast=0.2, p_invert=0.1)
+P_HEAVY = 0.35
+
+
+def train_degradation(rng: random.Random) -> Degradation:
+    """The augmentation of one training line: :data:`TRAIN_HEAVY` with probability
+    :data:`P_HEAVY`, else :data:`TRAIN_AUG` (each augmentation independently). Session 1
+    trained with TRAIN_AUG only, where all four of blur, down-scaling, noise and JPEG
+    together come up in ~2% of lines."""
+    return TRAIN_HEAVY if rng.random() < P_HEAVY else TRAIN_AUG
 CLEAN = Degradation(p_rotate=0.0, p_shear=0.0, p_blur=0.0, p_downscale=0.0, p_noise=0.0, p_jpeg=0.0,
                     p_low_contrast=0.0, p_invert=0.0)
 #: Evaluation "degraded": every line down-scaled, blurred, noisy and JPEG'd.

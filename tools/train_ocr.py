@@ -117,7 +117,7 @@ def worker_main(out_q, mode: str, seed: int, batch: int, weights: str, stop) -> 
         for _ in range(batch * 4):
             font = rng.choice(train_fonts)
             text = ocr_data.random_text(rng, euro=font.has_euro)
-            samples.append((ocr_data.render_line(text, font, rng, ocr_data.TRAIN_AUG), text))
+            samples.append((ocr_data.render_line(text, font, rng, ocr_data.train_degradation(rng)), text))
         samples.sort(key=lambda s: s[0].width)  # width buckets: little padding
         for i in range(0, len(samples), batch):
             chunk = samples[i : i + batch]
