@@ -77,6 +77,9 @@ class TextLine:
             (positions run row by row over the patch grid).
         prefix_columns: leading encoder positions tied to no place (ViT's CLS and
             distillation tokens); they map to the whole box.
+        continues_previous: True when this box is the right-hand part of a long line
+            that :func:`split_long_box` cut at a word gap (its text joins the previous
+            line's with a space, not a line break).
     """
 
     index: int
@@ -87,6 +90,7 @@ class TextLine:
     column_start_px: float = 2.0
     grid_columns: int = 0
     prefix_columns: int = 0
+    continues_previous: bool = False
 
     def column_x(self, col: int) -> tuple[float, float]:
         """x range (x0, x1) in image pixels covered by encoder column ``col`` of this line,
@@ -111,6 +115,82 @@ class TextLine:
     def column_edges(self) -> np.ndarray:
         """float64 (n_columns, 2): :meth:`column_x` of every column."""
         return np.array([self.column_x(c) for c in range(self.n_columns)], dtype=np.float64).reshape(-1, 2)
+
+
+#: widest line box (width / height) the bundled reader is given in one piece: the
+#: decoder was trained on lines of at most 56 characters (width/height <= ~22 at height
+#: 64, 90% of them <= ~16); wider boxes are cut at word gaps by :func:`split_long_box`
+MAX_LINE_ASPECT = 16.0
+
+
+def split_long_box(gray: np.ndarray, box: tuple[int, int, int, int],
+                   max_aspect: float = MAX_LINE_ASPECT) -> list[tuple[int, int, int, int]]:
+    """Cut a wide line box into pieces of at most ``max_aspect`` x its height, at gaps
+    between words.
+
+    Gaps are runs of ink-free columns in the crop's column profile: a pixel is ink when it
+    differs from the crop's median grey (the background, dark or light) by more than a
+    third of the crop's contrast. The box is cut into the fewest pieces that fit, each
+    cut at a gap (at least 0.15 x the box height wide, and at least half as wide as the
+    widest gap near the cut, so a word gap rather than a letter gap) nearest the point
+    that would make the pieces equal; without a gap near that point the cut falls at the
+    largest allowed width.
+
+    Args:
+        gray: uint8 (H, W) grayscale image the box lies in.
+        box: (x0, y0, x1, y1) in pixels of ``gray`` (x1, y1 exclusive).
+        max_aspect: largest width / height of a piece (> 1).
+
+    Returns:
+        the pieces (x0, y0, x1, y1), left to right, sharing the box's y0 and y1; ``[box]``
+        when it is not wider than ``max_aspect``. Margins are kept: each piece keeps
+        half of the gap on either side of a cut.
+
+    Raises:
+        ValueError: if ``max_aspect`` <= 1 or the box is empty.
+    """
+    if max_aspect <= 1:
+        raise ValueError(f"max_aspect must be > 1, got {max_aspect}")
+    x0, y0, x1, y1 = (int(v) for v in box)
+    h, w = y1 - y0, x1 - x0
+    if h <= 0 or w <= 0:
+        raise ValueError(f"empty box {box}")
+    span = max(2, int(max_aspect * h))
+    if w <= span:
+        return [(x0, y0, x1, y1)]
+    crop = gray[y0:y1, x0:x1].astype(np.int16)
+    bg = int(np.median(crop))
+    contrast = max(int(crop.max()) - int(crop.min()), 1)
+    ink = (np.abs(crop - bg) > max(contrast // 3, 8)).any(axis=0)  # (w,) bool
+    # gaps: [start, end) runs of ink-free columns
+    free = ~ink
+    gaps: list[tuple[int, int]] = []
+    start = None
+    for i, f in enumerate(free):
+        if f and start is None:
+            start = i
+        elif not f and start is not None:
+            gaps.append((start, i))
+            start = None
+    min_gap = max(2, int(0.15 * h))
+    gaps = [(a, b) for a, b in gaps if b - a >= min_gap and a > 0 and b < w]  # inner gaps only
+    pieces: list[tuple[int, int, int, int]] = []
+    left = 0
+    while w - left > span:
+        # aim for equal pieces: the remaining width over the pieces still needed
+        target = left + (w - left) / math.ceil((w - left) / span)
+        lo, hi = max(left + span / 4, target - span / 4), min(left + span, target + span / 4)
+        inside = [(a, b) for a, b in gaps if lo <= (a + b) / 2 <= hi]
+        if inside:  # a clear word gap (at least half the widest here) nearest the target
+            widest = max(b - a for a, b in inside)
+            a, b = min((g for g in inside if g[1] - g[0] >= widest / 2), key=lambda g: abs((g[0] + g[1]) / 2 - target))
+            cut = (a + b) // 2
+        else:
+            cut = int(min(hi, left + span))
+        pieces.append((x0 + left, y0, x0 + cut, y1))
+        left = cut
+    pieces.append((x0 + left, y0, x1, y1))
+    return pieces
 
 
 # --------------------------------------------------------------------------------------
@@ -332,7 +412,7 @@ class OCRModel:
         return cls(backend, hub["name"], time.perf_counter() - t0, detector, hub=hub)
 
     # ---------------------------------------------------------------- geometry
-    def _line(self, index: int, box: tuple[int, int, int, int]) -> TextLine:
+    def _line(self, index: int, box: tuple[int, int, int, int], continues_previous: bool = False) -> TextLine:
         """A TextLine with this model's column geometry for ``box``."""
         x0, y0, x1, y1 = box
         w, h = x1 - x0, y1 - y0
@@ -342,12 +422,13 @@ class OCRModel:
 
             width = min(MAX_INPUT_WIDTH, max(1, math.ceil(INPUT_HEIGHT * w / h)))
             return TextLine(index, box, int(num_columns(max(width, MIN_INPUT_WIDTH))), float(width),
-                            COLUMN_PX, COLUMN_START_PX)
+                            COLUMN_PX, COLUMN_START_PX, continues_previous=continues_previous)
         ih, iw = self._hub["image_size"]
         p = self._hub["patch_size"]
         n_patches = (ih // p) * (iw // p)
         prefix = self._n_prefix()
-        return TextLine(index, box, n_patches + prefix, float(iw), float(p), 0.0, iw // p, prefix)
+        return TextLine(index, box, n_patches + prefix, float(iw), float(p), 0.0, iw // p, prefix,
+                        continues_previous)
 
     def _n_prefix(self) -> int:
         """Encoder positions before the patches (ViT CLS, DeiT CLS + distillation)."""
@@ -373,8 +454,11 @@ class OCRModel:
                 boxes are still in full-image pixels.
 
         Returns:
-            the lines (CRAFT boxes grouped into lines, ``core.backends.craft``); [] when
-            no text is found (a blank image is recognised without running CRAFT).
+            the lines (CRAFT boxes grouped into lines, ``core.backends.craft``); a line
+            wider than :data:`MAX_LINE_ASPECT` x its height is cut at word gaps into
+            several (:func:`split_long_box`; the later parts have
+            ``continues_previous``); [] when no text is found (a blank image is
+            recognised without running CRAFT).
 
         Raises:
             ValueError: a region outside the image or of zero size; unreadable image.
@@ -391,7 +475,12 @@ class OCRModel:
             return []
         boxes = self._detector.detect(a)
         self.last_detect_s = self._detector.last_detect_s
-        return [self._line(i, (b.x0 + ox, b.y0 + oy, b.x1 + ox, b.y1 + oy)) for i, b in enumerate(boxes)]
+        gray = np.asarray(img.convert("L"))
+        lines: list[TextLine] = []
+        for b in boxes:
+            for j, (x0, y0, x1, y1) in enumerate(split_long_box(gray, (b.x0, b.y0, b.x1, b.y1))):
+                lines.append(self._line(len(lines), (x0 + ox, y0 + oy, x1 + ox, y1 + oy), continues_previous=j > 0))
+        return lines
 
     # ---------------------------------------------------------------- encoding
     def line_inputs(self, image: Image.Image, line: TextLine):
@@ -454,7 +543,8 @@ class OCRModel:
             per line ``SegmentEvent(segment=i, label="line i+1", source_offset=0,
             source_len=line.n_columns)``, then StepEvents (step counter continuing across
             lines; cross-attention float32 (layers, heads, n_columns)) and BeamEvents for
-            beam search; one ``Finished`` at the end: text = line texts joined with "\\n",
+            beam search; one ``Finished`` at the end: text = line texts joined with "\\n"
+            (parts of a long line, ``continues_previous``, joined with a space),
             token_ids = all lines' ids, stats with encode_s / decode_s / n_tokens.
 
         Raises:
@@ -484,7 +574,11 @@ class OCRModel:
             yield SegmentEvent(segment=i, label=f"line {i + 1}", source_offset=0, source_len=line.n_columns)
             finished = yield from run_segment(self._engine, encoded, self.decoder_prompt(encoded), options,
                                               cancel=cancel, step_offset=totals.step, segment=i)
-            texts.append(finished.text.strip())
+            text = finished.text.strip()
+            if line.continues_previous and texts:  # a long line cut at a word gap
+                texts[-1] = f"{texts[-1]} {text}".strip()
+            else:
+                texts.append(text)
             if totals.add(finished):
                 break
         yield totals.finished("\n".join(texts))

@@ -87,6 +87,24 @@ def no_text_message(region: tuple[int, int, int, int] | None) -> str:
             "very small text reads better when cropped and enlarged.")
 
 
+def line_labels(lines: list) -> list[str]:
+    """Row labels of the readings table: the image line's number, with a letter for the
+    parts of a long line cut at word gaps ("1", "2a", "2b", "3")."""
+    labels: list[str] = []
+    n, parts = 0, []
+    for line in lines:
+        if not getattr(line, "continues_previous", False) or n == 0:
+            n += 1
+            parts = [len(labels)]
+            labels.append(str(n))
+        else:
+            parts.append(len(labels))
+            labels.append("")
+            for k, row in enumerate(parts):
+                labels[row] = f"{n}{chr(ord('a') + k) if k < 26 else k + 1}"
+    return labels
+
+
 @dataclass(frozen=True)
 class LinesDetected:
     """Worker -> tab: the detected lines (``core.tasks.ocr.TextLine``) for detection key ``key``."""
@@ -524,8 +542,8 @@ class OCRTab(DecodeTab):
             self.heatmap.plot.removeItem(sep)
         self._separators.clear()
         self.readings.setRowCount(len(self.lines))
-        for i in range(len(self.lines)):
-            self._set_cell(i, 0, str(i + 1))
+        for i, label in enumerate(line_labels(self.lines)):
+            self._set_cell(i, 0, label)
             self._set_cell(i, 1, "")
             self._set_cell(i, 2, "")
         no_ctc = self.model is not None and not getattr(self.model, "has_ctc", False)

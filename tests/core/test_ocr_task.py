@@ -269,3 +269,24 @@ def test_textline_column_x_rejects_bad_columns():
     assert line.column_x(0) == (20.0, 40.0)  # 5 image px per input px, column 0 = input px [2, 6)
     with pytest.raises(IndexError):
         line.column_x(5)
+
+
+LONG_LINES = (
+    "The quarterly report was published on 12 March 2025 and lists revenue of $4,512.30 per unit",
+    "Please send your questions to support@example.com before Friday, thank you all.",
+)
+
+
+def test_long_lines_are_read_in_pieces_and_joined_with_spaces(model):
+    """Lines far longer than the decoder's training lines (<= 56 characters) are cut at
+    word gaps; the pieces are read one after another and joined with a space, so the
+    text keeps one line per image line. Read whole, the reader stops after ~56
+    characters (measured: the first line ended at "...2025 and")."""
+    img, ink = render_paragraph(LONG_LINES, size=22, margin=20, spacing=2.6, width=1150)
+    lines = model.detect(load_image(img))
+    assert len(lines) > len(LONG_LINES)
+    assert [ln.continues_previous for ln in lines].count(False) == len(LONG_LINES)
+    fin = list(model.decode(img, DecodingOptions(), lines=lines))[-1]
+    assert fin.text.count("\n") == len(LONG_LINES) - 1
+    cer = jiwer.cer("\n".join(LONG_LINES), fin.text)
+    assert cer <= ATTN_MAX_CER, (cer, fin.text)

@@ -334,3 +334,14 @@ def test_real_model_reads_the_sample(qtbot, tab):
     assert tab.selected_step() is None and tab.topk.step() == fin3.stats.n_tokens - 1
     assert tab.view.attention_shown() and tab.view.overlay.box().left() == bx0
     tab.grab().save("/tmp/gui_ocr_real_region.png")
+
+
+def test_line_labels_letter_the_parts_of_a_cut_line():
+    from types import SimpleNamespace as NS
+
+    from gui.tabs.ocr import line_labels
+
+    flags = [False, False, True, True, False, True]
+    assert line_labels([NS(continues_previous=f) for f in flags]) == ["1", "2a", "2b", "2c", "3a", "3b"]
+    assert line_labels([NS(), NS()]) == ["1", "2"]  # lines without the attribute (hub models' fakes)
+    assert line_labels([]) == []
