@@ -15,7 +15,9 @@ look at samples.
 from __future__ import annotations
 
 import io
+import json
 import math
+import os
 import random
 import subprocess
 from dataclasses import dataclass
@@ -65,7 +67,17 @@ class FontFile:
 
 def list_fonts() -> list[FontFile]:
     """Latin text faces installed (``fc-list``) whose character map covers every
-    ASCII character of english_g2's alphabet."""
+    ASCII character of english_g2's alphabet.
+
+    On a machine without these fonts installed (the GPU machine), set
+    ``OCR_FONTS_MANIFEST`` to a JSON list written by :func:`write_fonts_manifest` and
+    ``OCR_FONT_ROOT`` to the folder their files were unpacked into (the manifest's
+    absolute paths are taken relative to it)."""
+    manifest = os.environ.get("OCR_FONTS_MANIFEST")
+    if manifest:
+        root = Path(os.environ.get("OCR_FONT_ROOT", "/"))
+        entries = json.loads(Path(manifest).read_text())
+        return [FontFile(str(root / e["path"].lstrip("/")), e["family"], e["style"], e["has_euro"]) for e in entries]
     from fontTools.ttLib import TTFont  # training-time dependency only
 
     out = subprocess.run(
@@ -95,6 +107,14 @@ def list_fonts() -> list[FontFile]:
     return fonts
 
 
+def write_fonts_manifest(path: str | Path) -> list[str]:
+    """Write :func:`list_fonts`' faces as JSON to ``path``; returns their file paths
+    (to pack: ``tar cJf fonts.tar.xz -C / <paths without the leading />``)."""
+    fonts = list_fonts()
+    Path(path).write_text(json.dumps([f.__dict__ for f in fonts], indent=1) + "\n")
+    return [f.path for f in fonts]
+
+
 def split_fonts(fonts: list[FontFile]) -> tuple[list[FontFile], list[FontFile]]:
     """(training fonts, held-out evaluation fonts) by :data:`HELDOUT_FAMILIES`."""
     train = [f for f in fonts if f.family not in HELDOUT_FAMILIES]
@@ -114,7 +134,7 @@ def _font(path: str, size: int) -> ImageFont.FreeTypeFont:
 
 @lru_cache(maxsize=1)
 def _words() -> tuple[str, ...]:
-    path = Path("/usr/share/dict/words")
+    path = Path(os.environ.get("OCR_WORDS", "/usr/share/dict/words"))
     if path.is_file():
         words = [w for w in path.read_text(errors="ignore").split() if w.isascii() and "'" not in w and 1 <= len(w) <= 14]
         if words:
