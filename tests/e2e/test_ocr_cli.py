@@ -17,7 +17,7 @@ from tests.helpers.ocr_images import PARAGRAPH, render_paragraph
 
 pytestmark = pytest.mark.e2e
 
-ATTN_MAX_CER = 0.15
+ATTN_MAX_CER = 0.05
 CTC_MAX_CER = 0.05
 
 
