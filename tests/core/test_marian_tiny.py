@@ -112,13 +112,7 @@ PT = [
 SENTENCES = {"en-pt": EN, "pt-en": PT}
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """One torch thread: the model is small, and the machine's cores are shared."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")  # tests/conftest.py
 
 
 @pytest.fixture(scope="module", params=["en-pt", "pt-en"])

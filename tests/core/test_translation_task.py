@@ -5,7 +5,6 @@ package's native engine, sentence by sentence)."""
 from __future__ import annotations
 
 import pytest
-import torch
 
 from core.backends.marian_tiny import bergamot_model_dir
 from core.events import Finished, SegmentEvent, StepEvent
@@ -15,12 +14,7 @@ from core.tasks.translation import MAX_SENTENCE_TOKENS, TranslationModel, split_
 GREEDY = DecodingOptions(strategy="greedy", max_new_tokens=1000)
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")  # tests/conftest.py
 
 
 @pytest.fixture(scope="module")
