@@ -114,7 +114,9 @@ class MainWindow(QMainWindow):
         live = " (live)" if d.get("live") and d.get("n_tokens") else ""
         self.stats_label.setText(
             f"encode {enc_s} · {_fmt(d.get('ms_per_token'), '.1f', ' ms/token')} · "
-            f"{_fmt(d.get('tokens_per_s'), '.1f', ' tokens/s')} · RTF {_fmt(d.get('rtf'), '.2f')}{live}"
+            f"{_fmt(d.get('tokens_per_s'), '.1f', ' tokens/s')}"
+            + (f" · RTF {_fmt(d.get('rtf'), '.2f')}" if tab.rtf_applies() else "")  # speech only
+            + live
         )
         self.model_label.setText(d.get("model") or "no model")
         self.device_label.setText(d.get("device") or "CPU")

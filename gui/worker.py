@@ -93,6 +93,11 @@ class GeneratorWorker(QObject):
                 self.error.emit(message)
         finally:
             self.finished.emit()
+            # end this worker thread's event loop now, so QThread.wait() returns without the
+            # GUI thread having to process the queued finished() first (window close, exit);
+            # never the main thread's (work() called directly, as in tests)
+            if threading.current_thread() is not threading.main_thread():
+                QThread.currentThread().quit()
 
 
 class WorkerHandle(QObject):

@@ -26,6 +26,7 @@ from PySide6.QtCore import QEventLoop, QSettings, QTimer  # noqa: E402
 from PySide6.QtWidgets import QApplication  # noqa: E402
 
 from gui.main_window import MainWindow  # noqa: E402
+from gui.worker import wait_all  # noqa: E402
 
 
 def _wait(signal, action=None, timeout_ms=600_000):
@@ -93,6 +94,7 @@ def main() -> int:
         _settle()
         _save(win, out / filename)
     win.close()
+    wait_all(30000)  # worker threads (e.g. the OCR tab's CTC readings) end before Qt goes
     return 0
 
 

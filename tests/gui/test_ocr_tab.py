@@ -261,6 +261,20 @@ def test_main_window_tab_order(qtbot, settings):
     assert win.tabs.widget(1) is win.ocr_tab
 
 
+def test_status_bar_shows_rtf_for_speech_only(qtbot, settings):
+    from gui.main_window import MainWindow
+
+    win = MainWindow(settings=settings, autoload=False)
+    qtbot.addWidget(win)
+    stats = {"encode_ms": 12.0, "ms_per_token": 5.0, "tokens_per_s": 200.0, "rtf": 0.5, "model": "m"}
+    for tab, shown in ((win.ocr_tab, False), (win.translation_tab, False), (win.speech_tab, True)):
+        win.tabs.setCurrentWidget(tab)
+        win._on_stats(tab, stats)
+        text = win.stats_label.text()
+        assert "5.0 ms/token" in text and "200.0 tokens/s" in text
+        assert ("RTF 0.50" in text) is shown, (tab, text)
+
+
 # ------------------------------------------------------------------ the real bundled model
 SLOW_MS = 240_000
 #: what tools/make-sample rendered into assets/samples/ocr_en.png (README there): text, top y of the line

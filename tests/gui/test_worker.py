@@ -81,3 +81,15 @@ def test_cancel_stops_an_endless_generator(qtbot):
     assert len(produced) == n  # the generator stopped
     assert seen_cancel[0] is False
     assert len(got) <= n  # events queued after abort were dropped, never invented
+
+
+def test_thread_ends_without_the_gui_event_loop(qtbot):
+    """Window close and app exit wait for worker threads from the GUI thread, which then
+    processes no events: the thread must end on its own once the generator is done
+    (it used to wait for the GUI thread's queued finished() and so ran into the timeout,
+    and Qt then destroyed a running QThread at exit)."""
+    seen = []
+    handle = start_worker(lambda cancel: iter(range(3)), on_event=seen.append, name="t")
+    assert handle.wait(10000)  # no qtbot.wait / processEvents before this
+    qtbot.waitUntil(lambda: not handle.running, timeout=5000)  # the queued callbacks still run
+    assert seen == [0, 1, 2]
