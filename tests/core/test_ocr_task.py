@@ -26,7 +26,7 @@ from PIL import Image, ImageDraw
 from core.events import BeamEvent, Finished, SegmentEvent, StepEvent
 from core.options import DecodingOptions
 from core.tasks.ocr import OCRModel, TextLine, load_image
-from tests.helpers.ocr_images import PARAGRAPH, render_paragraph, write_huge_png
+from tests.helpers.ocr_images import PARAGRAPH, render_paragraph, render_screenshot, write_huge_png
 
 ATTN_MAX_CER = 0.05
 CTC_MAX_CER = 0.05
@@ -294,3 +294,16 @@ def test_long_lines_are_read_in_pieces_and_joined_with_spaces(model):
     assert fin.text.count("\n") == len(LONG_LINES) - 1
     cer = jiwer.cer("\n".join(LONG_LINES), fin.text)
     assert cer <= ATTN_MAX_CER, (cer, fin.text)
+
+
+def test_screenshot_is_read_whole_in_reading_order(model):
+    """Menu bar, sidebar and body of a screenshot-like image: every line found and read,
+    the menu first (left to right), then the sidebar, then the text beside it."""
+    shot, truth = render_screenshot()
+    fin = list(model.decode(shot, DecodingOptions()))[-1]
+    got = fin.text.split("\n")
+    assert len(got) == len(truth), got
+    cer = jiwer.cer("\n".join(truth), fin.text)
+    assert cer <= ATTN_MAX_CER, (cer, got)
+    for want, line in zip(truth, got):  # order: each line is closest to its own truth
+        assert jiwer.cer(want, line) <= 0.25, (want, line)

@@ -50,6 +50,35 @@ def render_paragraph(lines=PARAGRAPH, size: int = 40, margin: int = 40, spacing:
     return img, boxes
 
 
+#: render_screenshot's text in reading order: menu bar, then sidebar, then body
+SCREENSHOT_MENU = ("File", "Edit", "View", "Insert", "Format", "Tools", "Help")
+SCREENSHOT_SIDEBAR = ("Inbox (12)", "Drafts", "Sent items", "Archive", "Spam", "Trash")
+SCREENSHOT_BODY = ("Meeting moved to Thursday 3:30 pm", "Invoice #20931 total: $1,249.00",
+                   "Please review the attached draft before Friday.")
+
+
+def render_screenshot() -> tuple[Image.Image, list[str]]:
+    """A 1200x800 screenshot-like RGB image: a menu bar (16 px text on grey), a sidebar of
+    items and three body lines (20 px) beside it.
+
+    Returns:
+        the image and its 16 text lines in reading order (menu items left to right, the
+        sidebar top to bottom, then the body).
+    """
+    shot = Image.new("RGB", (1200, 800), (245, 245, 245))
+    d = ImageDraw.Draw(shot)
+    small = ImageFont.truetype(font_path(), 16)
+    body = ImageFont.truetype(font_path(), 20)
+    d.rectangle([0, 0, 1200, 32], fill=(225, 225, 230))
+    for i, item in enumerate(SCREENSHOT_MENU):
+        d.text((14 + 80 * i, 7), item, font=small, fill="black")
+    for i, item in enumerate(SCREENSHOT_SIDEBAR):
+        d.text((20, 70 + 40 * i), item, font=small, fill=(30, 30, 30))
+    for i, text in enumerate(SCREENSHOT_BODY):
+        d.text((260, 80 + 50 * i), text, font=body, fill="black")
+    return shot, [*SCREENSHOT_MENU, *SCREENSHOT_SIDEBAR, *SCREENSHOT_BODY]
+
+
 def write_huge_png(path: Path, side: int = 20000, text: str = "HUGE IMAGE TEXT", scale: int = 8) -> tuple[int, int, int, int]:
     """Write a ``side`` x ``side`` grayscale PNG row by row (never holding the image in
     memory): white, with ``text`` drawn at 1/``scale`` size and blown up ``scale`` x.
