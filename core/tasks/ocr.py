@@ -118,13 +118,16 @@ class TextLine:
 
 
 #: widest line box (width / height) the bundled reader is given in one piece: the
-#: decoder was trained on lines of at most 56 characters (width/height <= ~22 at height
-#: 64, 90% of them <= ~16); wider boxes are cut at word gaps by :func:`split_long_box`
-MAX_LINE_ASPECT = 16.0
+#: decoder was trained on lines of at most 56 characters and stops there (measured: a
+#: 92-character line read whole ended after 56); CRAFT boxes hold ~2.8 characters per
+#: unit of width / height, so 18 keeps a piece to ~50 characters. Wider boxes are cut
+#: at word gaps by :func:`split_long_box`
+MAX_LINE_ASPECT = 18.0
 #: detected line boxes are widened on both sides by this fraction of their height: CRAFT
 #: boxes often end inside a final "." (measured: a DejaVu 22 px line ending in "." at
-#: x 924-928 got a box ending at 926, and the full stop was not read)
-LINE_PAD_X = 0.25
+#: x 924-928 got a box ending at 926, and the full stop was not read). 0.25 made
+#: english_g2's own CTC reading (the comparison column) add a "~" on wide margins.
+LINE_PAD_X = 0.15
 
 
 def split_long_box(gray: np.ndarray, box: tuple[int, int, int, int],
