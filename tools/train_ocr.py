@@ -189,17 +189,23 @@ def collate(items: list, vocab: OCRVocab):
     feats = torch.zeros(len(items), int(lengths.max()), items[0][0].shape[1])
     for i, (f, _) in enumerate(items):
         feats[i, : f.shape[0]] = f.float()
-    ids = [vocab.encode(t) for _, t in items]
+    return (feats, lengths, *text_targets([t for _, t in items], vocab))
+
+
+def text_targets(texts: list[str], vocab: OCRVocab):
+    """Decoder inputs and targets int64 (B, T) (``<s>`` + text / text + ``</s>``, pad =
+    0), CTC targets (concatenated english_g2 classes) int64 and their lengths int64 (B,)."""
+    ids = [vocab.encode(t) for t in texts]
     t_max = max(len(x) for x in ids) - 1
-    inp = torch.zeros(len(items), t_max, dtype=torch.long)
-    tgt = torch.zeros(len(items), t_max, dtype=torch.long)
+    inp = torch.zeros(len(ids), t_max, dtype=torch.long)
+    tgt = torch.zeros(len(ids), t_max, dtype=torch.long)
     for i, x in enumerate(ids):
         inp[i, : len(x) - 1] = torch.tensor(x[:-1])
         tgt[i, : len(x) - 1] = torch.tensor(x[1:])
     n_sp = len(OCRVocab.SPECIALS)
     ctc_t = torch.tensor([i - n_sp + 1 for x in ids for i in x[1:-1]], dtype=torch.long)
     ctc_len = torch.tensor([len(x) - 2 for x in ids])
-    return feats, lengths, inp, tgt, ctc_t, ctc_len
+    return inp, tgt, ctc_t, ctc_len
 
 
 # --------------------------------------------------------------------------------------

@@ -41,6 +41,7 @@ import torch.nn.functional as F  # noqa: E402
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence  # noqa: E402
 
 from core.backends.ocr_attn import OCRVocab, ctc_greedy_decode, load_pretrained, num_columns, save_pretrained  # noqa: E402
+from tools.train_ocr import cer, text_targets  # noqa: E402
 
 log = logging.getLogger("train_ocr_gpu")
 
@@ -95,35 +96,6 @@ def encode_batch(model, px: torch.Tensor, widths: torch.Tensor):
     lengths = lengths.to(x.device)
     mask = torch.arange(x.shape[1], device=x.device)[None, :] < lengths[:, None]
     return x * mask[..., None], lengths
-
-
-def targets(texts: list[str], vocab: OCRVocab, device):
-    """Decoder inputs/targets int64 (B, T) (pad 0) and CTC targets/lengths."""
-    ids = [vocab.encode(t) for t in texts]
-    t_max = max(len(x) for x in ids) - 1
-    inp = torch.zeros(len(ids), t_max, dtype=torch.long)
-    tgt = torch.zeros(len(ids), t_max, dtype=torch.long)
-    for i, x in enumerate(ids):
-        inp[i, : len(x) - 1] = torch.tensor(x[:-1])
-        tgt[i, : len(x) - 1] = torch.tensor(x[1:])
-    n_sp = len(OCRVocab.SPECIALS)
-    ctc_t = torch.tensor([i - n_sp + 1 for x in ids for i in x[1:-1]], dtype=torch.long)
-    ctc_len = torch.tensor([len(x) - 2 for x in ids])
-    return inp.to(device), tgt.to(device), ctc_t.to(device), ctc_len.to(device)
-
-
-def levenshtein(a: str, b: str) -> int:
-    prev = list(range(len(b) + 1))
-    for i, ca in enumerate(a, 1):
-        cur = [i]
-        for j, cb in enumerate(b, 1):
-            cur.append(min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (ca != cb)))
-        prev = cur
-    return prev[-1]
-
-
-def cer(hyps, refs) -> float:
-    return sum(levenshtein(h, r) for h, r in zip(hyps, refs)) / max(1, sum(len(r) for r in refs))
 
 
 def eval_sets(n: int) -> dict:
@@ -265,7 +237,7 @@ def main(argv=None) -> int:
         model.train()
         model.encoder.FeatureExtraction.eval()  # BatchNorm statistics stay english_g2's
         px = px.to(device, non_blocking=True)
-        inp, tgt, ctc_t, ctc_len = targets(texts, vocab, device)
+        inp, tgt, ctc_t, ctc_len = (t.to(device) for t in text_targets(texts, vocab))
         cols, lengths = encode_batch(model, px, widths)
         memory, mask = model.memory_from_columns(cols, lengths)
         logits, _, _ = model.decode_step(inp, model.init_cache(memory, mask))
