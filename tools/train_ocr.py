@@ -1,11 +1,12 @@
 """Train the OCR attention decoder on EasyOCR's english_g2 encoder (CPU).
 
-Run by hand (never by CI), in the OCR training venv (see tools/README.md):
+Run by hand (never by CI), in the project's .venv (see tools/README.md); with a GPU,
+tools/train_ocr_gpu.py continues from its best/ and fine-tunes the CNN too:
 
-    PYTHONPATH=. .venv-ocr/bin/python tools/train_ocr.py --out /work/ocr_runs/run1 \\
+    PYTHONPATH=. .venv/bin/python tools/train_ocr.py --out /work/ocr_runs/run1 \\
         --threads 2 --minutes 150
     # continue an interrupted run (same --out; --minutes may be raised):
-    PYTHONPATH=. .venv-ocr/bin/python tools/train_ocr.py --out /work/ocr_runs/run1 --resume
+    PYTHONPATH=. .venv/bin/python tools/train_ocr.py --out /work/ocr_runs/run1 --resume
 
 Phases (the schedule is measured in training wall-clock time, ``--minutes``):
   1. decoder only (english_g2 frozen) until ``--finetune-at`` of the budget;
