@@ -55,9 +55,9 @@ class LoadedWhisper:
             ["en"] for English-only models.
         lang_token_ids: code -> token id of <|code|>; empty for English-only models, whose
             prompt has no language token.
-        sot, eot, transcribe, translate, notimestamps: special token ids.
-        no_speech: <|nospeech|> / <|nocaptions|> id, or None.
-        timestamp_begin: id of <|0.00|>.
+        special: the special token ids (``special.sot``, ``.eot``, ``.transcribe``,
+            ``.translate``, ``.notimestamps``, ``.no_speech`` (None if absent),
+            ``.timestamp_begin`` (<|0.00|>), ...), read from tokenizer.json.
         suppress_tokens: ids suppressed at every step.
         begin_suppress_tokens: ids suppressed at the first free step (blank, eot).
         alignment_heads: (decoder layer, head) pairs whose cross-attention aligns with time.
@@ -71,13 +71,7 @@ class LoadedWhisper:
     multilingual: bool
     languages: list[str]
     lang_token_ids: dict[str, int]
-    sot: int
-    eot: int
-    transcribe: int
-    translate: int
-    notimestamps: int
-    no_speech: int | None
-    timestamp_begin: int
+    special: WhisperSpecialTokens
     suppress_tokens: list[int] = field(default_factory=list)
     begin_suppress_tokens: list[int] = field(default_factory=list)
     alignment_heads: list[tuple[int, int]] = field(default_factory=list)
@@ -101,7 +95,8 @@ class LoadedWhisper:
         """
         if task not in ("transcribe", "translate"):
             raise ValueError(f"task must be 'transcribe' or 'translate', got {task!r}.")
-        ids = [self.sot]
+        sp = self.special
+        ids = [sp.sot]
         if self.multilingual:
             if language is not None:
                 if language not in self.lang_token_ids:
@@ -109,11 +104,11 @@ class LoadedWhisper:
                         f"{self.name} has no language {language!r}; choose one of {', '.join(self.languages)}."
                     )
                 ids.append(self.lang_token_ids[language])
-            ids.append(self.transcribe if task == "transcribe" else self.translate)
+            ids.append(sp.transcribe if task == "transcribe" else sp.translate)
         elif (language not in (None, "en")) or task != "transcribe":
             raise ValueError(f"{self.name} is English-only: it only transcribes English (language='en').")
         if not timestamps:
-            ids.append(self.notimestamps)
+            ids.append(sp.notimestamps)
         return ids
 
 
@@ -173,13 +168,7 @@ def _loaded(model, tokenizer, feature_extractor, special: WhisperSpecialTokens, 
         multilingual=multilingual,
         languages=languages,
         lang_token_ids=lang_token_ids,
-        sot=special.sot,
-        eot=special.eot,
-        transcribe=special.transcribe,
-        translate=special.translate,
-        notimestamps=special.notimestamps,
-        no_speech=special.no_speech,
-        timestamp_begin=special.timestamp_begin,
+        special=special,
         suppress_tokens=list(gen.suppress_tokens or []),
         begin_suppress_tokens=list(gen.begin_suppress_tokens or []),
         alignment_heads=[(int(a), int(b)) for a, b in (getattr(gen, "alignment_heads", None) or [])],

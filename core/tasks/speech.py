@@ -112,7 +112,7 @@ class SpeechModel:
 
         lw = self._loaded
         cache = self.backend.init_cache(encoded, 1)
-        out = self.backend.step(torch.tensor([[lw.sot]]), cache, output_attentions=False)
+        out = self.backend.step(torch.tensor([[lw.special.sot]]), cache, output_attentions=False)
         ids = torch.tensor([lw.lang_token_ids[c] for c in self.languages])
         probs = torch.softmax(out.logits[0, ids].float(), dim=-1)
         best = int(torch.argmax(probs))
@@ -129,7 +129,7 @@ class SpeechModel:
         ids = tuple(lw.prompt_ids(language if self.multilingual else "en", task))
         return DecoderPrompt(
             prompt_ids=ids,
-            eos_token_id=lw.eot,
+            eos_token_id=lw.special.eot,
             suppress_tokens=tuple(lw.suppress_tokens),
             begin_suppress_tokens=tuple(lw.begin_suppress_tokens),
             max_new_tokens=lw.model.config.max_target_positions - len(ids),

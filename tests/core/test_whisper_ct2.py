@@ -83,7 +83,7 @@ def test_bundled_greedy_matches_ctranslate2(bundled, speech):
     prompt = w.prompt_ids("en", "transcribe")
     if ours[: len(prompt)] == prompt:
         ours = ours[len(prompt) :]
-    ours = [t for t in ours if t != w.eot]
+    ours = [t for t in ours if t != w.special.eot]
 
     reference = ctranslate2.models.Whisper(f"ct2-{name}", compute_type="float32", files=_ct2_files(name))
     result = reference.generate(ctranslate2.StorageView.from_array(features.numpy()), [prompt], beam_size=1)
@@ -110,12 +110,12 @@ def test_bundled_metadata_matches_tokenizer_and_ct2_config(bundled):
     for attr, token in [("sot", "<|startoftranscript|>"), ("eot", "<|endoftext|>"),
                         ("transcribe", "<|transcribe|>"), ("translate", "<|translate|>"),
                         ("notimestamps", "<|notimestamps|>")]:
-        assert getattr(w, attr) == tok.convert_tokens_to_ids(token), attr
-    assert gen.decoder_start_token_id == w.sot and gen.no_timestamps_token_id == w.notimestamps
-    assert gen.task_to_id == {"transcribe": w.transcribe, "translate": w.translate}
+        assert getattr(w.special, attr) == tok.convert_tokens_to_ids(token), attr
+    assert gen.decoder_start_token_id == w.special.sot and gen.no_timestamps_token_id == w.special.notimestamps
+    assert gen.task_to_id == {"transcribe": w.special.transcribe, "translate": w.special.translate}
     assert gen.max_length == 448
     assert len(tok) == model.config.vocab_size  # every output id decodes (timestamps included)
-    assert tok.convert_ids_to_tokens(w.timestamp_begin) == "<|0.00|>"
+    assert tok.convert_ids_to_tokens(w.special.timestamp_begin) == "<|0.00|>"
     if name == "base":
         assert w.multilingual and gen.is_multilingual
         assert w.languages[:3] == ["en", "zh", "de"] and len(w.languages) == 99
@@ -128,7 +128,7 @@ def test_bundled_metadata_matches_tokenizer_and_ct2_config(bundled):
     else:
         assert not w.multilingual and not gen.is_multilingual
         assert w.languages == ["en"] and w.lang_token_ids == {}
-        assert w.prompt_ids("en") == tok.prefix_tokens == [w.sot, w.notimestamps]
+        assert w.prompt_ids("en") == tok.prefix_tokens == [w.special.sot, w.special.notimestamps]
         with pytest.raises(ValueError, match="English-only"):
             w.prompt_ids("de")
 
