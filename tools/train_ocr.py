@@ -90,7 +90,7 @@ def sequence_modeling_packed(encoder, visual: torch.Tensor, lengths: torch.Tenso
         out, _ = layer.rnn(packed)
         out, _ = pad_packed_sequence(out, batch_first=True, total_length=visual.shape[1])
         x = layer.linear(out)
-    mask = torch.arange(x.shape[1])[None, :] < lengths[:, None]
+    mask = torch.arange(x.shape[1], device=x.device)[None, :] < lengths.to(x.device)[:, None]
     return x * mask[..., None]
 
 
@@ -274,21 +274,7 @@ def evaluate(model: OCRAttnModel, vocab: OCRVocab, sets: dict, batch: int = 50, 
             if not attention:
                 continue
             memory, mask = model.memory_from_columns(cols, lengths)
-            cache = model.init_cache(memory, mask)
-            tokens = torch.full((len(items), 1), OCRVocab.BOS, dtype=torch.long)
-            out = [[] for _ in items]
-            done = torch.zeros(len(items), dtype=torch.bool)
-            for _ in range(model.cfg.max_target_len):
-                logits, _, cache = model.decode_step(tokens, cache)
-                nxt = logits[:, -1].argmax(-1)
-                for j in range(len(items)):
-                    if not done[j] and nxt[j] != OCRVocab.EOS:
-                        out[j].append(int(nxt[j]))
-                done |= nxt == OCRVocab.EOS
-                if bool(done.all()):
-                    break
-                tokens = nxt[:, None]
-            hyps += [vocab.decode(o) for o in out]
+            hyps += [vocab.decode(o) for o in model.greedy_ids(memory, mask)]
         res[f"{name}_ctc_cer"] = cer(ctc_hyps, refs)
         if not attention:
             continue

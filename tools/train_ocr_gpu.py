@@ -35,13 +35,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import numpy as np  # noqa: E402
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
-from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence  # noqa: E402
 
 from core.backends.ocr_attn import OCRVocab, ctc_greedy_decode, load_pretrained, num_columns, save_pretrained  # noqa: E402
-from tools.train_ocr import cer, text_targets  # noqa: E402
+from tools.train_ocr import cer, sequence_modeling_packed, text_targets, visual_features  # noqa: E402
 
 log = logging.getLogger("train_ocr_gpu")
 
@@ -80,22 +78,13 @@ class LineBatches(torch.utils.data.IterableDataset):
 
 
 def encode_batch(model, px: torch.Tensor, widths: torch.Tensor):
-    """CNN, then the two BiLSTMs on each row's own columns (packed, so padding does not
-    leak in): columns float32 (B, S, 256) (zeros past each row's length) and lengths
-    int64 (B,) on the model's device."""
-    enc = model.encoder
-    v = enc.FeatureExtraction(px)
-    x = enc.AdaptiveAvgPool(v.permute(0, 3, 1, 2)).squeeze(3)  # (B, S, 256)
-    s = x.shape[1]
-    lengths = num_columns(widths).clamp(1, x.shape[1])
-    for layer in enc.SequenceModeling:
-        packed = pack_padded_sequence(x, lengths.cpu(), batch_first=True, enforce_sorted=False)
-        out, _ = layer.rnn(packed)
-        out, _ = pad_packed_sequence(out, batch_first=True, total_length=s)
-        x = layer.linear(out)
-    lengths = lengths.to(x.device)
-    mask = torch.arange(x.shape[1], device=x.device)[None, :] < lengths[:, None]
-    return x * mask[..., None], lengths
+    """CNN, then the two BiLSTMs on each row's own columns (``train_ocr``'s helpers):
+    columns float32 (B, S, 256) (zeros past each row's length) and lengths int64 (B,) on
+    the model's device."""
+    vis = visual_features(model.encoder, px)
+    lengths = num_columns(widths).clamp(1, vis.shape[1])
+    cols = sequence_modeling_packed(model.encoder, vis, lengths)
+    return cols, lengths.to(cols.device)
 
 
 def eval_sets(n: int) -> dict:
@@ -125,22 +114,7 @@ def evaluate(model, vocab: OCRVocab, sets: dict, device, batch: int = 100) -> di
             pad = (torch.arange(cols.shape[1], device=device)[None, :] >= lengths[:, None])[..., None]
             ctc_hyps += ctc_greedy_decode(model.encoder.ctc_logits(cols).masked_fill(pad, 0.0).cpu())
             memory, mask = model.memory_from_columns(cols, lengths)
-            cache = model.init_cache(memory, mask)
-            tokens = torch.full((len(chunk), 1), OCRVocab.BOS, dtype=torch.long, device=device)
-            steps = []
-            done = torch.zeros(len(chunk), dtype=torch.bool, device=device)
-            for _ in range(model.cfg.max_target_len):
-                logits, _, cache = model.decode_step(tokens, cache)
-                nxt = logits[:, -1].argmax(-1)
-                steps.append(nxt)
-                done |= nxt == OCRVocab.EOS
-                if bool(done.all()):
-                    break
-                tokens = nxt[:, None]
-            ids = torch.stack(steps, 1).cpu().tolist()
-            for row in ids:
-                row = row[: row.index(OCRVocab.EOS)] if OCRVocab.EOS in row else row
-                hyps.append(vocab.decode(row))
+            hyps += [vocab.decode(row) for row in model.greedy_ids(memory, mask)]
             refs += [t for _, t in chunk]
         res[f"{name}_cer"] = cer(hyps, refs)
         res[f"{name}_ctc_cer"] = cer(ctc_hyps, refs)

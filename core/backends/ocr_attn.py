@@ -569,11 +569,20 @@ class OCRAttnModel(nn.Module):
         """Greedy reading of a batch (training-time evaluation; the app uses the
         engine). Returns per line the chosen ids, without ``<s>``/``</s>``."""
         memory, mask, _ = self.encode(pixel_values, widths)
-        cache = self.init_cache(memory, mask)
-        b = pixel_values.shape[0]
-        tokens = torch.full((b, 1), OCRVocab.BOS, dtype=torch.long, device=pixel_values.device)
+        return self.greedy_ids(memory, mask, max_len)
+
+    @torch.no_grad()
+    def greedy_ids(
+        self, memory: torch.Tensor, memory_mask: torch.Tensor | None = None, max_len: int | None = None
+    ) -> list[list[int]]:
+        """Greedy reading from the decoder memory float32 (B, S, d_model) and its mask
+        bool (B, S) (:meth:`memory_from_columns`): per line the chosen ids, without
+        ``<s>``/``</s>``, at most ``max_len`` (default ``cfg.max_target_len``) steps."""
+        cache = self.init_cache(memory, memory_mask)
+        b = memory.shape[0]
+        tokens = torch.full((b, 1), OCRVocab.BOS, dtype=torch.long, device=memory.device)
         out: list[list[int]] = [[] for _ in range(b)]
-        done = torch.zeros(b, dtype=torch.bool, device=pixel_values.device)
+        done = torch.zeros(b, dtype=torch.bool, device=memory.device)
         for _ in range(max_len or self.cfg.max_target_len):
             logits, _, cache = self.decode_step(tokens, cache)
             nxt = logits[:, -1].argmax(-1)
