@@ -233,8 +233,10 @@ def build_processors(
     Returns:
         ``[RepetitionPenalty?, NoRepeatNGram?, SuppressTokens?, BeginSuppressTokens?,
         Temperature?, TopK?, TopP?]`` — processors that would be no-ops are left out.
-        Beam search is deterministic (transformers' ``do_sample=False``), so for
-        ``strategy == "beam"`` the warpers (temperature, top-k, top-p) are left out.
+        The warpers (temperature, top-k, top-p) apply to sampling only: greedy and beam
+        search are deterministic (transformers' ``do_sample=False``, whose
+        ``_get_logits_processor`` adds no warper), so their probabilities are never
+        touched by a temperature or filter the user set for sampling.
     """
     processors: list[LogitsProcessor] = []
     if options.repetition_penalty != 1.0:
@@ -245,7 +247,7 @@ def build_processors(
         processors.append(SuppressTokens(prompt.suppress_tokens))
     if prompt.begin_suppress_tokens:
         processors.append(BeginSuppressTokens(prompt.begin_suppress_tokens, prompt_len))
-    if options.strategy != "beam":
+    if options.strategy == "sample":
         if options.temperature != 1.0:
             processors.append(Temperature(options.temperature))
         if options.top_k > 0:

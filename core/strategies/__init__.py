@@ -109,9 +109,15 @@ class StepContext:
         return scores
 
     def top_k(self, probs: torch.Tensor) -> list[TokenProb]:
-        """The ``top_k_report`` most probable tokens of one (vocab,) distribution."""
+        """The ``top_k_report`` most probable tokens of one (vocab,) distribution.
+
+        Tokens with probability 0 (removed by a filter or a hard rule) are left out, so a
+        filter that keeps one token reports one entry, not arbitrary zero-probability ids.
+        """
         values, ids = torch.topk(probs, min(self.top_k_report, probs.shape[-1]))
-        return [TokenProb(i, self.token_text(i), p) for i, p in zip(ids.tolist(), values.tolist())]
+        return [
+            TokenProb(i, self.token_text(i), p) for i, p in zip(ids.tolist(), values.tolist()) if p > 0.0
+        ]
 
     def attention_row(self, cross_attention: torch.Tensor | None, row: int) -> np.ndarray | None:
         """float32 numpy (layers, heads, source_len) for hypothesis ``row``, or None."""

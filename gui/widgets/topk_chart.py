@@ -29,11 +29,14 @@ class Row:
 
 
 def rows_for(ev: StepEvent, limit: int = 10) -> list[Row]:
-    """The rows to draw for ``ev``: processed top-k first (most probable first), then raw
-    tokens the filters removed; each with both probabilities (0 where not reported)."""
+    """The rows to draw for ``ev``: processed top-k first (most probable first), then the raw
+    runners-up the filters removed; each with both probabilities (0 where not reported).
+
+    Processed entries with probability 0 (cut by a filter) are not processed candidates:
+    they are shown, if at all, among the raw runners-up with their real raw probability."""
     raw = {tp.id: tp for tp in ev.raw_topk}
-    proc = {tp.id: tp for tp in ev.topk}
-    order = [tp.id for tp in sorted(ev.topk, key=lambda t: -t.prob)]
+    proc = {tp.id: tp for tp in ev.topk if tp.prob > 0.0}
+    order = [tp.id for tp in sorted(proc.values(), key=lambda t: -t.prob)]
     order += [tp.id for tp in sorted(ev.raw_topk, key=lambda t: -t.prob) if tp.id not in proc]
     if ev.token_id not in order:
         order.insert(0, ev.token_id)

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from PySide6.QtCore import Qt
 
-from core.events import SegmentEvent, TokenProb
+from core.events import SegmentEvent, StepEvent, TokenProb
 from core.options import DecodingOptions
 from gui.widgets.attention_heatmap import AttentionHeatmap, reduce_attention
 from gui.widgets.colors import prob_color
@@ -271,3 +271,19 @@ def test_segment_label_shares_the_row_of_its_tokens(qtbot):
     label = next(it for it in view.flow._items if it.kind == "segment")
     chip = view.flow.chip_rect(0)
     assert label.rect.top() == chip.top() and label.rect.right() < chip.left()
+
+
+def test_topk_rows_skip_zero_probability_processed_entries():
+    """A processed top-k padded with probability-0 ids (a filter kept one token) shows the
+    real raw runners-up, not 'cut (raw 0.000)' rows of arbitrary ids."""
+    from core.events import TokenProb
+
+    ev = StepEvent(
+        step=0, token_id=5, text=" yes", prob=1.0, raw_prob=0.6,
+        topk=[TokenProb(5, " yes", 1.0), TokenProb(90, ",", 0.0), TokenProb(91, ".", 0.0)],
+        raw_topk=[TokenProb(5, " yes", 0.6), TokenProb(6, " no", 0.3), TokenProb(7, " maybe", 0.1)],
+        entropy=0.0,
+    )
+    rows = rows_for(ev)
+    assert [r.token_id for r in rows] == [5, 6, 7]
+    assert [r.raw_prob for r in rows] == pytest.approx([0.6, 0.3, 0.1])
