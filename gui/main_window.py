@@ -6,7 +6,7 @@ the splitter sizes, the decoding options and the model/language/task choices.
 
 from __future__ import annotations
 
-from PySide6.QtCore import QSettings, Qt, QTimer
+from PySide6.QtCore import QSettings, QSize, Qt, QTimer
 from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import QLabel, QMainWindow, QProgressBar, QPushButton, QTabWidget, QWidget
 
@@ -17,6 +17,19 @@ from .tabs.translation import TranslationTab
 
 ORGANIZATION = "DecodingExplorer"
 APPLICATION = "DecodingExplorer"
+
+
+#: the window's first size when nothing is saved, pixels; shrunk to fit the screen
+DEFAULT_SIZE = (1400, 900)
+
+
+def first_size(available: QSize | None, default: tuple[int, int] = DEFAULT_SIZE) -> tuple[int, int]:
+    """The window's first (width, height) in pixels: ``default``, shrunk to 95 % of the
+    screen's available geometry (without panels/taskbars) so the status bar and Cancel are
+    on screen at 1280x800; ``available`` None (no screen) keeps ``default``."""
+    if available is None or available.width() <= 0 or available.height() <= 0:
+        return default
+    return min(default[0], int(available.width() * 0.95)), min(default[1], int(available.height() * 0.95))
 
 
 def _fmt(v: float | None, fmt: str, unit: str = "") -> str:
@@ -30,7 +43,7 @@ class MainWindow(QMainWindow):
         super().__init__(parent)
         self.settings = settings if settings is not None else QSettings(ORGANIZATION, APPLICATION)
         self.setWindowTitle("Decoding Explorer")
-        self.resize(1400, 900)
+        self.resize(*first_size(self.screen().availableGeometry().size() if self.screen() else None))
 
         self.tabs = QTabWidget()
         self.tabs.setDocumentMode(True)
@@ -69,6 +82,8 @@ class MainWindow(QMainWindow):
 
         self._add_actions()
         self.restore_settings()
+        self.tabs.currentChanged.connect(lambda _i: self._show_tab_state(self.current_tab()))
+        self._show_tab_state(self.current_tab())
         if autoload:
             QTimer.singleShot(0, self.autoload_models)
 
@@ -122,10 +137,19 @@ class MainWindow(QMainWindow):
         self.device_label.setText(d.get("device") or "CPU")
 
     def _on_busy(self, tab: DecodeTab, busy: bool, message: str) -> None:
-        busy = busy or any(self.tabs.widget(i).is_busy() for i in range(self.tabs.count()))
+        if tab is not self.current_tab():
+            return  # shown when that tab becomes the current one (_show_tab_state)
+        busy = busy or tab.is_busy()
         self.busy_bar.setVisible(busy)
         self.busy_label.setText(message if busy else "")
         self.cancel_button.setEnabled(busy)
+
+    def _show_tab_state(self, tab: DecodeTab | None) -> None:
+        """Show ``tab``'s own model, statistics and busy state (the status bar follows the tab)."""
+        if tab is None:
+            return
+        self._on_stats(tab, tab.last_stats)
+        self._on_busy(tab, tab.is_busy(), tab.busy_message)
 
     def cancel(self) -> None:
         """Esc / Cancel: stop the current tab's model load and decode."""
@@ -154,6 +178,11 @@ class MainWindow(QMainWindow):
         geo = s.value("window/geometry")
         if geo is not None:
             self.restoreGeometry(geo)
+            screen = self.screen()
+            if screen is not None:  # saved on a larger screen: fit this one
+                w, h = first_size(screen.availableGeometry().size(), (self.width(), self.height()))
+                if (w, h) != (self.width(), self.height()):
+                    self.resize(w, h)
         for i in range(self.tabs.count()):
             self.tabs.widget(i).restore_settings(s)
         idx = s.value("window/tab")

@@ -21,7 +21,7 @@ from typing import Any, Callable, Iterator
 from PySide6.QtCore import QByteArray, QDataStream, QIODevice, QObject, QSettings, Qt, Signal
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QSplitter, QToolButton, QVBoxLayout, QWidget
 
-from core.events import BeamEvent, Finished, SegmentEvent, StepEvent
+from core.events import BeamEvent, Finished, RunStats, SegmentEvent, StepEvent
 from core.options import DecodingOptions
 
 from ..widgets.attention_heatmap import AttentionHeatmap
@@ -118,6 +118,12 @@ class DecodeTab(QWidget):
         self._n_live = 0
         self._relay = _Relay(self)
         self._relay.text.connect(self._on_progress)
+        #: the last statistics and busy state this tab reported (the window shows them when
+        #: the tab becomes the current one, so each tab's status bar is its own)
+        self.last_stats: dict = {}
+        self.busy_message = ""
+        self.statsChanged.connect(self._remember_stats)
+        self.busyChanged.connect(self._remember_busy)
 
         self.banner = ErrorBanner()
         self.options_panel = OptionsPanel()
@@ -227,16 +233,28 @@ class DecodeTab(QWidget):
 
     # ---------------------------------------------------------------- state
     def is_busy(self) -> bool:
-        """A model load or decode is running."""
-        return bool((self._load and self._load.running) or (self._decode and self._decode.running))
+        """A model load or decode is running and was not cancelled."""
+        return self.is_loading() or self.is_decoding()
 
     def is_loading(self) -> bool:
-        """A model load is running."""
-        return bool(self._load and self._load.running)
+        """A model load is running and was not cancelled (a cancelled load may still be
+        reading files in the background; its result is discarded)."""
+        return _active(self._load)
 
     def is_decoding(self) -> bool:
-        """A decode is running."""
-        return bool(self._decode and self._decode.running)
+        """A decode is running and was not cancelled."""
+        return _active(self._decode)
+
+    def workers_idle(self) -> bool:
+        """No worker thread of this tab runs, cancelled ones included (their threads end
+        after the current decoder step)."""
+        return not any(h is not None and h.running for h in (self._load, self._decode))
+
+    def _remember_stats(self, d: dict) -> None:
+        self.last_stats = dict(d)
+
+    def _remember_busy(self, busy: bool, message: str) -> None:
+        self.busy_message = message if busy else ""
 
     def show_error(self, message: str) -> None:
         """Show ``message`` in the banner and tell the window (status bar)."""
@@ -315,7 +333,7 @@ class DecodeTab(QWidget):
             return
         self.clear_error()
         self.stream.clear()
-        self.heatmap.clear()
+        self.heatmap.clear(columns=True)  # the run's events size the columns to this input
         self._steps.clear()
         self._latest_step = None
         self._t_first = time.perf_counter()
@@ -392,18 +410,37 @@ class DecodeTab(QWidget):
         return self._selected_step
 
     def cancel(self) -> bool:
-        """Cancel the running model load and decode. True if something was running."""
-        was = self.is_busy()
+        """Cancel the running model load and decode. True if something was running.
+
+        The run's state ends at once: the stream shows "(cancelled)" after the tokens that
+        arrived, the status bar the statistics of those tokens, and the busy bar and Cancel
+        button go idle (events the worker still sends are dropped).
+        """
+        was_loading, was_decoding = self.is_loading(), self.is_decoding()
         self._pending_decode = False
         for h in (self._load, self._decode):
             if h is not None and h.running:
                 h.abort()
-        if self._load is not None and self._load.running:
+        if was_decoding:
+            self._end_cancelled_run()
+        if was_loading:
             self.statusMessage.emit("Model load cancelled (the files finish loading in the background and are discarded).")
-        elif was:
-            self.statusMessage.emit("Cancelled")
+        elif was_decoding:
+            self.statusMessage.emit(f"Cancelled after {self._n_live} token{'s' if self._n_live != 1 else ''}")
         self.busyChanged.emit(False, "")
-        return was
+        return was_loading or was_decoding
+
+    def _end_cancelled_run(self) -> None:
+        """Show the end of a run the user cancelled: the text so far marked "(cancelled)" and
+        the statistics of the tokens that arrived."""
+        elapsed = time.perf_counter() - self._t_first if self._t_first is not None else 0.0
+        steps = [self._steps[k] for k in sorted(self._steps)]
+        fin = Finished(
+            text="".join(ev.text for ev in steps), token_ids=[ev.token_id for ev in steps],
+            stats=RunStats(decode_s=elapsed, n_tokens=len(steps)), cancelled=True, reason="cancelled",
+        )
+        self.stream.finish(fin)
+        self.statsChanged.emit(self._stats_dict(fin))
 
     def shutdown(self, wait_ms: int = 10000) -> None:
         """Cancel everything and wait for the worker threads (window close)."""
@@ -439,6 +476,11 @@ class DecodeTab(QWidget):
             dt = time.perf_counter() - self._t_first
             d.update(ms_per_token=1000.0 * dt / self._n_live, tokens_per_s=self._n_live / dt if dt > 0 else None)
         return d
+
+
+def _active(handle: WorkerHandle | None) -> bool:
+    """A worker that runs and was not cancelled."""
+    return bool(handle is not None and handle.running and not handle.abort_requested)
 
 
 def splitter_state_sizes(state: Any) -> list[int] | None:

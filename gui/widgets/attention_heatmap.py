@@ -146,8 +146,14 @@ class AttentionHeatmap(QWidget):
             unit: axis label, e.g. "time (s)", "x (pixels)", "source token".
             scale: source units per column (0.02 for Whisper frames in seconds).
             labels: string ticks, one per column (translation), or None for numbers.
-            n_columns: initial number of columns (grows if events need more).
+            n_columns: initial number of columns (grows if events need more). With no rows
+                shown, the columns are set to exactly this (a new, shorter input gets an axis
+                that fits it, not the longest earlier input's).
         """
+        if not self._steps and n_columns and n_columns != self._n_cols:
+            self._n_cols = 0
+            self._image = np.zeros((0, 0), np.float32)
+            self._buf = self._image
         self._unit, self._scale, self._col_labels = unit, float(scale), labels
         self.plot.setLabel("bottom", unit)
         ax = self.plot.getAxis("bottom")
@@ -195,8 +201,15 @@ class AttentionHeatmap(QWidget):
         no_si_prefix(self.wave_plot.getAxis("left"))
         self.wave_plot.show()
 
-    def clear(self) -> None:
-        """Remove all rows (keeps the column axis and the layer/head choice)."""
+    def clear(self, columns: bool = False) -> None:
+        """Remove all rows (keeps the column axis and the layer/head choice).
+
+        Args:
+            columns: also drop the columns beyond the string labels (if any), so the next
+                run's events size them to its own input (a new run on a shorter input).
+        """
+        if columns:
+            self._n_cols = len(self._col_labels or [])
         self._steps.clear()
         self._row_of.clear()
         self._texts.clear()
