@@ -1,6 +1,7 @@
 # Two commands do all the set-up on a fresh machine:
-#   make run   - create .venv, install the app and its bundled models, start the window
-#   make test  - the same set-up plus the test extras, then run the test suite
+#   make run   - install the Debian packages the window needs (sysdeps), create .venv,
+#                install the app and its bundled models, start the window
+#   make test  - the same set-up plus the test-only packages and extras, then the test suite
 PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
@@ -11,9 +12,32 @@ PY     := $(VENV)/bin/python
 TORCH  ?= torch==2.14.1 torchvision==0.29.1
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test bench clean
+# Debian/Ubuntu packages: the one list `make sysdeps` installs (.ci/run uses it too).
+# To build the venv:
+BUILD_PACKAGES := python3 python3-venv make
+# What the window needs: PortAudio (microphone), libsndfile, the Qt (PySide6 wheel) runtime
+# libraries, the xcb platform plugin's libraries, a font.
+RUN_PACKAGES := $(BUILD_PACKAGES) libportaudio2 libsndfile1 \
+	libegl1 libgl1 libopengl0 libglib2.0-0 libdbus-1-3 libfontconfig1 libfreetype6 \
+	libxkbcommon0 libx11-6 libxcb1 libxkbcommon-x11-0 libxcb-cursor0 libxcb-icccm4 \
+	libxcb-keysyms1 libxcb-shape0 libxcb-randr0 libxcb-render-util0 libxcb-image0 \
+	libxcb-xinerama0 fonts-dejavu-core
+# Tests only: PulseAudio + ALSA pulse plugin (the fake microphone), espeak-ng and sox
+# (synthetic speech), fonts for rendered OCR images, a virtual X server.
+TEST_PACKAGES := pulseaudio pulseaudio-utils libasound2-plugins espeak-ng sox \
+	fonts-liberation fontconfig xvfb
+# `make test`/`make bench` (and `make sysdeps WITH_TESTS=1`) add TEST_PACKAGES.
+SYSDEPS = $(RUN_PACKAGES) $(if $(WITH_TESTS),$(TEST_PACKAGES))
+test bench: WITH_TESTS = 1
 
-$(PY):
+.PHONY: run test bench clean sysdeps
+
+# Installs what is missing of $(SYSDEPS) (apt-get as root or through `sudo -n`; otherwise
+# one line with the command to run); prints nothing when all is there.
+sysdeps:
+	@sh .ci/sysdeps.sh $(SYSDEPS)
+
+$(PY): | sysdeps
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 
@@ -22,13 +46,13 @@ $(STAMP): pyproject.toml | $(PY)
 	$(PY) -m pip install -q -e ".[models,test]"
 	touch $(STAMP)
 
-run: $(STAMP)
+run: sysdeps $(STAMP)
 	$(VENV)/bin/decoding-explorer
 
-test: $(STAMP)
+test: sysdeps $(STAMP)
 	QT_QPA_PLATFORM=offscreen $(PY) -m pytest -q tests --ignore=tests/bench
 
-bench: $(STAMP)
+bench: sysdeps $(STAMP)
 	for b in tests/bench/bench_*.py; do $(PY) $$b || exit 1; done
 
 clean:

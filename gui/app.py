@@ -14,6 +14,7 @@ from typing import Sequence
 from PySide6.QtWidgets import QApplication
 
 from .main_window import APPLICATION, ORGANIZATION, MainWindow
+from .platform_check import xcb_problem
 from .worker import wait_all
 
 
@@ -41,7 +42,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         argv: Qt arguments (default ``sys.argv``); ``--no-autoload`` opens the window
             without loading the default model.
     """
-    problem = display_problem()
+    # Both checks run before the QApplication exists: Qt aborts when it cannot open a window.
+    problem = display_problem() or xcb_problem()
     if problem is not None:
         print(f"decoding-explorer: error: {problem}", file=sys.stderr)
         return 1
