@@ -86,6 +86,15 @@ class SegmentEvent:
     label: str  # e.g. "0.0–30.0 s", "line 2", "sentence 3"
     source_offset: int = 0
     source_len: int = 0
+    # how many segments the input has (0 = not known); the GUI shows "sentence i of n"
+    total: int = 0
+    # what a segment is, for progress text: "window", "sentence", "line"
+    kind: str = "segment"
+    # speech: probability of Whisper's no-speech token at the start of the window
+    # (openai/whisper decoding.py: softmax of the logits after <|startoftranscript|>); None elsewhere
+    no_speech_prob: float | None = None
+    # something the user should know about this segment's output ("" = nothing), shown in the window
+    warning: str = ""
 
 
 @dataclass

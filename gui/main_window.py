@@ -95,6 +95,7 @@ class MainWindow(QMainWindow):
         tab.errorOccurred.connect(lambda m: self.show_message("Error: " + m.splitlines()[0], 15000))
         tab.statsChanged.connect(lambda d, t=tab: self._on_stats(t, d))
         tab.busyChanged.connect(lambda b, m, t=tab: self._on_busy(t, b, m))
+        tab.progressChanged.connect(lambda i, n, t=tab: self._on_busy(t, t.is_busy(), t.busy_message))
 
     def show_message(self, text: str, timeout_ms: int = 6000) -> None:
         """A transient status-bar message, shortened to fit beside the statistics (full text as tooltip)."""
@@ -140,6 +141,14 @@ class MainWindow(QMainWindow):
         if tab is not self.current_tab():
             return  # shown when that tab becomes the current one (_show_tab_state)
         busy = busy or tab.is_busy()
+        progress = tab.progress if busy else None
+        if progress is None:
+            self.busy_bar.setRange(0, 0)  # indeterminate
+            self.busy_bar.setToolTip("")
+        else:  # determinate: segments (sentences, 30 s windows) done of all
+            self.busy_bar.setRange(0, progress[1])
+            self.busy_bar.setValue(progress[0])
+            self.busy_bar.setToolTip(f"{progress[0]} of {progress[1]} done")
         self.busy_bar.setVisible(busy)
         self.busy_label.setText(message if busy else "")
         self.cancel_button.setEnabled(busy)
@@ -202,6 +211,13 @@ class MainWindow(QMainWindow):
         s.sync()
 
     def closeEvent(self, event) -> None:  # noqa: N802
+        """Ask each tab that has unsaved work (``confirm_close()``, e.g. the Speech tab's
+        recordings: Save / Discard / Cancel); a tab that says no keeps the window open."""
+        for i in range(self.tabs.count()):
+            confirm = getattr(self.tabs.widget(i), "confirm_close", None)
+            if confirm is not None and not confirm():
+                event.ignore()
+                return
         self.save_settings()
         for i in range(self.tabs.count()):
             self.tabs.widget(i).shutdown(wait_ms=2000)  # app.main waits for the rest (wait_all)

@@ -8,20 +8,30 @@ after the current decoding step at the latest.
 
 The generator function receives a ``cancel`` callable (``() -> bool``) it may pass on
 to long-running code (``SpeechModel.decode(..., cancel=cancel)``).
+
+A fast generator cannot flood the GUI thread: items go into a locked queue and the
+worker posts one ``ready`` signal only when the queue turns non-empty; the GUI thread
+drains what has accumulated, at most ``DRAIN_BUDGET_S`` of callbacks at a time (the rest
+follows on the next turn of the event loop, after timers and paints). So there is never
+more than one posted event per worker waiting, however many items it yields.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+import time
 import traceback
+from collections import deque
 from typing import Any, Callable, Iterator
 
-from PySide6.QtCore import QObject, QThread, Signal, Slot
+from PySide6.QtCore import QObject, QThread, QTimer, Signal, Slot
 
 log = logging.getLogger(__name__)
 
 GeneratorFn = Callable[[Callable[[], bool]], Iterator[Any]]
+#: seconds of item callbacks the GUI thread runs per turn of its event loop
+DRAIN_BUDGET_S = 0.02
 
 
 def user_message(exc: BaseException) -> str:
@@ -44,7 +54,9 @@ class GeneratorWorker(QObject):
     """Iterates ``fn(cancel)`` and emits each item as ``event``.
 
     Signals:
-        event(object): one per yielded item, in order.
+        event(object): one per yielded item, in order (for direct listeners; a
+            ``WorkerHandle`` drains the queue instead, see ``ready``).
+        ready(): the item queue turned non-empty (emitted once until :meth:`take` empties it).
         error(str): the generator raised; the message is meant for the user.
         finished(): always emitted last (after completion, error or cancel).
 
@@ -53,6 +65,7 @@ class GeneratorWorker(QObject):
     """
 
     event = Signal(object)
+    ready = Signal()
     error = Signal(str)
     finished = Signal()
 
@@ -61,6 +74,25 @@ class GeneratorWorker(QObject):
         self._fn = fn
         self._abort = threading.Event()
         self.name = name
+        self._queue: deque = deque()
+        self._lock = threading.Lock()
+        self._signalled = False
+
+    def _push(self, item: Any) -> None:
+        with self._lock:
+            self._queue.append(item)
+            wake = not self._signalled
+            self._signalled = True
+        if wake:
+            self.ready.emit()
+
+    def take(self) -> list[Any]:
+        """Every queued item, oldest first, emptying the queue (thread-safe)."""
+        with self._lock:
+            items = list(self._queue)
+            self._queue.clear()
+            self._signalled = False
+        return items
 
     @property
     def abort_requested(self) -> bool:
@@ -83,6 +115,7 @@ class GeneratorWorker(QObject):
                         close()
                     break
                 self.event.emit(item)
+                self._push(item)
         except Exception as exc:  # noqa: BLE001 - reported to the user in the window
             if not self._abort.is_set():
                 message = user_message(exc)
@@ -98,6 +131,13 @@ class GeneratorWorker(QObject):
             # never the main thread's (work() called directly, as in tests)
             if threading.current_thread() is not threading.main_thread():
                 QThread.currentThread().quit()
+
+
+class _Error:
+    """The generator's error message, queued behind the items it yielded first."""
+
+    def __init__(self, message: str) -> None:
+        self.message = message
 
 
 class WorkerHandle(QObject):
@@ -124,27 +164,59 @@ class WorkerHandle(QObject):
         self._on_finished = on_finished
         self.running = True
         self._aborted = False
-        worker.event.connect(self._event)
+        self._backlog: deque = deque()  # items taken from the worker, not yet handed on
+        self._drain_scheduled = False
+        self._ending = False  # the thread ended; complete once the backlog is handed on
+        worker.ready.connect(self._drain)
         worker.error.connect(self._error)
         worker.finished.connect(self._finished)
 
-    @Slot(object)
-    def _event(self, item: Any) -> None:
-        if self._on_event is not None and not self._aborted:
-            self._on_event(item)
+    @Slot()
+    def _drain(self) -> None:
+        """Hand queued items to ``on_event`` for at most ``DRAIN_BUDGET_S`` seconds; what is
+        left is handed on at the next turn of the event loop (after timers and paints). The
+        error and the end of the run come after every item yielded before them."""
+        self._drain_scheduled = False
+        if self.worker is not None:
+            self._backlog.extend(self.worker.take())
+        deadline = time.perf_counter() + DRAIN_BUDGET_S
+        while self._backlog:
+            item = self._backlog.popleft()
+            if isinstance(item, _Error):
+                if self._on_error is not None and not self._aborted:
+                    self._on_error(item.message)
+            elif self._on_event is not None and not self._aborted:
+                self._on_event(item)
+            if time.perf_counter() > deadline:
+                break
+        if self._backlog:
+            if not self._drain_scheduled:
+                self._drain_scheduled = True
+                QTimer.singleShot(0, self, self._drain)
+        elif self._ending:
+            self._ending = False
+            self._complete()
 
     @Slot(str)
     def _error(self, message: str) -> None:
-        if self._on_error is not None and not self._aborted:
-            self._on_error(message)
+        if self.worker is not None:
+            self._backlog.extend(self.worker.take())  # the items yielded before the error come first
+        self._backlog.append(_Error(message))
 
     @Slot()
     def _finished(self) -> None:
-        self.running = False
-        thread, self.thread, self.worker = self.thread, None, None
+        worker, thread, self.thread, self.worker = self.worker, self.thread, None, None
+        if worker is not None:
+            self._backlog.extend(worker.take())
         if thread is not None:
             thread.quit()
             thread.wait(5000)
+        self._ending = True
+        self._drain()
+
+    def _complete(self) -> None:
+        """The thread has ended and every item was handed on: ``running`` turns False."""
+        self.running = False
         _live.discard(self)
         if self._on_finished is not None:
             self._on_finished()
@@ -152,6 +224,7 @@ class WorkerHandle(QObject):
     def abort(self) -> None:
         """Ask the generator to stop after its current item; events still queued are dropped."""
         self._aborted = True
+        self._backlog.clear()
         if self.worker is not None:
             self.worker.abort()
 
@@ -161,7 +234,8 @@ class WorkerHandle(QObject):
         return self._aborted
 
     def wait(self, msecs: int = 10000) -> bool:
-        """Block until the thread ends (used on window close). True if it ended."""
+        """Block until the thread ends (used on window close). True if it ended; items it
+        yielded may still be waiting to be handed on (``running`` stays True until then)."""
         thread = self.thread
         if thread is None:
             return True

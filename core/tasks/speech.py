@@ -33,6 +33,9 @@ WINDOW_SAMPLES = int(SAMPLE_RATE * WINDOW_S)
 WINDOW_FRAMES = WINDOW_SAMPLES // SAMPLES_PER_FRAME
 #: shortest clip we accept, seconds
 MIN_AUDIO_S = 0.1
+#: a window whose no-speech probability is above this is flagged (openai/whisper
+#: transcribe()'s no_speech_threshold)
+NO_SPEECH_WARN = 0.6
 
 BUNDLED = ("base", "tiny.en")
 DEFAULT_MODEL = "base"
@@ -105,7 +108,29 @@ class SpeechModel:
 
         One decoder step on <|startoftranscript|>; softmax restricted to the language
         tokens (as openai/whisper ``detect_language`` does).
+
+        Raises:
+            ValueError: for an English-only model (it has no language to detect).
         """
+        if not self.multilingual:
+            raise ValueError(f"{self.name} is English-only; there is no language to detect")
+        language, p, _ = self._sot_step(encoded, key)
+        return language, p
+
+    def no_speech_prob(self, encoded, key=None) -> float | None:
+        """Probability of Whisper's no-speech token after <|startoftranscript|> (0..1), or
+        None if the vocabulary has none.
+
+        As openai/whisper ``decoding.py`` computes ``no_speech_probs``: the softmax over the
+        whole vocabulary of the logits at the start-of-transcript position, no filters.
+        ``transcribe()`` treats a window as silence when it is > 0.6 (and the average
+        log-probability < -1).
+        """
+        return self._sot_step(encoded, key)[2]
+
+    def _sot_step(self, encoded, key=None) -> tuple[str | None, float, float | None]:
+        """(detected language or None, its probability, no-speech probability) from one
+        decoder step on <|startoftranscript|>; cached by the window's key."""
         if key is not None and key in self._language_cache:
             return self._language_cache[key]
         import torch
@@ -113,10 +138,16 @@ class SpeechModel:
         lw = self._loaded
         cache = self.backend.init_cache(encoded, 1)
         out = self.backend.step(torch.tensor([[lw.special.sot]]), cache, output_attentions=False)
-        ids = torch.tensor([lw.lang_token_ids[c] for c in self.languages])
-        probs = torch.softmax(out.logits[0, ids].float(), dim=-1)
-        best = int(torch.argmax(probs))
-        result = (self.languages[best], float(probs[best]))
+        logits = out.logits[0].float()
+        language, p = None, 0.0
+        if self.multilingual:
+            ids = torch.tensor([lw.lang_token_ids[c] for c in self.languages])
+            probs = torch.softmax(logits[ids], dim=-1)
+            best = int(torch.argmax(probs))
+            language, p = self.languages[best], float(probs[best])
+        ns = lw.special.no_speech
+        no_speech = float(torch.softmax(logits, dim=-1)[ns]) if ns is not None else None
+        result = (language, p, no_speech)
         if key is not None:
             self._language_cache[key] = result
         return result
@@ -192,15 +223,23 @@ class SpeechModel:
             t0 = time.perf_counter()
             encoded, hit, key = self._encode(window)
             label = f"{i * WINDOW_S:.1f}–{min(len(audio) / SAMPLE_RATE, (i + 1) * WINDOW_S):.1f} s"
+            detected, p, no_speech = self._sot_step(encoded, key)
             if self.multilingual and language == "auto":
-                lang, p = self.detect_language(encoded, key)
+                lang = detected
                 label += f" · language {lang} ({p:.0%})"
             elif not self.multilingual:
                 lang = "en"
+            if no_speech is not None:
+                label += f" · no speech {no_speech:.0%}" + (" — likely no speech" if no_speech > NO_SPEECH_WARN else "")
             stats.encode_s += time.perf_counter() - t0
             stats.encoder_cached = stats.encoder_cached and hit
             self.last_language = lang
-            yield SegmentEvent(segment=i, label=label, source_offset=i * WINDOW_FRAMES, source_len=encoded.source_len)
+            warning = ""
+            if no_speech is not None and no_speech > NO_SPEECH_WARN:
+                warning = (f"{label.split(' · ')[0]}: the model's no-speech probability is {no_speech:.0%}, so this "
+                           "audio may hold no speech and the text decoded from it may be invented.")
+            yield SegmentEvent(segment=i, label=label, source_offset=i * WINDOW_FRAMES, source_len=encoded.source_len,
+                               total=n_windows, kind="window", no_speech_prob=no_speech, warning=warning)
             finished = yield from run_segment(
                 self.engine, encoded, self.prompt(lang, task), options, cancel=cancel,
                 step_offset=totals.step, segment=i, source_offset=i * WINDOW_FRAMES,

@@ -334,7 +334,8 @@ class TranslationModel:
             stats.encode_s += time.perf_counter() - t0
             stats.encoder_cached = stats.encoder_cached and hit
             yield SegmentEvent(segment=ci, label=f"sentence {chunk.sentence + 1}",
-                               source_offset=chunk.source_offset, source_len=encoded.source_len)
+                               source_offset=chunk.source_offset, source_len=encoded.source_len,
+                               total=len(chunks), kind="sentence")
             finished = yield from run_segment(
                 engine, encoded, self.decoder_prompt(encoded), options, cancel=cancel,
                 step_offset=totals.step, segment=ci, source_offset=chunk.source_offset,

@@ -16,9 +16,10 @@ option changes (cancelling the running decode first), and reports errors inline
 from __future__ import annotations
 
 import time
+from collections import deque
 from typing import Any, Callable, Iterator
 
-from PySide6.QtCore import QByteArray, QDataStream, QIODevice, QObject, QSettings, Qt, Signal
+from PySide6.QtCore import QByteArray, QDataStream, QIODevice, QObject, QSettings, Qt, QTimer, Signal
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QSplitter, QToolButton, QVBoxLayout, QWidget
 
 from core.events import BeamEvent, Finished, RunStats, SegmentEvent, StepEvent
@@ -29,6 +30,27 @@ from ..widgets.options_panel import OptionsPanel
 from ..widgets.token_stream import TokenStreamView
 from ..widgets.topk_chart import TopKChart
 from ..worker import WorkerHandle, start_worker
+
+
+#: the views take the events of a running decode at most once per this many ms (~30 frames/s)
+FRAME_MS = 33
+#: at most this many events, or this many seconds of handling them, per turn of the event loop
+MAX_EVENTS_PER_FRAME = 400
+PUMP_BUDGET_S = 0.015
+
+
+class _RunEnded:
+    """Queued behind a run's last event: its worker thread has ended."""
+
+    def __init__(self, handle: WorkerHandle) -> None:
+        self.handle = handle
+
+
+class _RunError:
+    """Queued behind the events a run yielded before it failed: the message for the user."""
+
+    def __init__(self, message: str) -> None:
+        self.message = message
 
 
 class _Relay(QObject):
@@ -86,6 +108,8 @@ class DecodeTab(QWidget):
             ``ms_per_token``, ``tokens_per_s``, ``rtf`` (None if not speech), ``model``,
             ``device``, ``n_tokens``, ``live`` (True while decoding).
         busyChanged(bool, str): a model load/decode started (True, what) or ended.
+        progressChanged(int, int): (segments done, segments in all) of a long input
+            (sentence i of n, 30 s window i of n); the status bar's busy bar shows it.
         errorOccurred(str): a user-facing error message.
         modelReady(object): a model finished loading.
         decodeFinished(object): the ``Finished`` event of a completed (not superseded) run.
@@ -101,6 +125,7 @@ class DecodeTab(QWidget):
     statusMessage = Signal(str)
     statsChanged = Signal(dict)
     busyChanged = Signal(bool, str)
+    progressChanged = Signal(int, int)
     errorOccurred = Signal(str)
     modelReady = Signal(object)
     decodeFinished = Signal(object)
@@ -122,8 +147,21 @@ class DecodeTab(QWidget):
         #: the tab becomes the current one, so each tab's status bar is its own)
         self.last_stats: dict = {}
         self.busy_message = ""
+        #: (segments done, segments in all) of the running decode, or None
+        self.progress: tuple[int, int] | None = None
         self.statsChanged.connect(self._remember_stats)
         self.busyChanged.connect(self._remember_busy)
+        self.progressChanged.connect(self._remember_progress)
+        # Views are updated at most once per frame: StepEvents (and the latest BeamEvent)
+        # wait here until the flush timer fires, so a fast decoder cannot flood the GUI thread.
+        self._view_queue: list[StepEvent | SegmentEvent] = []
+        self._pending_beams: BeamEvent | None = None
+        self._progress_due: tuple[int, int, str] | None = None  # (done, total, kind) to show
+        self._flush_timer = QTimer(self)
+        self._flush_timer.setSingleShot(True)
+        self._flush_timer.setInterval(FRAME_MS)
+        self._flush_timer.timeout.connect(self._pump)
+        self._inbox: deque = deque()  # worker events not yet handed to _on_event
 
         self.banner = ErrorBanner()
         self.options_panel = OptionsPanel()
@@ -255,6 +293,11 @@ class DecodeTab(QWidget):
 
     def _remember_busy(self, busy: bool, message: str) -> None:
         self.busy_message = message if busy else ""
+        if not busy:
+            self.progress = None
+
+    def _remember_progress(self, done: int, total: int) -> None:
+        self.progress = (done, total)
 
     def show_error(self, message: str) -> None:
         """Show ``message`` in the banner and tell the window (status bar)."""
@@ -332,6 +375,7 @@ class DecodeTab(QWidget):
             self.show_error(f"Invalid decoding options: {exc}")
             return
         self.clear_error()
+        self._drop_queued_events()
         self.stream.clear()
         self.heatmap.clear(columns=True)  # the run's events size the columns to this input
         self._steps.clear()
@@ -339,6 +383,7 @@ class DecodeTab(QWidget):
         self._t_first = time.perf_counter()
         self._n_live = 0
         self.topk.set_step(None)
+        self.progress = None
         self.busyChanged.emit(True, "Decoding…")
         try:
             fn = self.decode_fn(options)
@@ -348,9 +393,9 @@ class DecodeTab(QWidget):
             return
         handle = start_worker(
             fn,
-            on_event=self._on_event,
-            on_error=self.show_error,
-            on_finished=lambda: self._decode_finished(handle),
+            on_event=self._receive,
+            on_error=lambda m: self._receive(_RunError(m)),
+            on_finished=lambda: self._receive(_RunEnded(handle)),
             name="decode",
         )
         self._decode = handle
@@ -359,31 +404,117 @@ class DecodeTab(QWidget):
         """Bind ``decode_events`` to ``options`` for the worker (subclasses may snapshot input here)."""
         return lambda cancel: self.decode_events(options, cancel)
 
+    def _receive(self, ev: Any) -> None:
+        """A worker event (or the end of a run): into the inbox, which :meth:`_pump` empties
+        frame by frame."""
+        self._inbox.append(ev)
+        if not self._flush_timer.isActive():
+            self._flush_timer.start(FRAME_MS)
+
+    def _pump(self) -> None:
+        """Hand the inbox's events to ``_on_event`` in order, at most ``MAX_EVENTS_PER_FRAME``
+        or ``PUMP_BUDGET_S`` seconds' worth, then update the views once; the rest waits for
+        the next turn of the event loop (timers and paints run in between). Before any event
+        other than a step, beams or a segment, the views catch up (so a subclass's
+        ``_on_event`` sees every earlier token in them)."""
+        deadline = time.perf_counter() + PUMP_BUDGET_S
+        n = 0
+        while self._inbox and n < MAX_EVENTS_PER_FRAME and time.perf_counter() < deadline:
+            ev = self._inbox.popleft()
+            n += 1
+            if isinstance(ev, _RunEnded):
+                self.flush_views()
+                self._decode_finished(ev.handle)
+                continue
+            if not isinstance(ev, (StepEvent, BeamEvent, SegmentEvent)):
+                self.flush_views()
+            self._on_event(ev)
+        self.flush_views()
+        if self._inbox:
+            self._flush_timer.start(1)  # more next turn, after timers and paints
+
     def _on_event(self, ev: Any) -> None:
-        if isinstance(ev, StepEvent):
-            self._steps[ev.step] = ev
-            self._latest_step = ev.step
-            self._n_live += 1
-            self.stream.append_step(ev)
-            self.heatmap.append_step(ev)
-            if self._selected_step is None or self._selected_step == ev.step:
-                self.topk.set_step(ev)
-                if self._selected_step == ev.step:
-                    self.stream.select_step(ev.step)
-                    self.heatmap.select_step(ev.step)
-            if self._n_live % 8 == 1:
-                self.statsChanged.emit(self._stats_dict(None))
-        elif isinstance(ev, SegmentEvent):
-            self.stream.handle(ev)
-            self.heatmap.handle(ev)
-        elif isinstance(ev, BeamEvent):
-            self.stream.set_beams(ev)
+        """Take one event of the running decode (GUI thread). The run's state (``_steps``)
+        is updated at once; the views are updated by :meth:`flush_views`, at most once per
+        ``FRAME_MS``, with every StepEvent that arrived since the last frame."""
+        if isinstance(ev, (StepEvent, SegmentEvent)):
+            if isinstance(ev, StepEvent):
+                self._steps[ev.step] = ev
+                self._latest_step = ev.step
+                self._n_live += 1
+            else:
+                if ev.warning:
+                    self.banner.show_message(ev.warning)
+                    self.statusMessage.emit(ev.warning)
+                if ev.total > 1:
+                    self._progress_due = (ev.segment, ev.total, ev.kind)
+            self._view_queue.append(ev)
+            return
+        if isinstance(ev, BeamEvent):
+            self._pending_beams = ev
+            return
+        self.flush_views()
+        if isinstance(ev, _RunError):
+            self.show_error(ev.message)
         elif isinstance(ev, Finished):
             self.stream.finish(ev)
             self.statsChanged.emit(self._stats_dict(ev))
             self.decodeFinished.emit(ev)
             what = "cancelled" if ev.cancelled else f"{ev.stats.n_tokens} tokens ({ev.reason})"
             self.statusMessage.emit(f"Decoded: {what}")
+
+    def _drop_queued_events(self) -> None:
+        """Forget the events of a superseded or cancelled run that were not shown yet (the
+        ends of runs stay: they finish the bookkeeping of their worker)."""
+        self._inbox = deque(ev for ev in self._inbox if isinstance(ev, _RunEnded))
+        self._view_queue.clear()
+        self._pending_beams = None
+        self._progress_due = None
+        if not self._inbox:
+            self._flush_timer.stop()
+
+    def flush_views(self) -> None:
+        """Show the StepEvents (and the latest beams) that arrived since the last frame:
+        one batch for the token stream and the heatmap, the top-k of the newest (or the
+        selected) step, one statistics update."""
+        self._flush_timer.stop()
+        queue, self._view_queue = self._view_queue, []
+        beams, self._pending_beams = self._pending_beams, None
+        if beams is not None:
+            self.stream.set_beams(beams)
+        progress, self._progress_due = self._progress_due, None
+        if progress is not None:
+            done, total, kind = progress
+            self.busyChanged.emit(True, f"Decoding {kind} {done + 1} of {total}…")
+            self.progressChanged.emit(done, total)
+        if not queue:
+            return
+        batch: list[StepEvent] = []
+        for ev in queue:  # steps in batches; a segment between them starts a new line/columns
+            if isinstance(ev, StepEvent):
+                batch.append(ev)
+                continue
+            self._show_steps(batch)
+            batch = []
+            self.stream.handle(ev)
+            self.heatmap.handle(ev)
+        self._show_steps(batch)
+        last = next((ev for ev in reversed(queue) if isinstance(ev, StepEvent)), None)
+        if last is None:
+            return
+        sel = self._selected_step
+        if sel is None:
+            self.topk.set_step(last)
+        elif any(isinstance(ev, StepEvent) and ev.step == sel for ev in queue):
+            self.topk.set_step(self._steps[sel])
+            self.stream.select_step(sel)
+            self.heatmap.select_step(sel)
+        self.statsChanged.emit(self._stats_dict(None))
+
+    def _show_steps(self, batch: list[StepEvent]) -> None:
+        if batch:
+            self.stream.append_steps(batch)
+            self.heatmap.append_steps(batch)
 
     def _decode_finished(self, handle: WorkerHandle) -> None:
         if self._decode is handle:
@@ -422,6 +553,7 @@ class DecodeTab(QWidget):
             if h is not None and h.running:
                 h.abort()
         if was_decoding:
+            self._drop_queued_events()
             self._end_cancelled_run()
         if was_loading:
             self.statusMessage.emit("Model load cancelled (the files finish loading in the background and are discarded).")

@@ -26,6 +26,10 @@ from .colors import LUT
 from .token_stream import display_text
 
 AVERAGE = "average"
+#: beyond this many input columns (30 s windows of 1500 frames, source tokens), or rows x
+#: columns cells, the heatmap shows one segment at a time (see AttentionHeatmap.append_steps)
+MAX_COLUMNS = 3000
+MAX_CELLS = 3_000_000
 
 
 def reduce_attention(att: np.ndarray, layer: int | None, head: int | None) -> np.ndarray:
@@ -71,6 +75,13 @@ class AttentionHeatmap(QWidget):
         self._row_of: dict[int, int] = {}
         self._texts: list[str] = []
         self._atts: list[tuple[int, np.ndarray | None]] = []  # (column offset, (L, H, n))
+        self._index: dict[int, int] = {}  # step -> index into _steps/_texts/_atts/_segs
+        self._segs: list[int] = []  # segment of each row
+        self._rows_of_seg: dict[int, list[int]] = {}
+        self._seg_span: dict[int, tuple[int, int]] = {}  # segment -> (first column, columns)
+        self._view_seg: int | None = None  # windowed view: the segment drawn
+        self._shown: list[int] = []  # indices (into _steps) of the rows drawn, in order
+        self._col0 = 0  # input column of the image's first column
         self._image = np.zeros((0, 0), np.float32)
         self._buf = self._image
         self._selected: int | None = None
@@ -210,10 +221,17 @@ class AttentionHeatmap(QWidget):
         """
         if columns:
             self._n_cols = len(self._col_labels or [])
+            self._seg_span.clear()
         self._steps.clear()
+        self._index.clear()
         self._row_of.clear()
         self._texts.clear()
         self._atts.clear()
+        self._segs.clear()
+        self._rows_of_seg.clear()
+        self._view_seg = None
+        self._shown = []
+        self._col0 = 0
         self._image = np.zeros((0, self._n_cols), np.float32)
         self._buf = self._image
         self._selected = None
@@ -226,50 +244,98 @@ class AttentionHeatmap(QWidget):
         if isinstance(ev, StepEvent):
             self.append_step(ev)
         elif isinstance(ev, SegmentEvent) and ev.source_len:
+            self._seg_span[ev.segment] = (ev.source_offset, ev.source_len)
             self._resize_columns(ev.source_offset + ev.source_len)
 
     def append_step(self, ev: StepEvent) -> None:
         """Add one row for ``ev`` (its cross-attention placed at ``ev.source_offset``)."""
-        att = ev.cross_attention
-        if att is not None:
-            att = np.asarray(att, dtype=np.float32)
-            if att.ndim == 1:
-                att = att[None, None, :]
-            elif att.ndim == 2:
-                att = att[None, :, :]
-            self._ensure_combos(att.shape[0], att.shape[1])
-            self._resize_columns(ev.source_offset + att.shape[-1])
-        self._row_of[ev.step] = len(self._steps)
-        self._steps.append(ev.step)
-        self._texts.append(display_text(ev.text))
-        self._atts.append((ev.source_offset, att))
-        row = self._row(len(self._atts) - 1)
-        self._append_row(row)
+        self.append_steps([ev])
+
+    def append_steps(self, events: list[StepEvent]) -> None:
+        """Add one row per event, then redraw once (a frame's batch).
+
+        While the whole input fits (at most ``MAX_COLUMNS`` columns and ``MAX_CELLS``
+        cells), every row is shown. Beyond that (a 10-minute recording, a long text) the
+        view shows one segment (30 s window, sentence, line) at a time: the newest one while
+        decoding, or the selected step's, so the image stays small and each frame cheap.
+        """
+        if not events:
+            return
+        for ev in events:
+            att = ev.cross_attention
+            if att is not None:
+                att = np.asarray(att, dtype=np.float32)
+                if att.ndim == 1:
+                    att = att[None, None, :]
+                elif att.ndim == 2:
+                    att = att[None, :, :]
+                self._ensure_combos(att.shape[0], att.shape[1])
+                self._resize_columns(ev.source_offset + att.shape[-1])
+                lo, n = self._seg_span.get(ev.segment, (ev.source_offset, 0))
+                self._seg_span[ev.segment] = (lo, max(n, ev.source_offset + att.shape[-1] - lo))
+            i = len(self._steps)
+            self._index[ev.step] = i
+            self._steps.append(ev.step)
+            self._texts.append(display_text(ev.text))
+            self._atts.append((ev.source_offset, att))
+            self._segs.append(ev.segment)
+            self._rows_of_seg.setdefault(ev.segment, []).append(i)
+        if self.windowed():
+            focus = self._segment_of(self._selected)
+            if focus is None:
+                focus = events[-1].segment
+            if focus != self._view_seg:
+                self._show_segment(focus)  # draws the batch's rows of that segment too
+                return
+        elif self._image.shape[1] != self._n_cols:  # full view: the columns grew
+            self._resize_image_columns()
+        first_new = len(self._steps) - len(events)
+        for i in range(first_new, len(self._steps)):
+            if self._view_seg is not None and self._segs[i] != self._view_seg:
+                continue
+            self._row_of[self._steps[i]] = len(self._shown)
+            self._shown.append(i)
+            self._append_row(self._row(i))
         self._refresh_image()
         self._update_row_ticks()
-        if self._selected == ev.step:
-            self.select_step(ev.step)
+
+    def windowed(self) -> bool:
+        """Whether the input is too large to draw whole, so one segment is shown at a time."""
+        return self._n_cols > MAX_COLUMNS or len(self._steps) * max(self._n_cols, 1) > MAX_CELLS
+
+    def shown_segment(self) -> int | None:
+        """The segment shown when :meth:`windowed` (None: every row is shown)."""
+        return self._view_seg
+
+    def column_offset(self) -> int:
+        """The input column that the image's first column shows (0 unless windowed)."""
+        return self._col0
 
     def select_step(self, step: int | None) -> None:
-        """Outline the row of ``step`` (None: no outline)."""
+        """Outline the row of ``step`` (None: no outline); when windowed, show its segment."""
         self._selected = step
+        if step is not None and self.windowed():
+            seg = self._segment_of(step)
+            if seg is not None and seg != self._view_seg:
+                self._show_segment(seg)
         r = self._row_of.get(step) if step is not None else None
         if r is None:
             self.highlight.hide()
             return
-        self.highlight.setRect(QRectF(0, r, max(self._n_cols, 1) * self._scale, 1))
+        self.highlight.setRect(QRectF(self._col0 * self._scale, r, max(self._image.shape[1], 1) * self._scale, 1))
         self.highlight.show()
 
     def row_of(self, step: int | None) -> int | None:
-        """The heatmap row of ``step`` (None if that step has no row)."""
+        """The image row of ``step`` (None if that step has no row shown)."""
         return None if step is None else self._row_of.get(step)
 
     def step_at_row(self, row: int) -> int | None:
-        """The step shown in heatmap row ``row`` (None outside the rows)."""
-        return self._steps[row] if 0 <= row < len(self._steps) else None
+        """The step shown in image row ``row`` (None outside the rows)."""
+        return self._steps[self._shown[row]] if 0 <= row < len(self._shown) else None
 
     def matrix(self) -> np.ndarray:
-        """The displayed image, float32 (n_tokens, n_columns), values 0..1."""
+        """The displayed image, float32 (rows shown, columns shown), values 0..1; column j
+        is input column ``column_offset() + j``."""
         return self._image.copy()
 
     def row_count(self) -> int:
@@ -277,7 +343,7 @@ class AttentionHeatmap(QWidget):
         return self._image.shape[0]
 
     def column_count(self) -> int:
-        """Columns shown (source positions)."""
+        """Columns of the whole input (source positions)."""
         return self._n_cols
 
     def selection(self) -> tuple[int | None, int | None]:
@@ -299,20 +365,48 @@ class AttentionHeatmap(QWidget):
             combo.setCurrentIndex(cur if 0 <= cur <= n else 0)
             combo.blockSignals(False)
 
+    def _segment_of(self, step: int | None) -> int | None:
+        i = None if step is None else self._index.get(step)
+        return None if i is None else self._segs[i]
+
+    def _shown_columns(self) -> tuple[int, int]:
+        """[first, end) of the input columns drawn."""
+        if self._view_seg is None:
+            return 0, self._n_cols
+        lo, n = self._seg_span.get(self._view_seg, (0, self._n_cols))
+        return lo, min(self._n_cols, lo + max(n, 1))
+
+    def _show_segment(self, seg: int) -> None:
+        """Draw only segment ``seg``'s rows over its own columns (windowed view)."""
+        self._view_seg = seg
+        self._col0, end = self._shown_columns()
+        self._shown = list(self._rows_of_seg.get(seg, []))
+        self._row_of = {self._steps[i]: r for r, i in enumerate(self._shown)}
+        width = end - self._col0
+        self._image = (np.stack([self._row(i) for i in self._shown]) if self._shown
+                       else np.zeros((0, width), np.float32))
+        self._buf = self._image
+        self._refresh_image()
+        self._update_row_ticks()
+
     def _row(self, i: int) -> np.ndarray:
         offset, att = self._atts[i]
-        row = np.zeros(self._n_cols, np.float32)
+        c0, c1 = self._shown_columns()
+        row = np.zeros(c1 - c0, np.float32)
         if att is not None:
             layer, head = self.selection()
             vals = reduce_attention(att, layer, head)
-            row[offset : offset + len(vals)] = vals[: max(0, self._n_cols - offset)]
+            a = offset - c0
+            lo, hi = max(a, 0), min(a + len(vals), len(row))
+            if hi > lo:
+                row[lo:hi] = vals[lo - a : hi - a]
         return row
 
     def _append_row(self, row: np.ndarray) -> None:
         # amortised O(1): rows live in a buffer that doubles; _image is a view of the used part
         n = self._image.shape[0]
-        if self._buf.shape[0] <= n or self._buf.shape[1] != self._n_cols:
-            buf = np.zeros((max(16, 2 * (n + 1)), self._n_cols), np.float32)
+        if self._buf.shape[0] <= n or self._buf.shape[1] != len(row):
+            buf = np.zeros((max(16, 2 * (n + 1)), len(row)), np.float32)
             buf[:n] = self._image
             self._buf = buf
         self._buf[n] = row
@@ -321,36 +415,46 @@ class AttentionHeatmap(QWidget):
     def _resize_columns(self, n: int) -> None:
         if n <= self._n_cols:
             return
-        pad = np.zeros((self._image.shape[0], n - self._n_cols), np.float32)
+        self._n_cols = n
+        if self._view_seg is not None or self.windowed():
+            return  # a windowed view draws its segment's own columns (append_steps switches)
+        pad = np.zeros((self._image.shape[0], n - self._image.shape[1]), np.float32)
         self._image = np.hstack([self._image, pad])
         self._buf = self._image
-        self._n_cols = n
+
+    def _resize_image_columns(self) -> None:
+        pad = np.zeros((self._image.shape[0], max(0, self._n_cols - self._image.shape[1])), np.float32)
+        self._image = np.hstack([self._image, pad])
+        self._buf = self._image
 
     def _recompute(self) -> None:
-        if self._atts:
-            self._image = np.stack([self._row(i) for i in range(len(self._atts))])
+        if self._shown:
+            self._image = np.stack([self._row(i) for i in self._shown])
             self._buf = self._image
         self._refresh_image()
 
     def _refresh_image(self) -> None:
         n_rows, n_cols = self._image.shape if self._image.ndim == 2 else (0, 0)
+        x0 = self._col0 * self._scale
         if n_rows == 0 or n_cols == 0:
             self.image.clear()
-            self.plot.setRange(xRange=(0.0, float(max(n_cols, 50)) * self._scale), yRange=(0.0, 8.0), padding=0)
+            self.plot.setRange(xRange=(x0, x0 + float(max(n_cols, self._n_cols - self._col0, 50)) * self._scale),
+                               yRange=(0.0, 8.0), padding=0)
             return
         self.image.setImage(self._image, levels=(0.0, 1.0), autoLevels=False)
         width = float(n_cols) * self._scale
-        self.image.setRect(QRectF(0.0, 0.0, width, float(n_rows)))
-        self.plot.setLimits(xMin=0.0, xMax=width, yMin=0.0, yMax=float(max(n_rows, 8)))
-        self.plot.setRange(xRange=(0.0, width), yRange=(0.0, float(max(n_rows, 8))), padding=0)
-        if self._selected is not None:
-            self.select_step(self._selected)
+        self.image.setRect(QRectF(x0, 0.0, width, float(n_rows)))
+        self.plot.setLimits(xMin=x0, xMax=x0 + width, yMin=0.0, yMax=float(max(n_rows, 8)))
+        self.plot.setRange(xRange=(x0, x0 + width), yRange=(0.0, float(max(n_rows, 8))), padding=0)
+        if self._selected is not None and self._selected in self._row_of:
+            r = self._row_of[self._selected]
+            self.highlight.setRect(QRectF(x0, r, width, 1))
 
     def _update_row_ticks(self) -> None:
-        n = len(self._texts)
+        n = len(self._shown)
         h = max(1.0, self.plot.vb.height() or 200.0)
         every = max(1, int(np.ceil(n * 14 / h))) if n else 1
-        ticks = [(i + 0.5, f"{self._texts[i]}") for i in range(0, n, every)]
+        ticks = [(r + 0.5, self._texts[self._shown[r]]) for r in range(0, n, every)]
         self.plot.getAxis("left").setTicks([ticks])
 
     def resizeEvent(self, e) -> None:  # noqa: N802
@@ -358,12 +462,12 @@ class AttentionHeatmap(QWidget):
         self._update_row_ticks()
 
     def _clicked(self, mev) -> None:
-        if not self._steps:
+        if not self._shown:
             return
         pos = self.plot.vb.mapSceneToView(mev.scenePos())
         if not self.plot.vb.sceneBoundingRect().contains(mev.scenePos()):
             return
-        r = int(np.floor(pos.y()))
-        if 0 <= r < len(self._steps):
-            self.select_step(self._steps[r])
-            self.stepSelected.emit(self._steps[r])
+        step = self.step_at_row(int(np.floor(pos.y())))
+        if step is not None:
+            self.select_step(step)
+            self.stepSelected.emit(step)

@@ -11,15 +11,17 @@ the user scrolled away from it or selected a step) and scrolls a selected chip i
 
 from __future__ import annotations
 
+import bisect
 from dataclasses import dataclass
 
 from PySide6.QtCore import QCoreApplication, QEvent, QPoint, QRect, QSize, Qt, Signal
-from PySide6.QtGui import QColor, QFont, QFontMetrics, QLinearGradient, QPainter, QPen
+from PySide6.QtGui import QColor, QFont, QFontMetrics, QLinearGradient, QPainter, QPen, QTextCursor, QTextOption
 from PySide6.QtWidgets import (
     QFrame,
     QHBoxLayout,
     QLabel,
     QListWidget,
+    QPlainTextEdit,
     QScrollArea,
     QSizePolicy,
     QToolTip,
@@ -54,6 +56,13 @@ class _Item:
     text: str
     rect: QRect
     event: StepEvent | None = None
+    width: int = 0  # pixels, measured once
+
+
+def live_text(token_texts: list[str]) -> str:
+    """Detokenised text of token display texts: SentencePiece's word-start mark ``▁``
+    becomes a space (so the text wraps at words), nothing else changes."""
+    return "".join(token_texts).replace("▁", " ")
 
 
 def format_tooltip(ev: StepEvent, n_alternatives: int = 5) -> str:
@@ -83,6 +92,7 @@ class TokenFlow(QWidget):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self._items: list[_Item] = []
+        self._tops: list[int] = []  # rect.top() of each item, non-decreasing (for bisect)
         self._by_step: dict[int, int] = {}
         self._selected: int | None = None
         self._cursor = QPoint(_GAP_WORD, _LINE_GAP)
@@ -104,8 +114,10 @@ class TokenFlow(QWidget):
         return self._fm.height() + 2 * _PAD_Y
 
     def _place(self, item: _Item, gap: int, newline: bool) -> None:
-        fm = self._label_fm if item.kind == "segment" else self._fm
-        w = fm.horizontalAdvance(item.text) + 2 * _PAD_X
+        if not item.width:
+            fm = self._label_fm if item.kind == "segment" else self._fm
+            item.width = fm.horizontalAdvance(item.text) + 2 * _PAD_X
+        w = item.width
         h = self._line_h()
         x, y = self._cursor.x(), self._cursor.y()
         if newline and x > _GAP_WORD:
@@ -116,6 +128,7 @@ class TokenFlow(QWidget):
             x, y = _GAP_WORD, y + h + _LINE_GAP
         item.rect = QRect(x, y, w, h)
         self._cursor = QPoint(x + w, y)
+        self._tops.append(y)
 
     def _gap_for(self, item: _Item) -> int:
         if item.kind == "token" and item.event is not None and not item.event.text.startswith(" "):
@@ -124,6 +137,7 @@ class TokenFlow(QWidget):
 
     def _relayout(self) -> None:
         self._cursor = QPoint(_GAP_WORD, _LINE_GAP)
+        self._tops = []
         for item in self._items:
             self._place(item, self._gap_for(item), newline=item.kind == "segment")
         self._update_height()
@@ -147,6 +161,7 @@ class TokenFlow(QWidget):
     def clear(self) -> None:
         """Remove all chips and the selection."""
         self._items.clear()
+        self._tops.clear()
         self._by_step.clear()
         self._selected = None
         self._cursor = QPoint(_GAP_WORD, _LINE_GAP)
@@ -161,11 +176,24 @@ class TokenFlow(QWidget):
 
     def append(self, ev: StepEvent) -> None:
         """Add one token chip for ``ev``."""
-        item = _Item("token", display_text(ev.text), QRect(), ev)
-        self._by_step[ev.step] = len(self._items)
-        self._items.append(item)
-        self._place(item, self._gap_for(item), newline=False)
+        self.append_many([ev])
+
+    def append_many(self, events: list[StepEvent]) -> None:
+        """Add one chip per event, then lay out and repaint once (a frame's batch)."""
+        for ev in events:
+            item = _Item("token", display_text(ev.text), QRect(), ev)
+            self._by_step[ev.step] = len(self._items)
+            self._items.append(item)
+            self._place(item, self._gap_for(item), newline=False)
         self._update_height()
+
+    def _visible_range(self, top: int, bottom: int) -> range:
+        """Indices of the items whose rows may intersect the band [top, bottom] (pixels):
+        found by bisection, so painting and hit tests cost O(visible), not O(all tokens)."""
+        h = self._line_h()
+        lo = bisect.bisect_left(self._tops, top - h)
+        hi = bisect.bisect_right(self._tops, bottom)
+        return range(lo, hi)
 
     def token_count(self) -> int:
         """Number of token chips."""
@@ -193,7 +221,8 @@ class TokenFlow(QWidget):
 
     def step_at(self, pos: QPoint) -> int | None:
         """The step whose chip is under ``pos`` (widget pixels), or None."""
-        for it in self._items:
+        for i in self._visible_range(pos.y(), pos.y()):
+            it = self._items[i]
             if it.kind == "token" and it.rect.contains(pos) and it.event is not None:
                 return it.event.step
         return None
@@ -231,7 +260,8 @@ class TokenFlow(QWidget):
         p = QPainter(self)
         p.setRenderHint(QPainter.RenderHint.Antialiasing)
         clip = _event.rect()
-        for it in self._items:
+        for i in self._visible_range(clip.top(), clip.bottom()):
+            it = self._items[i]
             if not it.rect.intersects(clip):
                 continue
             if it.kind == "segment":
@@ -315,9 +345,16 @@ class TokenStreamView(QWidget):
         self.beams.setToolTip("live beams, best first: cumulative log-probability and text")
         self.beams.hide()
 
-        self.text_label = QLabel("")
-        self.text_label.setWordWrap(True)
-        self.text_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        # the decoded text: a read-only editor that wraps anywhere (a long unbroken word never
+        # widens the window) and appends each frame's batch in O(batch)
+        self.text_label = QPlainTextEdit()
+        self.text_label.setReadOnly(True)
+        self.text_label.setFrameShape(QFrame.Shape.NoFrame)
+        self.text_label.setWordWrapMode(QTextOption.WrapMode.WrapAtWordBoundaryOrAnywhere)
+        self.text_label.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.text_label.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Fixed)
+        self.text_label.setFixedHeight(2 * self.text_label.fontMetrics().lineSpacing() + 8)
+        self.text_label.viewport().setAutoFillBackground(False)
         self.text_label.setToolTip("the decoded text (selectable)")
 
         lay = QVBoxLayout(self)
@@ -336,8 +373,12 @@ class TokenStreamView(QWidget):
         self.beams.clear()
         self.beams.hide()
         self._text_parts.clear()
-        self.text_label.setText("")
+        self._set_text("")
         self.count_label.setText("")
+
+    def _set_text(self, text: str) -> None:
+        self.text_label.setPlainText(text)
+        self._shown_len = len(text)
 
     def handle(self, ev) -> None:
         """Show one event (StepEvent, SegmentEvent, BeamEvent, Finished); others are ignored."""
@@ -345,22 +386,41 @@ class TokenStreamView(QWidget):
             self.append_step(ev)
         elif isinstance(ev, SegmentEvent):
             self.flow.add_segment(ev.label)
+            if self._text_parts:  # each segment's text starts a paragraph (cheap to lay out)
+                self._text_parts.append("\n")
+                cursor = self.text_label.textCursor()
+                cursor.movePosition(QTextCursor.MoveOperation.End)
+                cursor.insertText("\n")
         elif isinstance(ev, BeamEvent):
             self.set_beams(ev)
         elif isinstance(ev, Finished):
             self.finish(ev)
 
     def append_step(self, ev: StepEvent) -> None:
-        """Append one token; scroll it into view if the previous newest chip was in view and
-        no step is selected (the user did not scroll or click away)."""
+        """Append one token (see :meth:`append_steps`)."""
+        self.append_steps([ev])
+
+    def append_steps(self, events: list[StepEvent]) -> None:
+        """Append a batch of tokens (one frame's worth); scroll the newest into view if the
+        previous newest chip was in view and no step is selected (the user did not scroll or
+        click away). The text below grows by the batch's detokenised text."""
+        if not events:
+            return
         prev = self.flow.last_step()
         follow = self.flow.selected_step() is None and (prev is None or self.chip_visible(prev))
-        self.flow.append(ev)
-        self._text_parts.append(ev.text)
-        self.text_label.setText("".join(self._text_parts).strip())
+        self.flow.append_many(events)
+        chunk = live_text([ev.text for ev in events])
+        if not self._text_parts:
+            chunk = chunk.lstrip()
+        self._text_parts.extend(ev.text for ev in events)
+        if chunk:
+            cursor = self.text_label.textCursor()
+            cursor.movePosition(QTextCursor.MoveOperation.End)
+            cursor.insertText(chunk)
+            self.text_label.ensureCursorVisible()
         self.count_label.setText(f"{self.flow.token_count()} tokens")
         if follow:
-            self.scroll_to_step(ev.step)
+            self.scroll_to_step(events[-1].step)
 
     def set_beams(self, ev: BeamEvent) -> None:
         """List the live beams of a beam-search step (best first)."""
@@ -373,13 +433,13 @@ class TokenStreamView(QWidget):
 
     def finish(self, ev: Finished) -> None:
         """Show the final text (also when no StepEvents came, e.g. a beam run)."""
-        if ev.text or not self._text_parts:
-            self.text_label.setText(ev.text.strip() + ("  (cancelled)" if ev.cancelled else ""))
+        text = ev.text.strip() if ev.text else live_text(self._text_parts).strip()
+        self._set_text(text + ("  (cancelled)" if ev.cancelled else ""))
         self.count_label.setText(f"{self.flow.token_count()} tokens · {ev.reason}")
 
     def text(self) -> str:
         """The text shown below the chips."""
-        return self.text_label.text()
+        return self.text_label.toPlainText()
 
     def token_count(self) -> int:
         """Number of token chips."""

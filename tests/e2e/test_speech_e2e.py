@@ -155,3 +155,16 @@ def test_speech_task_rejects_bad_audio_and_options(tiny):
     bad[5] = np.nan
     with pytest.raises(ValueError, match="NaN"):
         list(tiny.decode(bad, DecodingOptions()))
+
+
+def test_no_speech_probability_flags_silence(tiny, speech_wav):
+    """openai/whisper's no-speech probability: high on silence (with a warning the window
+    shows), low on speech; the value is also on the window's label."""
+    silent = [e for e in tiny.decode(np.zeros(16000 * 10, np.float32), DecodingOptions(max_new_tokens=3))
+              if isinstance(e, SegmentEvent)][0]
+    assert silent.no_speech_prob > 0.6
+    assert "no-speech probability" in silent.warning and "no speech" in silent.label
+    spoken = [e for e in tiny.decode(speech_wav[1], DecodingOptions(max_new_tokens=3))
+              if isinstance(e, SegmentEvent)][0]
+    assert spoken.no_speech_prob < 0.3 and spoken.warning == ""
+    assert spoken.total == 1 and spoken.kind == "window"
