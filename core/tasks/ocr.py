@@ -3,7 +3,8 @@
 Pipeline
     1. :func:`load_image`: any PNG / JPEG / WebP / BMP / TIFF (path, bytes or a PIL
        image) -> RGB, huge images downscaled to ``max_side`` (JPEG: decoded at a reduced
-       DCT scale with ``Image.draft``, never at full size).
+       DCT scale with ``Image.draft``, never at full size); very wide or tall ones keep
+       their text's resolution (:func:`target_size`).
     2. :meth:`OCRModel.detect`: CRAFT text boxes (EasyOCR's detector,
        ``core.backends.craft``) grouped into text lines in reading order
        (:class:`TextLine`).
@@ -32,13 +33,15 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Callable, Generator, Iterator
 
 import numpy as np
 from PIL import Image, ImageOps
 
 from core.events import Event, RunStats, SegmentEvent
 from core.options import DecodingOptions
+from core.tasks import ocr_layout as layout
+from core.tasks.ocr_layout import LINE_PAD_X, MAX_LINE_ASPECT, split_long_box  # noqa: F401 - re-exported
 
 BUNDLED = "bundled"
 DEFAULT_MODEL = BUNDLED
@@ -51,6 +54,10 @@ SUPPORTED_FORMATS = ("PNG", "JPEG", "WEBP", "BMP", "TIFF", "MPO")
 MAX_DECODE_BYTES = 1_300_000_000
 #: no side may exceed this many pixels even for JPEG
 MAX_SIDE_LIMIT = 100_000
+#: :func:`target_size`: a downscaled image keeps at least this many pixels on its short side
+MIN_SHORT_SIDE = 1024
+#: :func:`target_size`: ... unless it would then hold more pixels than this (40 Mpx, 120 MB RGB)
+MAX_KEEP_PIXELS = 40_000_000
 
 _PIL_LIMIT_LOCK = threading.Lock()
 
@@ -58,6 +65,39 @@ _PIL_LIMIT_LOCK = threading.Lock()
 # --------------------------------------------------------------------------------------
 # Lines
 # --------------------------------------------------------------------------------------
+
+#: :attr:`TextLine.path` values
+PATH_DETECTED = "detected"
+PATH_DETECTED_INK = "detected + ink"
+PATH_WHOLE = "whole image"
+PATH_REGION = "region"
+PATH_INK = "uncovered ink"
+
+
+#: default of :attr:`OCRModel.stretch_lines`
+STRETCH_LINES = False
+
+
+class OCRCancelled(RuntimeError):
+    """Detection stopped because ``cancel()`` returned True (between tiles)."""
+
+
+@dataclass(frozen=True)
+class OCRProgress:
+    """Where a detection stands (yielded by :meth:`OCRModel.detect_steps`).
+
+    Attributes:
+        stage: "detect".
+        done: tiles detected so far (0 .. total).
+        total: tiles of this detection (1 unless the image is detected in tiles).
+        text: a short status line, e.g. "detecting text lines (tile 2 of 8)".
+    """
+
+    stage: str
+    done: int
+    total: int
+    text: str
+
 
 
 @dataclass(frozen=True)
@@ -80,6 +120,11 @@ class TextLine:
         continues_previous: True when this box is the right-hand part of a long line
             that :func:`split_long_box` cut at a word gap (its text joins the previous
             line's with a space, not a line break).
+        path: how the line was found: :data:`PATH_DETECTED` (a CRAFT box),
+            :data:`PATH_DETECTED_INK` (a CRAFT box widened over ink beside it that CRAFT
+            missed), :data:`PATH_WHOLE` (the image is one line, read whole),
+            :data:`PATH_REGION` (the selected region is one line, read whole) or
+            :data:`PATH_INK` (ink no CRAFT box covered).
     """
 
     index: int
@@ -91,6 +136,7 @@ class TextLine:
     grid_columns: int = 0
     prefix_columns: int = 0
     continues_previous: bool = False
+    path: str = "detected"
 
     def column_x(self, col: int) -> tuple[float, float]:
         """x range (x0, x1) in image pixels covered by encoder column ``col`` of this line,
@@ -117,89 +163,6 @@ class TextLine:
         return np.array([self.column_x(c) for c in range(self.n_columns)], dtype=np.float64).reshape(-1, 2)
 
 
-#: widest line box (width / height) the bundled reader is given in one piece: the
-#: decoder was trained on lines of at most 56 characters and stops there (measured: a
-#: 92-character line read whole ended after 56); CRAFT boxes hold ~2.8 characters per
-#: unit of width / height, so 18 keeps a piece to ~50 characters. Wider boxes are cut
-#: at word gaps by :func:`split_long_box`
-MAX_LINE_ASPECT = 18.0
-#: detected line boxes are widened on both sides by this fraction of their height: CRAFT
-#: boxes often end inside a final "." (measured: a DejaVu 22 px line ending in "." at
-#: x 924-928 got a box ending at 926, and the full stop was not read). 0.25 made
-#: english_g2's own CTC reading (the comparison column) add a "~" on wide margins.
-LINE_PAD_X = 0.15
-
-
-def split_long_box(gray: np.ndarray, box: tuple[int, int, int, int],
-                   max_aspect: float = MAX_LINE_ASPECT) -> list[tuple[int, int, int, int]]:
-    """Cut a wide line box into pieces of at most ``max_aspect`` x its height, at gaps
-    between words.
-
-    Gaps are runs of ink-free columns in the crop's column profile: a pixel is ink when it
-    differs from the crop's median grey (the background, dark or light) by more than a
-    third of the crop's contrast. The box is cut into the fewest pieces that fit, each
-    cut at a gap (at least 0.15 x the box height wide, and at least half as wide as the
-    widest gap near the cut, so a word gap rather than a letter gap) nearest the point
-    that would make the pieces equal; without a gap near that point the cut falls at the
-    largest allowed width.
-
-    Args:
-        gray: uint8 (H, W) grayscale image the box lies in.
-        box: (x0, y0, x1, y1) in pixels of ``gray`` (x1, y1 exclusive).
-        max_aspect: largest width / height of a piece (> 1).
-
-    Returns:
-        the pieces (x0, y0, x1, y1), left to right, sharing the box's y0 and y1; ``[box]``
-        when it is not wider than ``max_aspect``. Margins are kept: each piece keeps
-        half of the gap on either side of a cut.
-
-    Raises:
-        ValueError: if ``max_aspect`` <= 1 or the box is empty.
-    """
-    if max_aspect <= 1:
-        raise ValueError(f"max_aspect must be > 1, got {max_aspect}")
-    x0, y0, x1, y1 = (int(v) for v in box)
-    h, w = y1 - y0, x1 - x0
-    if h <= 0 or w <= 0:
-        raise ValueError(f"empty box {box}")
-    span = max(2, int(max_aspect * h))
-    if w <= span:
-        return [(x0, y0, x1, y1)]
-    crop = gray[y0:y1, x0:x1].astype(np.int16)
-    bg = int(np.median(crop))
-    contrast = max(int(crop.max()) - int(crop.min()), 1)
-    ink = (np.abs(crop - bg) > max(contrast // 3, 8)).any(axis=0)  # (w,) bool
-    # gaps: [start, end) runs of ink-free columns
-    free = ~ink
-    gaps: list[tuple[int, int]] = []
-    start = None
-    for i, f in enumerate(free):
-        if f and start is None:
-            start = i
-        elif not f and start is not None:
-            gaps.append((start, i))
-            start = None
-    min_gap = max(2, int(0.15 * h))
-    gaps = [(a, b) for a, b in gaps if b - a >= min_gap and a > 0 and b < w]  # inner gaps only
-    pieces: list[tuple[int, int, int, int]] = []
-    left = 0
-    while w - left > span:
-        # aim for equal pieces: the remaining width over the pieces still needed
-        target = left + (w - left) / math.ceil((w - left) / span)
-        lo, hi = max(left + span / 4, target - span / 4), min(left + span, target + span / 4)
-        inside = [(a, b) for a, b in gaps if lo <= (a + b) / 2 <= hi]
-        if inside:  # a clear word gap (at least half the widest here) nearest the target
-            widest = max(b - a for a, b in inside)
-            a, b = min((g for g in inside if g[1] - g[0] >= widest / 2), key=lambda g: abs((g[0] + g[1]) / 2 - target))
-            cut = (a + b) // 2
-        else:
-            cut = int(min(hi, left + span))
-        pieces.append((x0 + left, y0, x0 + cut, y1))
-        left = cut
-    pieces.append((x0 + left, y0, x1, y1))
-    return pieces
-
-
 # --------------------------------------------------------------------------------------
 # Images
 # --------------------------------------------------------------------------------------
@@ -211,10 +174,14 @@ def load_image(source: "str | os.PathLike | bytes | Image.Image", max_side: int 
     Args:
         source: a path, the file's bytes, or a PIL image (e.g. a pasted screenshot).
         max_side: longest side in pixels of the returned image; larger images are
-            downscaled (aspect ratio kept). JPEG files are decoded at a reduced DCT scale
-            (``Image.draft``), so a 20000 x 20000 JPEG never exists at full size in
-            memory; other formats are decoded once and reduced, if the decoded pixels fit
-            in :data:`MAX_DECODE_BYTES`.
+            downscaled (aspect ratio kept), but never so far that their short side falls
+            below :data:`MIN_SHORT_SIDE` (or its own size, if smaller) while they hold
+            at most :data:`MAX_KEEP_PIXELS` (:func:`target_size`): a 20000 x 200 line
+            stays 20000 x 200 (shrunk to 4096 x 41 its text could not be read; it is
+            read at full resolution, ``OCRModel.detect_steps``). JPEG files are
+            decoded at a reduced DCT scale (``Image.draft``), so a 20000 x 20000 JPEG
+            never exists at full size in memory; other formats are decoded once and
+            reduced, if the decoded pixels fit in :data:`MAX_DECODE_BYTES`.
 
     Returns:
         an RGB image, EXIF orientation applied, transparency flattened onto white.
@@ -278,10 +245,9 @@ def _open_reduced(fp, label: str, max_side: int) -> tuple[Image.Image, str]:
         raise ValueError(f"{label} has no pixels ({w}x{h})")
     if max(w, h) > MAX_SIDE_LIMIT:
         raise ValueError(f"{label} is {w}x{h} pixels, too large to open; crop or shrink it below {MAX_SIDE_LIMIT} px")
-    if max(w, h) > max_side:
+    if target_size((w, h), max_side) != (w, h):
         if fmt in ("JPEG", "MPO"):
-            scale = max_side / max(w, h)
-            img.draft(img.mode if img.mode in ("L", "RGB") else "RGB", (math.ceil(w * scale), math.ceil(h * scale)))
+            img.draft(img.mode if img.mode in ("L", "RGB") else "RGB", target_size((w, h), max_side))
         else:
             n_bytes = w * h * max(1, len(img.getbands()))
             if n_bytes > MAX_DECODE_BYTES:
@@ -298,7 +264,7 @@ def _open_reduced(fp, label: str, max_side: int) -> tuple[Image.Image, str]:
 
 
 def _finish(img: Image.Image, max_side: int, fmt: str | None) -> Image.Image:
-    """Downscale to ``max_side`` first (so no full-size copy is ever made), then EXIF
+    """Downscale to :func:`target_size` first (so no full-size copy is ever made), then EXIF
     orientation, 16-bit/float to 8-bit, alpha flattened onto white, RGB."""
     original = img.info.get("original_size", img.size)
     exif = img.getexif() if hasattr(img, "getexif") else None
@@ -306,14 +272,13 @@ def _finish(img: Image.Image, max_side: int, fmt: str | None) -> Image.Image:
         img = img.convert("RGBA" if "transparency" in img.info else "RGB")
     elif img.mode in ("1", "CMYK", "YCbCr", "LAB", "HSV"):
         img = img.convert("RGB")
-    if max(img.size) > max_side:
-        factor = max(img.size) // max_side
+    tw, th = target_size(tuple(original), max_side)
+    if img.width > tw or img.height > th:
+        factor = min(img.width // tw, img.height // th)
         if factor >= 2 and img.mode in ("L", "LA", "RGB", "RGBA", "I", "F"):
             img = img.reduce(factor)  # box filter, integer factor, one pass over the pixels
-        if max(img.size) > max_side:
-            s = max_side / max(img.size)
-            size = (max(1, round(img.width * s)), max(1, round(img.height * s)))
-            img = img.resize(size, Image.BICUBIC if img.mode not in ("I;16", "I;16B", "I;16L") else Image.NEAREST)
+        if img.width > tw or img.height > th:
+            img = img.resize((tw, th), Image.BICUBIC if img.mode not in ("I;16", "I;16B", "I;16L") else Image.NEAREST)
     if exif and exif.get(0x0112, 1) != 1:
         try:
             img.info["exif"] = exif.tobytes()
@@ -337,9 +302,28 @@ def _finish(img: Image.Image, max_side: int, fmt: str | None) -> Image.Image:
 
 
 def _as_image(image) -> Image.Image:
-    if isinstance(image, Image.Image) and image.mode == "RGB" and max(image.size) <= 4096:
+    if isinstance(image, Image.Image) and image.mode == "RGB" and target_size(image.size) == image.size:
         return image
     return load_image(image)
+
+
+def target_size(size: tuple[int, int], max_side: int = 4096) -> tuple[int, int]:
+    """(width, height) :func:`load_image` returns for an image of ``size`` pixels.
+
+    The image is scaled by ``max_side / longest side`` (never up), but not below the
+    scale that keeps its short side at :data:`MIN_SHORT_SIDE` pixels (or at its own
+    size, if shorter), unless the result would hold more than :data:`MAX_KEEP_PIXELS`.
+    So photos and pages shrink to ``max_side``, and very wide or tall images (a
+    20000 x 200 line, a long receipt) keep the resolution of their text.
+    """
+    w, h = size
+    s = min(1.0, max_side / max(w, h))
+    s = max(s, min(1.0, MIN_SHORT_SIDE / min(w, h)))
+    if w * h * s * s > MAX_KEEP_PIXELS:
+        s = min(s, math.sqrt(MAX_KEEP_PIXELS / (w * h)))
+    if s >= 1.0:
+        return w, h
+    return max(1, round(w * s)), max(1, round(h * s))
 
 
 # --------------------------------------------------------------------------------------
@@ -378,6 +362,8 @@ class OCRModel:
         self._detector = detector
         self._engine = Engine(backend)
         self._cache = EncoderCache(max_items=cache_size)
+        #: contrast-stretch each line crop before reading (see :meth:`line_crop`)
+        self.stretch_lines = STRETCH_LINES
 
     @classmethod
     def load(cls, name: str = DEFAULT_MODEL, progress: Callable[[str], None] | None = None) -> "OCRModel":
@@ -419,7 +405,8 @@ class OCRModel:
         return cls(backend, hub["name"], time.perf_counter() - t0, detector, hub=hub)
 
     # ---------------------------------------------------------------- geometry
-    def _line(self, index: int, box: tuple[int, int, int, int], continues_previous: bool = False) -> TextLine:
+    def _line(self, index: int, box: tuple[int, int, int, int], continues_previous: bool = False,
+              path: str = PATH_DETECTED) -> TextLine:
         """A TextLine with this model's column geometry for ``box``."""
         x0, y0, x1, y1 = box
         w, h = x1 - x0, y1 - y0
@@ -429,13 +416,13 @@ class OCRModel:
 
             width = min(MAX_INPUT_WIDTH, max(1, math.ceil(INPUT_HEIGHT * w / h)))
             return TextLine(index, box, int(num_columns(max(width, MIN_INPUT_WIDTH))), float(width),
-                            COLUMN_PX, COLUMN_START_PX, continues_previous=continues_previous)
+                            COLUMN_PX, COLUMN_START_PX, continues_previous=continues_previous, path=path)
         ih, iw = self._hub["image_size"]
         p = self._hub["patch_size"]
         n_patches = (ih // p) * (iw // p)
         prefix = self._n_prefix()
         return TextLine(index, box, n_patches + prefix, float(iw), float(p), 0.0, iw // p, prefix,
-                        continues_previous)
+                        continues_previous, path)
 
     def _n_prefix(self) -> int:
         """Encoder positions before the patches (ViT CLS, DeiT CLS + distillation)."""
@@ -452,24 +439,63 @@ class OCRModel:
         return self._hub["n_prefix"]
 
     # ---------------------------------------------------------------- detection
-    def detect(self, image, region: tuple[int, int, int, int] | None = None) -> list[TextLine]:
-        """Text lines of ``image`` in reading order.
+    def detect(self, image, region: tuple[int, int, int, int] | None = None, *,
+               cancel: Callable[[], bool] | None = None) -> list[TextLine]:
+        """Text lines of ``image`` in reading order (:meth:`detect_steps` run to the end).
+
+        Raises:
+            ValueError: a region outside the image or of zero size; unreadable image.
+            OCRCancelled: ``cancel()`` returned True between two tiles.
+        """
+        steps = self.detect_steps(image, region, cancel=cancel)
+        while True:
+            try:
+                next(steps)
+            except StopIteration as stop:
+                return stop.value
+
+    def detect_steps(self, image, region: tuple[int, int, int, int] | None = None, *,
+                     cancel: Callable[[], bool] | None = None) -> Generator[OCRProgress, None, list[TextLine]]:
+        """Find the text lines of ``image``, yielding progress; use as
+        ``lines = yield from model.detect_steps(...)``.
+
+        1. An image (or ``region``) that looks like one line of text, short and wide
+           (``ocr_layout.one_line_box``), is one line: its ink with margins
+           (:data:`PATH_WHOLE`, or :data:`PATH_REGION` for a region); CRAFT is not run.
+           Parts of the line apart by blank stretches wider than
+           ``ocr_layout.WIDE_GAP`` line heights are read one by one and joined with a
+           space (``continues_previous``).
+        2. Otherwise CRAFT (``core.backends.craft``) reads a contrast-stretched
+           grayscale copy, upscaled so the text is ``ocr_layout.DETECT_TEXT_PX`` tall
+           (at most 4x); an image too large for CRAFT's canvas at that scale (a very
+           wide or tall one) is detected in overlapping tiles (``ocr_layout.
+           detection_plan`` and ``tile_spans``), one :class:`OCRProgress` per tile,
+           ``cancel`` polled between tiles.
+        3. When the CRAFT boxes cover less than ``ocr_layout.MIN_COVERAGE`` of the ink,
+           the text-like ink left over (``ocr_layout.uncovered_ink_boxes``) joins the
+           CRAFT line beside it (:data:`PATH_DETECTED_INK`) or becomes a line of its own
+           (:data:`PATH_INK`).
+        4. CRAFT lines are widened by :data:`LINE_PAD_X` x their height on each side; a
+           line wider than :data:`MAX_LINE_ASPECT` x its height is cut at word gaps
+           (:func:`split_long_box`; the later parts have ``continues_previous``).
 
         Args:
             image: a PIL image from :func:`load_image` (or anything it accepts).
             region: (x, y, w, h) in image pixels: read only that part; the returned
                 boxes are still in full-image pixels.
+            cancel: polled between tiles.
+
+        Yields:
+            :class:`OCRProgress` (stage "detect") before each tile and once at the end
+            (none for a one-line image).
 
         Returns:
-            the lines (CRAFT boxes grouped into lines, ``core.backends.craft``, widened
-            by :data:`LINE_PAD_X` x their height on each side); a line
-            wider than :data:`MAX_LINE_ASPECT` x its height is cut at word gaps into
-            several (:func:`split_long_box`; the later parts have
-            ``continues_previous``); [] when no text is found (a blank image is
-            recognised without running CRAFT).
+            the lines; [] when no text is found (a blank image is recognised without
+            running CRAFT). ``last_detect_s`` holds CRAFT's time (0 when it did not run).
 
         Raises:
             ValueError: a region outside the image or of zero size; unreadable image.
+            OCRCancelled: ``cancel()`` returned True between two tiles.
         """
         img = _as_image(image)
         ox, oy = 0, 0
@@ -481,24 +507,94 @@ class OCRModel:
         self.last_detect_s = 0.0
         if int(a.max()) - int(a.min()) < 8:  # one colour: nothing to read
             return []
-        boxes = self._detector.detect(a)
-        self.last_detect_s = self._detector.last_detect_s
         gray = np.asarray(img.convert("L"))
+        mask = layout.ink_mask(gray)
+        one = layout.one_line_box(mask, layout.ink_mask(gray, layout.WEAK_INK_LEVEL))
+        if one is not None:
+            path = PATH_REGION if region is not None else PATH_WHOLE
+            # (box, path, continues the previous line): parts of the line apart by wide gaps
+            found = [(layout.with_margins(part, img.size), path, k > 0)
+                     for k, part in enumerate(layout.split_at_wide_gaps(mask, one))]
+        else:
+            found = [(box, path, False) for box, path in (yield from self._craft_lines(gray, mask, cancel))]
         lines: list[TextLine] = []
-        for b in boxes:
-            # CRAFT's region score is weak on small marks at a line's ends ("." "," "'"):
-            # widen each line by LINE_PAD_X x its height (the reader was trained with margins)
-            pad = int(round(LINE_PAD_X * (b.y1 - b.y0)))
-            box = (max(0, b.x0 - pad), b.y0, min(img.width, b.x1 + pad), b.y1)
+        for box, path, joined in found:
             for j, (x0, y0, x1, y1) in enumerate(split_long_box(gray, box)):
-                lines.append(self._line(len(lines), (x0 + ox, y0 + oy, x1 + ox, y1 + oy), continues_previous=j > 0))
+                lines.append(self._line(len(lines), (x0 + ox, y0 + oy, x1 + ox, y1 + oy), joined or j > 0, path))
         return lines
 
+    def _craft_lines(self, gray: np.ndarray, mask: np.ndarray, cancel: Callable[[], bool] | None
+                     ) -> Generator[OCRProgress, None, list[tuple[tuple[int, int, int, int], str]]]:
+        """Steps 2-4 of :meth:`detect_steps`: (box, path) per line in reading order,
+        in pixels of ``gray``."""
+        from core.backends.craft import DetectedBox, reading_order
+
+        h, w = gray.shape
+        text_px = layout.text_height(mask)
+        scale, tiled = layout.detection_plan(text_px, (w, h))
+        big = layout.resize_gray(layout.stretch_contrast(gray), scale)
+        bh, bw = big.shape
+        if tiled:
+            overlap = int(min(layout.CRAFT_CANVAS // 2, max(256, 3 * (text_px or 0) * scale)))
+            spans = [(ys, xs) for ys in layout.tile_spans(bh, overlap=overlap)
+                     for xs in layout.tile_spans(bw, overlap=overlap)]
+        else:
+            spans = [((0, bh), (0, bw))]
+        n = len(spans)
+        label = "detecting text lines" + (" (tile {} of {})" if n > 1 else "")
+        boxes: list[DetectedBox] = []
+        t0 = time.perf_counter()
+        for k, ((ty0, ty1), (tx0, tx1)) in enumerate(spans):
+            if cancel is not None and cancel():
+                raise OCRCancelled("detection cancelled")
+            yield OCRProgress("detect", k, n, label.format(k + 1, n))
+            for b in self._detector.detect(big[ty0:ty1, tx0:tx1]):
+                boxes.append(DetectedBox(max(0, math.floor((b.x0 + tx0) / scale)), max(0, math.floor((b.y0 + ty0) / scale)),
+                                         min(w, math.ceil((b.x1 + tx0) / scale)), min(h, math.ceil((b.y1 + ty0) / scale))))
+        self.last_detect_s = time.perf_counter() - t0
+        yield OCRProgress("detect", n, n, f"{len(boxes)} text box{'es' if len(boxes) != 1 else ''} found")
+        if n > 1:  # tiles overlap: merge the halves and duplicates of a line
+            boxes = reading_order(boxes)
+
+        def pad(b) -> tuple[int, int, int, int]:
+            # CRAFT's region score is weak on small marks at a line's ends ("." "," "'"):
+            # widen each line by LINE_PAD_X x its height (the reader was trained with margins)
+            p = int(round(LINE_PAD_X * (b.y1 - b.y0)))
+            return max(0, b.x0 - p), b.y0, min(w, b.x1 + p), b.y1
+
+        padded = [pad(b) for b in boxes]
+        if layout.ink_coverage(mask, padded) >= layout.MIN_COVERAGE:
+            return [(p, PATH_DETECTED) for p in padded]
+        line_px = float(np.median([b.y1 - b.y0 for b in boxes])) if boxes else None
+        ink = [DetectedBox(*b) for b in layout.uncovered_ink_boxes(mask, padded, line_px)]
+        if not ink:
+            return [(p, PATH_DETECTED) for p in padded]
+        out = []
+        for line in reading_order(boxes + ink):
+            inside = lambda b: line.x0 <= b.x0 and b.x1 <= line.x1 and line.y0 <= b.y0 and b.y1 <= line.y1  # noqa: E731
+            has_craft, has_ink = any(inside(b) for b in boxes), any(inside(b) for b in ink)
+            if has_craft:
+                out.append((pad(line), PATH_DETECTED_INK if has_ink else PATH_DETECTED))
+            else:
+                out.append((layout.with_margins((line.x0, line.y0, line.x1, line.y1), (w, h)), PATH_INK))
+        return out
+
     # ---------------------------------------------------------------- encoding
-    def line_inputs(self, image: Image.Image, line: TextLine):
-        """The model input of one line crop: bundled pixel_values float32 (1, 1, 64, W);
-        TrOCR pixel_values float32 (1, 3, H, W) from the image processor."""
+    def line_crop(self, image: Image.Image, line: TextLine) -> Image.Image:
+        """The pixels a reader is given for ``line``: the crop of its box, contrast
+        stretched (``ocr_layout.stretch_contrast``, per channel's luminance) when
+        :attr:`stretch_lines` is set. The readers then resize it to their input height
+        (bundled: 64 px, bicubic), which is where small text is upscaled."""
         crop = image.crop(line.box)
+        if not self.stretch_lines:
+            return crop
+        return Image.fromarray(layout.stretch_contrast(np.asarray(crop.convert("L"))), "L")
+
+    def line_inputs(self, image: Image.Image, line: TextLine):
+        """The model input of one line crop (:meth:`line_crop`): bundled pixel_values
+        float32 (1, 1, 64, W); TrOCR pixel_values float32 (1, 3, H, W) from the image
+        processor."""
+        crop = self.line_crop(image, line)
         if self._hub is None:
             from core.backends.ocr_backend import line_pixel_values
 
@@ -549,7 +645,8 @@ class OCRModel:
             options: decoding options (validated here).
             lines: lines from :meth:`detect` (detected here when None).
             region: (x, y, w, h) to read only that part (when ``lines`` is None).
-            cancel: polled between steps; when it returns True the run stops.
+            cancel: polled between lines and between steps; when it returns True the
+                run stops (the ``Finished`` says ``cancelled``).
 
         Yields:
             per line ``SegmentEvent(segment=i, label="line i+1", source_offset=0,
@@ -579,6 +676,9 @@ class OCRModel:
         stats = totals.stats
         texts: list[str] = []
         for i, line in enumerate(lines):
+            if cancel is not None and cancel() and i > 0:  # stop between lines
+                totals.reason = "cancelled"
+                break
             t0 = time.perf_counter()
             encoded, hit = self.encode_line(img, line)
             stats.encode_s += time.perf_counter() - t0
@@ -603,7 +703,7 @@ class OCRModel:
         from core.backends.ocr_backend import line_pixel_values
 
         img = _as_image(image)
-        pv, width = line_pixel_values(img.crop(line.box))
+        pv, width = line_pixel_values(self.line_crop(img, line))
         key = hashlib.sha1(pv.numpy().tobytes()).hexdigest() + str(tuple(pv.shape))
         if key not in self._ctc_cache:
             if len(self._ctc_cache) > 256:

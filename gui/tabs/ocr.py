@@ -67,6 +67,16 @@ SAMPLES_DIR = Path(__file__).resolve().parents[2] / "assets" / "samples"
 COLUMN_AXIS = "encoder column of the token's own line (1 column ≈ 4 px of the line scaled to 64 px high)"
 EMPTY_MESSAGE = f"No image yet — open a {FORMATS} file, drop one here, paste a screenshot (Ctrl+V) or press Sample."
 CTC_HEADER = "CTC reading (english_g2)"
+#: the readings table's columns
+COL_LINE, COL_PATH, COL_ATTN, COL_CTC = range(4)
+#: what the "found by" column says for each ``TextLine.path`` (``core.tasks.ocr.PATH_*``)
+PATH_TIPS = {
+    "detected": "a CRAFT text box",
+    "detected + ink": "a CRAFT box, widened over ink beside it that CRAFT missed",
+    "whole image": "the image looks like one line of text: read whole (CRAFT not run)",
+    "region": "the selected region looks like one line of text: read whole (CRAFT not run)",
+    "uncovered ink": "text-like ink that no CRAFT box covered",
+}
 
 
 def first_image_sample(directory: Path = SAMPLES_DIR) -> Path | None:
@@ -233,8 +243,8 @@ class OCRTab(DecodeTab):
         self.zoom_out_button.clicked.connect(lambda: self.view.zoom_by(0.8))
         self.pan_button.toggled.connect(self.view.set_pan_mode)
 
-        self.readings = QTableWidget(0, 3)
-        self.readings.setHorizontalHeaderLabels(["line", "attention decoder", CTC_HEADER])
+        self.readings = QTableWidget(0, 4)
+        self.readings.setHorizontalHeaderLabels(["line", "found by", "attention decoder", CTC_HEADER])
         self.readings.verticalHeader().hide()
         self.readings.verticalHeader().setDefaultSectionSize(self.readings.fontMetrics().height() + 6)
         self.readings.setMinimumHeight(92)
@@ -242,9 +252,13 @@ class OCRTab(DecodeTab):
         self.readings.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
         self.readings.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
         hh = self.readings.horizontalHeader()
-        hh.setSectionResizeMode(0, QHeaderView.ResizeMode.ResizeToContents)
-        hh.setSectionResizeMode(1, QHeaderView.ResizeMode.Stretch)
-        hh.setSectionResizeMode(2, QHeaderView.ResizeMode.Stretch)
+        hh.setSectionResizeMode(COL_LINE, QHeaderView.ResizeMode.ResizeToContents)
+        hh.setSectionResizeMode(COL_PATH, QHeaderView.ResizeMode.ResizeToContents)
+        hh.setSectionResizeMode(COL_ATTN, QHeaderView.ResizeMode.Stretch)
+        hh.setSectionResizeMode(COL_CTC, QHeaderView.ResizeMode.Stretch)
+        self.readings.horizontalHeaderItem(COL_PATH).setToolTip(
+            "How the line was found: detected (CRAFT box) · detected + ink (widened over ink CRAFT missed) · "
+            "whole image / region (one line, read whole) · uncovered ink (text CRAFT missed)")
         self.readings.setToolTip("Each detected line read by the attention decoder (live) and by english_g2's own "
                                  "CTC head, for comparison. Click a row to select the line's first token.")
         self.readings.cellClicked.connect(lambda r, _c: self._line_clicked(r))
@@ -497,8 +511,9 @@ class OCRTab(DecodeTab):
                 self._show_ctc(ev.readings)
             return
         if isinstance(ev, SegmentEvent):
-            if ev.segment > 0 and self.heatmap.row_count() > 0:
-                self._add_separator(self.heatmap.row_count())
+            # the heatmap has a row per token so far (counted here: its view may catch up later)
+            if ev.segment > 0 and self._steps:
+                self._add_separator(len(self._steps))
             self.view.set_current_line(ev.segment)
             if ev.segment < self.readings.rowCount():
                 self.readings.selectRow(ev.segment)
@@ -507,7 +522,7 @@ class OCRTab(DecodeTab):
             seg = ev.segment
             if 0 <= seg < len(self._line_texts):
                 self._line_texts[seg] += ev.text
-                self._set_cell(seg, 1, self._line_texts[seg])
+                self._set_cell(seg, COL_ATTN, self._line_texts[seg])
             if self._selected_step is None:
                 self._show_attention(ev.step)
         elif isinstance(ev, Finished) and not ev.cancelled:
@@ -517,7 +532,7 @@ class OCRTab(DecodeTab):
             if len(parts) == len(self._line_texts):  # the model's final text per line (beam search, cleanup)
                 self._line_texts = parts
                 for i, t in enumerate(parts):
-                    self._set_cell(i, 1, t)
+                    self._set_cell(i, COL_ATTN, t)
 
     def select_step(self, step: int) -> None:
         super().select_step(step)
@@ -543,28 +558,37 @@ class OCRTab(DecodeTab):
         self._separators.clear()
         self.readings.setRowCount(len(self.lines))
         for i, label in enumerate(line_labels(self.lines)):
-            self._set_cell(i, 0, label)
-            self._set_cell(i, 1, "")
-            self._set_cell(i, 2, "")
+            path = getattr(self.lines[i], "path", "detected")
+            self._set_cell(i, COL_LINE, label)
+            self._set_cell(i, COL_PATH, path, PATH_TIPS.get(path, ""))
+            self._set_cell(i, COL_ATTN, "")
+            self._set_cell(i, COL_CTC, "")
         no_ctc = self.model is not None and not getattr(self.model, "has_ctc", False)
-        self.readings.horizontalHeaderItem(2).setText(f"{CTC_HEADER} — n/a for this model" if no_ctc else CTC_HEADER)
+        self.readings.horizontalHeaderItem(COL_CTC).setText(f"{CTC_HEADER} — n/a for this model" if no_ctc else CTC_HEADER)
         if ctc is not None:
             self._show_ctc(ctc)
 
     def _show_ctc(self, readings: list[str]) -> None:
         for i, t in enumerate(readings[: self.readings.rowCount()]):
-            self._set_cell(i, 2, t if t else "∅")
+            self._set_cell(i, COL_CTC, t if t else "∅")
 
-    def _set_cell(self, row: int, col: int, text: str) -> None:
+    def _set_cell(self, row: int, col: int, text: str, tip: str | None = None) -> None:
         item = self.readings.item(row, col)
         if item is None:
             item = QTableWidgetItem()
             self.readings.setItem(row, col, item)
         item.setText(text)
+        if tip is not None:
+            item.setToolTip(tip)
 
     def reading(self, row: int) -> tuple[str, str]:
         """(attention-decoder text, CTC text) of table row ``row``."""
-        return tuple(self.readings.item(row, c).text() if self.readings.item(row, c) else "" for c in (1, 2))
+        return tuple(self.readings.item(row, c).text() if self.readings.item(row, c) else "" for c in (COL_ATTN, COL_CTC))
+
+    def line_path(self, row: int) -> str:
+        """The "found by" cell of table row ``row`` (``TextLine.path``)."""
+        item = self.readings.item(row, COL_PATH)
+        return item.text() if item else ""
 
     def _reset_heatmap_columns(self) -> None:
         """Start the heatmap with no columns, so they fit this run's lines (the widget only grows them;

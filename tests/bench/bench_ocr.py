@@ -9,9 +9,14 @@ checkpoint), so the figures are not biased by checkpoint selection:
 
 * clean: no augmentation;
 * degraded: every line down-scaled to a 16-24 px line, blurred, noisy and JPEG'd
-  (``ocr_data.DEGRADED``).
+  (``ocr_data.DEGRADED``);
+* small: small low-contrast lines as cropped from a screenshot or a scanned form
+  (:func:`small_samples`): crops 18-30 px tall whose text line box fills 60-80% of the
+  height, dark grey text (60-110) on light grey (150-200), Gaussian blur 0.4-0.9 px,
+  JPEG quality 30-70; half of them phrases of 4-9 words, half ``ocr_data.random_text``.
 
-Each line is a height-64 grayscale image, the recognisers' input. Readers:
+Clean and degraded lines are height-64 grayscale images, the recognisers' input, read
+directly (the reader alone). Readers:
 
 1. ours: english_g2 encoder + our attention decoder (assets/ocr/), greedy through
    ``core.engine.Engine`` one line at a time, as the app decodes (encode included);
@@ -19,6 +24,14 @@ Each line is a height-64 grayscale image, the recognisers' input. Readers:
 3. Tesseract 5 (Debian ``tesseract-ocr``), ``--psm 7`` (a single text line), LSTM
    engine, ``OMP_THREAD_LIMIT`` = the thread count, one process per line (its start-up
    is included in ms/line; it is reported separately).
+
+Every set is also read through the whole pipeline, as the app and the CLI read an image
+(``OCRModel.detect`` then ``decode``, greedy; the lines of one image joined with a
+space): "ours, pipeline" (one-line images read whole, CRAFT on an upscaled
+contrast-stretched copy otherwise, uncovered ink read), "ours, CRAFT boxes only" (the
+pipeline before issue 9: CRAFT on the image as it is, its boxes only) and "CTC,
+pipeline" (english_g2's CTC on the pipeline's lines, the app's comparison column).
+Tesseract reads the same image files.
 
 CER = character edit distance summed over lines / reference characters (jiwer).
 Also printed: CRAFT detection time on a 3-line paragraph and a 1200x800
@@ -42,7 +55,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 #: seeds of the benchmark sets (the training run evaluates on 1001 / 2002)
-SEEDS = {"clean": 7001, "degraded": 7002}
+SEEDS = {"clean": 7001, "degraded": 7002, "small": 7003}
 
 
 def _cer(refs: list[str], hyps: list[str]) -> float:
@@ -117,6 +130,81 @@ def read_tesseract(samples, threads: int) -> tuple[list[str], float, float]:
     return out, ms, startup
 
 
+def small_samples(n: int, fonts, seed: int) -> list:
+    """``n`` (RGB image, text) small low-contrast lines (see the module docstring),
+    reproducible for a given ``seed``."""
+    from tests.helpers.ocr_images import render_small_line
+    from tools import ocr_data
+
+    rng = random.Random(seed)
+    words = ocr_data._words()
+    out = []
+    for i in range(n):
+        font = rng.choice(fonts)
+        if i % 2:
+            text = ocr_data.random_text(rng, euro=font.has_euro)
+        else:
+            toks = [ocr_data._case(rng.choice(words), rng) if rng.random() < 0.85 else ocr_data._number(rng)
+                    for _ in range(rng.randint(4, 9))]
+            text = " ".join(ocr_data._punctuate(t, rng) for t in toks)
+            text = "".join(c for c in text if c in ocr_data.ENGLISH_G2_CHARACTERS and (font.has_euro or c != "\u20ac"))
+            text = " ".join(text.split())[: ocr_data.MAX_CHARS].strip()
+        height = rng.randint(18, 30)
+        line = int(height * rng.uniform(0.6, 0.8))
+        img = render_small_line(text, line, rng.randint(60, 110), rng.randint(150, 200), font=font.path,
+                                blur=rng.uniform(0.4, 0.9), jpeg_quality=rng.randint(30, 70),
+                                margin=(rng.randint(2, line), (height - line) // 2))
+        out.append((img, text))
+    return out
+
+
+def read_pipeline(samples, model, craft_only: bool = False) -> tuple[list[str], list[str], float, dict]:
+    """Each image through detection and greedy decoding as the app reads it.
+
+    Returns:
+        (our texts, english_g2 CTC texts of the same lines, ms per image for ours
+        (detection + reading; the CTC reading not included), how many lines took each
+        path).
+    """
+    from core.events import Finished
+    from core.options import DecodingOptions
+
+    options = DecodingOptions(strategy="greedy", capture_attention=False, top_k_report=1)
+    ours, ctc, paths = [], [], {}
+    spent = 0.0
+    for img, _ in samples:
+        img = img.convert("RGB")
+        t0 = time.perf_counter()
+        lines = craft_only_lines(model, img) if craft_only else model.detect(img)
+        text = ""
+        if lines:
+            fin = [e for e in model.decode(img, options, lines=lines) if isinstance(e, Finished)][-1]
+            text = " ".join(fin.text.split("\n"))
+        spent += time.perf_counter() - t0
+        ours.append(text)
+        ctc.append(" ".join(t for t in (model.ctc_reading(img, ln).strip() for ln in lines) if t))
+        for ln in lines:
+            paths[ln.path] = paths.get(ln.path, 0) + 1
+    return ours, ctc, spent / len(samples) * 1000, paths
+
+
+def craft_only_lines(model, img):
+    """The detection before issue 9: CRAFT on the image as it is, its boxes widened by
+    LINE_PAD_X and cut by split_long_box; nothing else."""
+    import numpy as np
+
+    from core.tasks import ocr as ocr_task
+
+    gray = np.asarray(img.convert("L"))
+    lines = []
+    for b in model._detector.detect(np.asarray(img)):
+        pad = int(round(ocr_task.LINE_PAD_X * (b.y1 - b.y0)))
+        box = (max(0, b.x0 - pad), b.y0, min(img.width, b.x1 + pad), b.y1)
+        for j, piece in enumerate(ocr_task.split_long_box(gray, box)):
+            lines.append(model._line(len(lines), piece, j > 0))
+    return lines
+
+
 def detection_times() -> list[tuple[str, int, float]]:
     """(image, boxes found, seconds) for CRAFT on two rendered images."""
     from core.backends.craft import CraftDetector
@@ -157,7 +245,10 @@ def main(argv=None) -> int:
     ap.add_argument("--n", type=int, default=100, help="lines per set")
     ap.add_argument("--threads", type=int, default=1, help="torch threads / OMP_THREAD_LIMIT")
     ap.add_argument("--model-dir", type=Path, default=ROOT / "assets" / "ocr")
-    ap.add_argument("--readers", default="ours,ctc,tesseract")
+    ap.add_argument("--readers", default="ours,ctc,pipeline,tesseract")
+    ap.add_argument("--sets", default="clean,degraded,small")
+    ap.add_argument("--stretch-lines", action="store_true",
+                    help="contrast-stretch each line crop before reading (OCRModel.stretch_lines)")
     ap.add_argument("--no-detection", action="store_true")
     args = ap.parse_args(argv)
 
@@ -173,26 +264,46 @@ def main(argv=None) -> int:
     print(f"OCR benchmark: {args.n} lines per set, {len(held)} held-out faces "
           f"({', '.join(sorted({f.family for f in held}))}), {args.threads} thread(s), model {args.model_dir}")
     rows = []
-    for set_name, aug in (("clean", ocr_data.CLEAN), ("degraded", ocr_data.DEGRADED)):
-        samples = ocr_data.make_samples(args.n, held, SEEDS[set_name], aug)
+    model = None
+    if "pipeline" in readers:
+        from core.tasks import ocr as ocr_task
+
+        model = ocr_task.OCRModel.load()
+        model.stretch_lines = args.stretch_lines
+    for set_name in args.sets.split(","):
+        if set_name == "small":
+            samples = small_samples(args.n, held, SEEDS[set_name])
+        else:
+            aug = {"clean": ocr_data.CLEAN, "degraded": ocr_data.DEGRADED}[set_name]
+            samples = ocr_data.make_samples(args.n, held, SEEDS[set_name], aug)
         refs = [t for _, t in samples]
-        if "ours" in readers:
+        start = len(rows)
+
+        def add(name, hyps, ms, note=""):
+            rows.append((set_name, name, _cer(refs, hyps), sum(h == r for h, r in zip(hyps, refs)) / len(refs), ms,
+                         note))
+
+        if "ours" in readers and set_name != "small":  # small lines are no reader input: pipeline only
             hyps, ms = read_ours(samples, args.model_dir)
-            rows.append((set_name, "ours: english_g2 + attention (greedy)", _cer(refs, hyps),
-                         sum(h == r for h, r in zip(hyps, refs)) / len(refs), ms, ""))
-        if "ctc" in readers:
+            add("ours: english_g2 + attention (greedy)", hyps, ms)
+        if "ctc" in readers and set_name != "small":
             hyps, ms = read_ctc(samples)
-            rows.append((set_name, "english_g2 CTC (EasyOCR weights)", _cer(refs, hyps),
-                         sum(h == r for h, r in zip(hyps, refs)) / len(refs), ms, ""))
+            add("english_g2 CTC (EasyOCR weights)", hyps, ms)
+        if model is not None:
+            hyps, ctc, ms, paths = read_pipeline(samples, model)
+            add("ours, pipeline (detect + read)", hyps, ms, "paths: " + ", ".join(f"{k} {v}" for k, v in paths.items()))
+            add("english_g2 CTC, pipeline's lines", ctc, float("nan"))
+            hyps, _, ms, paths = read_pipeline(samples, model, craft_only=True)
+            add("ours, CRAFT boxes only (before)", hyps, ms,
+                f"images with no box: {sum(not h for h in hyps)}")
         if "tesseract" in readers:
             hyps, ms, startup = read_tesseract(samples, args.threads)
-            rows.append((set_name, "Tesseract --psm 7", _cer(refs, hyps),
-                         sum(h == r for h, r in zip(hyps, refs)) / len(refs), ms,
-                         f"(per-line time includes a process start; a start alone on a blank image: {startup:.0f} ms)"))
-        for (_, name, cer, exact, ms, note) in rows[-len(readers):]:
-            print(f"  done {set_name:8s} {name}: CER {cer:.2%}")
+            add("Tesseract --psm 7", hyps, ms,
+                f"(per-line time includes a process start; a start alone on a blank image: {startup:.0f} ms)")
+        for (_, name, cer, exact, ms, note) in rows[start:]:
+            print(f"  done {set_name:8s} {name}: CER {cer:.2%}", flush=True)
     print()
-    print(f"{'set':9s} {'reader':40s} {'CER':>7s} {'exact':>6s} {'ms/line':>8s}")
+    print(f"{'set':9s} {'reader':40s} {'CER':>7s} {'exact':>6s} {'ms/line':>8s}  (pipeline rows: ms per image)")
     for set_name, name, cer, exact, ms, note in rows:
         print(f"{set_name:9s} {name:40s} {cer:7.2%} {exact:6.0%} {ms:8.1f}  {note}")
     if not args.no_detection:

@@ -25,8 +25,18 @@ from PIL import Image, ImageDraw
 
 from core.events import BeamEvent, Finished, SegmentEvent, StepEvent
 from core.options import DecodingOptions
+from core.tasks import ocr as ocr_task
+from core.tasks import ocr_layout
 from core.tasks.ocr import OCRModel, TextLine, load_image
-from tests.helpers.ocr_images import PARAGRAPH, render_paragraph, render_screenshot, write_huge_png
+from tests.helpers.ocr_images import (
+    PARAGRAPH,
+    render_paragraph,
+    render_screenshot,
+    render_small_line,
+    render_wide_lines,
+    serif_font_path,
+    write_huge_png,
+)
 
 ATTN_MAX_CER = 0.05
 CTC_MAX_CER = 0.05
@@ -132,7 +142,7 @@ def test_region_reads_only_that_line(model, paragraph, lines):
     x0, y0, x1, y1 = lines[1].box
     region = (x0 - 10, y0 - 10, x1 - x0 + 20, y1 - y0 + 20)
     found = model.detect(img, region=region)
-    assert len(found) == 1
+    assert len(found) == 1 and found[0].path == ocr_task.PATH_REGION  # one line: read whole, no CRAFT
     assert _inside(found[0].box, (region[0], region[1], region[0] + region[2], region[1] + region[3]), 0)
     fin = list(model.decode(img, DecodingOptions(), region=region))[-1]
     assert jiwer.cer(PARAGRAPH[1], fin.text) <= ATTN_MAX_CER
@@ -182,9 +192,15 @@ def test_transparency_and_16_bit(tmp_path):
     deep.save(tmp_path / "deep.png")
     out = load_image(tmp_path / "deep.png")
     assert out.mode == "RGB" and out.getpixel((0, 0))[0] < 5 and out.getpixel((299, 0))[0] > 250
-    wide = Image.fromarray(np.tile(np.linspace(0, 65535, 9000).astype(np.uint16), (30, 1)))  # 16-bit, > max_side
+    # 16-bit and over max_side: downscaled, but its short side is kept at MIN_SHORT_SIDE (1024)
+    big = Image.fromarray(np.tile(np.linspace(0, 65535, 9000).astype(np.uint16), (2000, 1)))
+    out = load_image(big)
+    assert out.size == (4608, 1024) and out.info["downscaled_from"] == (9000, 2000)
+    assert out.getpixel((0, 0))[0] < 5 and out.getpixel((4607, 0))[0] > 250
+    # a very wide line keeps its resolution (4096 x 14 could not be read)
+    wide = Image.fromarray(np.tile(np.linspace(0, 65535, 9000).astype(np.uint16), (30, 1)))
     out = load_image(wide)
-    assert out.size == (4096, 14) and out.info["downscaled_from"] == (9000, 30)
+    assert out.size == (9000, 30) and "downscaled_from" not in out.info
 
 
 def test_bad_files_give_clear_messages(tmp_path):
@@ -259,7 +275,7 @@ def test_image_too_large_to_decode_is_refused(tmp_path, monkeypatch):
     import core.tasks.ocr as ocr
 
     monkeypatch.setattr(ocr, "MAX_DECODE_BYTES", 1_000_000)
-    Image.new("RGB", (5000, 300), "white").save(tmp_path / "wide.png")
+    Image.new("RGB", (5000, 1500), "white").save(tmp_path / "wide.png")  # over max_side: reduced, so decoded first
     with pytest.raises(ValueError, match="too large to open"):
         load_image(tmp_path / "wide.png")
 
@@ -307,3 +323,181 @@ def test_screenshot_is_read_whole_in_reading_order(model):
     assert cer <= ATTN_MAX_CER, (cer, got)
     for want, line in zip(truth, got):  # order: each line is closest to its own truth
         assert jiwer.cer(want, line) <= 0.25, (want, line)
+
+
+# ------------------------------------------------------------------ small text, uncovered ink, wide images
+class SpyDetector:
+    """Stands in for the model's CRAFT detector: runs it, records each image it was
+    given, and lets a test drop or change boxes (CRAFT missing text)."""
+
+    def __init__(self, real, change=None):
+        self.real, self.change, self.images = real, change, []
+        self.last_detect_s = 0.0
+
+    def detect(self, image):
+        self.images.append(np.array(image))
+        boxes = self.real.detect(image)
+        return self.change(boxes) if self.change else boxes
+
+
+@pytest.fixture
+def spy(model, monkeypatch):
+    def install(change=None):
+        s = SpyDetector(model._detector, change)
+        monkeypatch.setattr(model, "_detector", s)
+        return s
+
+    return install
+
+
+#: a 22 px tall crop of a 15 px serif line, grey 90 on 170, blurred and JPEG'd: CRAFT
+#: alone read it as "85.00" (measured before issue 9)
+SMALL_TEXT = "Please sign the form below."
+
+
+def small_grey_line() -> Image.Image:
+    return render_small_line(SMALL_TEXT, 15, fg=90, bg=170, font=serif_font_path(), blur=0.7, jpeg_quality=50,
+                             margin=(5, 3))
+
+
+def test_a_one_line_image_is_read_whole_without_craft(model, spy):
+    det = spy()
+    img = small_grey_line()
+    assert img.height == 21
+    lines = model.detect(img)
+    assert det.images == []  # CRAFT did not run
+    assert [ln.path for ln in lines] == [ocr_task.PATH_WHOLE]
+    assert 0 <= lines[0].box[0] <= 5 and lines[0].box[2] >= img.width - 6  # the whole line's ink, with margins
+    fin = list(model.decode(img, DecodingOptions(), lines=lines))[-1]
+    cer = jiwer.cer(SMALL_TEXT, fin.text)
+    assert cer <= 0.1, (cer, fin.text)
+    assert jiwer.cer(SMALL_TEXT, model.ctc_reading(img, lines[0])) < 1.0  # the CTC column reads the same line
+
+
+def test_ink_that_craft_missed_is_read_as_a_line(model, spy):
+    img, ink = render_paragraph()
+    first = ink[0]
+
+    def drop_first_line(boxes):
+        return [b for b in boxes if not first[1] <= (b.y0 + b.y1) / 2 <= first[3]]
+
+    spy(drop_first_line)
+    lines = model.detect(img)
+    assert [ln.path for ln in lines] == [ocr_task.PATH_INK, ocr_task.PATH_DETECTED, ocr_task.PATH_DETECTED]
+    assert _inside(first, lines[0].box)
+    fin = list(model.decode(img, DecodingOptions(), lines=lines))[-1]
+    assert jiwer.cer("\n".join(PARAGRAPH), fin.text) <= ATTN_MAX_CER, fin.text
+
+
+def test_a_first_word_craft_dropped_is_read_with_its_line(model, spy):
+    from core.backends.craft import DetectedBox
+
+    img, ink = render_paragraph()
+    first = ink[0]
+    x_cut = first[0] + int(0.45 * (first[2] - first[0]))  # CRAFT's box starts after "Open the"
+
+    def cut_first_word(boxes):
+        return [DetectedBox(x_cut, b.y0, b.x1, b.y1) if first[1] <= (b.y0 + b.y1) / 2 <= first[3] else b
+                for b in boxes]
+
+    spy(cut_first_word)
+    lines = model.detect(img)
+    assert [ln.path for ln in lines][0] == ocr_task.PATH_DETECTED_INK and len(lines) == 3
+    assert lines[0].box[0] <= first[0]
+    fin = list(model.decode(img, DecodingOptions(), lines=lines))[-1]
+    assert jiwer.cer(PARAGRAPH[0], fin.text.split("\n")[0]) <= ATTN_MAX_CER, fin.text
+
+
+def test_small_grey_text_is_upscaled_and_stretched_for_craft(model, spy):
+    det = spy()
+    img, ink = render_paragraph(size=11, margin=12, width=260, fg=(95, 95, 95), bg=(170, 170, 170))
+    lines = model.detect(img)
+    assert len(det.images) == 1
+    seen = det.images[0]
+    text_px = ocr_layout.text_height(ocr_layout.ink_mask(np.asarray(img.convert("L"))))
+    scale = ocr_layout.DETECT_TEXT_PX / text_px
+    assert scale >= ocr_layout.MIN_UPSCALE
+    assert seen.shape[:2] == (round(img.height * scale), round(img.width * scale))  # upscaled
+    assert seen.min() < 25 and np.median(seen) > 235  # grey 95 on 170 stretched to dark on white
+    # the boxes come back in the image's pixels, one per drawn line
+    assert len(lines) == len(PARAGRAPH)
+    for line, box in zip(lines, ink):
+        assert _inside(box, line.box, slack=3), (box, line.box)
+        assert line.box[2] <= img.width and line.box[3] <= img.height
+
+
+def test_a_very_wide_line_is_read_at_full_resolution(model, tmp_path):
+    """A 20000 x 160 line was shrunk to 4096 x 33 on load and read as noise (issue 9);
+    it keeps its size and is read in parts cut at its wide gaps."""
+    img, texts, _ = render_wide_lines(width=20000, n_lines=1, size=60)
+    img.save(tmp_path / "wide.png")
+    loaded = load_image(tmp_path / "wide.png")
+    assert loaded.size == img.size == (20000, 153) and "downscaled_from" not in loaded.info
+    lines = model.detect(loaded)
+    assert {ln.path for ln in lines} == {ocr_task.PATH_WHOLE} and not lines[0].continues_previous
+    assert all(ln.continues_previous for ln in lines[1:])
+    fin = list(model.decode(loaded, DecodingOptions(), lines=lines))[-1]
+    assert "\n" not in fin.text
+    cer = jiwer.cer(texts[0], fin.text)
+    assert cer <= ATTN_MAX_CER, (cer, fin.text)
+
+
+def test_a_very_wide_image_is_detected_in_tiles(model, spy):
+    det = spy()
+    img, texts, words = render_wide_lines(width=12000, n_lines=2, size=40, words_per_line=12)
+    steps = model.detect_steps(img)
+    progress = []
+    while True:
+        try:
+            progress.append(next(steps))
+        except StopIteration as stop:
+            lines = stop.value
+            break
+    n = len(det.images)
+    assert n >= 3 and all(im.shape[1] <= ocr_layout.CRAFT_CANVAS for im in det.images)
+    assert [(p.done, p.total) for p in progress] == [(k, n) for k in range(n + 1)]
+    assert progress[1].text == f"detecting text lines (tile 2 of {n})"
+    # every word is found, in a box of its own row (no box spans both rows)
+    for row in words:
+        for word in row:
+            assert any(_inside(word, ln.box, slack=4) for ln in lines), word
+    for ln in lines:
+        assert sum(ln.box[1] <= (w[1] + w[3]) / 2 <= ln.box[3] for w in (words[0][0], words[1][0])) <= 1
+
+
+def test_detection_in_tiles_can_be_cancelled(model, spy):
+    det = spy()
+    img, _, _ = render_wide_lines(width=12000, n_lines=2, size=40, words_per_line=12)
+    calls = []
+
+    def cancel():
+        calls.append(len(det.images))
+        return len(det.images) >= 1  # after the first tile
+
+    with pytest.raises(ocr_task.OCRCancelled):
+        model.detect(img, cancel=cancel)
+    assert len(det.images) == 1 and calls == [0, 1]
+
+
+def test_decode_stops_between_lines_when_cancelled(model, paragraph, lines, monkeypatch):
+    """Cancel set once the first line has been read: the second line is never encoded."""
+    import core.tasks.base as task_base
+
+    done = []
+    real = task_base.run_segment
+
+    def counting(*args, **kwargs):
+        finished = yield from real(*args, **kwargs)
+        done.append(finished)
+        return finished
+
+    monkeypatch.setattr(task_base, "run_segment", counting)
+    img, _ = paragraph
+    model.clear_cache()
+    before = model.encode_count
+    events = list(model.decode(img, DecodingOptions(), lines=lines, cancel=lambda: len(done) >= 1))
+    assert len(done) == 1 and not done[0].cancelled  # the first line was read to its end
+    assert isinstance(events[-1], Finished) and events[-1].cancelled
+    assert model.encode_count == before + 1  # the second line was never encoded
+    assert [e.segment for e in events if isinstance(e, SegmentEvent)] == [0]
+    assert events[-1].text == done[0].text.strip()

@@ -13,7 +13,7 @@ import pytest
 from PIL import Image
 
 from core.cli import main
-from tests.helpers.ocr_images import PARAGRAPH, render_paragraph
+from tests.helpers.ocr_images import PARAGRAPH, font_path, render_paragraph, render_small_line, serif_font_path
 
 pytestmark = pytest.mark.e2e
 
@@ -110,3 +110,27 @@ def test_ocr_bad_files(capsys, tmp_path, paragraph_png):
         assert message in err and str(tmp_path / name) in err
     code, out, err = _run(capsys, ["ocr", str(paragraph_png), "--region", "1,2,3"])
     assert code == 1 and "--region must be X,Y,W,H" in err
+
+
+#: small grey lines, about 22 px tall, as cropped from a form (issue 9): text, font, line
+#: height, blur, JPEG quality. Read by CRAFT's boxes alone (before issue 9) they came
+#: out as "85.00" (CER 1.0) and "Invoice 2041 !& due on 12 Marct" (CER 0.097).
+SMALL_LINES = [
+    ("Please sign the form below.", serif_font_path, 15, 0.7, 50),
+    ("Invoice 2041 is due on 12 March", font_path, 14, 0.8, 40),
+]
+
+
+@pytest.mark.parametrize("text,font,height,blur,quality", SMALL_LINES, ids=["serif", "sans"])
+def test_small_grey_line_is_read(capsys, tmp_path, reuse_model, text, font, height, blur, quality):
+    img = render_small_line(text, height, fg=90, bg=170, font=font(), blur=blur, jpeg_quality=quality,
+                            margin=(5, (22 - height) // 2))
+    assert 20 <= img.height <= 24
+    path = tmp_path / "small.png"
+    img.save(path)
+    code, out, err = _run(capsys, ["ocr", str(path), "--json"])
+    assert code == 0, err
+    trace = json.loads(out)
+    assert len(trace["lines"]) == 1
+    cer = jiwer.cer(text, trace["text"])
+    assert cer <= ATTN_MAX_CER, (cer, trace["text"])

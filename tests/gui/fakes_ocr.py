@@ -27,6 +27,7 @@ class FakeTextLine:
     index: int
     box: tuple[int, int, int, int]
     n_columns: int
+    path: str = "detected"
 
     def column_x(self, col: int) -> tuple[float, float]:
         x0, _y0, x1, _y1 = self.box
@@ -71,11 +72,13 @@ class FakeOCRModel:
                 start = r
             prev = r
         bands.append((start, prev))
+        # one band is one line read whole (as core.tasks.ocr does), several are "detected"
+        path = "detected" if len(bands) > 1 else ("region" if region is not None else "whole image")
         for i, (r0, r1) in enumerate(bands):
             cols = np.flatnonzero(dark[r0 : r1 + 1].any(axis=0))
             x0, x1 = int(cols[0]) + x_off, int(cols[-1]) + 1 + x_off
             box = (x0, int(r0) + y_off, x1, int(r1) + 1 + y_off)
-            lines.append(FakeTextLine(i, box, max(len(LINE_TEXT) + 1, (x1 - x0) // PX_PER_COLUMN)))
+            lines.append(FakeTextLine(i, box, max(len(LINE_TEXT) + 1, (x1 - x0) // PX_PER_COLUMN), path))
         return lines
 
     def decode(self, image, options, *, lines=None, region=None, cancel=None):

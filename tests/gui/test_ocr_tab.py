@@ -140,9 +140,11 @@ def test_rubber_band_reads_only_that_region_and_whole_image_resets(qtbot, tab):
         _mouse(tab.view, QEvent.Type.MouseMove, end)
         _mouse(tab.view, QEvent.Type.MouseButtonRelease, end)
 
+    assert [tab.line_path(i) for i in range(3)] == ["detected"] * 3
     fin = _decode(qtbot, tab, drag)
     region = tab.region
     assert region is not None
+    assert tab.line_path(0) == "region"  # the one-line region was read whole
     rx, ry, rw, rh = region
     # the region the user dragged (view -> scene rounding: within 2 image pixels)
     assert abs(rx - start[0]) <= 2 and abs(ry - start[1]) <= 2
@@ -159,6 +161,19 @@ def test_rubber_band_reads_only_that_region_and_whole_image_resets(qtbot, tab):
     assert tab.region is None and model.decode_regions[-1] is None
     assert len(model.detect_calls) == n_detect  # the whole image's detection is reused
     assert fin.text.count("\n") == 2 and tab.view.line_count() == 3 and tab.view.region_rect() is None
+
+
+def test_found_by_column_shows_how_each_line_was_found(qtbot, tab):
+    from gui.tabs.ocr import COL_PATH, PATH_TIPS
+
+    tab.model = FakeOCRModel()
+    _decode(qtbot, tab, lambda: tab.set_image(text_image(("Hello world",)), "one line"))
+    assert tab.readings.rowCount() == 1 and tab.line_path(0) == "whole image"
+    assert tab.readings.horizontalHeaderItem(COL_PATH).text() == "found by"
+    assert tab.readings.item(0, COL_PATH).toolTip() == PATH_TIPS["whole image"]
+    assert tab.reading(0) == (LINE_TEXT, LINE_TEXT.upper())  # the other columns are unchanged
+    _decode(qtbot, tab, lambda: tab.set_image(text_image(), "two lines"))
+    assert [tab.line_path(i) for i in range(2)] == ["detected", "detected"]
 
 
 def test_a_click_is_not_a_region(qtbot, tab):
@@ -233,13 +248,19 @@ def test_errors_in_the_banner(qtbot, tab, tmp_path):
     qtbot.waitUntil(lambda: bool(tab.banner.message()), timeout=5000)
     assert "cut.png" in tab.banner.message() and ("truncated" in tab.banner.message() or "corrupt" in tab.banner.message())
     assert tab.image is None
-    # a very wide image is downscaled on load, and the info line says so
+    # a large image is downscaled on load, and the info line says so
+    big = tmp_path / "big.png"
+    Image.new("RGB", (6000, 1500), "white").save(big)
+    tab.model = None
+    tab.open_file(big)
+    qtbot.waitUntil(lambda: tab.image is not None, timeout=5000)
+    assert tab.image.size == (4096, 1024) and "downscaled from 6000×1500" in tab.info_label.text()
+    # a very wide line keeps its resolution (shrunk to 4096 px wide its text could not be read)
     wide = tmp_path / "wide.png"
     Image.new("RGB", (5000, 60), "white").save(wide)
-    tab.model = None
     tab.open_file(wide)
-    qtbot.waitUntil(lambda: tab.image is not None, timeout=5000)
-    assert max(tab.image.size) <= 4096 and "downscaled from 5000×60" in tab.info_label.text()
+    qtbot.waitUntil(lambda: tab.image is not None and tab.image.size == (5000, 60), timeout=5000)
+    assert "downscaled" not in tab.info_label.text()
     tab.model = FakeOCRModel()
     # a blank image: no text found, and the banner says what to do
     blank = Image.new("RGB", (300, 200), "white")
@@ -299,6 +320,7 @@ def test_real_model_reads_the_sample(qtbot, tab):
     # detection: one box per rendered line, in reading order, each around its line
     lines = tab.lines
     assert len(lines) == len(SAMPLE_LINES) == tab.view.line_count() == tab.readings.rowCount()
+    assert [tab.line_path(i) for i in range(3)] == ["detected"] * 3
     for line, (_text, top) in zip(lines, SAMPLE_LINES):
         x0, y0, x1, y1 = line.box
         assert y0 <= top + SAMPLE_FONT_PX // 2 <= y1 and x0 < 60 and x1 > 400
@@ -340,7 +362,7 @@ def test_real_model_reads_the_sample(qtbot, tab):
     region = (max(0, x0 - 10), max(0, y0 - 8), x1 - x0 + 20, y1 - y0 + 16)
     fin3 = _decode(qtbot, tab, lambda: tab.set_region(region), timeout=SLOW_MS)
     assert tab.errors == [] and tab.region == region and "\n" not in fin3.text
-    assert len(tab.lines) == 1 and tab.view.line_count() == 1
+    assert len(tab.lines) == 1 and tab.view.line_count() == 1 and tab.line_path(0) == "region"
     bx0, by0, bx1, by1 = tab.lines[0].box
     assert region[0] <= bx0 < bx1 <= region[0] + region[2] and region[1] <= by0 < by1 <= region[1] + region[3]
     assert tab.heatmap.column_count() == tab.lines[0].n_columns

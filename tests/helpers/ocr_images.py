@@ -1,5 +1,6 @@
 """Test images for OCR, rendered with Pillow from installed fonts (DejaVu / Liberation,
-Debian packages fonts-dejavu-core and fonts-liberation), and a huge PNG written row by row.
+Debian packages fonts-dejavu-core and fonts-liberation): paragraphs, a screenshot, small
+low-contrast lines, very wide lines, and a huge PNG written row by row.
 
 The ground truth of a rendered image is the text we drew and the ink boxes Pillow
 reports for it, never our own reader's output.
@@ -23,6 +24,12 @@ FONT_CANDIDATES = (
 PARAGRAPH = ("Open the door slowly", "We sold 42 apples today", "Total price: $19.99")
 
 
+SERIF_CANDIDATES = (
+    "/usr/share/fonts/truetype/liberation/LiberationSerif-Regular.ttf",
+    "/usr/share/fonts/truetype/dejavu/DejaVuSerif.ttf",
+)
+
+
 def font_path() -> str:
     """An installed sans-serif TrueType font; AssertionError naming the packages if none."""
     for p in FONT_CANDIDATES:
@@ -31,21 +38,29 @@ def font_path() -> str:
     raise AssertionError("no test font found: apt-get install fonts-dejavu-core fonts-liberation")
 
 
+def serif_font_path() -> str:
+    """An installed serif TrueType font; AssertionError naming the packages if none."""
+    for p in SERIF_CANDIDATES:
+        if Path(p).is_file():
+            return p
+    raise AssertionError("no serif test font found: apt-get install fonts-liberation fonts-dejavu-extra")
+
+
 def render_paragraph(lines=PARAGRAPH, size: int = 40, margin: int = 40, spacing: float = 2.1,
-                     width: int = 900) -> tuple[Image.Image, list[tuple[int, int, int, int]]]:
-    """Black text on white, one line per entry.
+                     width: int = 900, fg=(0, 0, 0), bg=(255, 255, 255)) -> tuple[Image.Image, list[tuple[int, int, int, int]]]:
+    """Text in colour ``fg`` on ``bg`` (default black on white), one line per entry.
 
     Returns:
         the RGB image and each line's ink box (x0, y0, x1, y1) in pixels, from Pillow.
     """
     font = ImageFont.truetype(font_path(), size)
     height = int(2 * margin + spacing * size * len(lines))
-    img = Image.new("RGB", (width, height), "white")
+    img = Image.new("RGB", (width, height), bg)
     draw = ImageDraw.Draw(img)
     boxes = []
     for i, text in enumerate(lines):
         xy = (margin, margin + int(i * spacing * size))
-        draw.text(xy, text, font=font, fill="black")
+        draw.text(xy, text, font=font, fill=fg)
         boxes.append(tuple(int(v) for v in draw.textbbox(xy, text, font=font)))
     return img, boxes
 
@@ -114,3 +129,78 @@ def write_huge_png(path: Path, side: int = 20000, text: str = "HUGE IMAGE TEXT",
         f.write(chunk(b"IDAT", bytes(data)))
         f.write(chunk(b"IEND", b""))
     return x0 * scale, y0 * scale, x1 * scale, y1 * scale
+
+
+def render_small_line(text: str, height: int = 22, fg: int = 90, bg: int = 170, *, font: str | None = None,
+                      blur: float = 0.5, jpeg_quality: int | None = 75,
+                      margin: tuple[int, int] | None = None) -> Image.Image:
+    """One line of small low-contrast text, as cropped from a screenshot or a scanned form.
+
+    Args:
+        text: the line.
+        height: the font's line height (ascent + descent) in pixels; the font size is
+            chosen to give it (Pillow's metrics).
+        fg, bg: grey levels (0..255) of the text and the background.
+        font: a TrueType file (default :func:`font_path`).
+        blur: Gaussian blur radius in pixels (0: none).
+        jpeg_quality: JPEG round trip at this quality (None: none).
+        margin: (left/right, top/bottom) in pixels around the text's line box
+            (default (height // 2, height // 4)).
+
+    Returns:
+        an RGB image ``text width + 2 * margin[0]`` x ``height + 2 * margin[1]`` pixels.
+    """
+    import io
+
+    from PIL import ImageFilter
+
+    path = font or font_path()
+    ref = ImageFont.truetype(path, 100)
+    asc, desc = ref.getmetrics()
+    f = ImageFont.truetype(path, max(4, round(100 * height / (asc + desc))))
+    asc, desc = f.getmetrics()
+    mx, my = margin if margin is not None else (height // 2, height // 4)
+    x0, _y0, x1, _y1 = f.getbbox(text)
+    img = Image.new("L", (x1 - min(x0, 0) + 2 * mx, asc + desc + 2 * my), bg)
+    ImageDraw.Draw(img).text((mx - min(x0, 0), my), text, font=f, fill=fg)
+    if blur > 0:
+        img = img.filter(ImageFilter.GaussianBlur(blur))
+    if jpeg_quality is not None:
+        buf = io.BytesIO()
+        img.save(buf, "JPEG", quality=int(jpeg_quality))
+        img = Image.open(io.BytesIO(buf.getvalue()))
+        img.load()
+    return img.convert("RGB")
+
+
+#: words :func:`render_wide_lines` spreads along its lines
+WIDE_WORDS = ("north", "river", "copper", "lantern", "seven", "garden", "pilot", "marble", "violet", "harbor",
+              "silent", "orbit", "canvas", "timber", "falcon", "meadow", "signal", "pepper", "quartz", "summit")
+
+
+def render_wide_lines(width: int = 20000, n_lines: int = 1, size: int = 100, words_per_line: int = 10,
+                      words=WIDE_WORDS) -> tuple[Image.Image, list[str], list[list[tuple[int, int, int, int]]]]:
+    """A very wide RGB image: ``n_lines`` lines of black text on white, each with
+    ``words_per_line`` words spread evenly over the width (wide gaps between them).
+
+    Returns:
+        the image (``width`` x ``int((n_lines + 0.6) * 1.6 * size)`` pixels), each line's
+        text (its words joined with a space) and each word's ink box (x0, y0, x1, y1).
+    """
+    font = ImageFont.truetype(font_path(), size)
+    pitch = int(1.6 * size)
+    img = Image.new("RGB", (width, int((n_lines + 0.6) * pitch)), "white")
+    d = ImageDraw.Draw(img)
+    texts, boxes = [], []
+    step = width / words_per_line
+    for i in range(n_lines):
+        line = [words[(i * words_per_line + k) % len(words)] for k in range(words_per_line)]
+        y = int(0.4 * pitch) + i * pitch
+        row = []
+        for k, word in enumerate(line):
+            xy = (int(k * step + 0.2 * step), y)
+            d.text(xy, word, font=font, fill="black")
+            row.append(tuple(int(v) for v in d.textbbox(xy, word, font=font)))
+        texts.append(" ".join(line))
+        boxes.append(row)
+    return img, texts, boxes
