@@ -280,8 +280,9 @@ class DecodeTab(QWidget):
         return _active(self._load)
 
     def is_decoding(self) -> bool:
-        """A decode is running and was not cancelled."""
-        return _active(self._decode)
+        """A decode is running and was not cancelled, or one waits to start (it replaces a
+        run that is stopping after an option change)."""
+        return _active(self._decode) or self._pending_decode
 
     def workers_idle(self) -> bool:
         """No worker thread of this tab runs, cancelled ones included (their threads end

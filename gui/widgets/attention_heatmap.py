@@ -24,6 +24,7 @@ from core.events import SegmentEvent, StepEvent
 
 from .colors import LUT
 from .token_stream import display_text
+from .waveform import envelope
 
 AVERAGE = "average"
 #: beyond this many input columns (30 s windows of 1500 frames, source tokens), or rows x
@@ -140,6 +141,12 @@ class AttentionHeatmap(QWidget):
         self.highlight.setZValue(10)
         self.highlight.hide()
         self.plot.addItem(self.highlight)
+        # sentence / line boundaries: one item for all of them (thousands of InfiniteLines
+        # would each compute a bounding rect in Python on every paint)
+        self.separators = pg.PlotCurveItem(pen=pg.mkPen("w", width=1.5), connect="pairs")
+        self.separators.setZValue(6)
+        self.plot.addItem(self.separators)
+        self._col_seps: list[int] = []
         self.plot.scene().sigMouseClicked.connect(self._clicked)
         self.set_columns("source position")
 
@@ -204,8 +211,8 @@ class AttentionHeatmap(QWidget):
             self.wave_curve.setData([], [])
             self.wave_plot.hide()
             return
-        t = np.arange(len(audio), dtype=np.float64) / float(sample_rate)
-        self.wave_curve.setData(t, np.asarray(audio, dtype=np.float32))
+        t, y = envelope(audio, sample_rate)  # min/max per bucket: a 10-minute clip stays cheap to draw
+        self.wave_curve.setData(t, y)
         peak = float(np.max(np.abs(audio))) or 1.0
         self.wave_plot.setYRange(-peak, peak, padding=0.05)
         self.wave_plot.setLabel("left", "audio")
@@ -298,6 +305,21 @@ class AttentionHeatmap(QWidget):
             self._append_row(self._row(i))
         self._refresh_image()
         self._update_row_ticks()
+
+    def set_column_separators(self, columns: list[int]) -> None:
+        """Draw a thin white line at each input column index in ``columns`` (e.g. where each
+        sentence's source tokens start), the whole height of the plot; [] removes them."""
+        self._col_seps = [int(c) for c in columns]
+        if not self._col_seps:
+            self.separators.setData([], [])
+            return
+        xs = np.repeat(np.asarray(self._col_seps, np.float64) * self._scale, 2)
+        ys = np.tile(np.array([0.0, 1e5]), len(self._col_seps))
+        self.separators.setData(xs, ys, connect="pairs")
+
+    def column_separators(self) -> list[int]:
+        """The column indices where separator lines are drawn."""
+        return list(self._col_seps)
 
     def windowed(self) -> bool:
         """Whether the input is too large to draw whole, so one segment is shown at a time."""

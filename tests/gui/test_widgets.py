@@ -287,3 +287,34 @@ def test_topk_rows_skip_zero_probability_processed_entries():
     rows = rows_for(ev)
     assert [r.token_id for r in rows] == [5, 6, 7]
     assert [r.raw_prob for r in rows] == pytest.approx([0.6, 0.3, 0.1])
+
+
+def test_waveform_envelope_keeps_peaks_and_bounds_points():
+    from gui.widgets.waveform import envelope
+
+    audio = np.zeros(16000 * 600, np.float32)  # 10 minutes
+    audio[123_457] = 0.9
+    audio[5_000_001] = -0.7
+    t, y = envelope(audio, 16000, max_points=4000)
+    assert len(t) == len(y) <= 4000
+    assert y.max() == pytest.approx(0.9) and y.min() == pytest.approx(-0.7)
+    assert t[0] == 0.0 and t[-1] <= 600.0 and np.all(np.diff(t) >= 0)
+    short = np.linspace(-1, 1, 100, dtype=np.float32)
+    t2, y2 = envelope(short, 16000)
+    assert np.array_equal(y2, short) and t2[1] == pytest.approx(1 / 16000)
+    with pytest.raises(ValueError):
+        envelope(np.zeros((2, 2), np.float32), 16000)
+
+
+def test_heatmap_column_separators_are_one_item(qtbot):
+    hm = AttentionHeatmap()
+    qtbot.addWidget(hm)
+    items_before = len(hm.plot.items)
+    hm.set_column_separators(list(range(0, 30000, 18)))  # ~1,660 sentences
+    assert hm.column_separators()[:3] == [0, 18, 36]
+    assert len(hm.plot.items) == items_before  # one curve for all, not an item per line
+    x, y = hm.separators.getData()
+    assert len(x) == 2 * len(hm.column_separators()) and x[2] == 18.0
+    hm.set_column_separators([])
+    xs = hm.separators.getData()[0]
+    assert hm.column_separators() == [] and (xs is None or len(xs) == 0)
