@@ -1,4 +1,5 @@
-"""Command line: ``decoding-explorer`` opens the window; subcommands decode headlessly.
+"""Headless commands of ``decoding-explorer`` (the console script is ``gui.app:main``, which
+opens the window when no command is given and hands the commands below to :func:`main`).
 
     decoding-explorer transcribe FILE [--model tiny.en|base|ID_OR_DIR] [--strategy ...] [--json]
     decoding-explorer translate TEXT [--direction en-pt|pt-en|MODEL_ID_OR_DIR] [--input-file F]
@@ -206,11 +207,23 @@ def _emit(task: str, model_name: str, options: DecodingOptions, events: Iterable
     return 0
 
 
+def version() -> str:
+    """The installed package's version ("unknown" when run from a tree that is not installed)."""
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as dist_version
+
+    try:
+        return dist_version("decoding-explorer")
+    except PackageNotFoundError:
+        return "unknown"
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="decoding-explorer",
-        description="Watch encoder-decoder models decode. With no command, opens the window.",
+        description="Watch encoder-decoder models decode. With no command, decoding-explorer opens the window.",
     )
+    p.add_argument("--version", action="version", version=f"%(prog)s {version()}")
     sub = p.add_subparsers(dest="command")
     t = sub.add_parser("transcribe", help="speech to text with Whisper")
     t.add_argument("file", help="audio file: wav, flac, ogg, mp3")
@@ -245,10 +258,6 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point. Returns the exit status."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    if not argv:
-        from gui.app import main as gui_main
-
-        return gui_main()
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command is None:

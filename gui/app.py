@@ -1,7 +1,10 @@
-"""Entry point: ``python -m gui.app`` or ``decoding-explorer`` without arguments.
+"""Entry point: ``decoding-explorer`` (the console script) and ``python -m gui.app``.
 
-Opens the window at once; models load in worker threads afterwards (torch is never
-imported before the window is shown).
+``decoding-explorer transcribe|translate|ocr ...`` (and ``--help``, ``--version``) runs
+the headless commands of ``core.cli`` without importing Qt; with no command it opens the
+window at once, and models load in worker threads afterwards (torch is never imported
+before the window is shown). The dependency points one way: gui imports core, never the
+reverse.
 """
 
 from __future__ import annotations
@@ -11,11 +14,10 @@ import os
 import sys
 from typing import Sequence
 
-from PySide6.QtWidgets import QApplication
-
-from .main_window import APPLICATION, ORGANIZATION, MainWindow
 from .platform_check import xcb_problem
-from .worker import wait_all
+
+#: first arguments that are handled by core.cli (no window, no Qt import)
+HEADLESS = ("transcribe", "translate", "ocr", "-h", "--help", "--version")
 
 
 def display_problem(environ=os.environ, platform: str = sys.platform) -> str | None:
@@ -36,11 +38,37 @@ def display_problem(environ=os.environ, platform: str = sys.platform) -> str | N
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """The console entry point: a headless command (see ``HEADLESS``) goes to
+    ``core.cli.main``; anything else opens the window (:func:`run_window`).
+
+    Args:
+        argv: the arguments after the program name (default ``sys.argv[1:]``).
+
+    Returns:
+        the exit status: 0 success, 1 bad input or no display, 2 usage error.
+    """
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args and args[0] in HEADLESS:
+        from core.cli import main as cli_main
+
+        return cli_main(args)
+    return run_window(["decoding-explorer", *args])
+
+
+def create_application(argv: Sequence[str]):
+    """The QApplication (the existing one, or a new one with ``argv``); Qt is imported only
+    here and in the window modules, so headless commands never load it."""
+    from PySide6.QtWidgets import QApplication
+
+    return QApplication.instance() or QApplication(list(argv))
+
+
+def run_window(argv: Sequence[str] | None = None) -> int:
     """Create the QApplication and the main window, run the event loop; return its exit code.
 
     Args:
-        argv: Qt arguments (default ``sys.argv``); ``--no-autoload`` opens the window
-            without loading the default model.
+        argv: Qt arguments, program name first (default ``sys.argv``); ``--no-autoload``
+            opens the window without loading the default model.
     """
     # Both checks run before the QApplication exists: Qt aborts when it cannot open a window.
     problem = display_problem() or xcb_problem()
@@ -53,7 +81,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     autoload = "--no-autoload" not in argv
     argv = [a for a in argv if a != "--no-autoload"]
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    app = QApplication.instance() or QApplication(argv)
+    from .main_window import APPLICATION, ORGANIZATION, MainWindow
+    from .worker import wait_all
+
+    app = create_application(argv)
     app.setOrganizationName(ORGANIZATION)
     app.setApplicationName(APPLICATION)
     app.setApplicationDisplayName("Decoding Explorer")

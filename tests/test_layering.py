@@ -1,6 +1,6 @@
 """The design's layering rules, enforced.
 
-- core/ never imports Qt.
+- core/ never imports Qt, nor gui/ (the dependency points one way).
 - gui/ never imports torch or transformers at module level (the window opens
   before a model loads).
 - Only core/backends/ imports transformers.
@@ -30,6 +30,13 @@ def _imports(path: pathlib.Path, module_level_only: bool) -> set[str]:
 def test_core_never_imports_qt():
     offenders = {
         str(p.relative_to(ROOT)): sorted(_imports(p, False) & set(QT)) for p in (ROOT / "core").rglob("*.py")
+    }
+    assert {k: v for k, v in offenders.items() if v} == {}
+
+
+def test_core_never_imports_gui():
+    offenders = {
+        str(p.relative_to(ROOT)): sorted(_imports(p, False) & {"gui"}) for p in (ROOT / "core").rglob("*.py")
     }
     assert {k: v for k, v in offenders.items() if v} == {}
 

@@ -316,8 +316,8 @@ def test_main_exits_1_with_one_line_before_creating_the_qapplication(monkeypatch
     def no_qapplication(*a, **k):
         raise AssertionError("QApplication created despite the xcb problem")
 
-    monkeypatch.setattr(app, "QApplication", no_qapplication)
-    assert app.main(["decoding-explorer"]) == 1
+    monkeypatch.setattr(app, "create_application", no_qapplication)
+    assert app.main([]) == 1
     captured = capsys.readouterr()
     assert captured.out == ""
     assert captured.err.splitlines() == [f"decoding-explorer: error: {problem}"]

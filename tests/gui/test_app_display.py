@@ -17,7 +17,7 @@ def test_display_problem_rules():
 
 def test_cli_without_display_is_one_line_error():
     out = subprocess.run(
-        [sys.executable, "-m", "core.cli"], capture_output=True, text=True, timeout=120,
+        [sys.executable, "-m", "gui.app"], capture_output=True, text=True, timeout=120,
         env={"PATH": "/usr/bin:/bin"},
     )
     assert out.returncode == 1
@@ -46,3 +46,18 @@ def test_models_load_when_their_tab_is_first_shown(qtbot, tmp_path, monkeypatch)
     w.tabs.setCurrentWidget(w.speech_tab)
     assert len(calls) == 2
     w.speech_tab.model = None
+
+
+def test_headless_commands_never_import_qt():
+    """``decoding-explorer --version`` / a command goes to core.cli without loading Qt."""
+    code = (
+        "import sys\n"
+        "from gui.app import main\n"
+        "try:\n    main(['--version'])\nexcept SystemExit as e:\n    code = e.code\n"
+        "print('PySide6.QtWidgets' in sys.modules, 'PySide6.QtCore' in sys.modules, code)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                         env={"PATH": "/usr/bin:/bin"})
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines()[-1] == "False False 0"
+    assert out.stdout.startswith("decoding-explorer ")
