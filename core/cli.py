@@ -24,6 +24,7 @@ import json
 import sys
 from typing import Iterable, Sequence
 
+from core import catalog
 from core.events import BeamEvent, Event, Finished, StepEvent
 from core.options import STRATEGIES, DecodingOptions
 
@@ -227,15 +228,16 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command")
     t = sub.add_parser("transcribe", help="speech to text with Whisper")
     t.add_argument("file", help="audio file: wav, flac, ogg, mp3")
-    t.add_argument("--model", default="base", help="tiny.en | base (bundled) | a transformers model id or directory")
+    t.add_argument("--model", default=catalog.WHISPER_DEFAULT,
+                   help=f"{' | '.join(catalog.WHISPER_BUNDLED)} (bundled) | a transformers model id or directory")
     t.add_argument("--language", default="auto", help="auto | en | de | ...")
-    t.add_argument("--task", default="transcribe", choices=("transcribe", "translate"))
+    t.add_argument("--task", default=catalog.WHISPER_TASKS[0], choices=catalog.WHISPER_TASKS)
     add_decoding_arguments(t)
     t.set_defaults(func=cmd_transcribe)
     tr = sub.add_parser("translate", help="translate text (bundled Bergamot en<->pt, or a transformers model)")
     tr.add_argument("text", nargs="?", help="the text to translate (or use --input-file)")
     tr.add_argument("--input-file", metavar="F", help="a UTF-8 .txt file to translate instead of TEXT")
-    tr.add_argument("--direction", default="en-pt",
+    tr.add_argument("--direction", default=catalog.TRANSLATION_DEFAULT,
                     help="en-pt | pt-en (bundled) | a transformers model id or local directory (MarianMT, T5, M2M100, NLLB)")
     tr.add_argument("--shortlist", action="store_true",
                     help="bundled models: restrict each step to the lexical shortlist (faster; probabilities "
@@ -247,7 +249,7 @@ def build_parser() -> argparse.ArgumentParser:
     tr.set_defaults(func=cmd_translate)
     o = sub.add_parser("ocr", help="read the text in an image (CRAFT lines + bundled reader or TrOCR)")
     o.add_argument("image", help="image file: PNG, JPEG, WebP, BMP, TIFF")
-    o.add_argument("--model", default="bundled",
+    o.add_argument("--model", default=catalog.OCR_DEFAULT,
                    help="bundled (english_g2 + attention decoder) | a transformers TrOCR model id or directory")
     o.add_argument("--region", default=None, metavar="X,Y,W,H", help="read only this part of the image (pixels)")
     add_decoding_arguments(o)

@@ -71,3 +71,18 @@ def test_importing_gui_does_not_load_torch():
     )
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "False False"
+
+
+def test_catalog_is_torch_free_and_the_tasks_use_it():
+    code = (
+        "import sys\n"
+        "import core.catalog as c\n"
+        "print('torch' in sys.modules, c.WHISPER_DEFAULT in c.WHISPER_BUNDLED)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "False True"
+    from core import catalog
+    from core.tasks import speech
+
+    assert speech.DEFAULT_MODEL is catalog.WHISPER_DEFAULT and speech.SAMPLE_RATE == catalog.SAMPLE_RATE

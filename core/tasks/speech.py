@@ -18,28 +18,21 @@ from typing import Callable, Iterator
 
 import numpy as np
 
+from core.catalog import FRAME_S, MIN_AUDIO_S, NO_SPEECH_WARN, SAMPLE_RATE, WINDOW_S
+from core.catalog import WHISPER_BUNDLED as BUNDLED
+from core.catalog import WHISPER_DEFAULT as DEFAULT_MODEL
+from core.catalog import WHISPER_TASKS as TASKS
 from core.events import Event, RunStats, SegmentEvent
 from core.options import DecodingOptions
 from core.tasks.base import RunTotals, run_segment
 
-SAMPLE_RATE = 16_000
-#: seconds per Whisper encoder frame (one cross-attention column)
-FRAME_S = 0.02
 #: audio samples per encoder frame (320 at 16 kHz)
 SAMPLES_PER_FRAME = int(SAMPLE_RATE * FRAME_S)
-#: Whisper's fixed input window, seconds / samples / encoder frames
-WINDOW_S = 30.0
+#: Whisper's fixed input window in samples / encoder frames
 WINDOW_SAMPLES = int(SAMPLE_RATE * WINDOW_S)
 WINDOW_FRAMES = WINDOW_SAMPLES // SAMPLES_PER_FRAME
-#: shortest clip we accept, seconds
-MIN_AUDIO_S = 0.1
-#: a window whose no-speech probability is above this is flagged (openai/whisper
-#: transcribe()'s no_speech_threshold)
-NO_SPEECH_WARN = 0.6
 
-BUNDLED = ("base", "tiny.en")
-DEFAULT_MODEL = "base"
-TASKS = ("transcribe", "translate")
+__all__ = ["BUNDLED", "DEFAULT_MODEL", "FRAME_S", "NO_SPEECH_WARN", "SAMPLE_RATE", "SpeechModel", "TASKS"]
 
 
 class SpeechModel:
