@@ -178,7 +178,8 @@ def one_line_box(mask: np.ndarray, weak: np.ndarray | None = None) -> Box | None
     One line: a single band of ink rows (:func:`ink_bands`) at least 4 px tall, the
     image at most :data:`ONE_LINE_MAX_HEIGHT` x the band's height and at least
     :data:`ONE_LINE_MIN_ASPECT` x as wide as it is tall, and strokes in the band as text
-    has them (:func:`crossings` >= 0.4; not a rule or a bar).
+    has them (:func:`crossings` >= 0.4 over the columns that hold ink; not a rule or a
+    bar).
 
     Args:
         mask: bool (H, W) from :func:`ink_mask`.
@@ -197,7 +198,7 @@ def one_line_box(mask: np.ndarray, weak: np.ndarray | None = None) -> Box | None
         return None
     cols = np.flatnonzero(mask[y0:y1].any(axis=0))
     x0, x1 = int(cols[0]), int(cols[-1]) + 1
-    if crossings(mask[y0:y1, x0:x1]) < 0.4:  # a rule, a bar or a filled shape: not text
+    if crossings(mask[y0:y1, cols]) < 0.4:  # a rule, a bar or a filled shape (blank columns left out)
         return None
     if weak is not None:
         x0, y0, x1, y1 = _grow(weak, (x0, int(y0), x1, int(y1)))
