@@ -70,9 +70,14 @@ class CraftDetector:
         RuntimeError: if easyocr cannot be imported (it needs torchvision).
     """
 
-    def __init__(self):
+    def __init__(self, progress=None):
+        """``progress``: optional callable, called with "importing EasyOCR's CRAFT ..."
+        before the import (seconds on a cold start: torchvision, OpenCV) and "building the
+        CRAFT text detector ..." before the weights are loaded and quantised."""
+        report = progress or (lambda _m: None)
         t0 = time.perf_counter()
         model_dir = easyocr_model_dir()
+        report("importing EasyOCR's CRAFT (torchvision, OpenCV)")
         try:
             import easyocr
         except Exception as e:  # torchvision / cv2 mismatch: say what to install
@@ -83,6 +88,7 @@ class CraftDetector:
         import logging
 
         logging.getLogger("easyocr.easyocr").setLevel(logging.ERROR)
+        report("building the CRAFT text detector (weights, int8 quantisation)")
         # detector only: the recogniser is ours (core.backends.ocr_attn)
         self._reader = easyocr.Reader(
             ["en"], gpu=False, model_storage_directory=model_dir, download_enabled=False,

@@ -366,7 +366,8 @@ class OCRModel:
         self.stretch_lines = STRETCH_LINES
 
     @classmethod
-    def load(cls, name: str = DEFAULT_MODEL, progress: Callable[[str], None] | None = None) -> "OCRModel":
+    def load(cls, name: str = DEFAULT_MODEL, progress: Callable[[str], None] | None = None,
+             stage: Callable[[int, int, str], None] | None = None) -> "OCRModel":
         """Load the bundled reader or a transformers VisionEncoderDecoderModel (TrOCR).
 
         Args:
@@ -375,6 +376,10 @@ class OCRModel:
                 the HF cache) or a directory saved with ``save_pretrained`` (model, image
                 processor, tokenizer).
             progress: called with a short status message while loading.
+            stage: called as ``stage(done, total, message)`` before each loading stage
+                (``done`` stages of ``total`` finished) and once with ``done == total``
+                at the end: bundled 4 stages (reader, CTC head, importing EasyOCR,
+                building CRAFT), a hub model 3 (the model, importing EasyOCR, CRAFT).
 
         Raises:
             ValueError (``OCRLoadError``): unknown name, failed download, incomplete directory.
@@ -383,26 +388,38 @@ class OCRModel:
         """
         from core.backends.craft import CraftDetector
 
-        report = progress or (lambda _m: None)
+        total = 4 if name == BUNDLED else 3
+        done = [0]
+
+        def report(message: str) -> None:
+            if progress is not None:
+                progress(message)
+            if stage is not None:
+                stage(done[0], total, message)
+            done[0] += 1
+
         t0 = time.perf_counter()
         if name == BUNDLED:
+            report("loading the OCR reader (torch, english_g2 + attention decoder)")
             from core.backends.ocr_backend import CTCReader, OCRAttnBackend
 
-            report("loading the OCR reader (english_g2 + attention decoder)")
             backend = OCRAttnBackend.from_pretrained(BUNDLED_DIR)
+            report("loading english_g2's CTC reader (the comparison column)")
             ctc = CTCReader()
-            report("loading the CRAFT text detector")
-            detector = CraftDetector()
-            return cls(backend, backend.name, time.perf_counter() - t0, detector, ctc=ctc)
-        from core.backends.hf import HFSeq2SeqBackend
-        from core.backends.ocr_backend import load_vision_seq2seq
+            detector = CraftDetector(progress=report)
+            model = cls(backend, backend.name, time.perf_counter() - t0, detector, ctc=ctc)
+        else:
+            from core.backends.hf import HFSeq2SeqBackend
+            from core.backends.ocr_backend import load_vision_seq2seq
 
-        hub = load_vision_seq2seq(name, progress=report)
-        backend = HFSeq2SeqBackend(hub["model"], hub["tokenizer"], hub["name"])
-        backend.eos_token_id = hub["eos_token_id"]
-        report("loading the CRAFT text detector")
-        detector = CraftDetector()
-        return cls(backend, hub["name"], time.perf_counter() - t0, detector, hub=hub)
+            hub = load_vision_seq2seq(name, progress=report)  # reports once: "loading NAME"
+            backend = HFSeq2SeqBackend(hub["model"], hub["tokenizer"], hub["name"])
+            backend.eos_token_id = hub["eos_token_id"]
+            detector = CraftDetector(progress=report)
+            model = cls(backend, hub["name"], time.perf_counter() - t0, detector, hub=hub)
+        if stage is not None:
+            stage(total, total, f"{model.name} loaded")
+        return model
 
     # ---------------------------------------------------------------- geometry
     def _line(self, index: int, box: tuple[int, int, int, int], continues_previous: bool = False,

@@ -33,7 +33,7 @@ from typing import Any, Callable, Hashable, Iterator
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import QSettings, Qt, QUrl
+from PySide6.QtCore import QSettings, Qt, QUrl, Signal
 from PySide6.QtGui import QAction, QImage, QKeySequence
 from PySide6.QtWidgets import (
     QAbstractItemView,
@@ -43,6 +43,7 @@ from PySide6.QtWidgets import (
     QHBoxLayout,
     QHeaderView,
     QLabel,
+    QProgressBar,
     QPushButton,
     QSplitter,
     QTableWidget,
@@ -124,6 +125,24 @@ class LinesDetected:
 
 
 @dataclass(frozen=True)
+class Stage:
+    """Worker -> tab: where the run stands, for the progress bar.
+
+    Attributes:
+        stage: "detect" (CRAFT, ``done`` tiles of ``total``) or "compare" (english_g2's
+            CTC reading, ``done`` lines of ``total``); the model load and the reading of
+            the lines are followed from their own signals and events.
+        done, total: steps finished, steps in all.
+        text: the bar's text.
+    """
+
+    stage: str
+    done: int
+    total: int
+    text: str
+
+
+@dataclass(frozen=True)
 class CTCReadings:
     """Worker -> tab: english_g2's CTC reading of each line of detection ``key`` ("" where empty)."""
 
@@ -154,7 +173,18 @@ def mime_image_paths(mime) -> list[str]:
 
 
 class OCRTab(DecodeTab):
-    """OCR with an attention decoder (see module docstring)."""
+    """OCR with an attention decoder (see module docstring).
+
+    Signals:
+        stageProgress(str, int, int, str): the progress bar changed: (stage, value,
+            maximum, text); stage "load" (model load stage i of n), "detect" (CRAFT tile
+            i of n), "read" (line i of n read), "compare" (CTC reading of line i of n).
+            Emitted in this order within a run; the bar hides when the run ends.
+    """
+
+    stageProgress = Signal(str, int, int, str)
+    #: worker thread -> GUI thread: a model-load stage (done, total, text)
+    _loadStage = Signal(int, int, str)
 
     title = "OCR"
     settings_key = "ocr"
@@ -185,6 +215,8 @@ class OCRTab(DecodeTab):
         self.heatmap.head_combo.currentIndexChanged.connect(lambda _i: self._refresh_overlay())
         # the readings table shows the decoded text line by line: no second copy under the chips
         self.stream.set_text_visible(False)
+        self._loadStage.connect(self._on_load_stage)
+        self.busyChanged.connect(self._on_busy)
         self._update_buttons()
 
     # ------------------------------------------------------------ input area
@@ -235,6 +267,21 @@ class OCRTab(DecodeTab):
 
         self.info_label = QLabel(EMPTY_MESSAGE)
         self.info_label.setWordWrap(True)
+
+        # where a load or a run stands: load stage i of n, CRAFT tile i of n, line i of n
+        self.progress_bar = QProgressBar()
+        self.progress_bar.setTextVisible(True)
+        self.progress_bar.setToolTip("Loading the model, detecting text lines (tile by tile for very large "
+                                     "images), reading line by line, then english_g2's CTC reading")
+        self.progress_cancel = QPushButton("Cancel")
+        self.progress_cancel.setToolTip("Stop now: between two lines (or two detection tiles) at the latest")
+        self.progress_cancel.clicked.connect(self.cancel)
+        self.progress_row = QWidget()
+        prow = QHBoxLayout(self.progress_row)
+        prow.setContentsMargins(0, 0, 0, 0)
+        prow.addWidget(self.progress_bar, 1)
+        prow.addWidget(self.progress_cancel)
+        self.progress_row.hide()
 
         self.view = ImageView()
         self.view.regionSelected.connect(self.set_region)
@@ -291,6 +338,7 @@ class OCRTab(DecodeTab):
         lay.addLayout(row1)
         lay.addLayout(row2)
         lay.addWidget(self.info_label)
+        lay.addWidget(self.progress_row)
         lay.addWidget(self.input_splitter, 1)
         return w
 
@@ -438,7 +486,8 @@ class OCRTab(DecodeTab):
     def load_model_object(self, name: str, progress: Callable[[str], None]) -> Any:
         from core.tasks.ocr import OCRModel  # torch is imported here, off the GUI thread
 
-        return OCRModel.load(name, progress=progress)
+        # stages (reader, CTC head, EasyOCR import, CRAFT) go to the bar through a queued signal
+        return OCRModel.load(name, progress=progress, stage=self._loadStage.emit)
 
     def load_model(self, name: str) -> None:
         name = name.strip()
@@ -466,12 +515,15 @@ class OCRTab(DecodeTab):
         self._set_lines(lines or [], ctc)
         self._reset_heatmap_columns()
         self.view.clear_attention()
-        self.busyChanged.emit(True, "Decoding…" if lines is not None else "Detecting text lines…")
+        if lines is not None:
+            self._show_stage("read", 0, len(lines), f"reading line 1 of {len(lines)}")
+        else:
+            self._show_stage("detect", 0, 1, "detecting text lines")
 
         def gen(cancel):
             found = lines
             if found is None:
-                found = list(model.detect(image, region=region))
+                found = yield from _detect(model, image, region, cancel)
                 yield LinesDetected(key, found)
                 if not found:
                     raise ValueError(no_text_message(region))
@@ -483,7 +535,8 @@ class OCRTab(DecodeTab):
                 yield ev
             if ctc is None and fin is not None and not fin.cancelled and getattr(model, "has_ctc", False):
                 readings = []
-                for line in found:
+                for i, line in enumerate(found):
+                    yield Stage("compare", i, len(found), f"CTC reading (comparison), line {i + 1} of {len(found)}")
                     if cancel():
                         break
                     readings.append(model.ctc_reading(image, line))
@@ -498,12 +551,15 @@ class OCRTab(DecodeTab):
         return self.decode_fn(options)(cancel)
 
     def _on_event(self, ev: Any) -> None:
+        if isinstance(ev, Stage):
+            self._show_stage(ev.stage, ev.done, ev.total, ev.text)
+            return
         if isinstance(ev, LinesDetected):
             self._lines_cache[ev.key] = ev.lines
             if ev.key == self._key():
                 self._set_lines(ev.lines)
                 if ev.lines:
-                    self.busyChanged.emit(True, f"Decoding {len(ev.lines)} line{'s' if len(ev.lines) != 1 else ''}…")
+                    self._show_stage("read", 0, len(ev.lines), f"reading line 1 of {len(ev.lines)}")
             return
         if isinstance(ev, CTCReadings):
             self._ctc_cache[ev.key] = ev.readings
@@ -511,6 +567,9 @@ class OCRTab(DecodeTab):
                 self._show_ctc(ev.readings)
             return
         if isinstance(ev, SegmentEvent):
+            n = len(self.lines)
+            if n:
+                self._show_stage("read", ev.segment, n, f"reading line {ev.segment + 1} of {n}")
             # the heatmap has a row per token so far (counted here: its view may catch up later)
             if ev.segment > 0 and self._steps:
                 self._add_separator(len(self._steps))
@@ -533,6 +592,31 @@ class OCRTab(DecodeTab):
                 self._line_texts = parts
                 for i, t in enumerate(parts):
                     self._set_cell(i, COL_ATTN, t)
+
+    # ------------------------------------------------------------ progress
+    def _show_stage(self, stage: str, value: int, maximum: int, text: str) -> None:
+        """Show ``value`` of ``maximum`` with ``text`` in the tab's progress bar and the
+        status bar (busyChanged); emits stageProgress."""
+        maximum = max(1, int(maximum))
+        self.progress_bar.setRange(0, maximum)
+        self.progress_bar.setValue(max(0, min(int(value), maximum)))
+        self.progress_bar.setFormat(f"{text} (%v/%m)")
+        self.progress_row.show()
+        self.busyChanged.emit(True, text[:1].upper() + text[1:] + "…")
+        self.stageProgress.emit(stage, int(value), maximum, text)
+
+    def _on_load_stage(self, done: int, total: int, text: str) -> None:
+        if self.is_loading():
+            self._show_stage("load", done, total, text)
+
+    def _on_busy(self, busy: bool, _text: str) -> None:
+        if not busy:
+            self.progress_row.hide()
+
+    def progress_state(self) -> tuple[bool, int, int, str]:
+        """(shown, value, maximum, text) of the tab's progress bar."""
+        bar = self.progress_bar
+        return (not self.progress_row.isHidden(), bar.value(), bar.maximum(), bar.text())
 
     def select_step(self, step: int) -> None:
         super().select_step(step)
@@ -637,6 +721,22 @@ class OCRTab(DecodeTab):
         state = s.value("ocr/input_splitter")
         if state is not None:
             self.input_splitter.restoreState(state)
+
+
+def _detect(model: Any, image: Any, region, cancel: Callable[[], bool]):
+    """Run ``model``'s detection in the worker, yielding a :class:`Stage` per CRAFT tile
+    (``OCRModel.detect_steps``; a model with only ``detect`` is run in one go); returns
+    the lines (use with ``yield from``)."""
+    steps = getattr(model, "detect_steps", None)
+    if steps is None:
+        return list(model.detect(image, region=region))
+    it = steps(image, region=region, cancel=cancel)
+    while True:
+        try:
+            p = next(it)
+        except StopIteration as stop:
+            return list(stop.value)
+        yield Stage(p.stage, p.done, p.total, p.text)
 
 
 def _open_error(name: str, message: str) -> str:

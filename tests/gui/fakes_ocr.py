@@ -1,9 +1,12 @@
 """A fake OCR model (no torch) that follows the ``core.tasks.ocr`` contract, for OCR tab tests.
 
 "Detection" finds the dark rows of the image: every horizontal band of rows containing
-pixels darker than 128 is a line, boxed by the dark pixels' x extent. Each line is
-"read" as ``LINE_TEXT`` one character per step, with a cross-attention that peaks at
-column ``step_in_line`` (moving right), so a test can predict where the overlay goes.
+pixels darker than 128 is a line, boxed by the dark pixels' x extent; ``detect_steps``
+pretends to run it in ``tiles`` tiles (``core.tasks.ocr.OCRProgress`` per tile, like
+``OCRModel.detect_steps``). Each line is "read" as ``LINE_TEXT`` one character per step,
+with a cross-attention that peaks at column ``step_in_line`` (moving right), so a test
+can predict where the overlay goes. ``tiles_done`` and ``lines_started`` count the work
+done, so a test can see where a cancel stopped it.
 """
 
 from __future__ import annotations
@@ -42,8 +45,12 @@ class FakeOCRModel:
     load_s = 0.0
     has_ctc = True
 
-    def __init__(self, delay_s: float = 0.0, layers: int = 2, heads: int = 2):
+    def __init__(self, delay_s: float = 0.0, layers: int = 2, heads: int = 2, tiles: int = 1,
+                 tile_delay_s: float = 0.0):
         self.delay_s = delay_s
+        self.tiles, self.tile_delay_s = tiles, tile_delay_s
+        self.tiles_done = 0
+        self.lines_started = 0
         self.layers, self.heads = layers, heads
         self.encode_count = 0
         self.detect_calls: list = []
@@ -81,6 +88,21 @@ class FakeOCRModel:
             lines.append(FakeTextLine(i, box, max(len(LINE_TEXT) + 1, (x1 - x0) // PX_PER_COLUMN), path))
         return lines
 
+    def detect_steps(self, image, region=None, *, cancel=None):
+        """``detect`` as ``OCRModel.detect_steps``: an OCRProgress before each tile and at the end."""
+        from core.tasks.ocr import OCRCancelled, OCRProgress
+
+        for k in range(self.tiles):
+            if cancel is not None and cancel():
+                raise OCRCancelled("detection cancelled")
+            yield OCRProgress("detect", k, self.tiles, f"detecting text lines (tile {k + 1} of {self.tiles})")
+            if self.tile_delay_s:
+                time.sleep(self.tile_delay_s)
+            self.tiles_done += 1
+        lines = self.detect(image, region)
+        yield OCRProgress("detect", self.tiles, self.tiles, f"{len(lines)} text boxes found")
+        return lines
+
     def decode(self, image, options, *, lines=None, region=None, cancel=None):
         options = options.validate()
         self.decode_regions.append(region)
@@ -97,6 +119,10 @@ class FakeOCRModel:
                 if key not in self._seen:
                     self._seen.add(key)
                     self.encode_count += 1
+            if cancel is not None and cancel() and line.index > 0:  # between lines, as OCRModel.decode
+                yield Finished(text="", token_ids=ids, stats=RunStats(), cancelled=True, reason="cancelled")
+                return
+            self.lines_started += 1
             yield SegmentEvent(segment=line.index, label=f"line {line.index + 1}", source_offset=0,
                                source_len=line.n_columns)
             for k in range(n):

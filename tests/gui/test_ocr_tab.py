@@ -176,6 +176,90 @@ def test_found_by_column_shows_how_each_line_was_found(qtbot, tab):
     assert [tab.line_path(i) for i in range(2)] == ["detected", "detected"]
 
 
+def _record_stages(tab) -> list:
+    seen: list = []
+    tab.stageProgress.connect(lambda stage, value, maximum, _text: seen.append((stage, value, maximum)))
+    return seen
+
+
+def test_progress_shows_each_stage_in_order(qtbot, tab):
+    model = FakeOCRModel(tiles=3)
+    tab.model = model
+    seen = _record_stages(tab)
+    texts: list[str] = []
+    tab.busyChanged.connect(lambda busy, text: texts.append(text) if busy else None)
+    shown = []
+    tab.stageProgress.connect(lambda *_a: shown.append(tab.progress_state()))
+    _decode(qtbot, tab, lambda: tab.set_image(text_image(("one", "two", "three")), "three lines"))
+    assert seen == [
+        ("detect", 0, 1),  # before the worker starts
+        ("detect", 0, 3), ("detect", 1, 3), ("detect", 2, 3), ("detect", 3, 3),  # tile by tile
+        ("read", 0, 3),  # lines found
+        ("read", 0, 3), ("read", 1, 3), ("read", 2, 3),  # line i of n
+        ("compare", 0, 3), ("compare", 1, 3), ("compare", 2, 3),  # the CTC column
+    ]
+    assert all(s[0] for s in shown)  # the bar was visible at each stage, with its value and range
+    assert [s[1:3] for s in shown] == [(max(v, 0), max(m, 1)) for _st, v, m in seen]
+    assert "reading line 2 of 3 (1/3)" in [s[3] for s in shown]
+    assert "Reading line 3 of 3…" in texts and "Detecting text lines (tile 2 of 3)…" in texts
+    assert not tab.progress_state()[0]  # hidden when the run ended
+    # an option change re-reads the cached lines: reading only
+    seen.clear()
+    _decode(qtbot, tab, lambda: tab.options_panel.controls["max_new_tokens"].setValue(2))
+    assert seen == [("read", 0, 3), ("read", 0, 3), ("read", 1, 3), ("read", 2, 3)]
+
+
+def test_cancel_stops_between_lines(qtbot, tab):
+    model = FakeOCRModel(delay_s=0.05)
+    tab.model = model
+    seen = _record_stages(tab)
+    tab.set_image(text_image(("one", "two", "three", "four")), "four lines")
+    qtbot.waitUntil(lambda: ("read", 1, 4) in seen, timeout=10_000)
+    assert tab.progress_state()[0] and tab.progress_cancel.isVisible()
+    tab.progress_cancel.click()
+    qtbot.waitUntil(lambda: not tab.is_decoding(), timeout=10_000)
+    qtbot.wait(300)  # nothing more arrives
+    assert model.lines_started == 2  # line 3 never started
+    assert ("read", 2, 4) not in seen and not any(s[0] == "compare" for s in seen)
+    assert not tab.progress_state()[0]
+    assert model.ctc_calls == 0
+
+
+def test_cancel_stops_between_detection_tiles(qtbot, tab):
+    model = FakeOCRModel(tiles=8, tile_delay_s=0.1)
+    tab.model = model
+    seen = _record_stages(tab)
+    tab.set_image(text_image(), "two lines")
+    qtbot.waitUntil(lambda: ("detect", 1, 8) in seen, timeout=10_000)
+    assert tab.cancel()
+    qtbot.waitUntil(lambda: not tab.is_decoding(), timeout=10_000)
+    qtbot.wait(300)
+    assert model.tiles_done <= 3 and model.lines_started == 0  # stopped between tiles, nothing read
+    assert not any(s[0] == "read" for s in seen) and not tab.progress_state()[0]
+    assert tab.errors == []  # a cancel is not an error
+
+
+def test_model_load_shows_its_stages(qtbot, tab, monkeypatch):
+    import time as _time
+
+    from core.tasks.ocr import OCRModel
+
+    def fake_load(cls, name="bundled", progress=None, stage=None):
+        for i, what in enumerate(("reader", "CTC head", "importing EasyOCR", "CRAFT")):
+            progress(f"loading {what}")
+            stage(i, 4, f"loading {what}")
+            _time.sleep(0.05)
+        return FakeOCRModel()
+
+    monkeypatch.setattr(OCRModel, "load", classmethod(fake_load))
+    seen = _record_stages(tab)
+    with qtbot.waitSignal(tab.modelReady, timeout=10_000):
+        tab.load_model("bundled")
+    qtbot.waitUntil(lambda: not tab.is_busy(), timeout=10_000)
+    assert seen == [("load", i, 4) for i in range(4)]
+    assert not tab.progress_state()[0]
+
+
 def test_a_click_is_not_a_region(qtbot, tab):
     tab.model = FakeOCRModel()
     _decode(qtbot, tab, lambda: tab.set_image(text_image(), "two lines"))
