@@ -1,28 +1,27 @@
-"""Audio input: file loading, resampling, WAV writing and a microphone recorder.
+"""Audio input: file loading, resampling and WAV writing (the microphone: ``core.microphone``).
 
 Everything the models see is 16 kHz float32 mono in [-1, 1] (Whisper's front end,
 openai/whisper ``audio.py``: ``SAMPLE_RATE = 16000``). Files are decoded with
 libsndfile (python-soundfile: WAV, FLAC, OGG/Vorbis/Opus, MP3), channels are averaged
 to mono and the rate is converted with libsoxr (python-soxr, quality "HQ").
 
-The microphone goes through PortAudio (python-sounddevice). ``sounddevice`` is imported
-lazily: without the PortAudio shared library (Debian ``libportaudio2``) its import raises
-``OSError``; the file functions here keep working and the microphone functions report
-the problem (``microphone_status``) or raise :class:`AudioError`.
+:func:`open_audio` is what an app opens a file with: it also refuses clips shorter than
+:data:`MIN_DURATION_S` and warns about a WAV file cut short (its header promises more
+audio than the file holds). Messages name a file by ``label`` (default: its path; the
+GUI passes the file name).
 
-This module has no Qt dependency; the GUI relays :class:`Recorder` level callbacks
-(called on the PortAudio thread) to its own thread.
+The microphone (PortAudio devices, ``Recorder``) lives in ``core.microphone``; its names
+are re-exported here (``from core.audio import Recorder`` works) without importing
+PortAudio until one of them is used. This module has no Qt dependency.
 """
 
 from __future__ import annotations
 
 import io
-import math
 import os
-import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, NamedTuple
+from typing import Any
 
 import numpy as np
 import soundfile as sf
@@ -40,6 +39,22 @@ _UNSUPPORTED_AUDIO_EXT = {
     ".m4a", ".mp4", ".aac", ".wma", ".webm", ".mka", ".amr", ".ape", ".alac", ".3gp", ".mov", ".mkv", ".avi",
 }
 _RESAMPLE_QUALITY = "HQ"
+
+MIN_DURATION_S = 0.1
+"""Shortest clip in seconds :func:`open_audio` accepts: Whisper's minimum
+(``core.tasks.speech.MIN_AUDIO_S``; a test keeps the two equal)."""
+
+# Re-exported from core.microphone on first use (PEP 562), so importing core.audio never
+# loads PortAudio.
+_MICROPHONE_NAMES = ("InputDevice", "Level", "Recorder", "SILENCE", "list_input_devices", "microphone_status")
+
+
+def __getattr__(name: str) -> Any:
+    if name in _MICROPHONE_NAMES:
+        from core import microphone
+
+        return getattr(microphone, name)
+    raise AttributeError(f"module 'core.audio' has no attribute {name!r}")
 
 
 class AudioError(Exception):
@@ -68,7 +83,7 @@ def _to_mono_16k(audio: np.ndarray, rate: int, sample_rate: int, what: str) -> n
     return np.ascontiguousarray(audio, dtype=np.float32)
 
 
-def load_audio(path: str | os.PathLike[str], sample_rate: int = SAMPLE_RATE) -> np.ndarray:
+def load_audio(path: str | os.PathLike[str], sample_rate: int = SAMPLE_RATE, *, label: str | None = None) -> np.ndarray:
     """Read an audio file as float32 mono at ``sample_rate``.
 
     Decodes with libsndfile (WAV, FLAC, OGG/Vorbis/Opus, MP3 and the other formats it
@@ -78,6 +93,7 @@ def load_audio(path: str | os.PathLike[str], sample_rate: int = SAMPLE_RATE) -> 
     Args:
         path: the file.
         sample_rate: target rate in Hz (default 16 000).
+        label: how messages name the file (default: the path as given).
 
     Returns:
         float32 array (num_samples,) in [-1, 1], mono, ``sample_rate`` Hz.
@@ -87,8 +103,118 @@ def load_audio(path: str | os.PathLike[str], sample_rate: int = SAMPLE_RATE) -> 
             corrupt, in an unsupported format (e.g. M4A/AAC), or holds no samples. The
             message names the file and the supported formats.
     """
+    audio, rate = _read(Path(path), label)
+    return _to_mono_16k(audio, rate, sample_rate, label or str(path))
+
+
+@dataclass(frozen=True)
+class LoadedAudio:
+    """An audio file opened with :func:`open_audio`."""
+
+    audio: np.ndarray
+    """float32 (num_samples,) mono in [-1, 1] at the requested rate."""
+    warnings: tuple[str, ...] = ()
+    """Sentences about problems that still left usable audio (e.g. a truncated file)."""
+
+
+def open_audio(
+    path: str | os.PathLike[str],
+    sample_rate: int = SAMPLE_RATE,
+    *,
+    label: str | None = None,
+    min_duration_s: float = MIN_DURATION_S,
+) -> LoadedAudio:
+    """Open an audio file for the app: :func:`load_audio`, plus the checks a user needs.
+
+    Args:
+        path: the file.
+        sample_rate: target rate in Hz (default 16 000).
+        label: how messages name the file (default: the path; the GUI passes the name).
+        min_duration_s: shorter clips are refused (default :data:`MIN_DURATION_S`).
+
+    Returns:
+        the audio and ``warnings``: a WAV file whose data chunk is shorter than its header
+        says (a copy or download cut short) is used as far as it goes, with a sentence
+        saying how much is missing.
+
+    Raises:
+        AudioError: everything :func:`load_audio` raises, and a clip shorter than
+            ``min_duration_s`` (the message gives its length and the minimum).
+    """
     p = Path(path)
-    name = str(p)
+    label = label or str(path)
+    raw, rate = _read(p, label)
+    check_duration(len(raw), rate, label, min_duration_s)
+    audio = _to_mono_16k(raw, rate, sample_rate, label)
+    warnings = []
+    cut = wav_truncation(p)
+    if cut is not None:
+        declared, present = cut
+        warnings.append(
+            f"{label} is truncated: its header promises {declared:.2f} s of audio, but the file holds only "
+            f"{present:.2f} s (the copy or download was probably cut short). The {present:.2f} s that are there "
+            "are used; get a complete copy to use all of it."
+        )
+    return LoadedAudio(audio, tuple(warnings))
+
+
+def check_duration(n_samples: int, rate: int, label: str = "The audio", min_duration_s: float = MIN_DURATION_S) -> None:
+    """Refuse a clip of ``n_samples`` at ``rate`` Hz that is shorter than ``min_duration_s``.
+
+    Raises:
+        AudioError: e.g. "one.wav is too short: it holds 1 sample (0.06 ms) of audio, and
+            the speech models need at least 0.1 s. Open or record a longer clip."
+    """
+    if rate > 0 and n_samples < min_duration_s * rate:
+        ms = 1000.0 * n_samples / rate
+        length = f"{ms:.2g} ms" if ms < 10 else f"{ms:.0f} ms"
+        what = "1 sample" if n_samples == 1 else f"{n_samples} samples"
+        raise AudioError(
+            f"{label} is too short: it holds {what} ({length}) of audio, and the speech models need at least "
+            f"{min_duration_s:g} s. Open or record a longer clip."
+        )
+
+
+def wav_truncation(path: str | os.PathLike[str]) -> tuple[float, float] | None:
+    """``(declared_s, present_s)`` when ``path`` is a RIFF/WAVE file whose ``data`` chunk
+    header declares more audio than the file holds; None otherwise (not a WAV, complete,
+    unreadable, or a streamed WAV whose sizes were never filled in).
+
+    libsndfile silently reads such a file up to its end (its frame count is corrected to
+    what is there), so the chunk sizes are compared here.
+    """
+    try:
+        with open(path, "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            head = f.read(12)
+            if len(head) < 12 or head[:4] != b"RIFF" or head[8:12] != b"WAVE":
+                return None
+            block_align = rate = 0
+            pos = 12
+            while pos + 8 <= size:
+                f.seek(pos)
+                chunk = f.read(8)
+                cid, n = chunk[:4], int.from_bytes(chunk[4:8], "little")
+                if cid == b"fmt ":
+                    fmt = f.read(min(n, 16))
+                    if len(fmt) >= 14:
+                        rate = int.from_bytes(fmt[4:8], "little")
+                        block_align = int.from_bytes(fmt[12:14], "little")
+                elif cid == b"data":
+                    present = size - (pos + 8)
+                    if not (block_align and rate) or n in (0, 0xFFFFFFFF) or present >= n:
+                        return None
+                    present -= present % block_align
+                    return n / block_align / rate, present / block_align / rate
+                pos += 8 + n + (n & 1)
+    except OSError:
+        return None
+    return None
+
+
+def _read(p: Path, label: str | None) -> tuple[np.ndarray, int]:
+    """libsndfile's (frames, channels) float32 samples and rate of ``p``, or AudioError."""
+    name = label or str(p)
     if not p.exists():
         raise AudioError(f"Audio file not found: {name}. Check the path and open a {_SUPPORTED_TEXT} file.")
     if p.is_dir():
@@ -108,15 +234,15 @@ def load_audio(path: str | os.PathLike[str], sample_rate: int = SAMPLE_RATE) -> 
     if not os.access(p, os.R_OK):
         raise AudioError(f"Cannot read {name}: permission denied. Check the file's permissions.")
     try:
-        audio, rate = sf.read(name, dtype="float32", always_2d=True)
+        audio, rate = sf.read(str(p), dtype="float32", always_2d=True)
     except (sf.LibsndfileError, RuntimeError, TypeError, ValueError) as e:
         raise AudioError(
             f"Could not decode {name}: it is not an audio file, is corrupt, or is in an unsupported format "
-            f"({_clean(e)}). Supported formats are {_SUPPORTED_TEXT}."
+            f"({_clean(e).replace(str(p), name)}). Supported formats are {_SUPPORTED_TEXT}."
         ) from None
     except OSError as e:
         raise AudioError(f"Cannot read {name}: {e.strerror or e}. Check the file and its permissions.") from None
-    return _to_mono_16k(audio, int(rate), sample_rate, name)
+    return audio, int(rate)
 
 
 def decode_audio_bytes(data: bytes, sample_rate: int = SAMPLE_RATE) -> np.ndarray:
@@ -160,6 +286,9 @@ def duration_s(audio: np.ndarray, sample_rate: int = SAMPLE_RATE) -> float:
 def save_wav(path: str | os.PathLike[str], audio: np.ndarray, sample_rate: int = SAMPLE_RATE) -> None:
     """Write ``audio`` as a 16-bit PCM WAV file.
 
+    The file is written next to ``path`` under a temporary name and then renamed, so a
+    failed write (disk full) never leaves a half-written file nor destroys an existing one.
+
     Args:
         path: destination (overwritten if it exists; the folder must exist).
         audio: float array (num_samples,) or (num_samples, channels) in [-1, 1]
@@ -168,7 +297,8 @@ def save_wav(path: str | os.PathLike[str], audio: np.ndarray, sample_rate: int =
 
     Raises:
         AudioError: ``audio`` has the wrong shape, is empty or not finite, or the file
-            cannot be written (missing folder, no permission, disk full).
+            cannot be written. The message is one sentence that names the file by its
+            name, says why (missing folder, no permission, disk full) and what to do.
     """
     a = np.asarray(audio)
     if a.ndim not in (1, 2) or a.size == 0:
@@ -180,332 +310,26 @@ def save_wav(path: str | os.PathLike[str], audio: np.ndarray, sample_rate: int =
         raise AudioError("Cannot save audio that contains NaN or infinite samples.")
     if sample_rate <= 0:
         raise AudioError(f"Cannot save audio with sample rate {sample_rate} Hz; give a positive rate.")
+    p = Path(path)
+    folder = p.parent
+    if not folder.exists():
+        raise AudioError(f"Could not save {p.name}: the folder {folder} does not exist; choose an existing folder.")
+    if not folder.is_dir():
+        raise AudioError(f"Could not save {p.name}: {folder} is a file, not a folder; choose a folder.")
+    if p.is_dir():
+        raise AudioError(f"Could not save {p.name}: a folder of that name exists there; choose another file name.")
+    tmp = p.with_name(f".{p.name}.part")
     try:
-        sf.write(str(path), np.clip(a, -1.0, 1.0), int(sample_rate), subtype="PCM_16", format="WAV")
-    except (sf.LibsndfileError, OSError, RuntimeError) as e:
-        raise AudioError(f"Could not write {path}: {_clean(e)}. Choose a writable folder with free space.") from None
-
-
-# ---------------------------------------------------------------------- devices
-
-
-@dataclass(frozen=True)
-class InputDevice:
-    """A PortAudio input device, as listed by :func:`list_input_devices`."""
-
-    index: int
-    """PortAudio device index (valid until PortAudio re-scans devices)."""
-    name: str
-    """Device name, e.g. "pulse", "default", "USB Audio: - (hw:1,0)"."""
-    default_samplerate: float
-    """The device's native rate in Hz."""
-    max_input_channels: int
-    """Number of input channels."""
-    is_default: bool = False
-    """True for the system's default input device."""
-
-
-_PORTAUDIO_HINT = (
-    "Install the PortAudio library (Debian/Ubuntu: `sudo apt-get install libportaudio2`; "
-    "macOS: `brew install portaudio`) and restart the app."
-)
-
-
-def _sounddevice() -> Any:
-    """Import sounddevice; a missing PortAudio library becomes :class:`AudioError`."""
-    try:
-        import sounddevice
-    except OSError as e:  # "PortAudio library not found"
-        raise AudioError(f"Microphone unavailable: the PortAudio library could not be loaded ({e}). {_PORTAUDIO_HINT}") from None
-    except ImportError as e:
+        with open(tmp, "wb") as f:
+            sf.write(f, np.clip(a, -1.0, 1.0), int(sample_rate), subtype="PCM_16", format="WAV")
+        os.replace(tmp, p)
+    except OSError as e:
+        tmp.unlink(missing_ok=True)
+        reason = (e.strerror or str(e)).rstrip(".")
+        reason = reason[:1].lower() + reason[1:]
         raise AudioError(
-            f"Microphone unavailable: the Python package sounddevice is not installed ({e}). "
-            "Run `pip install sounddevice`."
+            f"Could not save {p.name} in {folder}: {reason}; choose a folder you can write to, with free space."
         ) from None
-    return sounddevice
-
-
-def list_input_devices() -> list[InputDevice]:
-    """The input (recording) devices PortAudio sees, in PortAudio's order.
-
-    Never raises: returns ``[]`` when PortAudio is missing or fails (see
-    :func:`microphone_status` for the reason).
-    """
-    try:
-        sd = _sounddevice()
-        devices = sd.query_devices()
-        try:
-            default_in = int(sd.default.device[0])
-        except Exception:  # noqa: BLE001 - no default device
-            default_in = -1
-        out = []
-        for i, d in enumerate(devices):
-            if int(d.get("max_input_channels", 0)) > 0:
-                out.append(
-                    InputDevice(
-                        index=int(d.get("index", i)),
-                        name=str(d["name"]),
-                        default_samplerate=float(d.get("default_samplerate", 0.0)),
-                        max_input_channels=int(d["max_input_channels"]),
-                        is_default=int(d.get("index", i)) == default_in,
-                    )
-                )
-        return out
-    except Exception:  # noqa: BLE001 - documented: never raises
-        return []
-
-
-def microphone_status() -> tuple[bool, str]:
-    """Whether recording can work, and a sentence for the user.
-
-    Returns:
-        ``(True, "Default microphone: <name>")`` when an input device exists, else
-        ``(False, reason)`` where the reason says what to install or plug in. Never raises.
-    """
-    try:
-        sd = _sounddevice()
-    except AudioError as e:
-        return False, str(e)
-    try:
-        devices = sd.query_devices()
-    except Exception as e:  # noqa: BLE001
-        return False, f"PortAudio could not list the audio devices ({e}). Check the sound system and restart the app."
-    inputs = list_input_devices()
-    if not inputs:
-        n = len(devices) if hasattr(devices, "__len__") else 0
-        extra = f" ({n} output-only devices found)" if n else ""
-        return False, (
-            f"No microphone found: PortAudio lists no input device{extra}. Plug in a microphone (or start the "
-            "sound server, e.g. PulseAudio/PipeWire, and install `libasound2-plugins`), then restart the app."
-        )
-    default = next((d for d in inputs if d.is_default), inputs[0])
-    return True, f"Default microphone: {default.name}"
-
-
-# --------------------------------------------------------------------- recorder
-
-
-class Level(NamedTuple):
-    """Loudness of the most recent audio block."""
-
-    rms_dbfs: float
-    """Root-mean-square level in dB relative to full scale (0 dBFS = a full-scale square wave; -inf for silence)."""
-    peak: float
-    """Largest absolute sample value, 0..1."""
-
-
-SILENCE = Level(-math.inf, 0.0)
-
-
-def _block_level(block: np.ndarray) -> Level:
-    """RMS in dBFS and peak of a float block (n,)."""
-    if block.size == 0:
-        return SILENCE
-    rms = float(np.sqrt(np.mean(np.square(block, dtype=np.float64))))
-    peak = float(np.max(np.abs(block)))
-    return Level(20.0 * math.log10(rms) if rms > 0 else -math.inf, min(peak, 1.0))
-
-
-class Recorder:
-    """Records a microphone into memory through a PortAudio input stream.
-
-    The stream runs at 16 kHz when the device supports it, otherwise at the device's
-    native rate; :meth:`audio` and :meth:`stop` resample to 16 kHz with soxr ("HQ") and
-    average the channels to mono. Blocks arrive on PortAudio's audio thread and are
-    appended to a list under a lock, so :meth:`audio` may be called from any thread
-    while recording (e.g. to draw a live waveform).
-
-    The recording is kept until :meth:`discard` or the next :meth:`start`.
-
-    Example::
-
-        rec = Recorder(device="pulse", on_level=lambda rms_dbfs, peak: ...)
-        rec.start(); time.sleep(3); audio = rec.stop()   # float32 (48000,) at 16 kHz
-    """
-
-    def __init__(
-        self,
-        device: int | str | None = None,
-        sample_rate: int = SAMPLE_RATE,
-        on_level: Callable[[float, float], Any] | None = None,
-        blocksize: int = 0,
-    ) -> None:
-        """
-        Args:
-            device: PortAudio device index, a (sub)string of its name, or None for the
-                default input device.
-            sample_rate: rate in Hz of the audio returned (default 16 000).
-            on_level: optional callback ``on_level(rms_dbfs, peak)`` called on the
-                audio thread after each block (keep it fast; exceptions are swallowed).
-            blocksize: frames per block; 0 lets PortAudio choose.
-        """
-        if sample_rate <= 0:
-            raise AudioError(f"Recorder sample rate must be positive, got {sample_rate} Hz.")
-        self.device = device
-        self.sample_rate = int(sample_rate)
-        self.on_level = on_level
-        self.blocksize = int(blocksize)
-        self._lock = threading.Lock()
-        self._chunks: list[np.ndarray] = []
-        self._frames = 0
-        self._stream: Any = None
-        self._level = SILENCE
-        self._cache: tuple[int, np.ndarray] | None = None
-        self.stream_rate: int = self.sample_rate
-        """Rate in Hz the device is actually recorded at (set by :meth:`start`)."""
-        self.stream_channels: int = 1
-        """Channels the device is actually recorded with (set by :meth:`start`)."""
-        self.device_name: str | None = None
-        """Name of the device being recorded (set by :meth:`start`)."""
-        self.overflows = 0
-        """Number of blocks PortAudio flagged as input overflow (samples lost)."""
-
-    # ------------------------------------------------------------ state
-    @property
-    def is_recording(self) -> bool:
-        """True between :meth:`start` and :meth:`stop`."""
-        return self._stream is not None
-
-    @property
-    def level(self) -> Level:
-        """(rms_dbfs, peak) of the most recent block; ``(-inf, 0.0)`` before any audio."""
-        return self._level
-
-    @property
-    def duration_s(self) -> float:
-        """Seconds recorded so far."""
-        with self._lock:
-            return self._frames / float(self.stream_rate)
-
-    def audio(self) -> np.ndarray:
-        """Everything recorded so far: float32 (num_samples,) mono at ``sample_rate`` Hz (may be empty)."""
-        with self._lock:
-            frames = self._frames
-            chunks = list(self._chunks)
-            cache = self._cache
-        if cache is not None and cache[0] == frames:
-            return cache[1].copy()
-        if frames == 0:
-            return np.zeros(0, dtype=np.float32)
-        raw = np.concatenate(chunks)
-        if self.stream_rate != self.sample_rate:
-            raw = soxr.resample(raw, self.stream_rate, self.sample_rate, quality=_RESAMPLE_QUALITY)
-        out = np.ascontiguousarray(np.clip(raw, -1.0, 1.0), dtype=np.float32)
-        with self._lock:
-            if self._frames == frames:
-                self._cache = (frames, out)
-        return out.copy()
-
-    def discard(self) -> None:
-        """Forget the recording (a running stream keeps recording into an empty buffer)."""
-        with self._lock:
-            self._chunks = []
-            self._frames = 0
-            self._cache = None
-            self._level = SILENCE
-
-    # ---------------------------------------------------------- control
-    def _open_stream(self, sd: Any) -> Any:
-        """Open an InputStream at 16 kHz mono if possible, else at the device's native rate/channels."""
-        try:
-            info = sd.query_devices(self.device, kind="input")
-        except ValueError as e:
-            names = ", ".join(repr(d.name) for d in list_input_devices()) or "none"
-            raise AudioError(
-                f"Input device {self.device!r} not found or ambiguous ({e}). Available input devices: {names}."
-            ) from None
-        except sd.PortAudioError as e:
-            raise AudioError(f"Cannot use the input device {self.device!r}: {e}. Plug in a microphone or pick another device.") from None
-        if int(info.get("max_input_channels", 0)) < 1:
-            raise AudioError(f"Device {info['name']!r} has no input channels; pick a microphone.")
-        index = int(info["index"])
-        native = int(round(float(info.get("default_samplerate") or self.sample_rate)))
-        max_ch = int(info["max_input_channels"])
-        attempts = [(self.sample_rate, 1), (native, 1), (native, min(2, max_ch)), (native, max_ch)]
-        last: Exception | None = None
-        seen = set()
-        for rate, ch in attempts:
-            if (rate, ch) in seen:
-                continue
-            seen.add((rate, ch))
-            try:
-                sd.check_input_settings(device=index, samplerate=rate, channels=ch, dtype="float32")
-                stream = sd.InputStream(
-                    device=index,
-                    samplerate=rate,
-                    channels=ch,
-                    dtype="float32",
-                    blocksize=self.blocksize,
-                    callback=self._callback,
-                )
-            except (sd.PortAudioError, ValueError) as e:
-                last = e
-                continue
-            self.stream_rate, self.stream_channels, self.device_name = rate, ch, str(info["name"])
-            return stream
-        raise AudioError(
-            f"Cannot open the input device {info['name']!r} ({last}). Close other programs using it, "
-            "or pick another device."
-        )
-
-    def start(self) -> None:
-        """Start recording (clears the previous recording).
-
-        Raises:
-            AudioError: PortAudio is missing, the device does not exist or cannot be
-                opened, or a recording is already running.
-        """
-        if self.is_recording:
-            raise AudioError("Already recording; stop the current recording first.")
-        sd = _sounddevice()
-        self.discard()
-        self.overflows = 0
-        stream = self._open_stream(sd)
-        try:
-            stream.start()
-        except sd.PortAudioError as e:
-            stream.close()
-            raise AudioError(f"Could not start recording from {self.device_name!r}: {e}. Try another device.") from None
-        self._stream = stream
-
-    def stop(self) -> np.ndarray:
-        """Stop recording and return it: float32 (num_samples,) mono at ``sample_rate`` Hz.
-
-        Calling it when not recording returns the kept recording (possibly empty).
-
-        Raises:
-            AudioError: PortAudio reported an error while stopping the stream.
-        """
-        stream, self._stream = self._stream, None
-        if stream is not None:
-            try:
-                stream.stop()
-                stream.close()
-            except Exception as e:  # noqa: BLE001 - sd.PortAudioError; sd may be half-initialised
-                raise AudioError(f"The recording did not stop cleanly: {e}.") from None
-        return self.audio()
-
-    def __enter__(self) -> "Recorder":
-        self.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
-    # ------------------------------------------------------ audio thread
-    def _callback(self, indata: np.ndarray, frames: int, time_info: Any, status: Any) -> None:
-        """PortAudio callback: indata (frames, channels) float32."""
-        if status and getattr(status, "input_overflow", False):
-            self.overflows += 1
-        block = indata[:, 0].copy() if indata.shape[1] == 1 else indata.mean(axis=1, dtype=np.float32)
-        level = _block_level(block)
-        with self._lock:
-            self._chunks.append(block)
-            self._frames += len(block)
-            self._level = level
-        cb = self.on_level
-        if cb is not None:
-            try:
-                cb(level.rms_dbfs, level.peak)
-            except Exception:  # noqa: BLE001 - a GUI hiccup must not kill the audio stream
-                pass
+    except (sf.LibsndfileError, RuntimeError) as e:
+        tmp.unlink(missing_ok=True)
+        raise AudioError(f"Could not save {p.name}: {_clean(e).rstrip('.')}; try another folder.") from None

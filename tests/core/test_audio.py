@@ -17,8 +17,9 @@ import numpy as np
 import pytest
 import soundfile as sf
 
-from core import audio as core_audio
+from core import microphone as core_microphone
 from core.audio import (
+    MIN_DURATION_S,
     SAMPLE_RATE,
     AudioError,
     InputDevice,
@@ -28,7 +29,9 @@ from core.audio import (
     list_input_devices,
     load_audio,
     microphone_status,
+    open_audio,
     save_wav,
+    wav_truncation,
 )
 
 REPO = Path(__file__).resolve().parents[2]
@@ -268,9 +271,47 @@ def test_save_wav_bad_audio(tmp_path, audio, match):
         save_wav(tmp_path / "x.wav", audio)
 
 
-def test_save_wav_unwritable(tmp_path):
-    with pytest.raises(AudioError, match="Could not write .*writable folder"):
-        save_wav(tmp_path / "no" / "such" / "dir" / "x.wav", np.zeros(100, np.float32))
+def test_save_wav_missing_folder_is_one_clean_sentence(tmp_path):
+    """Was: "Could not save …: Could not write …: System error.. Choose a writable folder with
+    free space.. Choose a writable folder." Now one sentence naming the file and the folder."""
+    folder = tmp_path / "no" / "such"
+    with pytest.raises(AudioError) as e:
+        save_wav(folder / "x.wav", np.zeros(100, np.float32))
+    assert str(e.value) == f"Could not save x.wav: the folder {folder} does not exist; choose an existing folder."
+    assert not folder.exists()
+
+
+def test_save_wav_unwritable_folder(tmp_path, monkeypatch):
+    import builtins as b
+
+    real_open = b.open
+
+    def no_write(file, mode="r", *args, **kwargs):
+        if "w" in mode and str(file).endswith(".part"):
+            raise PermissionError(13, "Permission denied", str(file))
+        return real_open(file, mode, *args, **kwargs)
+
+    monkeypatch.setattr(b, "open", no_write)
+    with pytest.raises(AudioError) as e:
+        save_wav(tmp_path / "x.wav", np.zeros(100, np.float32))
+    msg = str(e.value)
+    assert msg == f"Could not save x.wav in {tmp_path}: permission denied; choose a folder you can write to, with free space."
+    assert ".." not in msg and msg.count("Could not") == 1
+
+
+def test_save_wav_failure_keeps_the_existing_file(tmp_path, monkeypatch):
+    p = tmp_path / "keep.wav"
+    save_wav(p, np.full(1600, 0.25, np.float32))
+    before = p.read_bytes()
+
+    def disk_full(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(sf, "write", disk_full)
+    with pytest.raises(AudioError, match="no space left on device; choose a folder"):
+        save_wav(p, np.zeros(16000, np.float32))
+    assert p.read_bytes() == before
+    assert sorted(x.name for x in tmp_path.iterdir()) == ["keep.wav"]  # no .part left behind
 
 
 # ------------------------------------------------------------- devices
@@ -350,13 +391,18 @@ class _ScriptedStream:
         self.closed = False
 
     def start(self):
+        self.calls = ["start"]
         for b in self.blocks(self.kwargs["samplerate"], self.kwargs["channels"]):
             self.kwargs["callback"](b, len(b), None, None)
 
     def stop(self):
-        pass
+        self.calls.append("stop")
+
+    def abort(self):
+        self.calls.append("abort")
 
     def close(self):
+        self.calls.append("close")
         self.closed = True
 
 
@@ -394,7 +440,7 @@ def test_recorder_native_rate_stereo_fallback(monkeypatch):
         stereo = np.stack([x, np.zeros_like(x)], 1)  # tone on the left only
         return [stereo[i : i + 480] for i in range(0, len(stereo), 480)]
 
-    monkeypatch.setattr(core_audio, "_sounddevice", lambda: _fake_sd(48000, blocks))
+    monkeypatch.setattr(core_microphone, "_sounddevice", lambda: _fake_sd(48000, blocks))
     levels = []
     rec = Recorder(on_level=lambda rms, peak: levels.append((rms, peak)))
     rec.start()
@@ -417,7 +463,7 @@ def test_recorder_native_rate_stereo_fallback(monkeypatch):
 
 
 def test_recorder_errors(monkeypatch):
-    monkeypatch.setattr(core_audio, "_sounddevice", lambda: _fake_sd(12345, lambda r, c: []))
+    monkeypatch.setattr(core_microphone, "_sounddevice", lambda: _fake_sd(12345, lambda r, c: []))
     with pytest.raises(AudioError, match="Input device 'nope' not found.*Available input devices"):
         Recorder(device="nope").start()
     with pytest.raises(AudioError, match="Cannot open the input device 'scripted'"):
@@ -428,7 +474,7 @@ def test_recorder_errors(monkeypatch):
 
 def test_recorder_callback_exception_is_contained(monkeypatch):
     monkeypatch.setattr(
-        core_audio, "_sounddevice", lambda: _fake_sd(48000, lambda r, c: [np.full((480, c), 0.1, np.float32)] * 3)
+        core_microphone, "_sounddevice", lambda: _fake_sd(48000, lambda r, c: [np.full((480, c), 0.1, np.float32)] * 3)
     )
 
     def bad(rms, peak):
@@ -437,3 +483,135 @@ def test_recorder_callback_exception_is_contained(monkeypatch):
     rec = Recorder(on_level=bad)
     rec.start()
     assert len(rec.stop()) == 480  # 3 x 480 samples at 48 kHz -> 480 at 16 kHz
+
+
+def test_recorder_stops_then_closes_once(monkeypatch):
+    """stop(): stream.stop() then close(), once; a second stop() leaves the stream alone."""
+    monkeypatch.setattr(
+        core_microphone, "_sounddevice", lambda: _fake_sd(48000, lambda r, c: [np.full((480, c), 0.1, np.float32)] * 3)
+    )
+    rec = Recorder()
+    rec.start()
+    stream = rec._stream
+    rec.stop()
+    rec.stop()
+    rec.discard()
+    assert stream.calls == ["start", "stop", "close"]
+
+
+def test_recorder_discard_while_recording_aborts_and_closes(monkeypatch):
+    """discard() during a recording aborts the stream (nothing is drained) and closes it:
+    a stream left running is what made PortAudio print "Expression … failed" (or crash)."""
+    monkeypatch.setattr(
+        core_microphone, "_sounddevice", lambda: _fake_sd(48000, lambda r, c: [np.full((480, c), 0.1, np.float32)] * 3)
+    )
+    rec = Recorder()
+    rec.start()
+    stream = rec._stream
+    rec.discard()
+    assert stream.calls == ["start", "abort", "close"]
+    assert not rec.is_recording and rec.audio().size == 0
+    rec.discard()
+    assert stream.calls == ["start", "abort", "close"]
+
+
+def test_recorder_closes_the_stream_when_stop_fails(monkeypatch):
+    sd = _fake_sd(48000, lambda r, c: [])
+    monkeypatch.setattr(core_microphone, "_sounddevice", lambda: sd)
+    rec = Recorder()
+    rec.start()
+    stream = rec._stream
+
+    def broken():
+        stream.calls.append("stop")
+        raise sd.PortAudioError("Stream is not active")
+
+    stream.stop = broken
+    with pytest.raises(AudioError, match="did not stop cleanly"):
+        rec.stop()
+    assert stream.calls == ["start", "stop", "close"] and not rec.is_recording
+
+
+def test_microphone_names_are_reexported_without_portaudio():
+    """core.audio re-exports the microphone API lazily: importing it loads no PortAudio."""
+    import subprocess
+
+    code = (
+        "import sys; import core.audio as a; print('sounddevice' in sys.modules, 'core.microphone' in sys.modules);"
+        "from core.audio import Recorder; print(Recorder.__module__)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["False", "False", "core.microphone"]
+    import core.audio
+
+    with pytest.raises(AttributeError, match="no attribute 'nope'"):
+        core.audio.nope  # noqa: B018
+
+
+# ------------------------------------------------------------- open_audio
+
+
+def test_open_audio_refuses_a_one_sample_wav(tmp_path):
+    p = tmp_path / "one.wav"
+    sf.write(p, np.array([0.1], np.float32), SAMPLE_RATE)
+    assert len(load_audio(p)) == 1  # load_audio (the CLI's reader) still reads it
+    with pytest.raises(AudioError) as e:
+        open_audio(p, label="one.wav")
+    assert str(e.value) == (
+        "one.wav is too short: it holds 1 sample (0.062 ms) of audio, and the speech models need at least 0.1 s. "
+        "Open or record a longer clip."
+    )
+
+
+def test_open_audio_minimum_is_whisper_minimum(tmp_path):
+    from core.tasks.speech import MIN_AUDIO_S
+
+    assert MIN_DURATION_S == MIN_AUDIO_S
+    n = int(MIN_DURATION_S * 44100)
+    p = tmp_path / "edge.wav"
+    sf.write(p, np.full(n, 0.1, np.float32), 44100)  # exactly the minimum at another rate: accepted
+    assert open_audio(p).warnings == ()
+    sf.write(p, np.full(n - 1, 0.1, np.float32), 44100)
+    with pytest.raises(AudioError, match="edge.wav is too short: it holds 4409 samples"):
+        open_audio(p)  # the label defaults to the path
+
+
+def _truncated_wav(tmp_path, seconds=3.0, keep_s=0.62, subtype="PCM_16", channels=1, rate=SAMPLE_RATE):
+    full = tmp_path / "full.wav"
+    x = tone(300.0, rate, seconds, amp=0.3).astype(np.float32)
+    sf.write(full, np.stack([x] * channels, 1) if channels > 1 else x, rate, subtype=subtype)
+    data = full.read_bytes()
+    header = data.index(b"data") + 8
+    block = channels * {"PCM_16": 2, "FLOAT": 4}[subtype]
+    cut = tmp_path / "cut.wav"
+    cut.write_bytes(data[: header + int(keep_s * rate) * block])
+    return full, cut
+
+
+@pytest.mark.parametrize("subtype,channels,rate", [("PCM_16", 1, 16000), ("FLOAT", 2, 44100)])
+def test_open_audio_warns_about_a_truncated_wav(tmp_path, subtype, channels, rate):
+    full, cut = _truncated_wav(tmp_path, subtype=subtype, channels=channels, rate=rate)
+    assert sf.info(str(cut)).frames == int(0.62 * rate)  # libsndfile reads it silently as 0.62 s
+    assert wav_truncation(full) is None and open_audio(full).warnings == ()
+    declared, present = wav_truncation(cut)
+    assert declared == pytest.approx(3.0) and present == pytest.approx(0.62, abs=1e-3)
+    got = open_audio(cut, label="cut.wav")
+    assert len(got.audio) == pytest.approx(0.62 * SAMPLE_RATE, abs=2)  # still usable
+    assert got.warnings == (
+        "cut.wav is truncated: its header promises 3.00 s of audio, but the file holds only 0.62 s (the copy or "
+        "download was probably cut short). The 0.62 s that are there are used; get a complete copy to use all of it.",
+    )
+
+
+def test_wav_truncation_ignores_other_files(tmp_path):
+    flac = tmp_path / "a.flac"
+    sf.write(flac, np.zeros(1600, np.float32), SAMPLE_RATE)
+    streamed = tmp_path / "streamed.wav"  # a writer that never filled in the sizes
+    sf.write(streamed, np.zeros(1600, np.float32), SAMPLE_RATE, subtype="PCM_16")
+    data = bytearray(streamed.read_bytes())
+    i = data.index(b"data") + 4
+    data[i : i + 4] = b"\xff\xff\xff\xff"
+    streamed.write_bytes(bytes(data))
+    assert wav_truncation(flac) is None and wav_truncation(streamed) is None
+    assert wav_truncation(tmp_path / "missing.wav") is None

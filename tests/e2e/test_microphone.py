@@ -166,3 +166,43 @@ def test_recorded_speech_is_transcribed(fake_mic):
     result = list(SpeechModel.load("tiny.en").decode(audio, DecodingOptions()))[-1]
     words = set("".join(c for c in result.text.lower() if c.isalpha() or c.isspace()).split())
     assert {"open", "door", "turn", "lights"} <= words, result.text
+
+
+def _portaudio_complaints(err: str) -> list[str]:
+    """PortAudio/ALSA diagnostics such as "Expression '…' failed in 'src/hostapi/alsa/pa_linux_alsa.c'"."""
+    return [line for line in err.splitlines() if "Expression" in line or "pa_linux_alsa" in line]
+
+
+def test_discard_during_recording_is_quiet(fake_mic, capfd):
+    """discard() while recording aborts and closes the stream: when the sound server then goes
+    away (the app quits, the test ends) PortAudio has nothing running to complain about.
+    Before, the stream kept running after discard() and stderr got "Expression … failed"."""
+    import gc
+
+    rec = Recorder(device=fake_mic.device)
+    rec.start()
+    fake_mic.play(np.zeros(8000, np.float32))
+    fake_mic.wait_played(timeout_s=30)
+    rec.discard()
+    assert not rec.is_recording and rec.audio().size == 0
+    fake_mic.stop()  # the server goes away, as at the end of a session
+    time.sleep(0.5)
+    del rec
+    gc.collect()  # a stream left running would now call into a freed callback
+    time.sleep(0.2)
+    err = capfd.readouterr().err
+    assert _portaudio_complaints(err) == [], err
+
+
+def test_stop_then_discard_is_quiet(fake_mic, capfd):
+    rec = Recorder(device=fake_mic.device)
+    rec.start()
+    fake_mic.play(np.zeros(8000, np.float32))
+    fake_mic.wait_played(timeout_s=30)
+    assert len(rec.stop()) > 0
+    rec.stop()  # a second stop() does not touch the closed stream
+    rec.discard()
+    fake_mic.stop()
+    time.sleep(0.5)
+    err = capfd.readouterr().err
+    assert _portaudio_complaints(err) == [], err

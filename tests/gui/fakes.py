@@ -89,3 +89,40 @@ class FakeSpeechModel:
         stats = RunStats(encode_s=0.0 if cached else 0.01, decode_s=0.001 * n, n_tokens=n,
                          audio_s=len(audio) / 16000, encoder_cached=cached)
         yield Finished(text="".join(WORDS[:n]).strip(), token_ids=ids, stats=stats, reason="eos")
+
+
+class FakeRecorder:
+    """Stands in for ``core.microphone.Recorder`` in tab tests (no PortAudio).
+
+    ``FakeRecorder.takes`` is a queue of the audio each new recorder "records" (float32 at
+    16 kHz); ``FakeRecorder.made`` lists every recorder created, so a test can check the
+    calls (``calls``: "start", "stop", "discard") a tab made on it.
+    """
+
+    takes: list[np.ndarray] = []
+    made: list["FakeRecorder"] = []
+
+    def __init__(self, device=None, on_level=None, **_kwargs):
+        self.device = device
+        self.on_level = on_level
+        self.calls: list[str] = []
+        self.is_recording = False
+        self._audio = FakeRecorder.takes.pop(0) if FakeRecorder.takes else np.zeros(16000, np.float32)
+        FakeRecorder.made.append(self)
+
+    def start(self) -> None:
+        self.calls.append("start")
+        self.is_recording = True
+
+    def audio(self) -> np.ndarray:
+        return self._audio.copy()
+
+    def stop(self) -> np.ndarray:
+        self.calls.append("stop")
+        self.is_recording = False
+        return self._audio.copy()
+
+    def discard(self) -> None:
+        self.calls.append("discard")
+        self.is_recording = False
+        self._audio = np.zeros(0, np.float32)

@@ -43,3 +43,34 @@ def test_record_stop_decodes_the_recording(qtbot, fake_mic, tmp_path):
     tab.discard_input()
     assert tab.audio is None and not tab.save_button.isEnabled()
     tab.shutdown()
+
+
+def test_discard_and_close_during_recording_print_nothing(qtbot, fake_mic, settings, capfd, monkeypatch):
+    """Discard while recording, and closing the window while recording (answered "Discard"),
+    stop PortAudio's stream properly: no "Expression … failed" lines on stderr, even when the
+    sound server goes away afterwards."""
+    import time
+
+    import gui.tabs.speech as speech_mod
+    from gui.main_window import MainWindow
+
+    monkeypatch.setattr(speech_mod, "ask_unsaved", lambda parent, text, informative: "discard")
+    w = MainWindow(settings=settings, autoload=False)
+    qtbot.addWidget(w)
+    tab = w.speech_tab
+    assert tab.mic_ok, tab.mic_label.toolTip()
+    tab.toggle_record()
+    fake_mic.play(np.zeros(8000, np.float32))
+    fake_mic.wait_played(timeout_s=30)
+    recorder = tab._recorder
+    tab.discard_input()  # Discard during the recording
+    assert not tab.is_recording() and not recorder.is_recording
+    tab.toggle_record()  # a new recording, then the window is closed during it
+    fake_mic.play(np.zeros(8000, np.float32))
+    fake_mic.wait_played(timeout_s=30)
+    assert w.close()
+    assert not tab.is_recording()
+    fake_mic.stop()
+    time.sleep(0.5)
+    err = capfd.readouterr().err
+    assert [line for line in err.splitlines() if "Expression" in line or "pa_linux_alsa" in line] == [], err
