@@ -25,7 +25,7 @@ import sys
 from typing import Iterable, Sequence
 
 from core import catalog
-from core.events import BeamEvent, Event, Finished, StepEvent
+from core.events import Event, Finished, StepEvent
 from core.options import STRATEGIES, DecodingOptions
 
 
@@ -97,8 +97,6 @@ def trace(task: str, model: str, options: DecodingOptions, events: Iterable[Even
             tokens.append(tok)
         elif isinstance(ev, Finished):
             finished = ev
-        elif isinstance(ev, BeamEvent):
-            pass
     if finished is None:
         raise CLIError("decoding ended without a result")
     return {

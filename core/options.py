@@ -75,8 +75,6 @@ class DecodingOptions:
             )
         if self.num_beams < 1:
             raise ValueError(f"num_beams must be >= 1, got {self.num_beams}")
-        if self.strategy == "beam" and self.num_beams < 1:
-            raise ValueError("beam search needs num_beams >= 1")
         if self.max_new_tokens < 1:
             raise ValueError(f"max_new_tokens must be >= 1, got {self.max_new_tokens}")
         if self.top_k_report < 1:

@@ -36,8 +36,9 @@ class DecoderPrompt:
 
     Attributes:
         prompt_ids: forced decoder prefix (e.g. Whisper's <|startoftranscript|><|en|>
-            <|transcribe|><|notimestamps|>; Marian's pad/start id). May be empty for
-            models whose first step takes no token (Bergamot tiny11).
+            <|transcribe|><|notimestamps|>; Marian's pad/start id). Never empty (the
+            engine raises ValueError): a model whose first step takes no token (Bergamot
+            tiny11) uses a virtual start id that its backend maps to that first step.
         eos_token_id: generation ends when this is chosen.
         suppress_tokens: ids whose logits are set to -inf at every step.
         begin_suppress_tokens: ids set to -inf at the first free step only.
