@@ -11,6 +11,11 @@ chunks are decoded one after another by ``core.engine.Engine`` into one continuo
 stream: a SegmentEvent per sentence, StepEvents with a step counter that runs across
 sentences, and one Finished with the whole translation.
 
+Control characters (NUL, bell, escape, DEL, C1 codes; every Unicode "Cc" character except
+tab and line breaks) never reach the model: :func:`clean_text` turns each run of them into
+one space ("Hello\\0world" reads "Hello world"), and :meth:`TranslationModel.text_notes`
+says so, and warns when the text has no word the model knows (emoji only, symbols only).
+
 Cross-attention columns are source tokens (SentencePiece pieces plus ``</s>``);
 ``SegmentEvent.source_offset`` / ``StepEvent.source_offset`` give the position of a
 sentence's first column in ``TranslationModel.source_tokens(text)``.
@@ -20,6 +25,7 @@ from __future__ import annotations
 
 import re
 import time
+import unicodedata
 from dataclasses import dataclass
 from typing import Callable, Iterator
 
@@ -42,6 +48,30 @@ _ABBREVIATIONS = {
 # A sentence ends at . ! ? … (plus closing quotes/brackets) followed by white space and
 # a capital letter, a digit, an opening quote/bracket or an inverted mark.
 _BOUNDARY = re.compile(r"(?<=[.!?…])([\"'”’»)\]]*)\s+(?=[\"'“‘«(\[¿¡]?[A-ZÀ-ÖØ-Þ0-9])")
+
+
+# every Unicode control character (category Cc) except tab, line feed and carriage return
+_CONTROL = re.compile("[" + "".join(
+    re.escape(chr(c)) for c in range(0xA0)
+    if unicodedata.category(chr(c)) == "Cc" and chr(c) not in "\t\n\r"
+) + "]+")
+
+
+def clean_text(text: str) -> tuple[str, int]:
+    """``text`` without control characters, and how many were removed.
+
+    Each run of control characters (Unicode category Cc: NUL, bell, escape, DEL, the C1
+    codes; tab, line feed and carriage return are kept) becomes one space, so
+    "Hello\\0world" reads "Hello world" instead of the model seeing an unknown piece.
+    """
+    n = 0
+
+    def space(m: re.Match) -> str:
+        nonlocal n
+        n += len(m.group())
+        return " "
+
+    return _CONTROL.sub(space, text), n
 
 
 def split_sentences(text: str) -> list[tuple[str, str]]:
@@ -242,7 +272,7 @@ class TranslationModel:
         """
         if not isinstance(text, str):
             raise ValueError(f"text must be a string, got {type(text).__name__}")
-        sentences = split_sentences(text)
+        sentences = split_sentences(clean_text(text)[0])
         if not sentences:
             raise ValueError("the text is empty (or only white space); type or paste something to translate")
         out: list[SourceChunk] = []
@@ -266,6 +296,47 @@ class TranslationModel:
         if not out:
             raise ValueError("the text holds nothing the tokenizer can read; give words to translate")
         return out
+
+    def text_notes(self, text: str) -> list[str]:
+        """Sentences for the user about what the model will make of ``text``: control
+        characters removed (:func:`clean_text`), or no word the model knows (every source
+        piece is unknown, e.g. emoji only) / no letters or digits at all. [] for ordinary
+        or empty text."""
+        notes = []
+        cleaned, removed = clean_text(text)
+        if removed:
+            notes.append(
+                "1 control character (such as NUL) was replaced by a space before translating." if removed == 1
+                else f"{removed} control characters (such as NUL) were replaced by spaces before translating."
+            )
+        try:
+            chunks = self.chunks(cleaned)
+        except ValueError:
+            return notes
+        if not self._has_known_piece(chunks):
+            notes.append(
+                "The text has no words the model knows (only emoji or symbols it reads as unknown pieces), "
+                "so the translation will be meaningless; type words in the source language."
+            )
+        elif not any(ch.isalnum() for ch in cleaned):
+            notes.append(
+                "The text has no letters or digits, so the translation will be a guess; type words in the "
+                "source language."
+            )
+        return notes
+
+    def _has_known_piece(self, chunks: list[SourceChunk]) -> bool:
+        """Whether any source id is a real piece: not unknown, not special, not a bare "▁"."""
+        if self._hub is None:
+            unk = self.backend.unk_token_id
+            special = {unk, self.backend.eos_token_id}
+            text_of = self.backend.token_text
+        else:
+            tok = self._hub.tokenizer
+            unk = tok.unk_token_id
+            special = set(getattr(tok, "all_special_ids", []) or []) | {unk}
+            text_of = lambda i: self._hub.pieces([i])[0]  # noqa: E731
+        return any(i not in special and text_of(i).strip("▁ ") for c in chunks for i in c.ids)
 
     def source_tokens(self, text: str) -> list[str]:
         """SentencePiece pieces of the whole input, each sentence followed by ``</s>`` —

@@ -15,6 +15,11 @@ layer, head 0 for the bundled tiny11 models (their first decoder layer lags one 
 and is not an alignment); hub models start on the average over layers and heads.
 Hovering a target token (a heatmap row or a chip in the token stream) marks the source
 tokens it attends to most (every column within 80 % of the row's maximum).
+
+Clear, Open… and drops replace the text as one undoable edit (Ctrl+Z brings the old text
+back). A file that is not a UTF-8 .txt file, or is empty, is refused with a message and
+the text stays as it was. The info line under the text says when control characters
+were removed or the text has no word the model knows (``TranslationModel.text_notes``).
 """
 
 from __future__ import annotations
@@ -25,7 +30,7 @@ from typing import Any, Callable, Iterator
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QEvent, QObject, QRectF, QSettings, Qt, QTimer, Signal
-from PySide6.QtGui import QBrush, QColor, QPen
+from PySide6.QtGui import QBrush, QColor, QPen, QTextCursor
 from PySide6.QtWidgets import (
     QCheckBox,
     QComboBox,
@@ -61,6 +66,7 @@ SAMPLES_DIR = Path(__file__).resolve().parents[2] / "assets" / "samples"
 COLUMN_AXIS = "source token (▁ = word start, &lt;/s&gt; = end of sentence)"
 SHORTLIST_TEXT = "shortlist (faster, renormalised over ~hundreds of candidates)"
 EMPTY_MESSAGE = "Nothing to translate — type or paste text, drop a .txt file here, or press Sample."
+WARNING_STYLE = "color: #8a5300;"
 
 
 def first_text_sample(directory: Path = SAMPLES_DIR) -> Path | None:
@@ -89,29 +95,42 @@ def read_text_file(path: str | Path) -> str:
     """UTF-8 text of ``path``.
 
     Raises:
-        ValueError: not a .txt file, unreadable, or not UTF-8 (the message says what to do).
+        ValueError: not a .txt file, unreadable, not UTF-8, or empty (only white space);
+            the message names the file by its name and says what to do.
     """
     p = Path(path)
     if p.suffix.lower() not in TEXT_SUFFIXES:
-        raise ValueError(f"{p.name} is not a .txt file; drop or open a UTF-8 .txt file")
+        raise ValueError(f"{p.name} is not a text file: the Translation tab reads UTF-8 .txt files. "
+                         "Drop or open a .txt file.")
     try:
-        return p.read_text(encoding="utf-8-sig")
+        text = p.read_text(encoding="utf-8-sig")
     except UnicodeDecodeError:
-        raise ValueError(f"{p.name} is not UTF-8 text; save it as UTF-8 and try again") from None
+        raise ValueError(f"{p.name} is not UTF-8 text; save it as UTF-8 and try again.") from None
     except OSError as exc:
-        raise ValueError(f"could not read {p.name}: {exc.strerror or exc}") from None
+        raise ValueError(f"Could not read {p.name}: {(exc.strerror or str(exc)).rstrip('.')}. "
+                         "Check that the file exists and that you may read it.") from None
+    if not text.strip():
+        raise ValueError(f"{p.name} is empty: it holds no text to translate. Open a .txt file with text in it.")
+    return text
+
+
+def _local_files(mime) -> list[str]:
+    """The local files among dragged URLs (any kind: a wrong one is explained on drop)."""
+    if not mime.hasUrls():
+        return []
+    return [u.toLocalFile() for u in mime.urls() if u.isLocalFile()]
 
 
 class SourceTextEdit(QPlainTextEdit):
-    """The source text box; a dropped .txt file is reported (``fileDropped``) instead of
-    inserting its URL."""
+    """The source text box; a dropped local file is reported (``fileDropped``) instead of
+    inserting its URL (the tab opens it, or says why it cannot)."""
 
     fileDropped = Signal(str)
 
     def _txt(self, mime) -> list[str]:
-        if not mime.hasUrls():
-            return []
-        return [u.toLocalFile() for u in mime.urls() if u.isLocalFile() and u.toLocalFile().lower().endswith(TEXT_SUFFIXES)]
+        """The dropped local files, .txt files first."""
+        files = _local_files(mime)
+        return sorted(files, key=lambda f: not f.lower().endswith(TEXT_SUFFIXES))
 
     def dragEnterEvent(self, e) -> None:  # noqa: N802
         if self._txt(e.mimeData()):
@@ -160,11 +179,11 @@ class TranslationTab(DecodeTab):
     def __init__(self, parent: QWidget | None = None) -> None:
         self._models: dict[tuple, Any] = {}  # loaded models by (name, target language), reused on switch
         self._source_tokens: list[str] = []
-        self._separators: list[Any] = []
         self._hover_items: list[QGraphicsRectItem] = []
         self._hovered: int | None = None
         self._hover_columns: list[int] = []
         self._view_set_for: Any = None
+        self._notes_shown: list[str] = []  # warnings about the text in the info line
         super().__init__(parent)
         self._text_timer = QTimer(self)
         self._text_timer.setSingleShot(True)
@@ -221,7 +240,8 @@ class TranslationTab(DecodeTab):
         self.sample_button.clicked.connect(self.load_sample)
         self.sample_button.setEnabled(first_text_sample() is not None)
         self.clear_button = QPushButton("Clear")
-        self.clear_button.clicked.connect(lambda: self.text_edit.setPlainText(""))
+        self.clear_button.setToolTip("Clear the text (Ctrl+Z in the text box brings it back)")
+        self.clear_button.clicked.connect(self.clear_text)
 
         self.text_edit = SourceTextEdit()
         self.text_edit.setPlaceholderText("Type or paste text to translate, or drop a .txt file here…")
@@ -259,8 +279,17 @@ class TranslationTab(DecodeTab):
         return self.text_edit.toPlainText()
 
     def set_text(self, text: str) -> None:
-        """Replace the source text (decodes after the debounce, like typing)."""
-        self.text_edit.setPlainText(text)
+        """Replace the source text as one undoable edit (Ctrl+Z restores the old text);
+        decodes after the debounce, like typing."""
+        cursor = QTextCursor(self.text_edit.document())
+        cursor.beginEditBlock()
+        cursor.select(QTextCursor.SelectionType.Document)
+        cursor.insertText(text)
+        cursor.endEditBlock()
+
+    def clear_text(self) -> None:
+        """Clear: empty the text box (undoable)."""
+        self.set_text("")
 
     def has_input(self) -> bool:
         return bool(self.text().strip())
@@ -288,13 +317,22 @@ class TranslationTab(DecodeTab):
         self.topk.set_step(None)
         self._reset_columns([])
         self.hover_step(None)
+        self._steps.clear()
+        self._n_live = 0
+        self._t_first = None
+        self.statsChanged.emit(self._stats_dict(None))
 
     def _update_info(self) -> None:
+        """The info line: characters, sentences and source tokens, and warnings about the
+        text (control characters removed, no word the model knows)."""
         if not self.has_input():
             self.info_label.setText(EMPTY_MESSAGE)
+            self.info_label.setStyleSheet("")
+            self._notes_shown = []
             return
         text = self.text()
         extra = ""
+        notes: list[str] = []
         if self.model is not None:
             try:
                 chunks = self.model.chunks(text)
@@ -303,7 +341,21 @@ class TranslationTab(DecodeTab):
                 extra = f" · {n_sent} sentence{'s' if n_sent != 1 else ''} · {n_tok} source tokens"
             except ValueError as exc:
                 extra = f" · {exc}"
-        self.info_label.setText(f"{len(text)} characters{extra}")
+            notes_of = getattr(self.model, "text_notes", None)
+            if notes_of is not None:
+                try:
+                    notes = list(notes_of(text))
+                except ValueError:
+                    notes = []
+        self.info_label.setText(f"{len(text)} characters{extra}" + "".join(f"\n⚠ {n}" for n in notes))
+        self.info_label.setStyleSheet(WARNING_STYLE if notes else "")
+        if notes and notes != self._notes_shown:
+            self.statusMessage.emit(notes[0])
+        self._notes_shown = notes
+
+    def text_notes(self) -> list[str]:
+        """The warnings the info line shows about the current text ([] if none)."""
+        return list(self._notes_shown)
 
     def open_input(self) -> None:
         """Ctrl+O: pick a .txt file."""
@@ -314,7 +366,9 @@ class TranslationTab(DecodeTab):
             self.open_file(path)
 
     def open_file(self, path: str | Path) -> bool:
-        """Put the UTF-8 text of ``path`` in the text box. False (and a banner) on failure."""
+        """Put the UTF-8 text of ``path`` in the text box as one undoable edit. False (a
+        banner, and the text left as it was) for a file that is not .txt, not UTF-8,
+        unreadable or empty."""
         try:
             text = read_text_file(path)
         except ValueError as exc:
@@ -333,7 +387,7 @@ class TranslationTab(DecodeTab):
             return
         self.open_file(p)
 
-    # drops anywhere on the tab
+    # drops anywhere on the tab: any local file (a wrong kind is explained in the banner)
     def dragEnterEvent(self, e) -> None:  # noqa: N802
         if self.text_edit._txt(e.mimeData()):
             e.acceptProposedAction()
@@ -423,14 +477,7 @@ class TranslationTab(DecodeTab):
         self._source_tokens = list(tokens)
         hm.reset_columns(COLUMN_AXIS, 1.0, labels=[column_label(t) for t in tokens])
         self._thin_column_ticks()
-        for line in self._separators:
-            hm.plot.removeItem(line)
-        self._separators = []
-        for x in boundaries or []:  # a white line between sentences' source tokens
-            line = pg.InfiniteLine(pos=float(x), angle=90, pen=pg.mkPen("w", width=1.5))
-            line.setZValue(6)
-            hm.plot.addItem(line)
-            self._separators.append(line)
+        hm.set_column_separators(list(boundaries or []))  # a white line between sentences' source tokens
 
     def _thin_column_ticks(self) -> None:
         """Label every k-th source token when all labels would overlap (the hover line

@@ -138,3 +138,40 @@ def test_cancel_stops_the_run(en_pt):
     assert events[-1].reason == "cancelled"
     assert len([e for e in events if isinstance(e, StepEvent)]) == 3
     assert len([e for e in events if isinstance(e, SegmentEvent)]) == 1
+
+
+# ------------------------------------------------- control characters, unknown text
+
+
+def test_clean_text_keeps_tabs_and_line_breaks():
+    from core.tasks.translation import clean_text
+
+    assert clean_text("Hello\0world") == ("Hello world", 1)
+    assert clean_text("a\x07\x1b\x7fb\tc\nd\r\ne\x85") == ("a b\tc\nd\r\ne ", 4)
+    assert clean_text("Olá 🙂 – “quoted”") == ("Olá 🙂 – “quoted”", 0)
+
+
+def test_nul_bytes_never_reach_the_model(en_pt):
+    """Was: "Hello\\0world" -> "O Hello'world" (the NUL became an <unk> piece)."""
+    assert en_pt.source_tokens("Hello\0world") == en_pt.source_tokens("Hello world")
+    assert "<unk>" not in en_pt.source_tokens("Hello\0world")
+    got = list(en_pt.decode("Hello\0world", GREEDY))[-1].text
+    assert got == list(en_pt.decode("Hello world", GREEDY))[-1].text
+    assert en_pt.text_notes("Hello\0world") == ["1 control character (such as NUL) was replaced by a space before translating."]
+    assert en_pt.text_notes("a\0\0b\x07") == ["3 control characters (such as NUL) were replaced by spaces before translating."]
+
+
+@pytest.mark.parametrize("text", ["🙂🙂", "😀 🎉\n🎉"])
+def test_emoji_only_text_is_flagged(en_pt, text):
+    """Was: "-" with no notice. All source pieces are <unk>: say the model knows no word of it."""
+    notes = en_pt.text_notes(text)
+    assert len(notes) == 1 and notes[0].startswith("The text has no words the model knows")
+
+
+def test_text_notes_quiet_on_ordinary_text(en_pt):
+    assert en_pt.text_notes("Hello 🙂, how are you?") == []
+    assert en_pt.text_notes("42") == []
+    assert en_pt.text_notes("   ") == []
+    assert en_pt.text_notes("!!!") == [
+        "The text has no letters or digits, so the translation will be a guess; type words in the source language."
+    ]

@@ -162,3 +162,96 @@ def test_txt_drop_and_sample(qtbot, tab, tmp_path, native):
     assert tab.text() == sample.read_text(encoding="utf-8")
     assert fin.stats.n_tokens > 10
     tab.grab().save("/tmp/gui_translation_sample.png")
+
+
+# ------------------------------------------------ nothing the user typed is lost
+
+
+_MIME: list[QMimeData] = []  # the events do not own their mime data: keep it alive
+
+
+def _drop_event(path, cls=QDropEvent):
+    mime = QMimeData()
+    mime.setUrls([QUrl.fromLocalFile(str(path))])
+    _MIME.append(mime)
+    return cls(QPoint(10, 10) if cls is not QDropEvent else QPointF(10, 10), Qt.DropAction.CopyAction, mime,
+               Qt.MouseButton.LeftButton, Qt.KeyboardModifier.NoModifier)
+
+
+def test_clear_open_and_drop_can_be_undone(qtbot, tab, tmp_path):
+    qtbot.keyClicks(tab.text_edit, "Typed by hand.")
+    assert "Ctrl+Z" in tab.clear_button.toolTip()
+    tab.clear_button.click()
+    assert tab.text() == ""
+    tab.text_edit.undo()
+    assert tab.text() == "Typed by hand."  # Clear is undone in one step
+    f = tmp_path / "opened.txt"
+    f.write_text("From a file.", encoding="utf-8")
+    assert tab.open_file(f)
+    assert tab.text() == "From a file."
+    tab.text_edit.undo()
+    assert tab.text() == "Typed by hand."
+    tab.text_edit.redo()
+    assert tab.text() == "From a file."
+    g = tmp_path / "dropped.txt"
+    g.write_text("Dropped here.", encoding="utf-8")
+    tab.dropEvent(_drop_event(g))
+    assert tab.text() == "Dropped here."
+    tab.text_edit.undo()
+    assert tab.text() == "From a file."
+
+
+def test_empty_file_is_refused_and_the_text_kept(qtbot, tab, tmp_path):
+    tab.set_text(EN[0])
+    for name, content in (("empty.txt", ""), ("blank.txt", "  \n\t\n")):
+        f = tmp_path / name
+        f.write_text(content, encoding="utf-8")
+        assert tab.open_file(f) is False
+        assert tab.banner.message() == f"{name} is empty: it holds no text to translate. Open a .txt file with text in it."
+        assert tab.text() == EN[0]
+
+
+def test_dropping_a_non_text_file_says_why(qtbot, tab, tmp_path):
+    from PySide6.QtGui import QDragEnterEvent
+
+    f = tmp_path / "photo.png"
+    f.write_bytes(b"\x89PNG\r\n\x1a\n")
+    tab.set_text(EN[0])
+    for target in (tab, tab.text_edit):  # the tab and the text box both take the drag
+        enter = _drop_event(f, QDragEnterEvent)
+        target.dragEnterEvent(enter)
+        assert enter.isAccepted()
+        tab.clear_error()
+        target.dropEvent(_drop_event(f))
+        assert tab.banner.message() == (
+            "photo.png is not a text file: the Translation tab reads UTF-8 .txt files. Drop or open a .txt file."
+        )
+        assert tab.text() == EN[0]
+    assert str(tmp_path) not in tab.errors[-1]  # the name, not the path
+
+
+def test_control_characters_are_stripped_and_reported(qtbot, tab, native):
+    tab.shortlist_check.setChecked(True)
+    fin = _wait_decode(qtbot, tab, lambda: tab.set_text("Hello\0world"))
+    assert fin.text == native.translate("Hello world").strip()  # was "O Hello'world"
+    assert "<unk>" not in tab._source_tokens
+    assert "⚠ 1 control character (such as NUL) was replaced by a space before translating." in tab.info_label.text()
+    assert tab.text_notes() == ["1 control character (such as NUL) was replaced by a space before translating."]
+    _wait_decode(qtbot, tab, lambda: tab.set_text(EN[0]))
+    assert tab.text_notes() == [] and "⚠" not in tab.info_label.text()
+
+
+def test_emoji_only_text_warns(qtbot, tab):
+    messages = []
+    tab.statusMessage.connect(messages.append)
+    _wait_decode(qtbot, tab, lambda: tab.set_text("🙂🙂"))
+    assert tab.text_notes() and tab.text_notes()[0].startswith("The text has no words the model knows")
+    assert "⚠ The text has no words the model knows" in tab.info_label.text()
+    assert any(m.startswith("The text has no words the model knows") for m in messages)
+
+
+def test_emptied_text_clears_the_statistics(qtbot, tab):
+    _wait_decode(qtbot, tab, lambda: tab.set_text(EN[0]))
+    with qtbot.waitSignal(tab.statsChanged, timeout=5000) as blocker:
+        tab.clear_text()
+    assert blocker.args[0]["n_tokens"] == 0 and blocker.args[0]["encode_ms"] is None
