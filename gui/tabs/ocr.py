@@ -241,7 +241,7 @@ class OCRTab(DecodeTab):
         self.zoom_out_button.setText("−")
         self.zoom_out_button.setToolTip("Zoom out")
         self.pan_button = QToolButton()
-        self.pan_button.setText("✋ Pan")
+        self.pan_button.setText("Pan")  # plain text: "✋" is missing from common UI fonts (a box)
         self.pan_button.setCheckable(True)
         self.pan_button.setToolTip("On: a left drag pans the image. Off: a left drag selects a region to read "
                                    "(pan with the middle button or Shift+drag)")
@@ -399,7 +399,7 @@ class OCRTab(DecodeTab):
     def open_file(self, path: str | Path) -> None:
         """Load an image file in a worker thread; errors go to the banner."""
         path = Path(path)
-        self._open(path, path.name, lambda m: _open_error(path.name, m))
+        self._open(path, path.name, lambda m: _open_error(path.name, _name_only(m, path)))
 
     def open_image(self, image: Any, name: str = "pasted image") -> None:
         """Use a PIL image (e.g. from the clipboard); it goes through the same checks as a file."""
@@ -737,6 +737,20 @@ def _detect(model: Any, image: Any, region, cancel: Callable[[], bool]):
         except StopIteration as stop:
             return list(stop.value)
         yield Stage(p.stage, p.done, p.total, p.text)
+
+
+def _name_only(message: str, path: Path) -> str:
+    """``message`` with ``path`` (as the loader spells it: given, expanded or resolved)
+    written as the file's name only: banners and status messages name files by name."""
+    spellings = {str(path), str(path.expanduser())}
+    try:
+        spellings.add(str(path.expanduser().resolve()))
+    except OSError:
+        pass
+    for full in sorted(spellings, key=len, reverse=True):
+        if full and full != path.name:
+            message = message.replace(full, path.name)
+    return message
 
 
 def _open_error(name: str, message: str) -> str:

@@ -316,11 +316,14 @@ def test_drop_of_a_file(qtbot, tab, tmp_path):
 
 def test_errors_in_the_banner(qtbot, tab, tmp_path):
     tab.model = FakeOCRModel()
+    status: list[str] = []
+    tab.statusMessage.connect(status.append)
     empty = tmp_path / "empty.png"
     empty.write_bytes(b"")
     tab.open_file(empty)
     qtbot.waitUntil(lambda: bool(tab.banner.message()), timeout=5000)
     assert "empty.png" in tab.banner.message() and "0 bytes" in tab.banner.message()
+    assert str(tmp_path) not in tab.banner.message()  # files are named by name, never by full path
     assert "PNG, JPEG" in tab.banner.message()  # what to do
     assert tab.image is None
     # a truncated PNG
@@ -331,7 +334,15 @@ def test_errors_in_the_banner(qtbot, tab, tmp_path):
     tab.open_file(bad)
     qtbot.waitUntil(lambda: bool(tab.banner.message()), timeout=5000)
     assert "cut.png" in tab.banner.message() and ("truncated" in tab.banner.message() or "corrupt" in tab.banner.message())
+    assert str(tmp_path) not in tab.banner.message()
     assert tab.image is None
+    # a file that is not there, given through "..": still its name only
+    tab.banner.hide()
+    tab.open_file(tmp_path / "sub" / ".." / "missing.png")
+    qtbot.waitUntil(lambda: bool(tab.banner.message()), timeout=5000)
+    assert tab.banner.message().startswith("missing.png: no such file"), tab.banner.message()
+    assert str(tmp_path) not in tab.banner.message()
+    assert status and all(str(tmp_path) not in m for m in status) and "Opening missing.png…" in status
     # a large image is downscaled on load, and the info line says so
     big = tmp_path / "big.png"
     Image.new("RGB", (6000, 1500), "white").save(big)
@@ -355,6 +366,21 @@ def test_errors_in_the_banner(qtbot, tab, tmp_path):
     assert tab.stream.token_count() == 0 and tab.view.line_count() == 0
     qtbot.waitUntil(lambda: not tab.is_decoding(), timeout=5000)
     tab.grab().save("/tmp/gui_ocr_fake_blank.png")
+
+
+def test_button_texts_have_glyphs_in_their_font(tab):
+    """Every button of the input area draws its text with its own font ("✋ Pan" drew a
+    missing-glyph box)."""
+    from PySide6.QtGui import QFontMetrics
+    from PySide6.QtWidgets import QAbstractButton
+
+    buttons = tab.input_area.findChildren(QAbstractButton)
+    assert tab.pan_button in buttons and tab.progress_cancel in buttons
+    for b in buttons:
+        fm = QFontMetrics(b.font())
+        missing = [c for c in b.text() if not c.isspace() and not fm.inFontUcs4(ord(c))]
+        assert not missing, (b.text(), missing)
+    assert tab.pan_button.text() == "Pan"
 
 
 def test_main_window_tab_order(qtbot, settings):
