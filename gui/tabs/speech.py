@@ -42,30 +42,26 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from core.catalog import (
+    AUDIO_SUFFIXES,
+    FRAME_S,
+    MIN_AUDIO_S,
+    SAMPLE_RATE,
+    is_english_only,
+)
+from core.catalog import WHISPER_BUNDLED as BUNDLED
+from core.catalog import WHISPER_DEFAULT as DEFAULT_MODEL
+from core.catalog import WHISPER_TASKS as TASKS
 from core.options import DecodingOptions
 
 from ..widgets.attention_heatmap import no_si_prefix
 from .base import DecodeTab
 
-# Mirrors of core.tasks.speech constants: that module is imported only in the
-# loader thread so the window never waits for it.
-SAMPLE_RATE = 16_000
-FRAME_S = 0.02  # seconds per Whisper encoder frame (one attention column)
-BUNDLED = ("base", "tiny.en")
-DEFAULT_MODEL = "base"
-TASKS = ("transcribe", "translate")
-AUDIO_SUFFIXES = (".wav", ".flac", ".ogg", ".mp3")
-MIN_AUDIO_S = 0.1  # mirror of core.audio.MIN_DURATION_S (Whisper's minimum)
 #: shown before a multilingual model has loaded (then replaced by model.languages)
 COMMON_LANGUAGES = ("en", "de", "es", "fr", "it", "pt", "nl", "pl", "ru", "zh", "ja", "ko")
 SAMPLES_DIR = Path(__file__).resolve().parents[2] / "assets" / "samples"
 NO_AUDIO = "No audio yet — record, open a file, drop one here, or press Sample."
 WARNING_STYLE = "color: #8a5300;"
-
-
-def is_english_only(name: str) -> bool:
-    """Whisper naming: ``*.en`` checkpoints are English-only."""
-    return name.strip().lower().endswith(".en")
 
 
 def first_sample(directory: Path = SAMPLES_DIR) -> Path | None:
@@ -712,7 +708,9 @@ class SpeechTab(DecodeTab):
 
     # --------------------------------------------------------------- model
     def load_model_object(self, name: str, progress: Callable[[str], None]) -> Any:
-        from core.tasks.speech import SpeechModel  # torch is imported here, off the GUI thread
+        from core.tasks.speech import (
+            SpeechModel,  # torch is imported here, off the GUI thread
+        )
 
         return SpeechModel.load(name, progress=progress)
 

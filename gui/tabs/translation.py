@@ -28,7 +28,6 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 import numpy as np
-import pyqtgraph as pg
 from PySide6.QtCore import QEvent, QObject, QRectF, QSettings, Qt, QTimer, Signal
 from PySide6.QtGui import QBrush, QColor, QPen, QTextCursor
 from PySide6.QtWidgets import (
@@ -45,14 +44,13 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from core.catalog import TRANSLATION_BUNDLED as BUNDLED
+from core.catalog import TRANSLATION_DEFAULT as DEFAULT_MODEL
 from core.events import StepEvent
 from core.options import DecodingOptions
 
 from .base import DecodeTab
 
-# Mirrors of core.tasks.translation constants (that module is imported in the loader thread).
-BUNDLED = ("en-pt", "pt-en")
-DEFAULT_MODEL = "en-pt"
 #: what the direction box shows for the bundled models
 DIRECTION_LABELS = {"en-pt": "en → pt", "pt-en": "pt → en"}
 TEXT_SUFFIXES = (".txt",)
@@ -177,6 +175,7 @@ class TranslationTab(DecodeTab):
     main_splitter_sizes = (270, 215, 365)
 
     def __init__(self, parent: QWidget | None = None) -> None:
+        self._analysed: tuple | None = None  # ((model id, text), chunks, source tokens)
         self._models: dict[tuple, Any] = {}  # loaded models by (name, target language), reused on switch
         self._source_tokens: list[str] = []
         self._hover_items: list[QGraphicsRectItem] = []
@@ -335,7 +334,7 @@ class TranslationTab(DecodeTab):
         notes: list[str] = []
         if self.model is not None:
             try:
-                chunks = self.model.chunks(text)
+                chunks, _tokens = self._analysis(text)
                 n_sent = len({c.sentence for c in chunks})
                 n_tok = sum(len(c.ids) for c in chunks)
                 extra = f" · {n_sent} sentence{'s' if n_sent != 1 else ''} · {n_tok} source tokens"
@@ -352,6 +351,19 @@ class TranslationTab(DecodeTab):
         if notes and notes != self._notes_shown:
             self.statusMessage.emit(notes[0])
         self._notes_shown = notes
+
+    def _analysis(self, text: str) -> tuple[list[Any], list[str]]:
+        """(sentence chunks, source tokens) of ``text`` for the loaded model, computed once per
+        text and model (a 100 kB text takes ~40 ms to split and tokenise; the info line,
+        the heatmap's columns and every re-decode need them).
+
+        Raises:
+            ValueError: empty text (from the model).
+        """
+        key = (id(self.model), text)
+        if self._analysed is None or self._analysed[0] != key:
+            self._analysed = (key, self.model.chunks(text), self.model.source_tokens(text))
+        return self._analysed[1], self._analysed[2]
 
     def text_notes(self) -> list[str]:
         """The warnings the info line shows about the current text ([] if none)."""
@@ -425,7 +437,9 @@ class TranslationTab(DecodeTab):
         cached = self._models.get(key)
         if cached is not None:
             return cached
-        from core.tasks.translation import TranslationModel  # torch is imported here, off the GUI thread
+        from core.tasks.translation import (
+            TranslationModel,  # torch is imported here, off the GUI thread
+        )
 
         model = TranslationModel.load(name, progress=progress, target_language=target)
         self._models[key] = model
@@ -450,8 +464,7 @@ class TranslationTab(DecodeTab):
     # --------------------------------------------------------------- decode
     def decode_fn(self, options: DecodingOptions) -> Callable[[Callable[[], bool]], Iterator[Any]]:
         model, text, shortlist = self.model, self.text(), self.shortlist()
-        chunks = model.chunks(text)  # ValueError (empty) is shown by the base class
-        tokens = model.source_tokens(text)
+        chunks, tokens = self._analysis(text)  # ValueError (empty) is shown by the base class
         self._reset_columns(tokens, [c.source_offset for c in chunks[1:]])
         self.hover_step(None)
         self._update_info()
