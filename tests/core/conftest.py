@@ -107,3 +107,47 @@ MAKERS = {"whisper": tiny_whisper, "marian": tiny_marian, "t5": tiny_t5}
 @pytest.fixture(scope="session")
 def tiny_models() -> dict[str, Tiny]:
     return {name: make() for name, make in MAKERS.items()}
+
+
+def add_eos_bias(model: Any, eos_token_id: int, bias: float, scale: float = 1.0) -> Any:
+    """Give ``model``'s output layer a bias that adds ``bias`` to the EOS logit (and
+    multiply its weights by ``scale``, to soften a too peaked random model); in place.
+
+    The output layer is replaced by an ``nn.Linear`` with a bias (``set_output_embeddings``:
+    Whisper's ``proj_out``, T5/Marian/M2M100's ``lm_head``, TrOCR's ``output_projection``),
+    so both ``generate()`` and our backends (which call the model or read this layer) see it.
+    Call it before building an ``HFSeq2SeqBackend`` on a Whisper model: its lean decoder
+    copies the output weights once.
+
+    Without it every hypothesis of the random tiny models runs to ``max_new_tokens`` and
+    beam search never has to rank finished hypotheses of different lengths.
+    """
+    old = model.get_output_embeddings()
+    new = torch.nn.Linear(old.in_features, old.out_features, bias=True, dtype=old.weight.dtype)
+    with torch.no_grad():
+        new.weight.copy_(old.weight * scale)
+        if getattr(old, "bias", None) is not None:
+            new.bias.copy_(old.bias * scale)
+        else:
+            new.bias.zero_()
+        new.bias[eos_token_id] += bias
+    model.set_output_embeddings(new)
+    return model
+
+
+# (scale, EOS bias) per tiny model: hypotheses then end at EOS after 0-8 tokens or run to the
+# 16-token limit, and beam search's choice depends on the length penalty (checked in
+# tests/core/test_engine.py::test_eos_cases_depend_on_length_penalty)
+EOS_BIAS = {"whisper": (1.0, 10.0), "marian": (1.0, 0.8), "t5": (0.05, 5.0)}
+
+
+@pytest.fixture(scope="session")
+def tiny_eos_models() -> dict[str, Tiny]:
+    """The tiny models with the EOS logit raised (``EOS_BIAS``), so that they stop early."""
+    out = {}
+    for name, make in MAKERS.items():
+        tiny = make()
+        scale, bias = EOS_BIAS[name]
+        add_eos_bias(tiny.model, tiny.prompt.eos_token_id, bias, scale)
+        out[name] = tiny
+    return out

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import numpy as np
 import pytest
@@ -12,6 +13,9 @@ from core.backends.hf import HFSeq2SeqBackend
 from core.engine import Engine, EncoderCache
 from core.events import BeamEvent, Finished, StepEvent
 from core.options import DecodingOptions
+from tests.core.reference import reference_steps
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 MIN_LEN = 5  # sequences compared must be longer than this (random models often stop at once)
 
@@ -43,6 +47,38 @@ def _ours(tiny, options: DecodingOptions, **backend_kw) -> tuple[list, Finished]
     assert isinstance(events[-1], Finished)
     assert sum(isinstance(e, Finished) for e in events) == 1
     return events, events[-1]
+
+
+def _check_best_beam_score(tiny, options: DecodingOptions, events: list, fin: Finished) -> None:
+    """The chosen hypothesis is the best finished one of the last BeamEvent, and its score is
+    what the token stream shows: the sum of the logs of its StepEvents' processed
+    probabilities (plus the EOS step's, when it ended by EOS) equals its cumulative score.
+
+    The score follows transformers' beam search: processors applied to log_softmax(logits),
+    not renormalised, so where a hard rule removed probability mass (Whisper's suppressed
+    tokens) the reported (renormalised) probability is larger by that mass; the reference
+    (teacher-forced, transformers' processors) gives the mass and the EOS probability.
+    """
+    steps = [e for e in events if isinstance(e, StepEvent)]
+    last = [e for e in events if isinstance(e, BeamEvent)][-1]
+    assert last.finished and last.finished[0].token_ids == fin.token_ids and last.finished[0].finished
+    best = last.finished[0]
+    ended_by_eos = fin.reason == "eos"
+    assert ended_by_eos == (len(fin.token_ids) < options.max_new_tokens)
+    refs = reference_steps(tiny.model, tiny.inputs, tiny.prompt, fin.token_ids, options, with_eos=ended_by_eos)
+    eos = tiny.prompt.eos_token_id
+    chosen = fin.token_ids + [eos] * ended_by_eos
+    # the score is transformers' cumulative processed log-probability of the sequence
+    expected_score = math.fsum(float(r.beam_logp[t]) for r, t in zip(refs, chosen))
+    assert best.score == pytest.approx(expected_score, rel=1e-3, abs=1e-3)
+    # ... and the reported step probabilities multiply to it
+    log_probs = [math.log(e.prob) for e in steps]
+    if ended_by_eos:
+        log_probs.append(math.log(float(refs[-1].processed[eos])))
+    kept_mass = math.fsum(float(torch.logsumexp(r.beam_logp, -1)) for r in refs)  # 0 without hard rules
+    assert math.fsum(log_probs) + kept_mass == pytest.approx(best.score, rel=1e-3, abs=1e-3)
+    if not tiny.prompt.suppress_tokens and not tiny.prompt.begin_suppress_tokens:
+        assert math.exp(math.fsum(log_probs)) == pytest.approx(math.exp(best.score), rel=1e-3)
 
 
 GREEDY_CASES = [
@@ -86,6 +122,68 @@ def test_beam_matches_generate(tiny_models, kind, num_beams, length_penalty):
         assert all(b.beams[0].score >= b.beams[-1].score for b in beams)  # best first
         # the best hypothesis's reported step probabilities multiply to its processed score
         assert all(0.0 < e.prob <= 1.0 for e in steps)
+        _check_best_beam_score(tiny, options, events, fin)
+
+
+# Beam search on models that stop: the tiny models with their EOS logit raised
+# (tests/core/conftest.py EOS_BIAS). Hypotheses end at EOS after different numbers of
+# tokens, so the length penalty and the handling of finished hypotheses decide the output.
+EOS_MAX_NEW = 16
+LENGTH_PENALTIES = [0.0, 1.0, 2.0]
+
+
+@pytest.mark.parametrize("kind", ["whisper", "marian", "t5"])
+@pytest.mark.parametrize("num_beams", [1, 2, 3, 4, 5])
+@pytest.mark.parametrize("length_penalty", LENGTH_PENALTIES)
+def test_beam_to_eos_matches_generate(tiny_eos_models, kind, num_beams, length_penalty):
+    tiny = tiny_eos_models[kind]
+    options = DecodingOptions(strategy="beam", num_beams=num_beams, length_penalty=length_penalty,
+                              max_new_tokens=EOS_MAX_NEW).validate()
+    events, fin = _ours(tiny, options)
+    expected = _generate(tiny, options, num_beams=num_beams)
+    assert fin.token_ids == expected
+    steps = [e for e in events if isinstance(e, StepEvent)]
+    assert [e.token_id for e in steps] == expected
+    assert fin.reason == ("eos" if len(expected) < EOS_MAX_NEW else "max_tokens")
+    if num_beams > 1:
+        beams = [e for e in events if isinstance(e, BeamEvent)]
+        assert all(len(b.beams) == num_beams for b in beams)
+        # finished hypotheses are ranked by score / generated length ** length_penalty (EOS counted)
+        for b in beams:
+            ranked = [h.score / min(len(h.token_ids) + 1, EOS_MAX_NEW) ** length_penalty for h in b.finished]
+            assert ranked == sorted(ranked, reverse=True)
+        _check_best_beam_score(tiny, options, events, fin)
+
+
+def test_eos_cases_depend_on_length_penalty(tiny_eos_models):
+    """The EOS cases above are not degenerate: generate() ends at EOS after different
+    numbers of tokens, and for every model some beam widths give a different output for
+    length penalties 0, 1 and 2 (so an engine ignoring the penalty fails above)."""
+    lengths, differs = set(), {}
+    for kind, tiny in tiny_eos_models.items():
+        for num_beams in (2, 3, 4, 5):
+            outs = set()
+            for lp in LENGTH_PENALTIES:
+                options = DecodingOptions(strategy="beam", num_beams=num_beams, length_penalty=lp,
+                                          max_new_tokens=EOS_MAX_NEW)
+                out = tuple(_generate(tiny, options, num_beams=num_beams))
+                outs.add(out)
+                lengths.add(len(out))
+            differs[kind, num_beams] = len(outs) > 1
+    for kind in tiny_eos_models:
+        assert any(differs[kind, b] for b in (2, 3, 4, 5)), f"{kind}: the length penalty never matters"
+    assert sum(differs.values()) >= 9, differs
+    assert EOS_MAX_NEW in lengths and len([n for n in lengths if n < EOS_MAX_NEW]) >= 3, lengths
+
+
+@pytest.mark.parametrize("length_penalty", [0.0, 2.0])
+def test_generic_whisper_path_beam_to_eos_matches_generate(tiny_eos_models, length_penalty):
+    tiny = tiny_eos_models["whisper"]
+    options = DecodingOptions(strategy="beam", num_beams=3, length_penalty=length_penalty,
+                              max_new_tokens=EOS_MAX_NEW)
+    events, fin = _ours(tiny, options, lean=False)
+    assert fin.token_ids == _generate(tiny, options, num_beams=3)
+    _check_best_beam_score(tiny, options, events, fin)
 
 
 @pytest.mark.parametrize("kind", ["whisper", "marian"])
@@ -133,9 +231,40 @@ def test_step_events_are_plain_data_and_consistent(tiny_models):
         assert all(t.id not in (7, 8) for t in e.raw_topk)  # hard rules apply to raw too
         assert sum(t.prob for t in e.topk) <= 1 + 1e-5
     assert [e.step for e in steps] == list(range(7, 7 + len(steps)))
-    # top-k 20 then top-p: at most 20 tokens have non-zero processed probability
+    # top-k 20 then top-p: at most 20 tokens have non-zero processed probability, and every
+    # sampled token is one of them (reference: transformers' warpers on the same logits)
+    fin = events[-1]
+    refs = reference_steps(tiny.model, tiny.inputs, tiny.prompt, fin.token_ids, options)
+    for e, ref in zip(steps, refs):
+        kept = ref.processed > 0
+        assert 1 <= int(kept.sum()) <= 20
+        assert kept[e.token_id], f"step {e.step}: sampled token {e.token_id} is outside top-k 20 / top-p 0.9"
+        assert {t.id for t in e.topk} <= set(torch.nonzero(kept).flatten().tolist())
     no_attn = list(Engine(backend).run(encoded, tiny.prompt, options.with_(capture_attention=False)))
     assert all(e.cross_attention is None for e in no_attn if isinstance(e, StepEvent))
+
+
+@pytest.mark.parametrize("kind", ["whisper", "marian", "t5"])
+def test_sampling_stays_inside_top_k_and_top_p(tiny_models, kind):
+    """Over many seeds every sampled token is inside the top-k / top-p set of the processed
+    distribution (transformers' warpers on the same logits), while the draws do vary."""
+    tiny = tiny_models[kind]
+    backend = HFSeq2SeqBackend(tiny.model, tiny.tokenizer, kind)
+    encoded = backend.encode(tiny.inputs)
+    temperature = 20.0 if kind == "t5" else 1.5  # the tiny T5's logits are ~100 in size
+    not_argmax = multi = 0
+    for seed, (top_k, top_p) in enumerate([(3, 1.0), (50, 0.7), (4, 0.8)] * 4):
+        options = DecodingOptions(strategy="sample", temperature=temperature, top_k=top_k, top_p=top_p, seed=seed,
+                                  max_new_tokens=8, capture_attention=False).validate()
+        events = list(Engine(backend).run(encoded, tiny.prompt, options))
+        ids = events[-1].token_ids
+        refs = reference_steps(tiny.model, tiny.inputs, tiny.prompt, ids, options)
+        for t, (tok, ref) in enumerate(zip(ids, refs)):
+            kept = ref.processed > 0
+            assert kept[tok], f"seed {seed} step {t}: token {tok} outside top_k={top_k} top_p={top_p}"
+            multi += int(kept.sum()) > 1
+            not_argmax += tok != int(torch.argmax(ref.processed))
+    assert multi >= 10 and not_argmax >= 5, (multi, not_argmax)  # the filters left choices, sampling used them
 
 
 def test_sampling_is_reproducible_with_a_seed(tiny_models):
