@@ -74,7 +74,10 @@ PATH_REGION = "region"
 PATH_INK = "uncovered ink"
 
 
-#: default of :attr:`OCRModel.stretch_lines`
+#: default of :attr:`OCRModel.stretch_lines`. Off: stretching each line crop's contrast
+#: before reading made the small grey lines of tests/bench/bench_ocr.py worse (CER 10.2%
+#: instead of 9.3%, 100 lines; the reader was trained on low-contrast lines too); CRAFT
+#: always sees a stretched copy (``OCRModel.detect_steps``)
 STRETCH_LINES = False
 
 
