@@ -58,6 +58,26 @@ def easyocr_model_dir() -> str:
     return str(easyocr_en_models.model_dir())
 
 
+def import_easyocr():
+    """Import easyocr (torchvision, OpenCV: seconds on a cold start; ``OCRModel.load``
+    reports it as a stage of its own) with its logger quietened.
+
+    Raises:
+        RuntimeError: if easyocr cannot be imported (it needs torchvision).
+    """
+    try:
+        import easyocr
+    except Exception as e:  # torchvision / cv2 mismatch: say what to install
+        raise RuntimeError(
+            f"easyocr could not be imported ({e}); install easyocr==1.7.2 with torchvision 0.29.1 "
+            "beside torch 2.14.1"
+        ) from e
+    import logging
+
+    logging.getLogger("easyocr.easyocr").setLevel(logging.ERROR)
+    return easyocr
+
+
 class CraftDetector:
     """EasyOCR's CRAFT detector (CPU, dynamic int8 quantisation as EasyOCR does on CPU).
 
@@ -70,25 +90,10 @@ class CraftDetector:
         RuntimeError: if easyocr cannot be imported (it needs torchvision).
     """
 
-    def __init__(self, progress=None):
-        """``progress``: optional callable, called with "importing EasyOCR's CRAFT ..."
-        before the import (seconds on a cold start: torchvision, OpenCV) and "building the
-        CRAFT text detector ..." before the weights are loaded and quantised."""
-        report = progress or (lambda _m: None)
+    def __init__(self):
         t0 = time.perf_counter()
         model_dir = easyocr_model_dir()
-        report("importing EasyOCR's CRAFT (torchvision, OpenCV)")
-        try:
-            import easyocr
-        except Exception as e:  # torchvision / cv2 mismatch: say what to install
-            raise RuntimeError(
-                f"easyocr could not be imported ({e}); install easyocr==1.7.2 with torchvision 0.29.1 "
-                "beside torch 2.14.1"
-            ) from e
-        import logging
-
-        logging.getLogger("easyocr.easyocr").setLevel(logging.ERROR)
-        report("building the CRAFT text detector (weights, int8 quantisation)")
+        easyocr = import_easyocr()
         # detector only: the recogniser is ours (core.backends.ocr_attn)
         self._reader = easyocr.Reader(
             ["en"], gpu=False, model_storage_directory=model_dir, download_enabled=False,

