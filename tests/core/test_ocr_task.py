@@ -501,3 +501,11 @@ def test_decode_stops_between_lines_when_cancelled(model, paragraph, lines, monk
     assert model.encode_count == before + 1  # the second line was never encoded
     assert [e.segment for e in events if isinstance(e, SegmentEvent)] == [0]
     assert events[-1].text == done[0].text.strip()
+
+
+def test_load_reports_its_stages():
+    stages, messages = [], []
+    model = OCRModel.load("bundled", progress=messages.append, stage=lambda d, n, t: stages.append((d, n, t)))
+    assert [(d, n) for d, n, _ in stages] == [(0, 4), (1, 4), (2, 4), (3, 4), (4, 4)]
+    assert [t for _, _, t in stages[:4]] == messages  # the same texts as the progress messages
+    assert "CRAFT" in stages[2][2] and "CRAFT" in stages[3][2] and stages[4][2] == f"{model.name} loaded"
