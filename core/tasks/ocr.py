@@ -703,7 +703,8 @@ class OCRModel:
             encoded, hit = self.encode_line(img, line)
             stats.encode_s += time.perf_counter() - t0
             stats.encoder_cached = stats.encoder_cached and hit
-            yield SegmentEvent(segment=i, label=f"line {i + 1}", source_offset=0, source_len=line.n_columns)
+            yield SegmentEvent(segment=i, label=f"line {i + 1}", source_offset=0, source_len=line.n_columns,
+                               total=len(lines), kind="line")
             finished = yield from run_segment(self._engine, encoded, self.decoder_prompt(encoded), options,
                                               cancel=cancel, step_offset=totals.step, segment=i)
             text = finished.text.strip()
