@@ -16,9 +16,12 @@ from core.backends.seq2seq_models import T5_DEFAULT_PREFIX, Seq2SeqLoadError
 from core.events import Finished, SegmentEvent, StepEvent
 from core.options import DecodingOptions
 from core.tasks.translation import TranslationModel
+from tests.core.conftest import add_eos_bias
 from tests.core.tiny_translation import KINDS, build
 
 hf_logging.set_verbosity_error()
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 TEXT = "Hello world, how are you today? The cat sat on the mat."
 
@@ -89,6 +92,45 @@ def test_decode_equals_generate(models, kind, options):
         expected_all += expected
     assert events[-1].token_ids == expected_all
     assert [e.step for e in steps] == list(range(len(steps)))  # one continuous stream
+
+
+# (output-layer scale, EOS bias) that make these random models end sentences at EOS after
+# 0-9 tokens, so that beam search ranks finished hypotheses of different lengths
+EOS_BIAS = {"marian": (0.2, 3.0), "t5": (0.03, 4.5), "m2m100": (0.2, 3.0)}
+
+
+@pytest.fixture(scope="module")
+def eos_models(model_dirs):
+    out = {}
+    for kind, directory in model_dirs.items():
+        m = TranslationModel.load(str(directory))
+        scale, bias = EOS_BIAS[kind]
+        add_eos_bias(m.backend.model, m._hub.eos_token_id, bias, scale)
+        out[kind] = m
+    return out
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_beam_to_eos_equals_generate_and_depends_on_length_penalty(eos_models, kind):
+    m = eos_models[kind]
+    chunks = m.chunks(TEXT)
+    outputs: dict[int, set] = {}
+    lengths = set()
+    for num_beams in (2, 3, 4):
+        for lp in (0.0, 1.0, 2.0):
+            options = DecodingOptions(strategy="beam", num_beams=num_beams, length_penalty=lp, max_new_tokens=10)
+            events = _ours(m, TEXT, options)
+            steps = [e for e in events if isinstance(e, StepEvent)]
+            expected_all = []
+            for ci, chunk in enumerate(chunks):
+                expected = _generate(m, chunk.ids, options)
+                assert [e.token_id for e in steps if e.segment == ci] == expected, (num_beams, lp, ci)
+                expected_all += expected
+                lengths.add(len(expected))
+            assert events[-1].token_ids == expected_all
+            outputs.setdefault(num_beams, set()).add(tuple(expected_all))
+    assert any(len(o) > 1 for o in outputs.values()), f"{kind}: length penalty 0/1/2 never changes the output"
+    assert any(n < 10 for n in lengths), f"{kind}: no sentence ended at EOS"
 
 
 def test_m2m100_forced_bos_equals_generate_forced_bos_token_id(models):
