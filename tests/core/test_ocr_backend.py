@@ -31,7 +31,9 @@ from core.engine import Engine
 from core.events import BeamEvent, Finished, SegmentEvent, StepEvent
 from core.options import DecodingOptions
 from core.tasks.ocr import OCRModel, TextLine
-from tests.core.conftest import word_tokenizer
+from tests.core.conftest import add_eos_bias, word_tokenizer
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def _line_image(width: int = 240, height: int = 40, seed: int = 0) -> Image.Image:
@@ -248,6 +250,33 @@ def test_trocr_matches_generate(trocr_model, options):
     assert seg.source_len == n_pos
     steps = [e for e in events if isinstance(e, StepEvent)]
     assert steps and all(e.cross_attention.shape == (2, 4, n_pos) for e in steps)
+
+
+@pytest.fixture(scope="module")
+def trocr_eos_model(tiny_trocr_dir, trocr_model):
+    """The tiny TrOCR with its EOS logit raised: hypotheses end after 1, 4 or 12 tokens
+    (``trocr_model`` has already replaced the CRAFT detector)."""
+    model = OCRModel.load(str(tiny_trocr_dir))
+    add_eos_bias(model.backend.model, 2, 8.0)
+    return model
+
+
+@pytest.mark.parametrize("num_beams", [2, 3, 4])
+def test_trocr_beam_to_eos_matches_generate(trocr_eos_model, num_beams):
+    img = Image.new("RGB", (300, 120), "white")
+    img.paste(_line_image(200, 40, seed=5), (40, 50))
+    line = trocr_eos_model._line(0, (40, 50, 240, 90))
+    pixel_values = trocr_eos_model.line_inputs(img, line)
+    outputs = set()
+    for length_penalty in (0.0, 1.0, 2.0):
+        options = DecodingOptions(strategy="beam", num_beams=num_beams, length_penalty=length_penalty,
+                                  max_new_tokens=12)
+        fin = list(trocr_eos_model.decode(img, options, lines=[line]))[-1]
+        expected = _generate(trocr_eos_model, pixel_values, options)
+        assert fin.token_ids == expected, length_penalty
+        outputs.add(tuple(expected))
+    assert len(outputs) > 1, "length penalty 0/1/2 give the same output: the case cannot catch a penalty bug"
+    assert min(len(o) for o in outputs) < 12  # some ended at EOS
 
 
 def test_trocr_columns_map_to_patch_grid(trocr_model):
