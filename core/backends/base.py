@@ -8,9 +8,10 @@ Only modules under ``core/backends`` import model classes.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Protocol, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Protocol, Sequence
 
-import torch
+if TYPE_CHECKING:  # annotations only: the tasks import this module without loading torch
+    import torch
 
 
 @dataclass
@@ -80,9 +81,9 @@ class Backend(Protocol):
     name: str
     vocab_size: int
 
-    def encode(self, model_inputs: Any) -> EncoderOutput:
-        """Run the encoder once. ``model_inputs`` is what the task prepared
-        (log-mel features, pixel values, source ids)."""
+    def encode(self, model_inputs: Mapping[str, torch.Tensor]) -> EncoderOutput:
+        """Run the encoder once on what the task prepared, by name: ``input_features``
+        (log-mel features), ``pixel_values`` or ``input_ids`` (source ids), batch 1."""
         ...
 
     def init_cache(self, encoded: EncoderOutput, batch_size: int) -> Any:
@@ -106,3 +107,20 @@ class Backend(Protocol):
     def decode(self, token_ids: Sequence[int]) -> str:
         """Text of a token sequence, special tokens skipped."""
         ...
+
+
+def main_input(model_inputs: Mapping[str, Any] | Any, key: str) -> Any:
+    """``model_inputs[key]``: the one input of a backend that takes a single tensor.
+
+    The tasks always pass a mapping. The hand-written backends (Bergamot, the bundled OCR
+    reader) also take that tensor (or id list) bare, as their own tests and benchmarks
+    feed it.
+
+    Raises:
+        ValueError: a mapping without ``key``.
+    """
+    if not isinstance(model_inputs, Mapping):
+        return model_inputs
+    if key not in model_inputs:
+        raise ValueError(f"model_inputs needs {key!r}; got keys {sorted(model_inputs)}")
+    return model_inputs[key]

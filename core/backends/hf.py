@@ -223,14 +223,15 @@ class HFSeq2SeqBackend:
         self._token_text: dict[int, str] = {}
 
     # -- encoder -------------------------------------------------------------------
-    def encode(self, model_inputs: Mapping[str, Any]) -> EncoderOutput:
+    def encode(self, model_inputs: Mapping[str, torch.Tensor]) -> EncoderOutput:
         """Run the encoder once.
 
         Args:
-            model_inputs: a dict with one of ``input_features`` (float32 (1, n_mels,
+            model_inputs: a mapping with one of ``input_features`` (float32 (1, n_mels,
                 frames), Whisper), ``input_ids`` (int64 (1, src_len), text models; with an
                 optional ``attention_mask`` (1, src_len)) or ``pixel_values`` (float32
-                (1, 3, H, W), image models). An optional int ``source_len`` overrides the
+                (1, 3, H, W), image models). An optional ``source_len`` (an int or a 0-d
+                int64 tensor) overrides the
                 number of real (non-padding) encoder positions, e.g. the encoder frames
                 that cover the audio (Whisper pads every input to 1500 frames).
 

@@ -37,13 +37,13 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
-from core.backends.base import DecoderPrompt, EncoderOutput, StepOutput
+from core.backends.base import DecoderPrompt, EncoderOutput, StepOutput, main_input
 from core.backends.marian_format import (  # noqa: F401  (re-exported: the readers' public names)
     SHORTLIST_MAGIC,
     TYPE_FLOAT32,
@@ -357,12 +357,13 @@ class MarianTinyBackend:
 
     # -- Backend protocol --------------------------------------------------------------
 
-    def encode(self, model_inputs: Any) -> EncoderOutput:
+    def encode(self, model_inputs: Mapping[str, torch.Tensor]) -> EncoderOutput:
         """Encode one source sentence.
 
         Args:
-            model_inputs: the source ids (list of int or int64 tensor (src_len,) or
-                (1, src_len)), ending in ``</s>`` (see ``source_ids``).
+            model_inputs: ``{"input_ids": int64 (1, src_len)}``, the source ids ending in
+                ``</s>`` (see ``source_ids``); the ids may also be given bare (a list of int
+                or a tensor (src_len,) or (1, src_len)).
 
         Returns:
             EncoderOutput with hidden_states float32 (1, src_len, 256), source_len = src_len
@@ -372,7 +373,7 @@ class MarianTinyBackend:
         Raises:
             ValueError: empty input, ids outside the vocabulary, or a batch of more than one.
         """
-        ids = torch.as_tensor(model_inputs, dtype=torch.int64)
+        ids = torch.as_tensor(main_input(model_inputs, "input_ids"), dtype=torch.int64)
         if ids.dim() == 1:
             ids = ids[None]
         if ids.dim() != 2 or ids.shape[0] != 1:

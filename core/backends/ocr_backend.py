@@ -25,12 +25,13 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Mapping, Sequence
 
 import numpy as np
 import torch
 
-from core.backends.base import DecoderPrompt, EncoderOutput, StepOutput
+from core.backends.base import DecoderPrompt, EncoderOutput, StepOutput, main_input
+from core.backends.hub import OCRLoadError, load_vision_seq2seq  # noqa: F401  (re-exported: their old home)
 from core.backends.ocr_attn import (
     ENGLISH_G2_CHARACTERS,
     INPUT_HEIGHT,
@@ -84,11 +85,11 @@ def line_pixel_values(line: "Image.Image") -> tuple[torch.Tensor, int]:  # noqa:
     return torch.from_numpy(np.ascontiguousarray(a))[None, None], width
 
 
-def _pixel_values(model_inputs: Any) -> torch.Tensor:
-    pv = model_inputs.get("pixel_values") if isinstance(model_inputs, Mapping) else model_inputs
+def _pixel_values(model_inputs: Mapping[str, torch.Tensor] | torch.Tensor) -> torch.Tensor:
+    pv = main_input(model_inputs, "pixel_values")
     if not torch.is_tensor(pv) or pv.dim() != 4 or pv.shape[0] != 1 or pv.shape[1] != 1:
         raise ValueError(
-            "model_inputs must be pixel_values float32 (1, 1, 64, W) (or a dict holding it); got "
+            "model_inputs must hold pixel_values float32 (1, 1, 64, W); got "
             f"{getattr(pv, 'shape', type(pv))}"
         )
     return pv.float()
@@ -123,12 +124,12 @@ class OCRAttnBackend:
         return cls(model, vocab, name)
 
     # -- encoder -------------------------------------------------------------------
-    def encode(self, model_inputs: Any) -> EncoderOutput:
+    def encode(self, model_inputs: Mapping[str, torch.Tensor]) -> EncoderOutput:
         """Run english_g2's CNN + BiLSTM and the memory projection once.
 
         Args:
-            model_inputs: pixel_values float32 (1, 1, 64, W), W >= 8, values in [-1, 1]
-                (see :func:`line_pixel_values`), or ``{"pixel_values": ...}``.
+            model_inputs: ``{"pixel_values": float32 (1, 1, 64, W)}``, W >= 8, values in
+                [-1, 1] (see :func:`line_pixel_values`); the tensor may also be given bare.
 
         Returns:
             EncoderOutput: hidden_states = decoder memory float32 (1, S, d_model),
@@ -219,98 +220,3 @@ class CTCReader:
         if width is not None:
             logits = logits[:, : max(1, int(num_columns(max(width, 8))))]
         return ctc_greedy_decode(logits, ENGLISH_G2_CHARACTERS)[0]
-
-
-# --------------------------------------------------------------------------------------
-# transformers VisionEncoderDecoderModel (TrOCR) checkpoints
-# --------------------------------------------------------------------------------------
-
-
-class OCRLoadError(ValueError):
-    """An OCR model could not be found, downloaded or read (the message says what to do)."""
-
-
-def load_vision_seq2seq(name_or_path: str, progress=None) -> dict:
-    """Load a transformers ``VisionEncoderDecoderModel`` (e.g. TrOCR, Li et al. 2021) with
-    its image processor and tokenizer, by hub id or local directory.
-
-    Args:
-        name_or_path: a Hugging Face id ("microsoft/trocr-small-printed"; needs the
-            internet or the HF cache) or a directory saved with ``save_pretrained`` holding
-            the model, an image processor (``preprocessor_config.json``) and a tokenizer.
-        progress: optional callback receiving short status strings.
-
-    Returns:
-        dict with ``model`` (float32, eval, eager attention), ``image_processor``,
-        ``tokenizer``, ``name``, ``decoder_start_token_id``, ``eos_token_id``,
-        ``pad_token_id``, ``max_new_tokens`` (or None), ``image_size`` (height, width in
-        pixels the processor resizes to), ``patch_size`` (pixels) and ``load_s``.
-
-    Raises:
-        OCRLoadError: not a directory nor a hub id; download failed (offline: pass a local
-            directory); incomplete directory; not a vision encoder-decoder model.
-    """
-    import time
-
-    report = progress or (lambda _m: None)
-    name_or_path = str(name_or_path).strip()
-    path = Path(name_or_path).expanduser()
-    is_local = path.is_dir()
-    if not is_local and (name_or_path.startswith((".", "/", "~")) or path.exists() or "/" not in name_or_path):
-        raise OCRLoadError(
-            f"unknown OCR model {name_or_path!r}: use 'bundled', a Hugging Face id such as "
-            "'microsoft/trocr-small-printed', or a local directory saved with save_pretrained "
-            "(model, image processor and tokenizer)."
-        )
-    source = str(path) if is_local else name_or_path
-    from transformers import AutoConfig, AutoImageProcessor, AutoTokenizer, VisionEncoderDecoderModel
-
-    t0 = time.perf_counter()
-    report(f"loading {name_or_path}")
-    try:
-        config = AutoConfig.from_pretrained(source)
-        if config.model_type != "vision-encoder-decoder":
-            raise OCRLoadError(
-                f"{name_or_path} is a {config.model_type} model, not a vision encoder-decoder (TrOCR) model."
-            )
-        model = VisionEncoderDecoderModel.from_pretrained(source, attn_implementation="eager", dtype="float32")
-        image_processor = AutoImageProcessor.from_pretrained(source)
-        tokenizer = AutoTokenizer.from_pretrained(source)
-    except OCRLoadError:
-        raise
-    except (OSError, ValueError, KeyError) as exc:
-        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        if is_local:
-            raise OCRLoadError(
-                f"{path} is not a complete TrOCR model directory (config.json, weights, "
-                f"preprocessor_config.json and tokenizer files are needed): {first}"
-            ) from exc
-        raise OCRLoadError(
-            f"The OCR model {name_or_path!r} could not be downloaded (no internet access, or no such model "
-            "on the Hugging Face Hub). Pass a local directory saved with save_pretrained(), or use 'bundled'."
-        ) from exc
-    model = model.float().eval()
-    cfg, gen = model.config, model.generation_config
-    start = cfg.decoder_start_token_id if cfg.decoder_start_token_id is not None else gen.decoder_start_token_id
-    eos = gen.eos_token_id if gen.eos_token_id is not None else cfg.decoder.eos_token_id
-    if isinstance(eos, (list, tuple)):
-        eos = eos[0]
-    if start is None or eos is None:
-        raise OCRLoadError(f"{name_or_path}: the config has no decoder_start_token_id / eos_token_id")
-    size = getattr(image_processor, "size", None) or {}
-    get = (lambda k: size.get(k)) if hasattr(size, "get") else (lambda k: getattr(size, k, None))
-    if isinstance(size, (int, float)):
-        hw = (int(size), int(size))
-    else:
-        h_, w_, edge = get("height"), get("width"), get("shortest_edge")
-        hw = (int(h_ or edge or 384), int(w_ or edge or 384))
-    patch = getattr(cfg.encoder, "patch_size", 16)
-    patch = int(patch[0] if isinstance(patch, (list, tuple)) else patch)
-    limit = getattr(cfg.decoder, "max_position_embeddings", None)
-    return {
-        "model": model, "image_processor": image_processor, "tokenizer": tokenizer,
-        "name": path.name if is_local else name_or_path, "decoder_start_token_id": int(start),
-        "eos_token_id": int(eos), "pad_token_id": cfg.pad_token_id,
-        "max_new_tokens": int(limit) - 2 if limit else None, "image_size": hw, "patch_size": patch,
-        "load_s": time.perf_counter() - t0,
-    }  # fmt: skip

