@@ -61,7 +61,7 @@ def _inside(rng, box) -> bool:
     return x0 - 1e-6 <= rng[0] < rng[1] <= x1 + 1e-6
 
 
-def test_sample_lines_stream_table_and_overlay(qtbot, tab):
+def test_sample_lines_stream_table_and_overlay(qtbot, tab, tmp_path):
     model = FakeOCRModel()
     tab.model = model
     fin = _decode(qtbot, tab, tab.load_sample)
@@ -103,7 +103,7 @@ def test_sample_lines_stream_table_and_overlay(qtbot, tab):
     tab._line_clicked(1)
     assert tab.selected_step() == len(LINE_TEXT) and tab.topk.step() == len(LINE_TEXT)
     assert tab.errors == []
-    tab.grab().save("/tmp/gui_ocr_fake_sample.png")
+    tab.grab().save(str(tmp_path / "gui_ocr_fake_sample.png"))
 
 
 def test_option_change_redecodes_without_detecting_or_encoding_again(qtbot, tab):
@@ -124,7 +124,7 @@ def _mouse(view, kind, scene_xy, button=Qt.MouseButton.LeftButton):
     QApplication.sendEvent(view.viewport(), ev)
 
 
-def test_rubber_band_reads_only_that_region_and_whole_image_resets(qtbot, tab):
+def test_rubber_band_reads_only_that_region_and_whole_image_resets(qtbot, tab, tmp_path):
     model = FakeOCRModel()
     tab.model = model
     img = text_image(("First line", "Second", "The third line"))
@@ -155,7 +155,7 @@ def test_rubber_band_reads_only_that_region_and_whole_image_resets(qtbot, tab):
     r = tab.view.line_box(0)
     assert (r.left(), r.top(), r.right(), r.bottom()) == line2.box  # full-image pixels
     assert tab.view.region_rect() is not None and tab.whole_button.isEnabled()
-    tab.grab().save("/tmp/gui_ocr_fake_region.png")
+    tab.grab().save(str(tmp_path / "gui_ocr_fake_region.png"))
     n_detect = len(model.detect_calls)
     fin = _decode(qtbot, tab, tab.whole_button.click)
     assert tab.region is None and model.decode_regions[-1] is None
@@ -365,7 +365,7 @@ def test_errors_in_the_banner(qtbot, tab, tmp_path):
     assert tab.banner.message() == blocker.args[0]
     assert tab.stream.token_count() == 0 and tab.view.line_count() == 0
     qtbot.waitUntil(lambda: not tab.is_decoding(), timeout=5000)
-    tab.grab().save("/tmp/gui_ocr_fake_blank.png")
+    tab.grab().save(str(tmp_path / "gui_ocr_fake_blank.png"))
 
 
 def test_button_texts_have_glyphs_in_their_font(tab):
@@ -415,7 +415,7 @@ SAMPLE_FONT_PX = 30
 
 
 @pytest.mark.e2e
-def test_real_model_reads_the_sample(qtbot, tab):
+def test_real_model_reads_the_sample(qtbot, tab, tmp_path):
     import jiwer
 
     with qtbot.waitSignal(tab.modelReady, timeout=SLOW_MS):
@@ -460,7 +460,7 @@ def test_real_model_reads_the_sample(qtbot, tab):
     assert (b.left(), b.top(), b.right(), b.bottom()) == lines[1].box
     x0, x1 = tab.view.overlay.argmax_range()
     assert lines[1].box[0] - 8 <= x0 < x1 <= lines[1].box[2] + 8
-    tab.grab().save("/tmp/gui_ocr_real_sample.png")
+    tab.grab().save(str(tmp_path / "gui_ocr_real_sample.png"))
     # an option change re-decodes from the cached detection and encoder output
     n_enc = model.encode_count
     fin2 = _decode(qtbot, tab, lambda: tab.options_panel.controls["max_new_tokens"].setValue(4), timeout=SLOW_MS)
@@ -479,7 +479,7 @@ def test_real_model_reads_the_sample(qtbot, tab):
     # the new region's views follow its newest token (the earlier selection is dropped)
     assert tab.selected_step() is None and tab.topk.step() == fin3.stats.n_tokens - 1
     assert tab.view.attention_shown() and tab.view.overlay.box().left() == bx0
-    tab.grab().save("/tmp/gui_ocr_real_region.png")
+    tab.grab().save(str(tmp_path / "gui_ocr_real_region.png"))
 
 
 def test_line_labels_letter_the_parts_of_a_cut_line():

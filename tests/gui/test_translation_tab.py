@@ -51,7 +51,7 @@ def _wait_decode(qtbot, tab, action):
     return blocker.args[0]
 
 
-def test_typing_translates_like_the_native_engine(qtbot, tab, native):
+def test_typing_translates_like_the_native_engine(qtbot, tab, native, tmp_path):
     assert tab.shortlist_check.text() == SHORTLIST_TEXT
     tab.shortlist_check.setChecked(True)
     fin = _wait_decode(qtbot, tab, lambda: qtbot.keyClicks(tab.text_edit, EN[0]))
@@ -71,10 +71,10 @@ def test_typing_translates_like_the_native_engine(qtbot, tab, native):
     # the status shows the shortlist
     stats = tab._stats_dict(fin)
     assert "shortlist" in stats["model"]
-    tab.grab().save("/tmp/gui_translation_single.png")
+    tab.grab().save(str(tmp_path / "gui_translation_single.png"))
 
 
-def test_multi_sentence_stream_and_side_by_side_columns(qtbot, tab, native):
+def test_multi_sentence_stream_and_side_by_side_columns(qtbot, tab, native, tmp_path):
     tab.shortlist_check.setChecked(True)
     text = " ".join(EN)
     fin = _wait_decode(qtbot, tab, lambda: tab.set_text(text))
@@ -100,7 +100,7 @@ def test_multi_sentence_stream_and_side_by_side_columns(qtbot, tab, native):
     step = next(s for s, e in tab._steps.items() if e.text == "▁estação")
     cols = tab.hover_step(step)
     assert "▁station" in [tab._source_tokens[x] for x in cols]
-    tab.grab().save("/tmp/gui_translation_multi.png")
+    tab.grab().save(str(tmp_path / "gui_translation_multi.png"))
     tab.hover_step(None)
     assert tab.hovered_columns() == [] and tab.hover_label.text() == ""
 
@@ -130,7 +130,7 @@ def test_shortlist_toggle_changes_probabilities_not_encoding(qtbot, tab):
     assert "shortlist" not in (tab.shortlist_check.setChecked(False) or tab._stats_dict(None)["model"])
 
 
-def test_empty_text_shows_a_message_not_an_error(qtbot, tab):
+def test_empty_text_shows_a_message_not_an_error(qtbot, tab, tmp_path):
     _wait_decode(qtbot, tab, lambda: tab.set_text(EN[0]))
     tab.set_text("   \n ")
     qtbot.waitUntil(lambda: tab.info_label.text() == EMPTY_MESSAGE, timeout=5000)
@@ -139,7 +139,7 @@ def test_empty_text_shows_a_message_not_an_error(qtbot, tab):
     assert tab.stream.token_count() == 0 and tab.heatmap.row_count() == 0
     tab.request_decode()  # Ctrl+D on empty text: nothing happens, no error
     assert not tab.is_decoding() and tab.errors == []
-    tab.grab().save("/tmp/gui_translation_empty.png")
+    tab.grab().save(str(tmp_path / "gui_translation_empty.png"))
 
 
 def test_txt_drop_and_sample(qtbot, tab, tmp_path, native):
@@ -161,7 +161,7 @@ def test_txt_drop_and_sample(qtbot, tab, tmp_path, native):
     fin = _wait_decode(qtbot, tab, tab.load_sample)
     assert tab.text() == sample.read_text(encoding="utf-8")
     assert fin.stats.n_tokens > 10
-    tab.grab().save("/tmp/gui_translation_sample.png")
+    tab.grab().save(str(tmp_path / "gui_translation_sample.png"))
 
 
 # ------------------------------------------------ nothing the user typed is lost
