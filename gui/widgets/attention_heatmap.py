@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import QRectF, Qt, Signal
-from PySide6.QtGui import QColor, QPen
+from PySide6.QtCore import QRectF, Qt, QTimer, Signal
+from PySide6.QtGui import QBrush, QColor, QPen
 from PySide6.QtWidgets import QComboBox, QGraphicsRectItem, QHBoxLayout, QLabel, QVBoxLayout, QWidget
 
 from core.events import SegmentEvent, StepEvent
@@ -62,9 +62,13 @@ class AttentionHeatmap(QWidget):
 
     Signals:
         stepSelected(int): the user clicked a row.
+        viewChanged(): the user picked another layer or head (the rows were recomputed).
+        rowHovered(object): the step of the row under the mouse, or None off the rows.
     """
 
     stepSelected = Signal(int)
+    viewChanged = Signal()
+    rowHovered = Signal(object)
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -87,6 +91,8 @@ class AttentionHeatmap(QWidget):
         self._buf = self._image
         self._selected: int | None = None
         self._shape: tuple[int, int] | None = None  # (layers, heads)
+        self._row_lines: list[pg.InfiniteLine] = []  # lines between segments' rows
+        self._marks: list[QGraphicsRectItem] = []  # mark_columns' bands and box
 
         self.layer_combo = QComboBox()
         self.head_combo = QComboBox()
@@ -94,6 +100,7 @@ class AttentionHeatmap(QWidget):
             c.addItem(AVERAGE)
             c.setToolTip(f"{what} whose cross-attention is shown ('average' = mean over all)")
             c.currentIndexChanged.connect(self._recompute)
+            c.currentIndexChanged.connect(lambda _i: self.viewChanged.emit())
         self.info = QLabel("each row normalised to its max · viridis 0..1")
         self.info.setToolTip(
             "Row i is the cross-attention of token i over the input; each row is divided by its own "
@@ -148,6 +155,7 @@ class AttentionHeatmap(QWidget):
         self.plot.addItem(self.separators)
         self._col_seps: list[int] = []
         self.plot.scene().sigMouseClicked.connect(self._clicked)
+        self.plot.scene().sigMouseMoved.connect(self._mouse_moved)
         self.set_columns("source position")
 
         lay = QVBoxLayout(self)
@@ -177,10 +185,8 @@ class AttentionHeatmap(QWidget):
         ax = self.plot.getAxis("bottom")
         no_si_prefix(ax)
         if labels is not None:
-            ax.setTicks([[((i + 0.5) * self._scale, t) for i, t in enumerate(labels)]])
             n_columns = max(n_columns, len(labels))
-        else:
-            ax.setTicks(None)
+        self._label_columns()
         self._resize_columns(n_columns)
         self._refresh_image()
 
@@ -320,6 +326,74 @@ class AttentionHeatmap(QWidget):
     def column_separators(self) -> list[int]:
         """The column indices where separator lines are drawn."""
         return list(self._col_seps)
+
+    def set_row_separators(self, rows: list[int]) -> None:
+        """Draw a white line across the plot above each image row in ``rows`` (where a
+        segment's rows start, e.g. the next OCR line); [] removes them."""
+        for line in self._row_lines:
+            self.plot.removeItem(line)
+        self._row_lines.clear()
+        for r in rows:
+            self.add_row_separator(r)
+
+    def add_row_separator(self, row: int) -> None:
+        """Draw one more line above image row ``row`` (see :meth:`set_row_separators`)."""
+        line = pg.InfiniteLine(pos=float(row), angle=0, pen=pg.mkPen("w", width=1.5))
+        line.setZValue(6)
+        self.plot.addItem(line)
+        self._row_lines.append(line)
+
+    def row_separators(self) -> list[int]:
+        """The image rows above which a separator line is drawn."""
+        return [int(line.value()) for line in self._row_lines]
+
+    def set_view(self, layer: int | None, head: int | None, note: str | None = None, tip: str | None = None,
+                 shape: tuple[int, int] | None = None) -> None:
+        """Show ``layer`` and ``head`` (None: the average over them), as if the user picked them.
+
+        Args:
+            layer, head: indices into the model's decoder layers and heads, or None.
+            note: replaces the line above the plot that says what is shown (None keeps it).
+            tip: replaces that line's tooltip (None keeps it).
+            shape: (layers, heads) of the model, so the pickers list them before the first
+                row arrives (a tab setting a default view for a new model).
+        """
+        if shape is not None:
+            self._ensure_combos(shape[0], shape[1])
+        self.layer_combo.setCurrentIndex(0 if layer is None else layer + 1)
+        self.head_combo.setCurrentIndex(0 if head is None else head + 1)
+        if note is not None:
+            self.info.setText(note)
+        if tip is not None:
+            self.info.setToolTip(tip)
+
+    def mark_columns(self, row: int | None, columns: list[int]) -> None:
+        """Mark the input ``columns`` of image row ``row``: a translucent orange band down
+        each column and an orange box on the row's cell; None (or no columns) removes the marks."""
+        for item in self._marks:
+            self.plot.removeItem(item)
+        self._marks.clear()
+        if row is None:
+            return
+        n_rows = self.row_count()
+        for c in columns:
+            x = c * self._scale
+            band = QGraphicsRectItem(QRectF(x, 0, self._scale, max(n_rows, 8)))
+            band.setPen(QPen(Qt.PenStyle.NoPen))
+            band.setBrush(QBrush(QColor(255, 149, 0, 60)))
+            band.setZValue(5)
+            box = QGraphicsRectItem(QRectF(x, row, self._scale, 1))
+            pen = QPen(QColor("#ff9500"), 2)
+            pen.setCosmetic(True)
+            box.setPen(pen)
+            box.setZValue(11)
+            for it in (band, box):
+                self.plot.addItem(it)
+                self._marks.append(it)
+
+    def add_below(self, widget: QWidget) -> None:
+        """Put ``widget`` under the plot (a tab's own line about what the heatmap shows)."""
+        self.layout().addWidget(widget)
 
     def windowed(self) -> bool:
         """Whether the input is too large to draw whole, so one segment is shown at a time."""
@@ -479,9 +553,34 @@ class AttentionHeatmap(QWidget):
         ticks = [(r + 0.5, self._texts[self._shown[r]]) for r in range(0, n, every)]
         self.plot.getAxis("left").setTicks([ticks])
 
+    def _label_columns(self) -> None:
+        """String ticks on the column axis (when the columns have labels): every label, or
+        every k-th where all of them would overlap (zoom in to read a crowded axis)."""
+        ax = self.plot.getAxis("bottom")
+        labels = self._col_labels
+        if labels is None:
+            ax.setTicks(None)
+            return
+        every = 1
+        if labels:
+            width = max(100.0, float(self.plot.vb.width() or 0.0) or 700.0)
+            fm = self.fontMetrics()
+            need = float(np.mean([fm.horizontalAdvance(t) for t in labels])) + 10  # pixels per label
+            every = max(1, int(np.ceil(len(labels) * need / width)))
+        ax.setTicks([[((i + 0.5) * self._scale, labels[i]) for i in range(0, len(labels), every)]])
+
     def resizeEvent(self, e) -> None:  # noqa: N802
         super().resizeEvent(e)
         self._update_row_ticks()
+        if self._col_labels:
+            QTimer.singleShot(0, self._label_columns)  # after the plot has taken its new width
+
+    def _mouse_moved(self, scene_pos) -> None:
+        vb = self.plot.vb
+        if not vb.sceneBoundingRect().contains(scene_pos):
+            self.rowHovered.emit(None)
+            return
+        self.rowHovered.emit(self.step_at_row(int(np.floor(vb.mapSceneToView(scene_pos).y()))))
 
     def _clicked(self, mev) -> None:
         if not self._shown:

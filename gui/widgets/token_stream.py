@@ -85,9 +85,12 @@ class TokenFlow(QWidget):
 
     Signals:
         stepSelected(int): the user clicked the chip of that step.
+        stepHovered(object): the mouse moved over the chip of a step (its index), or off
+            the chips (None).
     """
 
     stepSelected = Signal(int)
+    stepHovered = Signal(object)
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -214,6 +217,10 @@ class TokenFlow(QWidget):
         """The StepEvents shown, in order."""
         return [it.event for it in self._items if it.kind == "token" and it.event is not None]
 
+    def segment_labels(self) -> list[str]:
+        """The labels that start the segments' lines ("sentence 1", "line 2", ...), in order."""
+        return [it.text for it in self._items if it.kind == "segment"]
+
     def chip_rect(self, step: int) -> QRect | None:
         """The chip of ``step`` in widget pixels (None if absent)."""
         i = self._by_step.get(step)
@@ -243,6 +250,14 @@ class TokenFlow(QWidget):
             self.set_selected(step)
             self.stepSelected.emit(step)
         super().mousePressEvent(event)
+
+    def mouseMoveEvent(self, event) -> None:  # noqa: N802
+        self.stepHovered.emit(self.step_at(event.position().toPoint()))
+        super().mouseMoveEvent(event)
+
+    def leaveEvent(self, event) -> None:  # noqa: N802
+        self.stepHovered.emit(None)
+        super().leaveEvent(event)
 
     def event(self, e) -> bool:
         if e.type() == e.Type.ToolTip:
@@ -317,14 +332,17 @@ class TokenStreamView(QWidget):
 
     Signals:
         stepSelected(int): the user clicked a token.
+        stepHovered(object): the step whose chip is under the mouse, or None.
     """
 
     stepSelected = Signal(int)
+    stepHovered = Signal(object)
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.flow = TokenFlow()
         self.flow.stepSelected.connect(self.stepSelected)
+        self.flow.stepHovered.connect(self.stepHovered)
         self.scroll = QScrollArea()
         self.scroll.setWidgetResizable(True)
         self.scroll.setWidget(self.flow)
@@ -444,6 +462,10 @@ class TokenStreamView(QWidget):
     def token_count(self) -> int:
         """Number of token chips."""
         return self.flow.token_count()
+
+    def segment_labels(self) -> list[str]:
+        """The segment labels heading the chip lines, in order."""
+        return self.flow.segment_labels()
 
     def set_text_visible(self, visible: bool) -> None:
         """Show or hide the decoded text below the chips (a tab that shows it elsewhere hides it);

@@ -318,3 +318,75 @@ def test_heatmap_column_separators_are_one_item(qtbot):
     hm.set_column_separators([])
     xs = hm.separators.getData()[0]
     assert hm.column_separators() == [] and (xs is None or len(xs) == 0)
+
+
+# --------------------------------------------------- public API the tabs use
+def test_heatmap_view_separators_marks_and_hover(qtbot):
+    """What the tabs ask of the heatmap: a default view for a new model, row separators
+    (OCR lines), marked columns (Translation's hover) and the row under the mouse."""
+    from PySide6.QtCore import QPointF
+
+    hm = AttentionHeatmap()
+    qtbot.addWidget(hm)
+    hm.resize(600, 400)
+    hm.show()
+    changed, hovered = [], []
+    hm.viewChanged.connect(lambda: changed.append(hm.selection()))
+    hm.rowHovered.connect(hovered.append)
+    hm.set_view(1, 0, note="alignment view", tip="why", shape=(2, 3))  # before any row: the pickers fill first
+    assert hm.layer_combo.count() == 1 + 2 and hm.head_combo.count() == 1 + 3
+    assert hm.selection() == (1, 0) and changed[-1] == (1, 0)
+    assert hm.info.text() == "alignment view" and hm.info.toolTip() == "why"
+    hm.set_view(None, None)
+    assert hm.selection() == (None, None) and hm.info.text() == "alignment view"  # note kept
+    for i in range(4):
+        hm.handle(make_step(i, WORDS[i], n_frames=20))
+    hm.set_row_separators([2])
+    hm.add_row_separator(3)
+    assert hm.row_separators() == [2, 3]
+    hm.set_row_separators([])
+    assert hm.row_separators() == []
+    n_items = len(hm.plot.items)
+    hm.mark_columns(1, [4, 5])
+    assert len(hm.plot.items) == n_items + 4  # a band and a box per column
+    hm.mark_columns(None, [])
+    assert len(hm.plot.items) == n_items
+    vb = hm.plot.vb
+    hm.plot.scene().sigMouseMoved.emit(vb.mapViewToScene(QPointF(3.0, 2.5)))
+    assert hovered[-1] == hm.step_at_row(2) == 2
+    hm.plot.scene().sigMouseMoved.emit(QPointF(-50.0, -50.0))
+    assert hovered[-1] is None
+
+
+def test_heatmap_thins_crowded_column_labels(qtbot):
+    hm = AttentionHeatmap()
+    qtbot.addWidget(hm)
+    hm.resize(500, 300)
+    hm.show()
+    labels = [f"▁token{i}" for i in range(200)]
+    hm.set_columns("source token", 1.0, labels=labels)
+    ticks = hm.plot.getAxis("bottom")._tickLevels[0]
+    assert 1 < len(ticks) < len(labels) and ticks[0] == (0.5, labels[0])
+    hm.set_columns("source token", 1.0, labels=labels[:3])
+    assert [t for _, t in hm.plot.getAxis("bottom")._tickLevels[0]] == labels[:3]
+
+
+def test_token_stream_reports_the_hovered_step_and_segment_labels(qtbot):
+    from PySide6.QtCore import QEvent
+    from PySide6.QtWidgets import QApplication
+
+    view = TokenStreamView()
+    qtbot.addWidget(view)
+    view.resize(600, 200)
+    view.show()
+    view.handle(SegmentEvent(0, "sentence 1"))
+    view.append_steps([make_step(i, w) for i, w in enumerate(WORDS[:4])])
+    view.handle(SegmentEvent(1, "sentence 2"))
+    view.handle(make_step(4, WORDS[4]))
+    assert view.segment_labels() == ["sentence 1", "sentence 2"]
+    hovered = []
+    view.stepHovered.connect(hovered.append)
+    qtbot.mouseMove(view.flow, view.flow.chip_rect(2).center())
+    assert hovered[-1] == 2
+    QApplication.sendEvent(view.flow, QEvent(QEvent.Type.Leave))
+    assert hovered[-1] is None
