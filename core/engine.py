@@ -1,11 +1,12 @@
-"""The decoding loop: backend step -> strategy update -> events.
+"""The decoding loop: backend step -> processors -> strategy -> events.
 
 ``Engine(backend).run(encoded, prompt, options)`` is a generator of plain-data events
 (``core.events``): one ``StepEvent`` per emitted token (greedy, sampling), one
 ``BeamEvent`` per beam-search step followed by the best hypothesis's StepEvents, and a
 final ``Finished``. The loop is short because each role is an object (openai/whisper
-``decoding.py``): the backend runs the model, the processors shape the scores, the
-strategy chooses tokens and keeps hypotheses.
+``decoding.py``): the backend runs the model, the processors shape the scores
+(``core.processors``), the strategy chooses tokens and keeps hypotheses
+(``core.strategies``), the reporter turns a step into events (``core.report``).
 
 ``EncoderCache`` keeps recent encoder outputs so that re-decoding the same input with
 other options skips the encoder (DESIGN.md: "encoding happens once per input").
@@ -13,15 +14,19 @@ other options skips the encoder (DESIGN.md: "encoding happens once per input").
 
 from __future__ import annotations
 
+import itertools
 import time
 from collections import OrderedDict
 from typing import Callable, Hashable, Iterator
+
+import torch
 
 from core.backends.base import Backend, DecoderPrompt, EncoderOutput
 from core.events import Event, Finished, RunStats
 from core.options import DecodingOptions
 from core.processors import build_processors, split_hard_rules
-from core.strategies import StepContext, make_strategy
+from core.report import RowReport, StepReporter
+from core.strategies import make_strategy
 
 
 class Engine:
@@ -67,28 +72,39 @@ class Engine:
         if not prompt.prompt_ids:
             raise ValueError("the decoder prompt is empty; give at least the decoder start token")
         max_new = min(options.max_new_tokens, prompt.max_new_tokens or options.max_new_tokens)
+        # hard rules (suppressed tokens) shape the raw distribution too; the rest only the processed one
         rules, processors = split_hard_rules(build_processors(options, prompt, len(prompt.prompt_ids)))
-        ctx = StepContext(
-            rules=rules, processors=processors, token_text=self.backend.token_text,
-            decode=self.backend.decode, eos_token_id=prompt.eos_token_id, max_new_tokens=max_new,
-            top_k_report=options.top_k_report, capture_attention=options.capture_attention,
-            source_len=encoded.source_len, step_offset=step_offset, segment=segment,
-            source_offset=source_offset, seed=options.seed, num_beams=options.num_beams,
-            length_penalty=options.length_penalty,
+        strategy = make_strategy(options)
+        report = StepReporter(
+            self.backend.token_text, self.backend.decode, top_k_report=options.top_k_report,
+            capture_attention=options.capture_attention, source_len=encoded.source_len,
+            step_offset=step_offset, segment=segment, source_offset=source_offset,
         )
-        strategy = make_strategy(options.strategy, ctx)
+        row_reports: list[list[RowReport]] = []  # per step and beam row, for beam search's late StepEvents
         started = time.perf_counter()
         cache = self.backend.init_cache(encoded, strategy.batch_size)
-        input_ids = strategy.start(prompt.prompt_ids)
-        new_ids = input_ids  # the prompt first, then one token per step
+        input_ids = strategy.start(prompt.prompt_ids, prompt.eos_token_id, max_new)
+        new_ids = input_ids  # the prompt first, then one token per hypothesis per step
         cancelled = False
-        while True:
+        for t in itertools.count():
             if cancel is not None and cancel():
                 cancelled = True
                 break
             out = self.backend.step(new_ids, cache, options.capture_attention)
-            update = strategy.update(input_ids, out.logits, out.cross_attention)
-            yield from update.events
+            # the raw distribution: logits with the hard rules alone
+            raw_scores = rules(input_ids, out.logits)
+            # the processed scores the strategy chooses from (beam search works on log-probabilities)
+            scores = torch.log_softmax(out.logits, dim=-1) if strategy.uses_log_probs else out.logits
+            scores = processors(input_ids, rules(input_ids, scores))
+            probs, raw_probs = torch.softmax(scores, dim=-1), torch.softmax(raw_scores, dim=-1)
+            update = strategy.update(input_ids, scores, probs, raw_probs)
+            if update.emitted is not None:  # greedy / sampling: the token is final now
+                row = report.row_report(probs, raw_probs, out.cross_attention, update.emitted.row)
+                yield report.step_event(update.emitted, row)
+            if update.beams is not None:  # beam search: which beam wins is known at the end
+                row_reports.append([report.row_report(probs, raw_probs, out.cross_attention, r)
+                                    for r in range(strategy.batch_size)])
+                yield report.beam_event(t, *update.beams)
             if update.done:
                 break
             cache = out.cache
@@ -96,7 +112,8 @@ class Engine:
                 cache = self.backend.reorder_cache(cache, update.beam_idx)
             input_ids, new_ids = update.input_ids, update.input_ids[:, -1:]
         result = strategy.finalize()
-        yield from result.events
+        for rec in result.records:
+            yield report.step_event(rec, row_reports[rec.step][rec.row])
         stats = RunStats(decode_s=time.perf_counter() - started, n_tokens=len(result.token_ids))
         yield Finished(
             text=self.backend.decode(result.token_ids),

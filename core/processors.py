@@ -219,9 +219,18 @@ HARD_RULES = (SuppressTokens, BeginSuppressTokens)
 """Processor types that are rules of the model, applied to the "raw" distribution too."""
 
 
-def build_processors(
-    options: DecodingOptions, prompt: DecoderPrompt, prompt_len: int
-) -> list[LogitsProcessor]:
+class ProcessorList(list):
+    """An ordered list of processors that is itself a processor: calling it applies each
+    in turn (transformers' ``LogitsProcessorList``)."""
+
+    def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
+        """``scores`` float32 (batch, vocab) after every processor, in order (new tensor)."""
+        for processor in self:
+            scores = processor(input_ids, scores)
+        return scores
+
+
+def build_processors(options: DecodingOptions, prompt: DecoderPrompt, prompt_len: int) -> ProcessorList:
     """The processors for ``options`` in the order transformers' ``generate()`` applies them.
 
     Args:
@@ -238,7 +247,7 @@ def build_processors(
         ``_get_logits_processor`` adds no warper), so their probabilities are never
         touched by a temperature or filter the user set for sampling.
     """
-    processors: list[LogitsProcessor] = []
+    processors = ProcessorList()
     if options.repetition_penalty != 1.0:
         processors.append(RepetitionPenalty(options.repetition_penalty))
     if options.no_repeat_ngram_size > 0:
@@ -257,23 +266,20 @@ def build_processors(
     return processors
 
 
-def split_hard_rules(
-    processors: Sequence[LogitsProcessor],
-) -> tuple[list[LogitsProcessor], list[LogitsProcessor]]:
+def split_hard_rules(processors: Sequence[LogitsProcessor]) -> tuple[ProcessorList, ProcessorList]:
     """Split into (hard rules, the rest), each keeping its order.
 
     Applying the rules first gives the same scores as the ``generate()`` order: the
     rules only write ``-inf``, which the penalties leave at ``-inf``.
     """
-    rules = [p for p in processors if isinstance(p, HARD_RULES)]
-    rest = [p for p in processors if not isinstance(p, HARD_RULES)]
+    rules = ProcessorList(p for p in processors if isinstance(p, HARD_RULES))
+    rest = ProcessorList(p for p in processors if not isinstance(p, HARD_RULES))
     return rules, rest
 
 
 def apply_processors(
     processors: Sequence[LogitsProcessor], input_ids: torch.Tensor, scores: torch.Tensor
 ) -> torch.Tensor:
-    """Apply ``processors`` in order; returns new (batch, vocab) scores."""
-    for processor in processors:
-        scores = processor(input_ids, scores)
-    return scores
+    """Apply ``processors`` in order; returns new (batch, vocab) scores (same as calling a
+    ``ProcessorList`` of them)."""
+    return ProcessorList(processors)(input_ids, scores)

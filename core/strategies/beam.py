@@ -7,18 +7,18 @@ sequence is identical:
 1. scores = processors(log_softmax(logits)) + running beam log-probability
    (all beams but the first start at -1e9 so the first step does not pick duplicates);
 2. take the 2 * num_beams best (beam, token) continuations over all beams;
-3. continuations that end (EOS, or the max length) compete for the ``num_beams``
+3. the best ``num_beams`` unfinished continuations become the running beams (the KV
+   cache is reordered by their parent beam);
+4. continuations that end (EOS, or the max length) compete for the ``num_beams``
    finished slots with score ``sum log p / generated_len ** length_penalty``; only
    those among the top ``num_beams`` candidates may enter;
-4. the best ``num_beams`` unfinished continuations become the running beams (the KV
-   cache is reordered by their parent beam);
 5. stop when no running beam can beat the worst finished one (the heuristic bound
    ``best running score / current_len ** length_penalty``), or at the max length.
 
-Each running beam keeps its per-step report (top-k, probabilities, attention), which
-follows it through the reorderings; the best finished hypothesis's reports become the
-StepEvents emitted at the end. Reference: Wu et al. 2016 (GNMT) for the length
-penalty idea; transformers' exact formula divides by length ** length_penalty.
+Each hypothesis keeps a record per token (step, row, probabilities); the engine keeps
+each step's per-row report (top-k, entropy, attention), so the best finished
+hypothesis's StepEvents are built at the end. Reference: Wu et al. 2016 (GNMT) for the
+length penalty idea; transformers' exact formula divides by length ** length_penalty.
 """
 
 from __future__ import annotations
@@ -28,37 +28,37 @@ from typing import Sequence
 
 import torch
 
-from core.events import BeamEvent, Hypothesis, StepEvent
-from core.strategies import Result, StepContext, Update, entropy_nats
+from core.report import TokenRecord
+from core.strategies import Result, Update
 
 _NEG = -1.0e9  # transformers' "impossible" score
 
 
 @dataclass(frozen=True)
-class _Record:
-    """One emitted token of one hypothesis: enough to build its StepEvent later."""
-
-    step: int  # local step index (0-based, first free step = 0)
-    row: int  # the beam row at that step
-    token_id: int
-    prob: float
-    raw_prob: float
-
-
-@dataclass(frozen=True)
 class _Hyp:
     tokens: tuple[int, ...]
-    records: tuple[_Record, ...]
+    records: tuple[TokenRecord, ...]
     log_prob: float  # cumulative processed log-probability
 
 
 class BeamSearch:
-    """Beam search over ``ctx.num_beams`` hypotheses (see the module docstring)."""
+    """Beam search over ``num_beams`` hypotheses (see the module docstring).
 
-    def __init__(self, ctx: StepContext):
-        self.ctx = ctx
-        self.n = ctx.num_beams
-        self.batch_size = self.n
+    Args:
+        num_beams: beam width (>= 1).
+        length_penalty: finished scores are divided by length ** length_penalty.
+
+    Raises:
+        ValueError: if ``num_beams`` < 1.
+    """
+
+    uses_log_probs = True
+
+    def __init__(self, num_beams: int, length_penalty: float = 1.0):
+        if num_beams < 1:
+            raise ValueError(f"num_beams must be >= 1, got {num_beams}")
+        self.n = self.batch_size = int(num_beams)
+        self.length_penalty = float(length_penalty)
         self.keep = 2 * self.n  # candidates kept per step: enough for n unfinished after 1 EOS each
         self.top_n_mask = torch.arange(self.keep) < self.n
         self.running_scores = torch.full((1, self.n), _NEG)
@@ -68,39 +68,21 @@ class BeamSearch:
         self.improvable = torch.ones((1, 1), dtype=torch.bool)
         self.running: list[_Hyp] = [_Hyp((), (), 0.0)] * self.n
         self.finished: list[_Hyp | None] = [None] * self.n
-        self.reports: list[dict] = []  # per step: per-row top-k lists, entropy, attention
         self.t = 0
 
-    def start(self, prompt_ids: Sequence[int]) -> torch.Tensor:
+    def start(self, prompt_ids: Sequence[int], eos_token_id: int, max_new_tokens: int) -> torch.Tensor:
         self.prompt_len = len(prompt_ids)
+        self.eos_token_id, self.max_new_tokens = eos_token_id, max_new_tokens
         return torch.tensor([list(prompt_ids)] * self.n, dtype=torch.long)
 
-    def _report(self, log_probs: torch.Tensor, raw_probs: torch.Tensor, cross_attention) -> torch.Tensor:
-        """Store this step's per-row report; return processed probabilities (n, vocab)."""
-        ctx = self.ctx
-        probs = torch.softmax(log_probs, dim=-1)  # renormalised (suppressed tokens removed)
-        self.reports.append(
-            {
-                "topk": [ctx.top_k(probs[r]) for r in range(self.n)],
-                "raw_topk": [ctx.top_k(raw_probs[r]) for r in range(self.n)],
-                "entropy": [entropy_nats(probs[r]) for r in range(self.n)],
-                "attention": [ctx.attention_row(cross_attention, r) for r in range(self.n)],
-            }
-        )
-        return probs
-
-    def update(self, input_ids, logits, cross_attention) -> Update:
-        ctx, n, t = self.ctx, self.n, self.t
+    def update(self, input_ids, scores, probs, raw_probs) -> Update:
+        n, t = self.n, self.t
         cur_len = self.prompt_len + t
-        max_length = self.prompt_len + ctx.max_new_tokens
-        vocab = logits.shape[-1]
+        max_length = self.prompt_len + self.max_new_tokens
+        vocab = scores.shape[-1]
 
         # 1. processed log-probabilities, accumulated over each beam
-        raw_scores = ctx.apply(ctx.rules, input_ids, logits)
-        log_probs = ctx.apply(ctx.rules + ctx.processors, input_ids, torch.log_softmax(logits, dim=-1))
-        probs = self._report(log_probs, torch.softmax(raw_scores, dim=-1), cross_attention)
-        raw_probs = torch.softmax(raw_scores, dim=-1)
-        total = (log_probs + self.running_scores[0, :, None]).reshape(1, -1)  # (1, n * vocab)
+        total = (scores + self.running_scores[0, :, None]).reshape(1, -1)  # (1, n * vocab)
 
         # 2. the best 2n continuations over all beams
         cand_scores, cand_flat = torch.topk(total, k=self.keep)
@@ -114,11 +96,11 @@ class BeamSearch:
             candidates.append(
                 _Hyp(
                     parent.tokens + (tok,),
-                    parent.records + (_Record(t, p, tok, cand_probs[c], cand_raw[c]),),
+                    parent.records + (TokenRecord(t, p, tok, cand_probs[c], cand_raw[c]),),
                     float(cand_scores[0, c]),
                 )
             )
-        ends = torch.tensor([[tok == ctx.eos_token_id or cur_len + 1 >= max_length for tok in tokens]])
+        ends = torch.tensor([[tok == self.eos_token_id or cur_len + 1 >= max_length for tok in tokens]])
 
         # 3. the best n unfinished continuations keep running
         running_scores = cand_scores + ends.to(torch.float32) * _NEG
@@ -129,7 +111,7 @@ class BeamSearch:
 
         # 4. finished continuations among the top n compete for the finished slots
         just_finished = ends & self.top_n_mask[None, :]
-        scored = cand_scores / ((cur_len + 1 - self.prompt_len) ** ctx.length_penalty)
+        scored = cand_scores / ((cur_len + 1 - self.prompt_len) ** self.length_penalty)
         scored = scored + (~self.improvable).to(torch.float32) * _NEG
         scored = scored + (~just_finished) * _NEG
         merged_scores = torch.cat((self.finished_scores, scored), dim=1)
@@ -142,7 +124,7 @@ class BeamSearch:
 
         # 5. stop when no running beam can still beat the worst finished one
         self.t = t + 1
-        best_possible = self.running_scores[:, :1] / ((cur_len + 1 - self.prompt_len) ** ctx.length_penalty)
+        best_possible = self.running_scores[:, :1] / ((cur_len + 1 - self.prompt_len) ** self.length_penalty)
         worst_finished = torch.where(
             self.is_finished, torch.min(self.finished_scores, dim=1, keepdim=True)[0], _NEG
         )
@@ -150,52 +132,32 @@ class BeamSearch:
         done = not bool(self.improvable.any()) or bool(ends.all())
 
         next_ids = torch.cat([input_ids[beam_idx], torch.tensor([[h.tokens[-1]] for h in self.running])], dim=1)
-        return Update(next_ids, [self._beam_event(t)], beam_idx=None if done else beam_idx, done=done)
+        return Update(next_ids, beams=self._beams(), beam_idx=None if done else beam_idx, done=done)
 
-    def _hypothesis(self, h: _Hyp, finished: bool) -> Hypothesis:
-        ids = [tok for tok in h.tokens if tok != self.ctx.eos_token_id]
-        return Hypothesis(ids, self.ctx.decode(ids), h.log_prob, finished)
+    def _ids(self, h: _Hyp) -> list[int]:
+        return [tok for tok in h.tokens if tok != self.eos_token_id]
 
-    def _beam_event(self, t: int) -> BeamEvent:
-        done = [
-            self._hypothesis(h, True)
+    def _beams(self) -> tuple[list[tuple[list[int], float]], list[tuple[list[int], float]]]:
+        running = [(self._ids(h), h.log_prob) for h in self.running]
+        finished = [
+            (self._ids(h), h.log_prob)
             for h, f in zip(self.finished, self.is_finished[0].tolist())
             if f and h is not None
         ]
-        return BeamEvent(
-            step=self.ctx.step_offset + t,
-            beams=[self._hypothesis(h, False) for h in self.running],
-            finished=done,
-            segment=self.ctx.segment,
-        )
+        return running, finished
 
     def finalize(self) -> Result:
         """The best finished hypothesis (or the best running one if none finished,
-        e.g. after a cancel) and its StepEvents."""
+        e.g. after a cancel) and the records of its tokens up to EOS."""
         if bool(self.is_finished[0, 0]) and self.finished[0] is not None:
             best = self.finished[0]
         else:
             best = self.running[0]
-        events: list[StepEvent] = []
+        records: list[TokenRecord] = []
         reason = "max_tokens"
         for rec in best.records:
-            if rec.token_id == self.ctx.eos_token_id:
+            if rec.token_id == self.eos_token_id:
                 reason = "eos"
                 break
-            report = self.reports[rec.step]
-            events.append(
-                StepEvent(
-                    step=self.ctx.step_offset + rec.step,
-                    token_id=rec.token_id,
-                    text=self.ctx.token_text(rec.token_id),
-                    prob=rec.prob,
-                    raw_prob=rec.raw_prob,
-                    topk=report["topk"][rec.row],
-                    raw_topk=report["raw_topk"][rec.row],
-                    entropy=report["entropy"][rec.row],
-                    cross_attention=report["attention"][rec.row],
-                    segment=self.ctx.segment,
-                    source_offset=self.ctx.source_offset,
-                )
-            )
-        return Result([e.token_id for e in events], reason, events)
+            records.append(rec)
+        return Result([r.token_id for r in records], reason, records)

@@ -11,44 +11,37 @@ from typing import Sequence
 
 import torch
 
-from core.strategies import Result, StepContext, Update
+from core.report import TokenRecord
+from core.strategies import Result, Update
 
 
 class SingleHypothesis:
     """One hypothesis, one token per step; subclasses define ``choose``."""
 
     batch_size = 1
+    uses_log_probs = False
 
-    def __init__(self, ctx: StepContext):
-        self.ctx = ctx
+    def __init__(self) -> None:
         self.tokens: list[int] = []
         self.reason = "max_tokens"
 
-    def start(self, prompt_ids: Sequence[int]) -> torch.Tensor:
+    def start(self, prompt_ids: Sequence[int], eos_token_id: int, max_new_tokens: int) -> torch.Tensor:
+        self.eos_token_id, self.max_new_tokens = eos_token_id, max_new_tokens
         return torch.tensor([list(prompt_ids)], dtype=torch.long)
 
     def choose(self, scores: torch.Tensor, probs: torch.Tensor) -> int:
-        """The next token id from the processed scores/probabilities, both (vocab,)."""
+        """The next token id from the processed scores / probabilities, both (vocab,)."""
         raise NotImplementedError
 
-    def update(self, input_ids, logits, cross_attention) -> Update:
-        ctx = self.ctx
-        # hard rules only (suppressed tokens) -> the "raw" distribution
-        raw_scores = ctx.apply(ctx.rules, input_ids, logits)
-        # penalties and warpers -> the processed distribution we choose from
-        scores = ctx.apply(ctx.processors, input_ids, raw_scores)[0]
-        raw_probs = torch.softmax(raw_scores[0], dim=-1)
-        probs = torch.softmax(scores, dim=-1) if ctx.processors else raw_probs
-        token = self.choose(scores, probs)
-        if token == ctx.eos_token_id:  # EOS ends the run; it is not reported as a token
+    def update(self, input_ids, scores, probs, raw_probs) -> Update:
+        token = self.choose(scores[0], probs[0])
+        if token == self.eos_token_id:  # EOS ends the run; it is not reported as a token
             self.reason = "eos"
             return Update(input_ids, done=True)
-        event = ctx.step_event(
-            len(self.tokens), token, probs, raw_probs, ctx.attention_row(cross_attention, 0)
-        )
+        record = TokenRecord(len(self.tokens), 0, token, float(probs[0, token]), float(raw_probs[0, token]))
         self.tokens.append(token)
         next_ids = torch.cat([input_ids, input_ids.new_tensor([[token]])], dim=1)
-        return Update(next_ids, [event], done=len(self.tokens) >= ctx.max_new_tokens)
+        return Update(next_ids, emitted=record, done=len(self.tokens) >= self.max_new_tokens)
 
     def finalize(self) -> Result:
         return Result(list(self.tokens), self.reason)
