@@ -146,14 +146,12 @@ class OCRAttnBackend:
 
     # -- decoder -------------------------------------------------------------------
     def decoder_prompt(self, encoded: EncoderOutput) -> DecoderPrompt:
-        """``<s>`` as the forced prefix, ``</s>`` as EOS; ``<pad>`` and ``<s>`` never
-        chosen; at most ``source_len + 8`` characters (a line of S columns cannot show
-        many more characters than columns)."""
-        v = self.vocab
-        return DecoderPrompt(
-            prompt_ids=(v.BOS,), eos_token_id=v.EOS, suppress_tokens=(v.PAD, v.BOS),
-            max_new_tokens=int(encoded.source_len) + 8,
-        )  # fmt: skip
+        """The OCR task's prompt for this reader (``core.tasks.ocr_readers.bundled_prompt``:
+        ``<s>``, ``</s>`` ends, at most ``source_len + 8`` characters), for callers that
+        drive the backend alone (its tests, ``tests/bench/bench_ocr.py``)."""
+        from core.tasks.ocr_readers import bundled_prompt
+
+        return bundled_prompt(encoded)
 
     def init_cache(self, encoded: EncoderOutput, batch_size: int) -> DecoderCache:
         """An empty KV cache for ``batch_size`` hypotheses; the cross-attention keys and

@@ -1,19 +1,95 @@
 """What every task shares: decoding an input segment by segment into one event stream.
 
 Speech decodes 30 s windows, translation sentences, OCR text lines; each segment is
-one ``Engine.run``. ``run_segment`` passes the engine's events through and returns
-its ``Finished``; ``RunTotals`` adds the segments up into the single ``Finished``
-that ends the task's stream, and keeps the global step counter continuous.
+one ``Engine.run``. :func:`decode_segments` is that loop, written once: the task gives
+the segments and a ``prepare`` that encodes one (cached) and says its prompt and its
+``SegmentEvent``. ``run_segment`` passes the engine's events through and returns its
+``Finished``; ``RunTotals`` adds the segments up into the single ``Finished`` that ends
+the task's stream, and keeps the global step counter continuous.
+
+Torch-free at import (the OCR task's image loading must not load torch).
 """
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
-from typing import Callable, Generator
+from typing import Callable, Generator, Iterator, Sequence, TypeVar
 
 from core.backends.base import DecoderPrompt, EncoderOutput
-from core.events import Event, Finished, RunStats
+from core.events import Event, Finished, RunStats, SegmentEvent
 from core.options import DecodingOptions
+
+S = TypeVar("S")
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """One segment, encoded and ready to decode.
+
+    Attributes:
+        encoded: its encoder output (from the task's encoder cache; never modified).
+        prompt: the task's decoder prompt for it.
+        event: the ``SegmentEvent`` announcing it (its ``source_offset`` is passed on to
+            the engine's events).
+        cached: True if ``encoded`` came from the cache.
+    """
+
+    encoded: EncoderOutput
+    prompt: DecoderPrompt
+    event: SegmentEvent
+    cached: bool
+
+
+def decode_segments(
+    engine,
+    segments: Sequence[S],
+    prepare: Callable[[int, S], Prepared],
+    options: DecodingOptions,
+    stats: RunStats,
+    join: Callable[[list[tuple[S, str]]], str],
+    *,
+    cancel: Callable[[], bool] | None = None,
+) -> Iterator[Event]:
+    """Decode ``segments`` one after another into one event stream.
+
+    For each segment: ``prepare(i, segment)`` (timed as encoding), its SegmentEvent, then
+    the engine's events with a step counter running across segments. ``cancel`` is
+    polled between segments and, by the engine, between steps.
+
+    Args:
+        engine: the ``core.engine.Engine`` to run.
+        segments: the task's segments (windows, sentence chunks, text lines).
+        prepare: encodes segment ``i`` and gives its prompt and SegmentEvent.
+        options: validated decoding options.
+        stats: the run's stats so far (``load_s``, ``audio_s``, ``encoder_cached=True``);
+            encode and decode times and token counts are added to it.
+        join: the whole text from ``(segment, its stripped text)`` pairs, in order.
+        cancel: returns True to stop.
+
+    Yields:
+        per segment a SegmentEvent, then its StepEvents / BeamEvents; one Finished at
+        the end (text from ``join``, every segment's token ids, the summed stats).
+    """
+    totals = RunTotals(stats)
+    texts: list[tuple[S, str]] = []
+    for i, segment in enumerate(segments):
+        if i > 0 and cancel is not None and cancel():  # stop between segments
+            totals.reason = "cancelled"
+            break
+        t0 = time.perf_counter()
+        ready = prepare(i, segment)
+        stats.encode_s += time.perf_counter() - t0
+        stats.encoder_cached = stats.encoder_cached and ready.cached
+        yield ready.event
+        finished = yield from run_segment(
+            engine, ready.encoded, ready.prompt, options, cancel=cancel, step_offset=totals.step,
+            segment=i, source_offset=ready.event.source_offset,
+        )
+        texts.append((segment, finished.text.strip()))
+        if totals.add(finished):
+            break
+    yield totals.finished(join(texts))
 
 
 def run_segment(

@@ -31,6 +31,7 @@ from core.engine import Engine
 from core.events import BeamEvent, Finished, SegmentEvent, StepEvent
 from core.options import DecodingOptions
 from core.tasks.ocr import OCRModel, TextLine
+from core.tasks.ocr_readers import BundledReader
 from tests.core.conftest import add_eos_bias, word_tokenizer
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -134,7 +135,7 @@ def test_task_decode_reuses_encoder_and_maps_columns(tiny_attn):
     img = Image.new("RGB", (400, 200), "white")
     img.paste(_line_image(240, 40, seed=3), (50, 30))
     img.paste(_line_image(180, 30, seed=4), (60, 120))
-    model = OCRModel(tiny_attn, tiny_attn.name, 0.0, detector=None)
+    model = OCRModel(BundledReader(tiny_attn), detector=None, load_s=0.0)
     lines = [model._line(0, (50, 30, 290, 70)), model._line(1, (60, 120, 240, 150))]
     events = list(model.decode(img, DecodingOptions(max_new_tokens=10), lines=lines))
     assert model.encode_count == 2

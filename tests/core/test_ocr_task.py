@@ -272,7 +272,7 @@ def test_huge_jpeg_is_decoded_at_reduced_scale(tmp_path):
 
 
 def test_image_too_large_to_decode_is_refused(tmp_path, monkeypatch):
-    import core.tasks.ocr as ocr
+    import core.inputs.images as ocr
 
     monkeypatch.setattr(ocr, "MAX_DECODE_BYTES", 1_000_000)
     Image.new("RGB", (5000, 1500), "white").save(tmp_path / "wide.png")  # over max_side: reduced, so decoded first

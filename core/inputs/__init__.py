@@ -1,0 +1,1 @@
+"""Inputs the tasks read: image files (``images``)."""

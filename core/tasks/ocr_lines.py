@@ -1,0 +1,231 @@
+"""Where the text lines of an image are, and how a line's encoder columns map back to it.
+
+:func:`find_lines` is the detection pipeline (CRAFT boxes, ink the boxes missed, one-line
+images read whole, long lines cut at word gaps; ``core.tasks.ocr_layout`` holds the pixel
+rules it uses). A line reader (``core.tasks.ocr_readers``) turns each box into a
+:class:`TextLine` with its own column geometry, so the cross-attention over a line can be
+drawn over the image (:meth:`TextLine.column_x`).
+
+Numpy and Pillow only (CRAFT is imported when it runs): importing this never loads torch.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+from typing import Callable, Generator
+
+import numpy as np
+from PIL import Image
+
+from core.tasks import ocr_layout as layout
+from core.tasks.ocr_layout import LINE_PAD_X, split_long_box
+
+#: :attr:`TextLine.path` values
+PATH_DETECTED = "detected"
+PATH_DETECTED_INK = "detected + ink"
+PATH_WHOLE = "whole image"
+PATH_REGION = "region"
+PATH_INK = "uncovered ink"
+
+#: a found line: its box (x0, y0, x1, y1), :attr:`TextLine.path`, and whether it continues
+#: the previous line (:attr:`TextLine.continues_previous`)
+Found = tuple[tuple[int, int, int, int], str, bool]
+
+
+class OCRCancelled(RuntimeError):
+    """Detection stopped because ``cancel()`` returned True (between tiles)."""
+
+
+@dataclass(frozen=True)
+class OCRProgress:
+    """Where a detection stands (yielded by :meth:`OCRModel.detect_steps`).
+
+    Attributes:
+        stage: "detect".
+        done: tiles detected so far (0 .. total).
+        total: tiles of this detection (1 unless the image is detected in tiles).
+        text: a short status line, e.g. "detecting text lines (tile 2 of 8)".
+    """
+
+    stage: str
+    done: int
+    total: int
+    text: str
+
+
+@dataclass(frozen=True)
+class TextLine:
+    """One detected text line and how its encoder columns map back to the image.
+
+    Attributes:
+        index: reading order, 0-based.
+        box: x0, y0, x1, y1 in pixels of the image returned by :func:`load_image`
+            (x1, y1 exclusive).
+        n_columns: encoder positions of this line (= the cross-attention's source_len).
+        input_width: width in model-input pixels the line crop is resized to (bundled:
+            ceil(64 * w / h); TrOCR: the processor's width).
+        column_px: width of one column in model-input pixels (bundled 4, ViT patch size).
+        column_start_px: x of column 0's left edge in model-input pixels (bundled 2).
+        grid_columns: 0 for a single row of columns (bundled); for ViT, patches per row
+            (positions run row by row over the patch grid).
+        prefix_columns: leading encoder positions tied to no place (ViT's CLS and
+            distillation tokens); they map to the whole box.
+        continues_previous: True when this box is the right-hand part of a long line
+            that :func:`split_long_box` cut at a word gap (its text joins the previous
+            line's with a space, not a line break).
+        path: how the line was found: :data:`PATH_DETECTED` (a CRAFT box),
+            :data:`PATH_DETECTED_INK` (a CRAFT box widened over ink beside it that CRAFT
+            missed), :data:`PATH_WHOLE` (the image is one line, read whole),
+            :data:`PATH_REGION` (the selected region is one line, read whole) or
+            :data:`PATH_INK` (ink no CRAFT box covered).
+    """
+
+    index: int
+    box: tuple[int, int, int, int]
+    n_columns: int
+    input_width: float = 0.0
+    column_px: float = 4.0
+    column_start_px: float = 2.0
+    grid_columns: int = 0
+    prefix_columns: int = 0
+    continues_previous: bool = False
+    path: str = "detected"
+
+    def column_x(self, col: int) -> tuple[float, float]:
+        """x range (x0, x1) in image pixels covered by encoder column ``col`` of this line,
+        clipped to the box.
+
+        Raises:
+            IndexError: if ``col`` is not in ``0 .. n_columns - 1``.
+        """
+        if not 0 <= col < self.n_columns:
+            raise IndexError(f"column {col} is outside 0..{self.n_columns - 1}")
+        x0, _, x1, _ = self.box
+        if col < self.prefix_columns or self.input_width <= 0:
+            return float(x0), float(x1)
+        k = col - self.prefix_columns
+        if self.grid_columns:
+            k %= self.grid_columns
+        scale = (x1 - x0) / self.input_width
+        a = self.column_start_px + k * self.column_px
+        b = a + self.column_px
+        return (min(float(x1), x0 + a * scale), min(float(x1), x0 + b * scale))
+
+    def column_edges(self) -> np.ndarray:
+        """float64 (n_columns, 2): :meth:`column_x` of every column."""
+        return np.array([self.column_x(c) for c in range(self.n_columns)], dtype=np.float64).reshape(-1, 2)
+
+
+def find_lines(img: Image.Image, detector, *, region: bool = False,
+               cancel: Callable[[], bool] | None = None) -> Generator[OCRProgress, None, tuple[list[Found], float]]:
+    """The text lines of ``img`` in reading order, yielding progress; use as
+    ``found, detect_s = yield from find_lines(...)``.
+
+    1. An image that looks like one line of text, short and wide
+       (``ocr_layout.one_line_box``), is one line: its ink with margins
+       (:data:`PATH_WHOLE`, or :data:`PATH_REGION` when ``region``); CRAFT is not run.
+       Parts of the line apart by blank stretches wider than ``ocr_layout.WIDE_GAP``
+       line heights are read one by one and joined with a space (``continues_previous``).
+    2. Otherwise CRAFT (``detector``, a ``core.backends.craft.CraftDetector``) reads a
+       contrast-stretched grayscale copy, upscaled so the text is
+       ``ocr_layout.DETECT_TEXT_PX`` tall (at most 4x); an image too large for CRAFT's
+       canvas at that scale (a very wide or tall one) is detected in overlapping tiles
+       (``ocr_layout.detection_plan`` and ``tile_spans``), one :class:`OCRProgress` per
+       tile, ``cancel`` polled between tiles.
+    3. When the CRAFT boxes cover less than ``ocr_layout.MIN_COVERAGE`` of the ink, the
+       text-like ink left over (``ocr_layout.uncovered_ink_boxes``) joins the CRAFT line
+       beside it (:data:`PATH_DETECTED_INK`) or becomes a line of its own (:data:`PATH_INK`).
+    4. CRAFT lines are widened by ``LINE_PAD_X`` x their height on each side; a line
+       wider than ``MAX_LINE_ASPECT`` x its height is cut at word gaps
+       (``split_long_box``; the later parts continue the previous line).
+
+    Args:
+        img: an RGB image (or the region's crop).
+        detector: has ``detect(gray uint8 (h, w)) -> list[DetectedBox]``.
+        region: ``img`` is a region the user selected (path :data:`PATH_REGION`).
+        cancel: polled between tiles.
+
+    Returns:
+        (box, path, continues_previous) per line in pixels of ``img`` ([] for a blank
+        image), and the seconds CRAFT took (0 when it did not run).
+
+    Raises:
+        OCRCancelled: ``cancel()`` returned True between two tiles.
+    """
+    a = np.asarray(img)
+    if int(a.max()) - int(a.min()) < 8:  # one colour: nothing to read
+        return [], 0.0
+    gray = np.asarray(img.convert("L"))
+    mask = layout.ink_mask(gray)
+    one = layout.one_line_box(mask, layout.ink_mask(gray, layout.WEAK_INK_LEVEL))
+    detect_s = 0.0
+    if one is not None:
+        path = PATH_REGION if region else PATH_WHOLE
+        # (box, path, continues the previous line): parts of the line apart by wide gaps
+        found = [(layout.with_margins(part, img.size), path, k > 0)
+                 for k, part in enumerate(layout.split_at_wide_gaps(mask, one))]
+    else:
+        boxes, detect_s = yield from _craft_lines(gray, mask, detector, cancel)
+        found = [(box, path, False) for box, path in boxes]
+    return [(piece, path, joined or j > 0)
+            for box, path, joined in found
+            for j, piece in enumerate(split_long_box(gray, box))], detect_s
+
+
+def _craft_lines(gray: np.ndarray, mask: np.ndarray, detector, cancel: Callable[[], bool] | None
+                 ) -> Generator[OCRProgress, None, tuple[list[tuple[tuple[int, int, int, int], str]], float]]:
+    """Steps 2-4 of :func:`find_lines` (before the cut of long lines): (box, path) per line
+    in reading order, in pixels of ``gray``, and CRAFT's seconds."""
+    from core.backends.craft import DetectedBox, reading_order
+
+    h, w = gray.shape
+    text_px = layout.text_height(mask)
+    scale, tiled = layout.detection_plan(text_px, (w, h))
+    big = layout.resize_gray(layout.stretch_contrast(gray), scale)
+    bh, bw = big.shape
+    if tiled:
+        overlap = int(min(layout.CRAFT_CANVAS // 2, max(256, 3 * (text_px or 0) * scale)))
+        spans = [(ys, xs) for ys in layout.tile_spans(bh, overlap=overlap)
+                 for xs in layout.tile_spans(bw, overlap=overlap)]
+    else:
+        spans = [((0, bh), (0, bw))]
+    n = len(spans)
+    label = "detecting text lines" + (" (tile {} of {})" if n > 1 else "")
+    boxes: list[DetectedBox] = []
+    t0 = time.perf_counter()
+    for k, ((ty0, ty1), (tx0, tx1)) in enumerate(spans):
+        if cancel is not None and cancel():
+            raise OCRCancelled("detection cancelled")
+        yield OCRProgress("detect", k, n, label.format(k + 1, n))
+        for b in detector.detect(big[ty0:ty1, tx0:tx1]):
+            boxes.append(DetectedBox(max(0, math.floor((b.x0 + tx0) / scale)), max(0, math.floor((b.y0 + ty0) / scale)),
+                                     min(w, math.ceil((b.x1 + tx0) / scale)), min(h, math.ceil((b.y1 + ty0) / scale))))
+    detect_s = time.perf_counter() - t0
+    yield OCRProgress("detect", n, n, f"{len(boxes)} text box{'es' if len(boxes) != 1 else ''} found")
+    if n > 1:  # tiles overlap: merge the halves and duplicates of a line
+        boxes = reading_order(boxes)
+
+    def pad(b) -> tuple[int, int, int, int]:
+        # CRAFT's region score is weak on small marks at a line's ends ("." "," "'"):
+        # widen each line by LINE_PAD_X x its height (the reader was trained with margins)
+        p = int(round(LINE_PAD_X * (b.y1 - b.y0)))
+        return max(0, b.x0 - p), b.y0, min(w, b.x1 + p), b.y1
+
+    padded = [pad(b) for b in boxes]
+    if layout.ink_coverage(mask, padded) >= layout.MIN_COVERAGE:
+        return [(p, PATH_DETECTED) for p in padded], detect_s
+    line_px = float(np.median([b.y1 - b.y0 for b in boxes])) if boxes else None
+    ink = [DetectedBox(*b) for b in layout.uncovered_ink_boxes(mask, padded, line_px)]
+    if not ink:
+        return [(p, PATH_DETECTED) for p in padded], detect_s
+    out = []
+    for line in reading_order(boxes + ink):
+        inside = lambda b: line.x0 <= b.x0 and b.x1 <= line.x1 and line.y0 <= b.y0 and b.y1 <= line.y1  # noqa: E731
+        has_craft, has_ink = any(inside(b) for b in boxes), any(inside(b) for b in ink)
+        if has_craft:
+            out.append((pad(line), PATH_DETECTED_INK if has_ink else PATH_DETECTED))
+        else:
+            out.append((layout.with_margins((line.x0, line.y0, line.x1, line.y1), (w, h)), PATH_INK))
+    return out, detect_s
