@@ -13,18 +13,18 @@ from __future__ import annotations
 
 import hashlib
 import math
-import time
 from typing import Callable, Iterator
 
 import numpy as np
 
+from core.backends.base import DecoderPrompt
 from core.catalog import FRAME_S, MIN_AUDIO_S, NO_SPEECH_WARN, SAMPLE_RATE, WINDOW_S
 from core.catalog import WHISPER_BUNDLED as BUNDLED
 from core.catalog import WHISPER_DEFAULT as DEFAULT_MODEL
 from core.catalog import WHISPER_TASKS as TASKS
 from core.events import Event, RunStats, SegmentEvent
 from core.options import DecodingOptions
-from core.tasks.base import RunTotals, run_segment
+from core.tasks.base import Prepared, decode_segments
 
 #: audio samples per encoder frame (320 at 16 kHz)
 SAMPLES_PER_FRAME = int(SAMPLE_RATE * FRAME_S)
@@ -85,15 +85,19 @@ class SpeechModel:
         return fe(window, sampling_rate=SAMPLE_RATE, return_tensors="pt").input_features
 
     def _encode(self, window: np.ndarray):
-        """Encoder hidden states of one window, cached by the window's samples."""
+        """Encoder hidden states of one window, cached by the window's samples; its
+        ``source_len`` is the encoder frames that cover the window's audio (Whisper pads
+        every window to 30 s)."""
         key = (self.name, hashlib.sha1(np.ascontiguousarray(window).tobytes()).hexdigest())
 
         def run():
+            import torch
+
             self.encode_count += 1
-            return self.backend.encode({"input_features": self._features(window)})
+            frames = min(WINDOW_FRAMES, math.ceil(len(window) / SAMPLES_PER_FRAME))
+            return self.backend.encode({"input_features": self._features(window), "source_len": torch.tensor(frames)})
 
         encoded, hit = self._cache.get_or_encode(key, run)
-        encoded.source_len = min(WINDOW_FRAMES, math.ceil(len(window) / SAMPLES_PER_FRAME))
         return encoded, hit, key
 
     def detect_language(self, encoded, key=None) -> tuple[str, float]:
@@ -145,10 +149,8 @@ class SpeechModel:
             self._language_cache[key] = result
         return result
 
-    def prompt(self, language: str, task: str):
+    def prompt(self, language: str, task: str) -> DecoderPrompt:
         """The forced decoder prompt and Whisper's hard rules for one window."""
-        from core.backends.base import DecoderPrompt
-
         lw = self._loaded
         ids = tuple(lw.prompt_ids(language if self.multilingual else "en", task))
         return DecoderPrompt(
@@ -204,44 +206,36 @@ class SpeechModel:
         options = options.validate()
         self.check_language_task(language, task)
         audio = _check_audio(audio)
-        totals = RunTotals(RunStats(load_s=self.load_s, audio_s=len(audio) / SAMPLE_RATE, encoder_cached=True))
-        stats = totals.stats
+        duration = len(audio) / SAMPLE_RATE
         n_windows = math.ceil(len(audio) / WINDOW_SAMPLES)
-        texts: list[str] = []
-        lang = language
-        for i in range(n_windows):
-            window = audio[i * WINDOW_SAMPLES : (i + 1) * WINDOW_SAMPLES]
-            if len(window) < MIN_AUDIO_S * SAMPLE_RATE and i > 0:
-                break  # a sliver at the end of a long clip holds no word
-            t0 = time.perf_counter()
+        windows = [audio[i * WINDOW_SAMPLES : (i + 1) * WINDOW_SAMPLES] for i in range(n_windows)]
+        if n_windows > 1 and len(windows[-1]) < MIN_AUDIO_S * SAMPLE_RATE:
+            windows.pop()  # a sliver at the end of a long clip holds no word
+
+        def prepare(i: int, window: np.ndarray) -> Prepared:
             encoded, hit, key = self._encode(window)
-            label = f"{i * WINDOW_S:.1f}–{min(len(audio) / SAMPLE_RATE, (i + 1) * WINDOW_S):.1f} s"
+            span = f"{i * WINDOW_S:.1f}–{min(duration, (i + 1) * WINDOW_S):.1f} s"
+            label = span
             detected, p, no_speech = self._sot_step(encoded, key)
             if self.multilingual and language == "auto":
                 lang = detected
                 label += f" · language {lang} ({p:.0%})"
-            elif not self.multilingual:
-                lang = "en"
-            if no_speech is not None:
-                label += f" · no speech {no_speech:.0%}" + (" — likely no speech" if no_speech > NO_SPEECH_WARN else "")
-            stats.encode_s += time.perf_counter() - t0
-            stats.encoder_cached = stats.encoder_cached and hit
+            else:
+                lang = language if self.multilingual else "en"
             self.last_language = lang
             warning = ""
-            if no_speech is not None and no_speech > NO_SPEECH_WARN:
-                warning = (f"{label.split(' · ')[0]}: the model's no-speech probability is {no_speech:.0%}, so this "
-                           "audio may hold no speech and the text decoded from it may be invented.")
-            yield SegmentEvent(segment=i, label=label, source_offset=i * WINDOW_FRAMES, source_len=encoded.source_len,
-                               total=n_windows, kind="window", no_speech_prob=no_speech, warning=warning)
-            finished = yield from run_segment(
-                self.engine, encoded, self.prompt(lang, task), options, cancel=cancel,
-                step_offset=totals.step, segment=i, source_offset=i * WINDOW_FRAMES,
-            )
-            texts.append(finished.text.strip())
-            if totals.add(finished):
-                break
-        yield totals.finished(" ".join(t for t in texts if t))
+            if no_speech is not None:
+                label += f" · no speech {no_speech:.0%}" + (" — likely no speech" if no_speech > NO_SPEECH_WARN else "")
+                if no_speech > NO_SPEECH_WARN:
+                    warning = (f"{span}: the model's no-speech probability is {no_speech:.0%}, so this audio may "
+                               "hold no speech and the text decoded from it may be invented.")
+            event = SegmentEvent(segment=i, label=label, source_offset=i * WINDOW_FRAMES, source_len=encoded.source_len,
+                                 total=n_windows, kind="window", no_speech_prob=no_speech, warning=warning)
+            return Prepared(encoded, self.prompt(lang, task), event, hit)
 
+        yield from decode_segments(self.engine, windows, prepare, options,
+                                   RunStats(load_s=self.load_s, audio_s=duration, encoder_cached=True),
+                                   lambda done: " ".join(text for _, text in done if text), cancel=cancel)
 
 def _check_audio(audio) -> np.ndarray:
     """Validate and return float32 mono audio, or raise ValueError saying what is wrong."""
