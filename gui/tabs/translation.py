@@ -18,8 +18,9 @@ tokens it attends to most (every column within 80 % of the row's maximum).
 
 Clear, Open… and drops replace the text as one undoable edit (Ctrl+Z brings the old text
 back). A file that is not a UTF-8 .txt file, or is empty, is refused with a message and
-the text stays as it was. The info line under the text says when control characters
-were removed or the text has no word the model knows (``TranslationModel.text_notes``).
+the text stays as it was (``gui.tabs.source_text``). The info line under the text says
+when control characters were removed or the text has no word the model knows
+(``TranslationModel.text_notes``).
 """
 
 from __future__ import annotations
@@ -28,17 +29,13 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 import numpy as np
-from PySide6.QtCore import QEvent, QObject, QRectF, QSettings, Qt, QTimer, Signal
-from PySide6.QtGui import QBrush, QColor, QPen, QTextCursor
+from PySide6.QtCore import QSettings, QTimer
+from PySide6.QtGui import QTextCursor
 from PySide6.QtWidgets import (
     QCheckBox,
-    QComboBox,
-    QFileDialog,
-    QGraphicsRectItem,
     QHBoxLayout,
     QLabel,
     QLineEdit,
-    QPlainTextEdit,
     QPushButton,
     QVBoxLayout,
     QWidget,
@@ -49,17 +46,16 @@ from core.catalog import TRANSLATION_DEFAULT as DEFAULT_MODEL
 from core.events import StepEvent
 from core.options import DecodingOptions
 
-from .base import DecodeTab
+from .base import SAMPLES_DIR, DecodeTab, first_file
+from .source_text import TEXT_SUFFIXES, SourceTextEdit, not_a_text_file, read_text_file
 
 #: what the direction box shows for the bundled models
 DIRECTION_LABELS = {"en-pt": "en → pt", "pt-en": "pt → en"}
-TEXT_SUFFIXES = (".txt",)
 DEBOUNCE_MS = 600
 #: hovering a token marks the source columns whose (row-normalised) attention is >= this
 HOVER_THRESHOLD = 0.8
 #: alignment view of the bundled tiny11 models: (last decoder layer, head 0)
 TINY11_ALIGNMENT = (1, 0)
-SAMPLES_DIR = Path(__file__).resolve().parents[2] / "assets" / "samples"
 #: heatmap column axis label (pyqtgraph renders axis labels as HTML: escape "</s>")
 COLUMN_AXIS = "source token (▁ = word start, &lt;/s&gt; = end of sentence)"
 SHORTLIST_TEXT = "shortlist (faster, renormalised over ~hundreds of candidates)"
@@ -69,101 +65,12 @@ WARNING_STYLE = "color: #8a5300;"
 
 def first_text_sample(directory: Path = SAMPLES_DIR) -> Path | None:
     """The first ``.txt`` (by name) in ``assets/samples/``, or None."""
-    if not directory.is_dir():
-        return None
-    txts = sorted(p for p in directory.iterdir() if p.suffix.lower() in TEXT_SUFFIXES)
-    return txts[0] if txts else None
-
-
-def model_name(direction_text: str) -> str:
-    """The model name behind the direction box's text ("en → pt" -> "en-pt"; others as typed)."""
-    t = direction_text.strip()
-    for name, label in DIRECTION_LABELS.items():
-        if t == label:
-            return name
-    return t
+    return first_file(TEXT_SUFFIXES, directory)
 
 
 def column_label(piece: str) -> str:
     """A source token as an axis label: the SentencePiece piece with its ``▁`` kept (word start)."""
     return piece if piece else "∅"
-
-
-def read_text_file(path: str | Path) -> str:
-    """UTF-8 text of ``path``.
-
-    Raises:
-        ValueError: not a .txt file, unreadable, not UTF-8, or empty (only white space);
-            the message names the file by its name and says what to do.
-    """
-    p = Path(path)
-    if p.suffix.lower() not in TEXT_SUFFIXES:
-        raise ValueError(f"{p.name} is not a text file: the Translation tab reads UTF-8 .txt files. "
-                         "Drop or open a .txt file.")
-    try:
-        text = p.read_text(encoding="utf-8-sig")
-    except UnicodeDecodeError:
-        raise ValueError(f"{p.name} is not UTF-8 text; save it as UTF-8 and try again.") from None
-    except OSError as exc:
-        raise ValueError(f"Could not read {p.name}: {(exc.strerror or str(exc)).rstrip('.')}. "
-                         "Check that the file exists and that you may read it.") from None
-    if not text.strip():
-        raise ValueError(f"{p.name} is empty: it holds no text to translate. Open a .txt file with text in it.")
-    return text
-
-
-def _local_files(mime) -> list[str]:
-    """The local files among dragged URLs (any kind: a wrong one is explained on drop)."""
-    if not mime.hasUrls():
-        return []
-    return [u.toLocalFile() for u in mime.urls() if u.isLocalFile()]
-
-
-class SourceTextEdit(QPlainTextEdit):
-    """The source text box; a dropped local file is reported (``fileDropped``) instead of
-    inserting its URL (the tab opens it, or says why it cannot)."""
-
-    fileDropped = Signal(str)
-
-    def _txt(self, mime) -> list[str]:
-        """The dropped local files, .txt files first."""
-        files = _local_files(mime)
-        return sorted(files, key=lambda f: not f.lower().endswith(TEXT_SUFFIXES))
-
-    def dragEnterEvent(self, e) -> None:  # noqa: N802
-        if self._txt(e.mimeData()):
-            e.acceptProposedAction()
-        else:
-            super().dragEnterEvent(e)
-
-    def dragMoveEvent(self, e) -> None:  # noqa: N802
-        if self._txt(e.mimeData()):
-            e.acceptProposedAction()
-        else:
-            super().dragMoveEvent(e)
-
-    def dropEvent(self, e) -> None:  # noqa: N802
-        paths = self._txt(e.mimeData())
-        if paths:
-            e.acceptProposedAction()
-            self.fileDropped.emit(paths[0])
-        else:
-            super().dropEvent(e)
-
-
-class _HoverFilter(QObject):
-    """Reports the step under the mouse in the token stream (chips)."""
-
-    def __init__(self, tab: "TranslationTab") -> None:
-        super().__init__(tab)
-        self.tab = tab
-
-    def eventFilter(self, obj, e) -> bool:  # noqa: N802
-        if e.type() == QEvent.Type.MouseMove:
-            self.tab.hover_step(self.tab.stream.flow.step_at(e.position().toPoint()))
-        elif e.type() == QEvent.Type.Leave:
-            self.tab.hover_step(None)
-        return False
 
 
 class TranslationTab(DecodeTab):
@@ -173,12 +80,16 @@ class TranslationTab(DecodeTab):
     settings_key = "translation"
     #: room for four sentences of chips and two lines of text under them
     main_splitter_sizes = (270, 215, 365)
+    file_kind, file_suffixes, open_title = "Text", TEXT_SUFFIXES, "Open text"
+    sample_suffixes = TEXT_SUFFIXES
+    sample_missing = "No sample text found: put a .txt file into {folder}."
+    bundled_models, default_model = BUNDLED, DEFAULT_MODEL
+    empty_model_message = "Enter a direction (en → pt, pt → en), a transformers model id or a local folder."
 
     def __init__(self, parent: QWidget | None = None) -> None:
         self._analysed: tuple | None = None  # ((model id, text), chunks, source tokens)
         self._models: dict[tuple, Any] = {}  # loaded models by (name, target language), reused on switch
         self._source_tokens: list[str] = []
-        self._hover_items: list[QGraphicsRectItem] = []
         self._hovered: int | None = None
         self._hover_columns: list[int] = []
         self._view_set_for: Any = None
@@ -189,41 +100,55 @@ class TranslationTab(DecodeTab):
         self._text_timer.setInterval(DEBOUNCE_MS)
         self._text_timer.timeout.connect(self._text_settled)
         self.text_edit.textChanged.connect(self._text_timer.start)
-        self._hover_filter = _HoverFilter(self)
-        self.stream.flow.setMouseTracking(True)
-        self.stream.flow.installEventFilter(self._hover_filter)
-        self.heatmap.plot.scene().sigMouseMoved.connect(self._heatmap_mouse)
+        self.stream.stepHovered.connect(self.hover_step)
+        self.heatmap.rowHovered.connect(self.hover_step)
         self.hover_label = QLabel("")
         self.hover_label.setStyleSheet("color: #b35900;")
         self.hover_label.setToolTip("hover a target token (heatmap row or token chip) to see the source tokens it attends to")
-        self.heatmap.layout().addWidget(self.hover_label)
-        self.setAcceptDrops(True)
+        self.heatmap.add_below(self.hover_label)
         self._update_info()
 
     # ------------------------------------------------------------ input area
     def build_input(self) -> QWidget:
+        """The model row, the options/files row, then the text box and its info line."""
+        self.text_edit = SourceTextEdit()
+        self.text_edit.setPlaceholderText("Type or paste text to translate, or drop a .txt file here…")
+        self.text_edit.filesDropped.connect(self.open_dropped)
+        self.info_label = QLabel("")
+        self.info_label.setWordWrap(True)
         w = QWidget()
-        self.direction_combo = QComboBox()
-        self.direction_combo.setEditable(True)
-        self.direction_combo.addItems([DIRECTION_LABELS[n] for n in BUNDLED])
-        self.direction_combo.setInsertPolicy(QComboBox.InsertPolicy.NoInsert)
-        self.direction_combo.setMinimumContentsLength(16)
-        self.direction_combo.setToolTip(
+        lay = QVBoxLayout(w)
+        lay.setContentsMargins(6, 6, 6, 6)
+        lay.setSpacing(4)
+        lay.addWidget(QLabel("<b>Input</b> — source text (translates as you type)"))
+        lay.addLayout(self._build_model_row())
+        lay.addLayout(self._build_files_row())
+        lay.addWidget(self.text_edit, 1)
+        lay.addWidget(self.info_label)
+        return w
+
+    def _build_model_row(self) -> QHBoxLayout:
+        """The direction / model picker, the target language (M2M100/NLLB) and Load."""
+        self.make_model_picker(
             "en → pt / pt → en: the bundled Bergamot tiny11 models (offline). Or type a transformers "
             "translation model id (Helsinki-NLP/opus-mt-en-de, t5-small, facebook/m2m100_418M) or a local "
             "folder saved with save_pretrained, and press Enter or Load."
         )
-        self.direction_combo.activated.connect(lambda _i: self.load_model(self.direction_combo.currentText()))
-        self.direction_combo.lineEdit().returnPressed.connect(lambda: self.load_model(self.direction_combo.currentText()))
-        self.load_button = QPushButton("Load")
-        self.load_button.setToolTip("Load the model named on the left")
-        self.load_button.clicked.connect(lambda: self.load_model(self.direction_combo.currentText()))
         self.target_edit = QLineEdit()
         self.target_edit.setPlaceholderText("target lang")
         self.target_edit.setMaximumWidth(110)
         self.target_edit.setToolTip("M2M100/NLLB models only: target language code (pt, de, por_Latn, ...); "
                                     "press Enter to apply")
-        self.target_edit.returnPressed.connect(lambda: self.load_model(self.direction_combo.currentText()))
+        self.target_edit.returnPressed.connect(self.load_picked_model)
+        row = QHBoxLayout()
+        row.addWidget(QLabel("direction / model"))
+        row.addWidget(self.model_combo, 1)
+        row.addWidget(self.target_edit)
+        row.addWidget(self.load_button)
+        return row
+
+    def _build_files_row(self) -> QHBoxLayout:
+        """The shortlist option, then Open…, Sample and Clear."""
         self.shortlist_check = QCheckBox(SHORTLIST_TEXT)
         self.shortlist_check.setToolTip(
             "Bundled models: compute each step's logits only for the sentence's lexical shortlist (a few "
@@ -231,43 +156,18 @@ class TranslationTab(DecodeTab):
             "shown are then renormalised over those candidates instead of the full 32k vocabulary."
         )
         self.shortlist_check.toggled.connect(self._shortlist_toggled)
-        self.open_button = QPushButton("Open…")
-        self.open_button.setToolTip("Open a UTF-8 .txt file (Ctrl+O); or drop one on the text box")
-        self.open_button.clicked.connect(self.open_input)
-        self.sample_button = QPushButton("Sample")
-        self.sample_button.setToolTip(f"Load the sample text from {SAMPLES_DIR}")
-        self.sample_button.clicked.connect(self.load_sample)
-        self.sample_button.setEnabled(first_text_sample() is not None)
+        self.make_file_buttons("Open a UTF-8 .txt file (Ctrl+O); or drop one on the text box",
+                               f"Load the sample text from {SAMPLES_DIR}")
         self.clear_button = QPushButton("Clear")
         self.clear_button.setToolTip("Clear the text (Ctrl+Z in the text box brings it back)")
         self.clear_button.clicked.connect(self.clear_text)
-
-        self.text_edit = SourceTextEdit()
-        self.text_edit.setPlaceholderText("Type or paste text to translate, or drop a .txt file here…")
-        self.text_edit.fileDropped.connect(self.open_file)
-        self.info_label = QLabel("")
-        self.info_label.setWordWrap(True)
-
-        row1 = QHBoxLayout()
-        row1.addWidget(QLabel("direction / model"))
-        row1.addWidget(self.direction_combo, 1)
-        row1.addWidget(self.target_edit)
-        row1.addWidget(self.load_button)
-        row2 = QHBoxLayout()
-        row2.addWidget(self.shortlist_check)
-        row2.addStretch(1)
-        row2.addWidget(self.open_button)
-        row2.addWidget(self.sample_button)
-        row2.addWidget(self.clear_button)
-        lay = QVBoxLayout(w)
-        lay.setContentsMargins(6, 6, 6, 6)
-        lay.setSpacing(4)
-        lay.addWidget(QLabel("<b>Input</b> — source text (translates as you type)"))
-        lay.addLayout(row1)
-        lay.addLayout(row2)
-        lay.addWidget(self.text_edit, 1)
-        lay.addWidget(self.info_label)
-        return w
+        row = QHBoxLayout()
+        row.addWidget(self.shortlist_check)
+        row.addStretch(1)
+        row.addWidget(self.open_button)
+        row.addWidget(self.sample_button)
+        row.addWidget(self.clear_button)
+        return row
 
     def configure_heatmap(self) -> None:
         self.heatmap.set_columns(COLUMN_AXIS, 1.0, labels=[])
@@ -300,26 +200,12 @@ class TranslationTab(DecodeTab):
     def _text_settled(self) -> None:
         self._update_info()
         if not self.has_input():
-            self.cancel_decode_quietly()
-            self._clear_views()
+            self.stop_decode()
+            self.clear_run()
+            self._reset_columns([])
+            self.hover_step(None)
             return
         self.request_decode()
-
-    def cancel_decode_quietly(self) -> None:
-        """Stop a running decode (the text became empty) without a status message."""
-        self._pending_decode = False
-        if self._decode is not None and self._decode.running:
-            self._decode.abort()
-
-    def _clear_views(self) -> None:
-        self.stream.clear()
-        self.topk.set_step(None)
-        self._reset_columns([])
-        self.hover_step(None)
-        self._steps.clear()
-        self._n_live = 0
-        self._t_first = None
-        self.statsChanged.emit(self._stats_dict(None))
 
     def _update_info(self) -> None:
         """The info line: characters, sentences and source tokens, and warnings about the
@@ -369,18 +255,15 @@ class TranslationTab(DecodeTab):
         """The warnings the info line shows about the current text ([] if none)."""
         return list(self._notes_shown)
 
-    def open_input(self) -> None:
-        """Ctrl+O: pick a .txt file."""
-        start = str(QSettings().value("translation/last_dir", str(Path.home())))
-        path, _ = QFileDialog.getOpenFileName(self, "Open text", start, "Text (*.txt);;All files (*)")
-        if path:
-            QSettings().setValue("translation/last_dir", str(Path(path).parent))
-            self.open_file(path)
+    # --------------------------------------------------------------- files
+    def refusal(self, path: Path | None) -> str | None:
+        """Only .txt files are opened (the text stays as it was)."""
+        return None if path is None else not_a_text_file(path)
 
-    def open_file(self, path: str | Path) -> bool:
+    def read_file(self, path: Path) -> bool:
         """Put the UTF-8 text of ``path`` in the text box as one undoable edit. False (a
-        banner, and the text left as it was) for a file that is not .txt, not UTF-8,
-        unreadable or empty."""
+        banner, and the text left as it was) for a file that is not UTF-8, unreadable or
+        empty."""
         try:
             text = read_text_file(path)
         except ValueError as exc:
@@ -388,47 +271,27 @@ class TranslationTab(DecodeTab):
             return False
         self.clear_error()
         self.set_text(text)
-        self.statusMessage.emit(f"Opened {Path(path).name}")
+        self.statusMessage.emit(f"Opened {path.name}")
         return True
 
-    def load_sample(self) -> None:
-        """Load the first .txt in assets/samples/."""
-        p = first_text_sample()
-        if p is None:
-            self.show_error(f"No sample text found: put a .txt file into {SAMPLES_DIR}.")
-            return
-        self.open_file(p)
-
-    # drops anywhere on the tab: any local file (a wrong kind is explained in the banner)
-    def dragEnterEvent(self, e) -> None:  # noqa: N802
-        if self.text_edit._txt(e.mimeData()):
-            e.acceptProposedAction()
-        else:
-            e.ignore()
-
-    def dropEvent(self, e) -> None:  # noqa: N802
-        paths = self.text_edit._txt(e.mimeData())
-        if paths:
-            e.acceptProposedAction()
-            self.open_file(paths[0])
-
     # --------------------------------------------------------------- model
+    def model_name(self, text: str) -> str:
+        """The model behind the direction box's text ("en → pt" -> "en-pt"; others as typed)."""
+        t = text.strip()
+        return next((name for name, label in DIRECTION_LABELS.items() if t == label), t)
+
+    def model_label(self, name: str) -> str:
+        return DIRECTION_LABELS.get(name, name)
+
     def target_language(self) -> str | None:
         """The target language typed for M2M100/NLLB models, or None."""
         t = self.target_edit.text().strip()
         return t or None
 
     def load_model(self, name: str) -> None:
-        name = model_name(name)
-        label = DIRECTION_LABELS.get(name, name)
-        if self.direction_combo.currentText() != label:
-            self.direction_combo.setCurrentText(label)
-        bundled = name in BUNDLED
+        bundled = self.model_name(name) in BUNDLED
         self.shortlist_check.setEnabled(bundled)
         self.target_edit.setEnabled(not bundled)
-        if not name:
-            self.show_error("Enter a direction (en → pt, pt → en), a transformers model id or a local folder.")
-            return
         super().load_model(name)
 
     def load_model_object(self, name: str, progress: Callable[[str], None]) -> Any:
@@ -453,10 +316,6 @@ class TranslationTab(DecodeTab):
         self._view_set_for = None
         self._update_info()
 
-    def initial_model(self) -> str:
-        """The model to load on start: the last one used, else en-pt."""
-        return model_name(self.direction_combo.currentText()) or DEFAULT_MODEL
-
     def _shortlist_toggled(self, _on: bool) -> None:
         self.statsChanged.emit(self._stats_dict(None))
         self.request_decode()
@@ -474,9 +333,6 @@ class TranslationTab(DecodeTab):
 
         return gen
 
-    def decode_events(self, options: DecodingOptions, cancel: Callable[[], bool]) -> Iterator[Any]:
-        return self.decode_fn(options)(cancel)
-
     def request_decode(self) -> None:
         if not self.has_input():
             self._update_info()
@@ -486,28 +342,9 @@ class TranslationTab(DecodeTab):
     def _reset_columns(self, tokens: list[str], boundaries: list[int] | None = None) -> None:
         """Make the heatmap's columns exactly ``tokens`` (the widget only ever grows them);
         draw a line at each column index in ``boundaries`` (where a sentence starts)."""
-        hm = self.heatmap
         self._source_tokens = list(tokens)
-        hm.reset_columns(COLUMN_AXIS, 1.0, labels=[column_label(t) for t in tokens])
-        self._thin_column_ticks()
-        hm.set_column_separators(list(boundaries or []))  # a white line between sentences' source tokens
-
-    def _thin_column_ticks(self) -> None:
-        """Label every k-th source token when all labels would overlap (the hover line
-        names the marked ones; zoom the heatmap to read a crowded axis)."""
-        labels = [column_label(t) for t in self._source_tokens]
-        if not labels:
-            return
-        width = max(100.0, float(self.heatmap.plot.vb.width() or 0.0) or 700.0)
-        fm = self.heatmap.fontMetrics()
-        need = float(np.mean([fm.horizontalAdvance(t) for t in labels])) + 10  # pixels per label
-        every = max(1, int(np.ceil(len(labels) * need / width)))
-        self.heatmap.plot.getAxis("bottom").setTicks(
-            [[(i + 0.5, labels[i]) for i in range(0, len(labels), every)]])
-
-    def resizeEvent(self, e) -> None:  # noqa: N802
-        super().resizeEvent(e)
-        QTimer.singleShot(0, self._thin_column_ticks)
+        self.heatmap.reset_columns(COLUMN_AXIS, 1.0, labels=[column_label(t) for t in tokens])
+        self.heatmap.set_column_separators(list(boundaries or []))  # a white line between sentences' tokens
 
     def _on_event(self, ev: Any) -> None:
         if isinstance(ev, StepEvent) and ev.cross_attention is not None and self._view_set_for is not self.model:
@@ -518,31 +355,19 @@ class TranslationTab(DecodeTab):
         """Default heatmap view for a new model: the alignment head (bundled tiny11:
         last decoder layer, head 0) or the average (hub models)."""
         self._view_set_for = self.model
-        hm = self.heatmap
-        hm._ensure_combos(shape[0], shape[1])
         if getattr(self.model, "bundled", False):
             layer, head = shape[0] - 1, TINY11_ALIGNMENT[1]
-            hm.layer_combo.setCurrentIndex(layer + 1)
-            hm.head_combo.setCurrentIndex(head + 1)
-            hm.info.setText(f"alignment view: layer {layer} (last), head {head} · rows normalised to max")
-            hm.info.setToolTip(
-                "The last decoder layer's head 0 aligns target and source tokens. The first decoder layer "
-                "lags one token behind, so it is not an alignment. Each row is divided by its maximum."
+            self.heatmap.set_view(
+                layer, head, shape=(shape[0], shape[1]),
+                note=f"alignment view: layer {layer} (last), head {head} · rows normalised to max",
+                tip="The last decoder layer's head 0 aligns target and source tokens. The first decoder layer "
+                    "lags one token behind, so it is not an alignment. Each row is divided by its maximum.",
             )
         else:
-            hm.layer_combo.setCurrentIndex(0)
-            hm.head_combo.setCurrentIndex(0)
-            hm.info.setText("average over layers and heads · rows normalised to max")
+            self.heatmap.set_view(None, None, shape=(shape[0], shape[1]),
+                                  note="average over layers and heads · rows normalised to max")
 
     # ---------------------------------------------------------------- hover
-    def _heatmap_mouse(self, scene_pos) -> None:
-        vb = self.heatmap.plot.vb
-        if not vb.sceneBoundingRect().contains(scene_pos):
-            self.hover_step(None)
-            return
-        r = int(np.floor(vb.mapSceneToView(scene_pos).y()))
-        self.hover_step(self.heatmap.step_at_row(r))
-
     def hover_step(self, step: int | None) -> list[int]:
         """Mark the source tokens that target token ``step`` attends to most (columns within
         ``HOVER_THRESHOLD`` of its row's maximum); None clears the marks.
@@ -552,33 +377,18 @@ class TranslationTab(DecodeTab):
         """
         if step == self._hovered and (step is None or self._hover_columns):
             return list(self._hover_columns)
-        for item in self._hover_items:
-            self.heatmap.plot.removeItem(item)
-        self._hover_items.clear()
         self._hovered = step
         self._hover_columns = []
         row = self.heatmap.row_of(step)
         if row is None or row >= self.heatmap.row_count():
+            self.heatmap.mark_columns(None, [])
             self.hover_label.setText("")
             return []
         values = self.heatmap.matrix()[row]
         cols = [int(c) for c in np.flatnonzero(values >= HOVER_THRESHOLD * max(float(values.max()), 1e-9))]
-        n_rows = self.heatmap.row_count()
-        for c in cols:
-            band = QGraphicsRectItem(QRectF(c, 0, 1, max(n_rows, 8)))
-            band.setPen(QPen(Qt.PenStyle.NoPen))
-            band.setBrush(QBrush(QColor(255, 149, 0, 60)))
-            band.setZValue(5)
-            box = QGraphicsRectItem(QRectF(c, row, 1, 1))
-            pen = QPen(QColor("#ff9500"), 2)
-            pen.setCosmetic(True)
-            box.setPen(pen)
-            box.setZValue(11)
-            for it in (band, box):
-                self.heatmap.plot.addItem(it)
-                self._hover_items.append(it)
+        self.heatmap.mark_columns(row, cols)
         self._hover_columns = cols
-        ev = self._steps.get(step)
+        ev = self.run.step(step)
         target = ev.text if ev is not None else "?"
         sources = " ".join(self._source_tokens[c] for c in cols if c < len(self._source_tokens))
         self.hover_label.setText(f"hover: target {target!r} ← source {sources}")
@@ -598,16 +408,12 @@ class TranslationTab(DecodeTab):
     # ------------------------------------------------------------ settings
     def save_settings(self, s: QSettings) -> None:
         super().save_settings(s)
-        s.setValue("translation/model", model_name(self.direction_combo.currentText()))
         s.setValue("translation/shortlist", self.shortlist_check.isChecked())
         s.setValue("translation/target_language", self.target_edit.text())
         s.setValue("translation/text", self.text())
 
     def restore_settings(self, s: QSettings) -> None:
         super().restore_settings(s)
-        model = s.value("translation/model")
-        if model:
-            self.direction_combo.setCurrentText(DIRECTION_LABELS.get(str(model), str(model)))
         self.shortlist_check.blockSignals(True)
         self.shortlist_check.setChecked(str(s.value("translation/shortlist", False)).lower() in ("1", "true"))
         self.shortlist_check.blockSignals(False)

@@ -79,7 +79,7 @@ def test_sample_lines_stream_table_and_overlay(qtbot, tab, tmp_path):
     assert fin.text == "\n".join([LINE_TEXT] * 3)
     assert tab.stream.token_count() == 3 * len(LINE_TEXT) == tab.heatmap.row_count()
     assert tab.heatmap.column_count() == max(line.n_columns for line in expected)
-    assert len(tab._separators) == 2  # a white line between the lines' rows
+    assert len(tab.heatmap.row_separators()) == 2  # a white line between the lines' rows
     # the comparison table: attention reading and CTC reading per line
     assert tab.readings.rowCount() == 3
     assert [tab.reading(i) for i in range(3)] == [(LINE_TEXT, LINE_TEXT.upper())] * 3
@@ -435,11 +435,11 @@ def test_real_model_reads_the_sample(qtbot, tab, tmp_path):
         x0, y0, x1, y1 = line.box
         assert y0 <= top + SAMPLE_FONT_PX // 2 <= y1 and x0 < 60 and x1 > 400
     # one stream segment per line; heatmap rows == tokens; columns = the widest line's encoder columns
-    steps = sorted(tab._steps.values(), key=lambda e: e.step)
+    steps = tab.run.steps()
     assert len(steps) == fin.stats.n_tokens == tab.stream.token_count() == tab.heatmap.row_count()
     assert sorted({e.segment for e in steps}) == [0, 1, 2]
     assert [e.segment for e in steps] == sorted(e.segment for e in steps)  # lines one after another
-    assert sum(it.kind == "segment" for it in tab.stream.flow._items) == 3
+    assert len(tab.stream.segment_labels()) == 3
     assert tab.heatmap.column_count() == max(line.n_columns for line in lines)
     # the table holds each line's attention reading (the run's per-line text) and a CTC reading
     readings = [tab.reading(i) for i in range(3)]

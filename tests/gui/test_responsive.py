@@ -106,7 +106,7 @@ def test_live_text_is_detokenised(qtbot, window):
         tab.set_audio(np.zeros(16000, np.float32), "short")
     # the Finished text replaces the live text; check the live path on its own
     tab.stream.clear()
-    tab.stream.append_steps([tab._steps[i] for i in range(10)])
+    tab.stream.append_steps([tab.run.step(i) for i in range(10)])
     assert tab.stream.text() == "Olá mundo, isto é um teste muito longo."
 
 

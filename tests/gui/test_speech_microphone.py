@@ -20,7 +20,7 @@ def test_record_stop_decodes_the_recording(qtbot, fake_mic, tmp_path):
     assert tab.record_button.isEnabled() and tab.device_combo.count() >= 2
     tab.model = FakeSpeechModel()
     levels = []
-    tab._level_relay.level.connect(lambda rms, peak: levels.append(peak))
+    tab.recording.level_relay.level.connect(lambda rms, peak: levels.append(peak))
 
     speech = synth_speech("Hello world, this is a microphone test.")
     tab.toggle_record()
@@ -62,7 +62,7 @@ def test_discard_and_close_during_recording_print_nothing(qtbot, fake_mic, setti
     tab.toggle_record()
     fake_mic.play(np.zeros(8000, np.float32))
     fake_mic.wait_played(timeout_s=30)
-    recorder = tab._recorder
+    recorder = tab.recording.recorder
     tab.discard_input()  # Discard during the recording
     assert not tab.is_recording() and not recorder.is_recording
     tab.toggle_record()  # a new recording, then the window is closed during it

@@ -147,7 +147,7 @@ def test_record_disabled_without_microphone(qtbot, tab, monkeypatch):
     reason = "Nothing to record from (test). Plug in a microphone and restart the app."
     monkeypatch.setattr(microphone, "microphone_status", lambda: (False, reason))
     monkeypatch.setattr(microphone, "list_input_devices", lambda: [])
-    tab._refresh_mic()
+    tab.recording.refresh()
     assert not tab.record_button.isEnabled()
     assert tab.record_button.toolTip() == f"Recording unavailable: {reason}"
     assert not tab.mic_label.isHidden()

@@ -60,7 +60,7 @@ def test_typing_translates_like_the_native_engine(qtbot, tab, native, tmp_path):
     assert fin.text == expected and tab.stream.text() == expected
     n = fin.stats.n_tokens
     assert tab.stream.token_count() == n == tab.heatmap.row_count()  # virtual start token not shown
-    assert all(e.token_id != tab.model.backend.unk_token_id for e in tab._steps.values())
+    assert all(e.token_id != tab.model.backend.unk_token_id for e in tab.run.steps())
     source = tab.model.source_tokens(EN[0])
     assert tab.heatmap.column_count() == len(source) and tab._source_tokens == source
     labels = [t for _, t in tab.heatmap.plot.getAxis("bottom")._tickLevels[0]]
@@ -81,23 +81,23 @@ def test_multi_sentence_stream_and_side_by_side_columns(qtbot, tab, native, tmp_
     assert fin.text == " ".join(native.translate(s).strip() for s in EN)
     chunks = tab.model.chunks(text)
     assert tab.heatmap.column_count() == sum(len(c.ids) for c in chunks)
-    segs = [it.text for it in tab.stream.flow._items if it.kind == "segment"]
+    segs = tab.stream.segment_labels()
     assert segs == ["sentence 1", "sentence 2"]
     m = tab.heatmap.matrix()
-    for ev in tab._steps.values():  # each token's attention lies in its own sentence's columns
+    for ev in tab.run.steps():  # each token's attention lies in its own sentence's columns
         c = chunks[ev.segment]
         row = m[tab.heatmap.row_of(ev.step)]
         assert row[c.source_offset : c.source_offset + len(c.ids)].max() == 1.0
         assert row.sum() == pytest.approx(row[c.source_offset : c.source_offset + len(c.ids)].sum())
     # hovering a target token marks its most-attended source columns, inside its sentence
-    last = max(tab._steps)
+    last = max(e.step for e in tab.run.steps())
     cols = tab.hover_step(last)
-    c = chunks[tab._steps[last].segment]
+    c = chunks[tab.run.step(last).segment]
     assert cols and all(c.source_offset <= x < c.source_offset + len(c.ids) for x in cols)
     assert int(np.argmax(m[tab.heatmap.row_of(last)])) in cols
     assert "hover" in tab.hover_label.text()
     # the alignment head: "▁station" is attended by the token "▁estação"
-    step = next(s for s, e in tab._steps.items() if e.text == "▁estação")
+    step = next(e.step for e in tab.run.steps() if e.text == "▁estação")
     cols = tab.hover_step(step)
     assert "▁station" in [tab._source_tokens[x] for x in cols]
     tab.grab().save(str(tmp_path / "gui_translation_multi.png"))
@@ -118,10 +118,10 @@ def test_option_change_redecodes_without_reencoding(qtbot, tab):
 def test_shortlist_toggle_changes_probabilities_not_encoding(qtbot, tab):
     tab.shortlist_check.setChecked(False)
     fin = _wait_decode(qtbot, tab, lambda: tab.set_text(EN[0]))
-    full = {s: e.prob for s, e in tab._steps.items()}
+    full = {e.step: e.prob for e in tab.run.steps()}
     encoded = tab.model.encode_count
     fin2 = _wait_decode(qtbot, tab, lambda: tab.shortlist_check.setChecked(True))
-    short = {s: e.prob for s, e in tab._steps.items()}
+    short = {e.step: e.prob for e in tab.run.steps()}
     assert fin2.text == fin.text
     # renormalised over the shortlist's candidates: every kept probability is at least the full one
     assert all(short[s] >= full[s] - 1e-6 for s in short) and any(short[s] > full[s] + 1e-6 for s in short)
