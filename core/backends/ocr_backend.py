@@ -32,19 +32,16 @@ import torch
 
 from core.backends.base import DecoderPrompt, EncoderOutput, StepOutput, main_input
 from core.backends.hub import OCRLoadError, load_vision_seq2seq  # noqa: F401  (re-exported: their old home)
-from core.backends.ocr_attn import (
-    ENGLISH_G2_CHARACTERS,
+from core.backends.english_g2 import (
     INPUT_HEIGHT,
     PIXELS_PER_COLUMN,
-    DecoderCache,
     EnglishG2Encoder,
-    OCRAttnModel,
-    OCRVocab,
-    ctc_greedy_decode,
     load_english_g2_state_dict,
-    load_pretrained,
     num_columns,
 )
+from core.backends.ocr_attn import DecoderCache, OCRAttnModel
+from core.backends.ocr_checkpoint import load_pretrained
+from core.backends.ocr_vocab import ENGLISH_G2_CHARACTERS, OCRVocab, ctc_greedy_decode
 
 #: width in model-input pixels (height 64) of one encoder column
 COLUMN_PX = float(PIXELS_PER_COLUMN)
@@ -118,7 +115,7 @@ class OCRAttnBackend:
         """Load ``model.safetensors`` + ``config.json`` + ``vocab.json`` from ``directory``.
 
         Raises:
-            FileNotFoundError / ValueError: from :func:`~core.backends.ocr_attn.load_pretrained`.
+            FileNotFoundError / ValueError: from :func:`~core.backends.ocr_checkpoint.load_pretrained`.
         """
         model, vocab = load_pretrained(directory)
         return cls(model, vocab, name)

@@ -98,7 +98,7 @@ class BundledReader:
         return cls(backend, CTCReader())
 
     def line(self, index, box, continues_previous=False, path=PATH_DETECTED) -> TextLine:
-        from core.backends.ocr_attn import INPUT_HEIGHT, num_columns
+        from core.backends.english_g2 import INPUT_HEIGHT, num_columns
         from core.backends.ocr_backend import COLUMN_PX, COLUMN_START_PX, MAX_INPUT_WIDTH, MIN_INPUT_WIDTH
 
         x0, y0, x1, y1 = box
@@ -138,7 +138,7 @@ class BundledReader:
 def bundled_prompt(encoded: EncoderOutput) -> DecoderPrompt:
     """The bundled reader's prompt for a line of ``encoded.source_len`` columns (see
     :class:`BundledReader`)."""
-    from core.backends.ocr_attn import OCRVocab as V
+    from core.backends.ocr_vocab import OCRVocab as V
 
     return DecoderPrompt(prompt_ids=(V.BOS,), eos_token_id=V.EOS, suppress_tokens=(V.PAD, V.BOS),
                          max_new_tokens=int(encoded.source_len) + 8)
