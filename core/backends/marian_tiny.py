@@ -6,20 +6,8 @@ and target (``vocab.*.spm``, ``</s>`` = 0, ``<unk>`` = 1) and a lexical shortlis
 (``lex.50.50.*.s2t.bin``). This module reads those files, dequantises the weights to float32
 and runs the network with torch.
 
-Architecture (both directions; established from browsermt/marian-dev ``src/models/transformer.h``,
-``src/rnn/cells.h`` (SSRU), ``src/common/binary.cpp``, ``src/tensors/cpu/integer_common.h``):
-
-* d_model 256, 8 heads of 32, FFN 1536 with ReLU, 6 encoder layers, 2 decoder layers.
-* One embedding matrix ``Wemb`` (32000, 256) tied for source, target and output.
-* Embedding = ``Wemb[id] * sqrt(256) + sinusoid(position)``, the sinusoid laid out
-  [sin | cos] (tensor2tensor / Marian ``addPositionalEmbeddings``). No layer norm on the
-  embeddings nor on top of either stack.
-* Encoder layer (post-norm): ``x = LN(x + MHA(x))``, ``x = LN(x + FFN(x))``.
-* Decoder layer: SSRU (Kim et al. 2019, "From Research to Production and Back: Ludicrously
-  Fast Neural Machine Translation") instead of self-attention, then cross-attention, then
-  FFN, each followed by add-then-LN. The decoder's first step takes no token: its input is a
-  zero vector + pos(0).
-* ``logits = y @ Wemb.T + decoder_ff_logit_out_b``.
+The network (architecture, established from browsermt/marian-dev) is
+``core.backends.marian_net``; this module is the ``Backend`` and the loading.
 
 Decoder prompt contract (how the generic engine drives this model): the decoder's first
 position has no token, so the backend treats ``<unk>`` (id 1) as a *virtual start token*:
@@ -34,14 +22,12 @@ first, then the ids as a forced target prefix).
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 
 from core.backends.base import DecoderPrompt, EncoderOutput, StepOutput, main_input
 from core.backends.marian_format import (  # noqa: F401  (re-exported: the readers' public names)
@@ -54,232 +40,22 @@ from core.backends.marian_format import (  # noqa: F401  (re-exported: the reade
     read_marian_binary,
     read_shortlist,
 )
+from core.backends.marian_net import (  # noqa: F401  (re-exported: the network's names)
+    D_MODEL,
+    DECODER_LAYERS,
+    ENCODER_LAYERS,
+    HEAD_DIM,
+    N_HEADS,
+    MarianTinyModel,
+    sinusoid_positions,
+)
 
 EOS_ID = 0  # "</s>"
 UNK_ID = 1  # "<unk>"
 START_ID = UNK_ID  # virtual start token: the zero-embedding first decoder position
 MAX_LENGTH_FACTOR = 2.5  # config.intgemm8bitalpha.yml: max-length-factor
 
-D_MODEL = 256
-N_HEADS = 8
-HEAD_DIM = D_MODEL // N_HEADS
-ENCODER_LAYERS = 6
-DECODER_LAYERS = 2
-LN_EPS = 1e-6
-
 DIRECTIONS = {"en-pt": "enpt", "pt-en": "pten"}
-
-
-# --------------------------------------------------------------------------------------
-# The network
-# --------------------------------------------------------------------------------------
-
-
-def sinusoid_positions(positions: torch.Tensor, dim: int = D_MODEL) -> torch.Tensor:
-    """Marian's sinusoidal position embedding (``Transformer::addPositionalEmbeddings``).
-
-    ``emb[p, i] = sin(p * exp(-i * ln(1e4) / (dim/2 - 1)))`` for i < dim/2 and the cosine
-    in the second half: laid out [sin | cos], not interleaved.
-
-    Args:
-        positions: int64 or float (n,): positions (0-based).
-        dim: embedding width.
-
-    Returns:
-        float32 (n, dim).
-    """
-    half = dim // 2
-    inc = math.log(10000.0) / (half - 1)
-    freqs = torch.exp(torch.arange(half, dtype=torch.float32) * -inc)
-    angles = positions.to(torch.float32)[:, None] * freqs[None, :]
-    return torch.cat([torch.sin(angles), torch.cos(angles)], dim=-1)
-
-
-def _ln(x: torch.Tensor, p: dict[str, torch.Tensor], prefix: str) -> torch.Tensor:
-    return F.layer_norm(x, (D_MODEL,), p[prefix + "_scale"], p[prefix + "_bias"], LN_EPS)
-
-
-def _split_heads(x: torch.Tensor) -> torch.Tensor:
-    """(batch, len, d_model) -> (batch, heads, len, head_dim)."""
-    b, n, _ = x.shape
-    return x.view(b, n, N_HEADS, HEAD_DIM).transpose(1, 2)
-
-
-def _merge_heads(x: torch.Tensor) -> torch.Tensor:
-    """(batch, heads, len, head_dim) -> (batch, len, d_model)."""
-    b, _, n, _ = x.shape
-    return x.transpose(1, 2).reshape(b, n, D_MODEL)
-
-
-def _attention(
-    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bias: torch.Tensor | None
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Scaled dot-product attention; q (b, h, n, d), k/v (b, h, s, d), bias additive
-    (b, 1, 1|n, s). Returns (context (b, h, n, d), weights (b, h, n, s))."""
-    scores = torch.matmul(q * (1.0 / math.sqrt(HEAD_DIM)), k.transpose(-1, -2))
-    if bias is not None:
-        scores = scores + bias
-    weights = torch.softmax(scores, dim=-1)
-    return torch.matmul(weights, v), weights
-
-
-class MarianTinyModel:
-    """The tiny11 network with float32 weights (functional: a dict of tensors, no autograd).
-
-    Args:
-        params: float32 tensors keyed by Marian's item names (see ``read_marian_binary``).
-
-    Raises:
-        MarianFormatError: a weight the architecture needs is missing or misshapen.
-    """
-
-    def __init__(self, params: dict[str, torch.Tensor]):
-        self.p = params
-        try:
-            emb = params["Wemb"]
-            if emb.shape[1] != D_MODEL:
-                raise MarianFormatError(f"Wemb has shape {tuple(emb.shape)}, expected (V, 256)")
-            for i in range(1, ENCODER_LAYERS + 1):
-                params[f"encoder_l{i}_self_Wq"]
-                params[f"encoder_l{i}_ffn_W1"]
-            for i in range(1, DECODER_LAYERS + 1):
-                params[f"decoder_l{i}_rnn_W"]
-                params[f"decoder_l{i}_context_Wk"]
-            params["decoder_ff_logit_out_b"]
-        except KeyError as e:
-            raise MarianFormatError(f"model file lacks weight {e.args[0]!r}: not a tiny11 model") from e
-        self.vocab_size = int(emb.shape[0])
-        self.wemb_t = params["Wemb"].t().contiguous()  # (256, V) for the output projection
-        self.emb_scale = math.sqrt(D_MODEL)
-        self._positions = sinusoid_positions(torch.arange(1024))  # grown on demand
-
-    # -- shared pieces ---------------------------------------------------------------
-
-    def _linear(self, x: torch.Tensor, w: str, b: str | None = None) -> torch.Tensor:
-        return F.linear(x, self.p[w], self.p[b] if b is not None else None)
-
-    def _ffn(self, x: torch.Tensor, prefix: str) -> torch.Tensor:
-        h = F.relu(self._linear(x, prefix + "_W1", prefix + "_b1"))
-        return self._linear(h, prefix + "_W2", prefix + "_b2")
-
-    def embed(self, ids: torch.Tensor, start: int = 0) -> torch.Tensor:
-        """``Wemb[ids] * 16 + pos``; ids int64 (batch, n) -> float32 (batch, n, 256),
-        positions ``start .. start+n-1``."""
-        return F.embedding(ids, self.p["Wemb"]) * self.emb_scale + self.positions(start, ids.shape[1])[None]
-
-    def positions(self, start: int, n: int) -> torch.Tensor:
-        """Sinusoids of positions ``start .. start+n-1``, float32 (n, 256), from a table."""
-        if start + n > self._positions.shape[0]:
-            self._positions = sinusoid_positions(torch.arange(2 * (start + n)))
-        return self._positions[start : start + n]
-
-    # -- encoder ---------------------------------------------------------------------
-
-    @torch.no_grad()
-    def encode(self, source_ids: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
-        """Run the 6-layer encoder.
-
-        Args:
-            source_ids: int64 (batch, src_len), ending in ``</s>`` (0).
-            mask: bool (batch, src_len), True at real tokens; None = all real.
-
-        Returns:
-            float32 (batch, src_len, 256) encoder hidden states.
-        """
-        x = self.embed(source_ids)
-        bias = None
-        if mask is not None:
-            bias = torch.zeros(mask.shape, dtype=torch.float32).masked_fill(~mask, -1e9)[:, None, None, :]
-        for i in range(1, ENCODER_LAYERS + 1):
-            pre = f"encoder_l{i}_self"
-            q = _split_heads(self._linear(x, pre + "_Wq", pre + "_bq"))
-            k = _split_heads(self._linear(x, pre + "_Wk", pre + "_bk"))
-            v = _split_heads(self._linear(x, pre + "_Wv", pre + "_bv"))
-            ctx, _ = _attention(q, k, v, bias)
-            x = _ln(x + self._linear(_merge_heads(ctx), pre + "_Wo", pre + "_bo"), self.p, pre + "_Wo_ln")
-            pre = f"encoder_l{i}_ffn"
-            x = _ln(x + self._ffn(x, pre), self.p, pre + "_ffn_ln")
-        return x
-
-    # -- decoder ---------------------------------------------------------------------
-
-    @torch.no_grad()
-    def cross_keys_values(self, encoder_hidden: torch.Tensor) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
-        """Per decoder layer, the cross-attention keys and values, each float32
-        (batch, heads, src_len, head_dim), computed once per input."""
-        keys, values = [], []
-        for i in range(1, DECODER_LAYERS + 1):
-            pre = f"decoder_l{i}_context"
-            keys.append(_split_heads(self._linear(encoder_hidden, pre + "_Wk", pre + "_bk")))
-            values.append(_split_heads(self._linear(encoder_hidden, pre + "_Wv", pre + "_bv")))
-        return keys, values
-
-    @torch.no_grad()
-    def decode_position(
-        self,
-        x: torch.Tensor,
-        ssru_state: list[torch.Tensor],
-        cross_keys: list[torch.Tensor],
-        cross_values: list[torch.Tensor],
-        cross_bias: torch.Tensor | None,
-    ) -> tuple[torch.Tensor, list[torch.Tensor], torch.Tensor]:
-        """One decoder position for a batch of hypotheses.
-
-        Args:
-            x: float32 (batch, 256): the embedded input of this position.
-            ssru_state: per layer, float32 (batch, 256): the SSRU cell state c.
-            cross_keys, cross_values: from ``cross_keys_values``, batch 1 (broadcast) or batch.
-            cross_bias: additive float32 (1 or batch, 1, 1, src_len) padding mask, or None.
-
-        Returns:
-            (y (batch, 256) the top hidden state, new SSRU states, cross-attention
-            weights float32 (batch, layers, heads, src_len)).
-        """
-        new_state = []
-        attentions = []
-        for li in range(DECODER_LAYERS):
-            i = li + 1
-            # SSRU (Kim et al. 2019): c = f*c_prev + (1-f)*(x W), h = relu(c).
-            pre = f"decoder_l{i}_rnn"
-            x_tilde = self._linear(x, pre + "_W")
-            f = torch.sigmoid(self._linear(x, pre + "_Wf", pre + "_bf"))
-            c = f * ssru_state[li] + (1.0 - f) * x_tilde
-            new_state.append(c)
-            x = _ln(x + F.relu(c), self.p, pre + "_ffn_ln")
-            # Cross-attention over the encoder hidden states.
-            pre = f"decoder_l{i}_context"
-            q = self._linear(x, pre + "_Wq", pre + "_bq").view(-1, N_HEADS, 1, HEAD_DIM)
-            ctx, w = _attention(q, cross_keys[li], cross_values[li], cross_bias)
-            attentions.append(w[:, :, 0, :])
-            ctx = ctx.reshape(-1, D_MODEL)
-            x = _ln(x + self._linear(ctx, pre + "_Wo", pre + "_bo"), self.p, pre + "_Wo_ln")
-            pre = f"decoder_l{i}_ffn"
-            x = _ln(x + self._ffn(x, pre), self.p, pre + "_ffn_ln")
-        return x, new_state, torch.stack(attentions, dim=1)
-
-    @torch.no_grad()
-    def output_rows(self, rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """The output projection restricted to ``rows`` (int64 (k,)): (weight float32
-        (256, k), bias float32 (k,)), laid out for ``output_logits``."""
-        return self.p["Wemb"][rows].t().contiguous(), self.p["decoder_ff_logit_out_b"][rows]
-
-    @torch.no_grad()
-    def output_logits(self, y: torch.Tensor, rows: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
-        """``y @ Wemb.T + b``: y float32 (batch, 256) -> logits float32 (batch, 32000), or
-        (batch, k) over the rows prepared by ``output_rows``.
-
-        The full projection reads 32 MB of weights per call; a (256, V) copy of ``Wemb``
-        laid out for ``addmm`` makes it about twice as fast as ``F.linear`` on one CPU thread.
-        """
-        if rows is None:
-            return torch.addmm(self.p["decoder_ff_logit_out_b"], y, self.wemb_t)
-        weight, bias = rows
-        return torch.addmm(bias, y, weight)
-
-
-# --------------------------------------------------------------------------------------
-# Backend
-# --------------------------------------------------------------------------------------
 
 
 @dataclass
