@@ -255,6 +255,7 @@ class SpeechTab(DecodeTab):
         except RecordingError as exc:
             self.show_error(str(exc))
             self._show_input()
+            self._update_buttons()  # Open…, Sample and Save… come back after a failed stop
             return None
         if take is not None:
             self._update_takes()

@@ -385,7 +385,8 @@ class TranslationTab(DecodeTab):
             self.hover_label.setText("")
             return []
         values = self.heatmap.matrix()[row]
-        cols = [int(c) for c in np.flatnonzero(values >= HOVER_THRESHOLD * max(float(values.max()), 1e-9))]
+        first = self.heatmap.column_offset()  # a windowed heatmap (long input) draws one sentence's columns
+        cols = [first + int(c) for c in np.flatnonzero(values >= HOVER_THRESHOLD * max(float(values.max()), 1e-9))]
         self.heatmap.mark_columns(row, cols)
         self._hover_columns = cols
         ev = self.run.step(step)

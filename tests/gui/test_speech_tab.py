@@ -604,3 +604,17 @@ def test_waveform_has_room_at_1280x800(qtbot, settings, tmp_path):
         for b, rb in rects[i + 1:]:
             assert not ra.intersects(rb), (a, b)
     w.grab().save(str(tmp_path / "speech_1280x800.png"))
+
+
+def test_failed_stop_gives_back_open_sample_and_save(qtbot, mic_tab, fake_recorder):
+    """A recording that yields no usable audio (here: empty) is reported, and the buttons that
+    recording disabled (Open…, Sample) come back; an earlier take can still be saved."""
+    _record(qtbot, mic_tab)  # take 1, kept
+    FakeRecorder.takes.insert(0, np.zeros(0, np.float32))
+    mic_tab.toggle_record()
+    assert not mic_tab.open_button.isEnabled()
+    mic_tab.toggle_record()  # stop: nothing arrived
+    assert not mic_tab.is_recording()
+    assert mic_tab.banner.message()
+    assert mic_tab.open_button.isEnabled() and mic_tab.sample_button.isEnabled()
+    assert mic_tab.save_button.isEnabled()

@@ -255,3 +255,28 @@ def test_emptied_text_clears_the_statistics(qtbot, tab):
     with qtbot.waitSignal(tab.statsChanged, timeout=5000) as blocker:
         tab.clear_text()
     assert blocker.args[0]["n_tokens"] == 0 and blocker.args[0]["encode_ms"] is None
+
+
+def test_hover_marks_the_right_columns_when_the_heatmap_is_windowed(qtbot):
+    """Beyond 3000 source columns the heatmap draws one sentence's columns; hovering a token
+    still marks the source columns (absolute indices) it attends to most."""
+    from core.events import SegmentEvent, StepEvent, TokenProb
+    from gui.tabs.translation import TranslationTab
+
+    tab = TranslationTab()
+    qtbot.addWidget(tab)
+    n_sent, per = 200, 20  # 4000 source tokens
+    tab._reset_columns([f"t{i}" for i in range(n_sent * per)], [s * per for s in range(1, n_sent)])
+    steps = []
+    for seg in (0, 150):
+        tab.heatmap.handle(SegmentEvent(seg, f"sentence {seg + 1}", seg * per, per, total=n_sent))
+        att = np.zeros((2, 1, per), np.float32)
+        att[:, :, 7] = 1.0  # every token looks at the sentence's 8th source token
+        ev = StepEvent(step=seg, token_id=1, text="▁x", prob=0.9, raw_prob=0.9, topk=[TokenProb(1, "▁x", 0.9)],
+                       raw_topk=[TokenProb(1, "▁x", 0.9)], entropy=0.1, cross_attention=att, segment=seg,
+                       source_offset=seg * per)
+        tab.run.add(ev)
+        tab.heatmap.append_steps([ev])
+        steps.append(ev)
+    assert tab.heatmap.windowed() and tab.heatmap.shown_segment() == 150
+    assert tab.hover_step(150) == [150 * per + 7]
