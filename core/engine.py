@@ -93,10 +93,14 @@ class Engine:
             out = self.backend.step(new_ids, cache, options.capture_attention)
             # the raw distribution: logits with the hard rules alone
             raw_scores = rules(input_ids, out.logits)
+            raw_probs = torch.softmax(raw_scores, dim=-1)
             # the processed scores the strategy chooses from (beam search works on log-probabilities)
-            scores = torch.log_softmax(out.logits, dim=-1) if strategy.uses_log_probs else out.logits
-            scores = processors(input_ids, rules(input_ids, scores))
-            probs, raw_probs = torch.softmax(scores, dim=-1), torch.softmax(raw_scores, dim=-1)
+            if strategy.uses_log_probs:
+                scores = processors(input_ids, rules(input_ids, torch.log_softmax(out.logits, dim=-1)))
+                probs = torch.softmax(scores, dim=-1)
+            else:
+                scores = processors(input_ids, raw_scores)
+                probs = torch.softmax(scores, dim=-1) if processors else raw_probs  # greedy: usually none
             update = strategy.update(input_ids, scores, probs, raw_probs)
             if update.emitted is not None:  # greedy / sampling: the token is final now
                 row = report.row_report(probs, raw_probs, out.cross_attention, update.emitted.row)

@@ -312,6 +312,7 @@ class RunTab(QWidget):
         if self._decode is not None and self._decode.running:
             self._pending_decode = True
             self._decode.abort()
+            self._drop_queued_events()  # the superseded run's events never reach the views
             return
         self._start_decode()
 

@@ -274,6 +274,7 @@ class AttentionHeatmap(QWidget):
         """
         if not events:
             return
+        shown_span = self._shown_columns()
         for ev in events:
             att = ev.cross_attention
             if att is not None:
@@ -297,8 +298,8 @@ class AttentionHeatmap(QWidget):
             focus = self._segment_of(self._selected)
             if focus is None:
                 focus = events[-1].segment
-            if focus != self._view_seg:
-                self._show_segment(focus)  # draws the batch's rows of that segment too
+            if focus != self._view_seg or self._shown_columns() != shown_span:
+                self._show_segment(focus)  # draws the batch's rows of that segment too (at its full span)
                 return
         elif self._image.shape[1] != self._n_cols:  # full view: the columns grew
             self._resize_image_columns()

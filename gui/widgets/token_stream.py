@@ -396,7 +396,6 @@ class TokenStreamView(QWidget):
 
     def _set_text(self, text: str) -> None:
         self.text_label.setPlainText(text)
-        self._shown_len = len(text)
 
     def handle(self, ev) -> None:
         """Show one event (StepEvent, SegmentEvent, BeamEvent, Finished); others are ignored."""

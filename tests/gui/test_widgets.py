@@ -390,3 +390,21 @@ def test_token_stream_reports_the_hovered_step_and_segment_labels(qtbot):
     assert hovered[-1] == 2
     QApplication.sendEvent(view.flow, QEvent(QEvent.Type.Leave))
     assert hovered[-1] is None
+
+
+def test_windowed_heatmap_redraws_when_the_shown_segment_widens(qtbot):
+    """A segment whose attention rows get longer than its first ones (no SegmentEvent gave
+    its length) is redrawn at the wider span instead of failing to append."""
+    hm = AttentionHeatmap()
+    qtbot.addWidget(hm)
+
+    def step(i, seg, n):
+        att = np.ones((1, 1, n), np.float32)
+        return StepEvent(step=i, token_id=1, text="x", prob=0.5, raw_prob=0.5, topk=[], raw_topk=[], entropy=0.0,
+                         cross_attention=att, segment=seg, source_offset=seg * 4000)
+
+    hm.append_steps([step(0, 0, 3500)])  # > MAX_COLUMNS: windowed
+    hm.append_steps([step(1, 1, 100)])
+    hm.append_steps([step(2, 1, 300)])  # the shown segment widens
+    assert hm.windowed() and hm.shown_segment() == 1
+    assert hm.matrix().shape == (2, 300) and hm.column_offset() == 4000
