@@ -1,0 +1,70 @@
+"""Hard rules of a model (suppressed tokens), applied to the raw distribution too
+(transformers ``SuppressTokensLogitsProcessor``, ``SuppressTokensAtBeginLogitsProcessor``)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import torch
+
+NEG_INF = float("-inf")
+
+
+class _TokenMask:
+    """A boolean (vocab,) mask of ``token_ids``, built once per vocabulary size/device."""
+
+    def __init__(self, token_ids: Iterable[int], what: str):
+        ids = [int(t) for t in token_ids]
+        if any(t < 0 for t in ids):
+            raise ValueError(f"{what} must be non-negative token ids, got {ids}")
+        self.token_ids = tuple(ids)
+        self._mask: torch.Tensor | None = None
+
+    def mask(self, scores: torch.Tensor) -> torch.Tensor:
+        vocab = scores.shape[-1]
+        if self._mask is None or self._mask.shape[0] != vocab or self._mask.device != scores.device:
+            mask = torch.zeros(vocab, dtype=torch.bool, device=scores.device)
+            ids = [t for t in self.token_ids if t < vocab]  # ids beyond the logits cannot be chosen
+            mask[ids] = True
+            self._mask = mask
+        return self._mask
+
+
+class SuppressTokens(_TokenMask):
+    """Set the scores of ``token_ids`` to ``-inf`` at every step (a hard rule of the model,
+    e.g. Whisper's non-speech tokens).
+
+    Raises:
+        ValueError: on negative ids.
+    """
+
+    def __init__(self, token_ids: Iterable[int]):
+        super().__init__(token_ids, "suppress_tokens")
+
+    def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
+        return scores.masked_fill(self.mask(scores), NEG_INF)
+
+
+class BeginSuppressTokens(_TokenMask):
+    """Set the scores of ``token_ids`` to ``-inf`` at the first free step only, i.e. when
+    ``input_ids`` holds exactly ``begin_index`` tokens (the forced prompt). Whisper uses
+    it to forbid an empty transcript (EOS and blank first).
+
+    Raises:
+        ValueError: on negative ids or a negative ``begin_index``.
+    """
+
+    def __init__(self, token_ids: Iterable[int], begin_index: int):
+        super().__init__(token_ids, "begin_suppress_tokens")
+        if begin_index < 0:
+            raise ValueError(f"begin_index must be >= 0, got {begin_index}")
+        self.begin_index = int(begin_index)
+
+    def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
+        if input_ids.shape[-1] != self.begin_index:
+            return scores
+        return scores.masked_fill(self.mask(scores), NEG_INF)
+
+
+HARD_RULES = (SuppressTokens, BeginSuppressTokens)
+"""Processor types that are rules of the model, applied to the "raw" distribution too."""
