@@ -101,7 +101,7 @@ class Engine:
             else:
                 scores = processors(input_ids, raw_scores)
                 probs = torch.softmax(scores, dim=-1) if processors else raw_probs  # greedy: usually none
-            update = strategy.update(input_ids, scores, probs, raw_probs)
+            update = strategy.update(input_ids, scores, probs, raw_probs, hidden_states=out.hidden_states)
             if update.emitted is not None:  # greedy / sampling: the token is final now
                 row = report.row_report(probs, raw_probs, out.cross_attention, update.emitted.row)
                 yield report.step_event(update.emitted, row)

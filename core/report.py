@@ -57,6 +57,8 @@ class TokenRecord:
         row: the hypothesis row (beam) it was chosen from at that step.
         token_id: the token.
         prob, raw_prob: its processed and raw probabilities (0..1).
+        mu: a stateful sampler's state when the token was chosen (mirostat's target
+            surprise mu, bits), or None.
     """
 
     step: int
@@ -64,6 +66,7 @@ class TokenRecord:
     token_id: int
     prob: float
     raw_prob: float
+    mu: float | None = None
 
 
 class StepReporter:

@@ -63,11 +63,15 @@ class StepOutput:
         cross_attention: float32 tensor (batch, layers, heads, source_len_total) for the
             last input position, or None when not requested.
         cache: the updated opaque cache to pass to the next ``step``.
+        hidden_states: float32 tensor (batch, new_len, d_model): the decoder's last
+            layer output (after its final layer norm) for every position fed in this
+            step, or None if the backend does not give it (contrastive search needs it).
     """
 
     logits: torch.Tensor
     cross_attention: torch.Tensor | None
     cache: Any
+    hidden_states: torch.Tensor | None = None
 
 
 class Backend(Protocol):

@@ -76,10 +76,22 @@ class Strategy(Protocol):
         ...
 
     def update(
-        self, input_ids: torch.Tensor, scores: torch.Tensor, probs: torch.Tensor, raw_probs: torch.Tensor
+        self,
+        input_ids: torch.Tensor,
+        scores: torch.Tensor,
+        probs: torch.Tensor,
+        raw_probs: torch.Tensor,
+        hidden_states: torch.Tensor | None = None,
     ) -> Update:
         """Choose the next tokens. ``scores`` float32 (batch, vocab): the processed scores;
-        ``probs``/``raw_probs``: softmax of the processed / raw scores (to record them)."""
+        ``probs``/``raw_probs``: softmax of the processed / raw scores (to record them);
+        ``hidden_states``: the decoder's last-layer output for the positions just fed,
+        float32 (batch, new_len, d_model), or None if the backend gives none (contrastive
+        search needs it).
+
+        A ``TokenRecord``'s ``step`` names the engine step whose distribution the token
+        was chosen from: the current step (greedy, sampling), the previous one
+        (contrastive search looks one step ahead), or any (beam search, at the end)."""
         ...
 
     def finalize(self) -> Result:

@@ -75,7 +75,7 @@ class BeamSearch:
         self.eos_token_id, self.max_new_tokens = eos_token_id, max_new_tokens
         return torch.tensor([list(prompt_ids)] * self.n, dtype=torch.long)
 
-    def update(self, input_ids, scores, probs, raw_probs) -> Update:
+    def update(self, input_ids, scores, probs, raw_probs, hidden_states=None) -> Update:
         n, t = self.n, self.t
         cur_len = self.prompt_len + t
         max_length = self.prompt_len + self.max_new_tokens

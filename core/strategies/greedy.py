@@ -33,12 +33,18 @@ class SingleHypothesis:
         """The next token id from the processed scores / probabilities, both (vocab,)."""
         raise NotImplementedError
 
-    def update(self, input_ids, scores, probs, raw_probs) -> Update:
+    def state(self) -> float | None:
+        """The sampler state to record with the token just chosen (mirostat's mu), or None."""
+        return None
+
+    def update(self, input_ids, scores, probs, raw_probs, hidden_states=None) -> Update:
         token = self.choose(scores[0], probs[0])
         if token == self.eos_token_id:  # EOS ends the run; it is not reported as a token
             self.reason = "eos"
             return Update(input_ids, done=True)
-        record = TokenRecord(len(self.tokens), 0, token, float(probs[0, token]), float(raw_probs[0, token]))
+        record = TokenRecord(
+            len(self.tokens), 0, token, float(probs[0, token]), float(raw_probs[0, token]), mu=self.state()
+        )
         self.tokens.append(token)
         next_ids = torch.cat([input_ids, input_ids.new_tensor([[token]])], dim=1)
         return Update(next_ids, emitted=record, done=len(self.tokens) >= self.max_new_tokens)
