@@ -25,7 +25,7 @@ from core.backends.base import Backend, DecoderPrompt, EncoderOutput
 from core.events import Event, Finished, RunStats
 from core.options import DecodingOptions
 from core.processors import build_processors, split_hard_rules
-from core.report import RowReport, StepReporter
+from core.report import RowReport, StepReporter, StepTensors
 from core.strategies import make_strategy
 
 
@@ -86,6 +86,7 @@ class Engine:
         input_ids = strategy.start(prompt.prompt_ids, prompt.eos_token_id, max_new)
         new_ids = input_ids  # the prompt first, then one token per hypothesis per step
         cancelled = False
+        previous: StepTensors | None = None  # contrastive search reports a token one step late
         for t in itertools.count():
             if cancel is not None and cancel():
                 cancelled = True
@@ -94,23 +95,22 @@ class Engine:
             # the raw distribution: logits with the hard rules alone
             raw_scores = rules(input_ids, out.logits)
             raw_probs = torch.softmax(raw_scores, dim=-1)
-            # the processed scores the strategy chooses from (beam search works on log-probabilities)
-            if strategy.uses_log_probs:
-                scores = processors(input_ids, rules(input_ids, torch.log_softmax(out.logits, dim=-1)))
-                probs = torch.softmax(scores, dim=-1)
-            else:
-                scores = processors(input_ids, raw_scores)
-                probs = torch.softmax(scores, dim=-1) if processors else raw_probs  # greedy: usually none
+            # the processed scores the strategy chooses from (beam search works on log-probabilities),
+            # keeping each stage's output for the sampler-chain view
+            chain_input = rules(input_ids, torch.log_softmax(out.logits, dim=-1)) if strategy.uses_log_probs else raw_scores
+            scores, stages = processors.trace(input_ids, chain_input)
+            probs = torch.softmax(scores, dim=-1) if processors or strategy.uses_log_probs else raw_probs
+            current = StepTensors(probs, raw_probs, out.cross_attention, stages)
             update = strategy.update(input_ids, scores, probs, raw_probs, hidden_states=out.hidden_states)
-            if update.emitted is not None:  # greedy / sampling: the token is final now
-                row = report.row_report(probs, raw_probs, out.cross_attention, update.emitted.row)
-                yield report.step_event(update.emitted, row)
+            if update.emitted is not None:  # greedy / sampling / contrastive: the token is final now
+                source = current if update.emitted.step == t else previous
+                yield report.step_event(update.emitted, report.row_report(source, update.emitted.row))
             if update.beams is not None:  # beam search: which beam wins is known at the end
-                row_reports.append([report.row_report(probs, raw_probs, out.cross_attention, r)
-                                    for r in range(strategy.batch_size)])
+                row_reports.append([report.row_report(current, r) for r in range(strategy.batch_size)])
                 yield report.beam_event(t, *update.beams)
             if update.done:
                 break
+            previous = current
             cache = out.cache
             if update.beam_idx is not None:
                 cache = self.backend.reorder_cache(cache, update.beam_idx)

@@ -22,6 +22,27 @@ class TokenProb:
 
 
 @dataclass(frozen=True)
+class StageReport:
+    """What one stage of the sampler chain did at one step (one processor: a penalty,
+    temperature or a filter).
+
+    Attributes:
+        name: the stage name ("repetition_penalty", "temperature", "top_k", "min_p", ...;
+            ``core.options.STAGES``).
+        kept: tokens with probability > 0 after this stage.
+        mass: the probability those kept tokens had in the distribution entering this
+            stage, before renormalisation (0..1; 1.0 for a stage that removes nothing).
+        probs: float32 (n_candidates,): the probability after this stage (renormalised)
+            of each of the event's ``stage_candidates``.
+    """
+
+    name: str
+    kept: int
+    mass: float
+    probs: np.ndarray
+
+
+@dataclass(frozen=True)
 class StepEvent:
     """One emitted token.
 
@@ -43,6 +64,16 @@ class StepEvent:
         segment: index of the input segment (audio window, image line, sentence).
         source_offset: for segmented inputs, the position of this segment's column 0
             in the whole input, in the source's unit (encoder frames, pixels, tokens).
+        rank: 1-based rank of the chosen token in the raw distribution (1 = the model's
+            favourite; GLTR's rank buckets colour by it).
+        raw_entropy, raw_varentropy: entropy (nats) and varentropy (nats², the variance
+            of the surprise -log p) of the raw distribution, as entropix plots them.
+        stages: one report per stage of the sampler chain, in the order applied (empty
+            when no processor ran).
+        stage_candidates: the tokens whose probabilities ``stages[i].probs`` give (the
+            top tokens of every stage's distribution), with their raw probability.
+        mu: a stateful sampler's state when this token was chosen (mirostat's target
+            surprise mu, bits), or None.
     """
 
     step: int
@@ -56,6 +87,17 @@ class StepEvent:
     cross_attention: np.ndarray | None = None
     segment: int = 0
     source_offset: int = 0
+    rank: int = 1
+    raw_entropy: float = 0.0
+    raw_varentropy: float = 0.0
+    stages: tuple[StageReport, ...] = ()
+    stage_candidates: tuple[TokenProb, ...] = ()
+    mu: float | None = None
+
+    @property
+    def kept(self) -> int:
+        """Tokens left with probability > 0 after the whole chain (0 = not reported)."""
+        return self.stages[-1].kept if self.stages else 0
 
 
 @dataclass(frozen=True)

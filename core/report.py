@@ -3,8 +3,10 @@
 The engine and beam search's finalize share this one object. It turns a step's
 distributions into plain-data events (``core.events``): the token's display text, its
 probability under the processed and the raw distribution, the top-k of both, the
-entropy of the processed distribution and the cross-attention row, and it numbers the
-steps of a segmented input (``step_offset``, ``segment``, ``source_offset``).
+entropy of the processed distribution, the raw distribution's entropy, varentropy and
+the chosen token's rank, what each stage of the sampler chain kept (``StageReport``),
+and the cross-attention row; it numbers the steps of a segmented input
+(``step_offset``, ``segment``, ``source_offset``).
 
     raw distribution       softmax of the logits with only the hard rules applied
                            (suppressed tokens), temperature 1, no filter;
@@ -22,12 +24,44 @@ from typing import Callable, Sequence
 import numpy as np
 import torch
 
-from core.events import BeamEvent, Hypothesis, StepEvent, TokenProb
+from core.events import BeamEvent, Hypothesis, StageReport, StepEvent, TokenProb
+
+RANK_LIMIT = 1000
+"""Ranks are exact up to this; a token ranked lower is reported as ``RANK_LIMIT + 1``."""
 
 
 def entropy_nats(probs: torch.Tensor) -> float:
     """Shannon entropy -sum p log p of a (vocab,) distribution, nats (0 log 0 = 0)."""
     return float(torch.special.entr(probs).sum())
+
+
+def varentropy_nats(probs: torch.Tensor, entropy: float) -> float:
+    """Varentropy sum p (log p + H)^2 of a (vocab,) distribution, nats² (the variance of
+    the surprise -log p; entropix ``calculate_varentropy_logsoftmax``). Zero-probability
+    tokens contribute nothing."""
+    nz = probs > 0
+    p = probs[nz].double()
+    return float((p * (p.log() + entropy) ** 2).sum())
+
+
+@dataclass
+class StepTensors:
+    """One engine step's distributions, kept until the tokens chosen from them are
+    reported (the current step; the previous one for contrastive search; every step's
+    row reports for beam search).
+
+    Attributes:
+        probs: float32 (batch, vocab): the processed distribution.
+        raw_probs: float32 (batch, vocab): the raw distribution (hard rules only).
+        cross_attention: float32 (batch, layers, heads, source_len_total) or None.
+        stages: (stage name, scores after that stage, float32 (batch, vocab)) per
+            processor of the chain, in order.
+    """
+
+    probs: torch.Tensor
+    raw_probs: torch.Tensor
+    cross_attention: torch.Tensor | None
+    stages: list[tuple[str, torch.Tensor]]
 
 
 @dataclass(frozen=True)
@@ -40,12 +74,31 @@ class RowReport:
         raw_topk: the raw distribution's most probable tokens.
         entropy: of the processed distribution, nats.
         attention: float32 (layers, heads, source_len) or None.
+        raw_entropy, raw_varentropy: of the raw distribution, nats and nats².
+        raw_top: float32 (<= RANK_LIMIT,): the raw distribution's largest
+            probabilities, descending (to rank the token chosen later).
+        stages: per chain stage, what it kept (see ``StageReport``).
+        stage_candidates: the tokens ``stages[i].probs`` refer to.
     """
 
     topk: list[TokenProb]
     raw_topk: list[TokenProb]
     entropy: float
     attention: np.ndarray | None
+    raw_entropy: float = 0.0
+    raw_varentropy: float = 0.0
+    raw_top: np.ndarray | None = None
+    stages: tuple[StageReport, ...] = ()
+    stage_candidates: tuple[TokenProb, ...] = ()
+
+    def rank(self, raw_prob: float) -> int:
+        """1-based rank of a token of raw probability ``raw_prob`` (ties share the best
+        rank); ``RANK_LIMIT + 1`` beyond the kept ranks."""
+        if self.raw_top is None:
+            return 1
+        # raw_top is descending: count the strictly larger probabilities
+        larger = int(np.searchsorted(-self.raw_top, -raw_prob, side="left"))
+        return larger + 1 if larger < len(self.raw_top) else RANK_LIMIT + 1
 
 
 @dataclass(frozen=True)
@@ -119,16 +172,56 @@ class StepReporter:
             return None
         return cross_attention[row, :, :, : self.source_len].float().numpy().copy()
 
-    def row_report(
-        self, probs: torch.Tensor, raw_probs: torch.Tensor, cross_attention: torch.Tensor | None, row: int
-    ) -> RowReport:
-        """The report of hypothesis ``row``; ``probs``/``raw_probs`` float32 (batch, vocab)."""
+    def row_report(self, step: StepTensors, row: int) -> RowReport:
+        """The report of hypothesis ``row`` of one step."""
+        raw = step.raw_probs[row]
+        raw_entropy = entropy_nats(raw)
+        stages, candidates = self.stage_reports(raw, [(n, s[row]) for n, s in step.stages])
         return RowReport(
-            topk=self.top_k(probs[row]),
-            raw_topk=self.top_k(raw_probs[row]),
-            entropy=entropy_nats(probs[row]),
-            attention=self.attention_row(cross_attention, row),
+            topk=self.top_k(step.probs[row]),
+            raw_topk=self.top_k(raw),
+            entropy=entropy_nats(step.probs[row]),
+            attention=self.attention_row(step.cross_attention, row),
+            raw_entropy=raw_entropy,
+            raw_varentropy=varentropy_nats(raw, raw_entropy),
+            raw_top=torch.topk(raw, min(RANK_LIMIT, raw.shape[-1])).values.numpy().copy(),
+            stages=stages,
+            stage_candidates=candidates,
         )
+
+    def stage_reports(
+        self, raw: torch.Tensor, stages: Sequence[tuple[str, torch.Tensor]]
+    ) -> tuple[tuple[StageReport, ...], tuple[TokenProb, ...]]:
+        """Per stage: tokens kept, the mass they had entering the stage, and the
+        renormalised probabilities of the candidate tokens (the ``top_k_report`` best of
+        the raw distribution and of every stage's output, best-after-the-chain first).
+
+        Args:
+            raw: float32 (vocab,): the distribution entering the chain.
+            stages: (name, float32 (vocab,) scores after the stage) in order.
+        """
+        if not stages:
+            return (), ()
+        dists = [raw] + [torch.nan_to_num(torch.softmax(scores, dim=-1), nan=0.0) for _, scores in stages]
+        k = min(self.top_k_report, raw.shape[-1])
+        ids: list[int] = []
+        for dist in reversed(dists):  # the chain's output first, the raw distribution last
+            values, top = torch.topk(dist, k)
+            for i, p in zip(top.tolist(), values.tolist()):
+                if p > 0.0 and i not in ids:
+                    ids.append(i)
+        index = torch.tensor(ids, dtype=torch.long)
+        reports = []
+        for (name, _), before, after in zip(stages, dists, dists[1:]):
+            kept = after > 0
+            reports.append(StageReport(
+                name=name,
+                kept=int(kept.sum()),
+                mass=float(before[kept].sum()),
+                probs=after[index].float().numpy().copy(),
+            ))
+        raw_sel = raw[index].tolist()
+        return tuple(reports), tuple(TokenProb(i, self.token_text(i), p) for i, p in zip(ids, raw_sel))
 
     def step_event(self, record: TokenRecord, report: RowReport) -> StepEvent:
         """The StepEvent of one emitted token."""
@@ -144,6 +237,12 @@ class StepReporter:
             cross_attention=report.attention,
             segment=self.segment,
             source_offset=self.source_offset,
+            rank=report.rank(float(record.raw_prob)),
+            raw_entropy=report.raw_entropy,
+            raw_varentropy=report.raw_varentropy,
+            stages=report.stages,
+            stage_candidates=report.stage_candidates,
+            mu=record.mu,
         )
 
     def beam_event(

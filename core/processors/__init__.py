@@ -52,6 +52,26 @@ class ProcessorList(list):
             scores = processor(input_ids, scores)
         return scores
 
+    def trace(
+        self, input_ids: torch.Tensor, scores: torch.Tensor
+    ) -> tuple[torch.Tensor, list[tuple[str, torch.Tensor]]]:
+        """Apply every processor in turn and keep each one's output.
+
+        Returns:
+            (final scores float32 (batch, vocab), [(stage name, scores after that stage)]).
+            The stage name is the processor's ``name`` attribute (its class name if none).
+        """
+        stages = []
+        for processor in self:
+            scores = processor(input_ids, scores)
+            stages.append((stage_name(processor), scores))
+        return scores, stages
+
+
+def stage_name(processor: LogitsProcessor) -> str:
+    """The name a processor's stage is reported under ("top_k", "repetition_penalty", ...)."""
+    return getattr(processor, "name", type(processor).__name__)
+
 
 def build_processors(options: DecodingOptions, prompt: DecoderPrompt, prompt_len: int) -> ProcessorList:
     """The processors for ``options`` in the order transformers' ``generate()`` applies them.
