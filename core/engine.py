@@ -24,7 +24,7 @@ import torch
 from core.backends.base import Backend, DecoderPrompt, EncoderOutput
 from core.events import Event, Finished, RunStats
 from core.options import DecodingOptions
-from core.processors import build_processors, split_hard_rules
+from core.processors import ChainContext, build_processors, split_hard_rules
 from core.report import RowReport, StepReporter, StepTensors
 from core.strategies import make_strategy
 
@@ -73,7 +73,8 @@ class Engine:
             raise ValueError("the decoder prompt is empty; give at least the decoder start token")
         max_new = min(options.max_new_tokens, prompt.max_new_tokens or options.max_new_tokens)
         # hard rules (suppressed tokens) shape the raw distribution too; the rest only the processed one
-        rules, processors = split_hard_rules(build_processors(options, prompt, len(prompt.prompt_ids)))
+        context = ChainContext(tokenize=self.backend.tokenize, encoder_input_ids=encoded.extras.get("source_ids"))
+        rules, processors = split_hard_rules(build_processors(options, prompt, len(prompt.prompt_ids), context))
         strategy = make_strategy(options)
         report = StepReporter(
             self.backend.token_text, self.backend.decode, top_k_report=options.top_k_report,

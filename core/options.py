@@ -3,6 +3,14 @@
 Modelled on openai/whisper ``whisper/decoding.py`` (``DecodingOptions`` and
 ``_verify_options``): every impossible combination raises ``ValueError`` with a
 message that says what to change.
+
+The sampler chain: every processor is a named *stage* (``STAGES``). ``sampler_order``
+gives the order they run in; ``disabled_stages`` switches stages off without losing
+their values. A stage runs when it is enabled, its value is not its "off" value, and it
+applies to the strategy: penalties and constraints (``PENALTY_STAGES``) shape the
+scores of every strategy, the warpers (``WARPER_STAGES``: temperature and the filters)
+only those of the sampling strategies (``SAMPLING_STRATEGIES``), as transformers'
+``generate()`` adds warpers only when ``do_sample``.
 """
 
 from __future__ import annotations
@@ -10,34 +18,171 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
-STRATEGIES = ("greedy", "sample", "beam")
+STRATEGIES = ("greedy", "sample", "beam", "diverse_beam", "contrastive", "mirostat")
+SAMPLING_STRATEGIES = ("sample", "mirostat")
+BEAM_STRATEGIES = ("beam", "diverse_beam")
+
+PENALTY_STAGES = (
+    "sequence_bias",
+    "encoder_repetition_penalty",
+    "repetition_penalty",
+    "dry",
+    "no_repeat_ngram",
+    "encoder_no_repeat_ngram",
+    "bad_words",
+    "min_new_tokens",
+    "exponential_decay_length_penalty",
+)
+"""Stages that apply to every strategy, in transformers' ``_get_logits_processor`` order
+(DRY, which transformers lacks, sits beside the repetition penalty as in llama.cpp)."""
+
+WARPER_STAGES = (
+    "temperature",
+    "quadratic",
+    "top_h",
+    "top_k",
+    "top_p",
+    "min_p",
+    "typical_p",
+    "epsilon_cutoff",
+    "eta_cutoff",
+    "top_n_sigma",
+    "top_a",
+    "tfs",
+    "xtc",
+)
+"""Stages that apply to sampling only, in transformers' warper order; the llama.cpp /
+text-generation-webui samplers transformers lacks follow (quadratic sampling beside
+temperature, as webui applies it). "temperature" is dynamic temperature when
+``dynatemp_range`` > 0 (llama.cpp ``temp_ext``)."""
+
+STAGES = PENALTY_STAGES + WARPER_STAGES
+DEFAULT_SAMPLER_ORDER = STAGES
+
+LLAMA_CPP_SAMPLER_ORDER = (
+    "sequence_bias", "encoder_repetition_penalty", "repetition_penalty", "no_repeat_ngram",
+    "encoder_no_repeat_ngram", "bad_words", "min_new_tokens", "exponential_decay_length_penalty",
+    "dry", "top_n_sigma", "top_k", "typical_p", "top_p", "min_p", "xtc", "temperature",
+    "quadratic", "top_h", "epsilon_cutoff", "eta_cutoff", "top_a", "tfs",
+)
+"""llama.cpp's default chain (``common/common.h``: penalties; dry; top_n_sigma; top_k;
+typ_p; top_p; min_p; xtc; temperature), the stages it lacks after it."""
+
+STAGE_LABELS = {
+    "sequence_bias": "logit bias",
+    "encoder_repetition_penalty": "encoder rep. penalty",
+    "repetition_penalty": "repetition penalty",
+    "dry": "DRY",
+    "no_repeat_ngram": "no-repeat n-gram",
+    "encoder_no_repeat_ngram": "encoder no-repeat n-gram",
+    "bad_words": "bad words",
+    "min_new_tokens": "min new tokens",
+    "exponential_decay_length_penalty": "length decay",
+    "temperature": "temperature",
+    "quadratic": "quadratic",
+    "top_h": "top-h",
+    "top_k": "top-k",
+    "top_p": "top-p",
+    "min_p": "min-p",
+    "typical_p": "typical-p",
+    "epsilon_cutoff": "epsilon cutoff",
+    "eta_cutoff": "eta cutoff",
+    "top_n_sigma": "top-nσ",
+    "top_a": "top-a",
+    "tfs": "tail-free",
+    "xtc": "XTC",
+    "dynatemp": "dynamic temperature",
+}
+"""Short display names of the stages (and of the processor names reported)."""
+
+
+def _range(name: str, value: float, lo: float, hi: float, *, lo_open=False, hi_open=False, off: str = "") -> None:
+    ok_lo = value > lo if lo_open else value >= lo
+    ok_hi = value < hi if hi_open else value <= hi
+    if not (ok_lo and ok_hi):
+        left, right = "(" if lo_open else "[", ")" if hi_open else "]"
+        raise ValueError(f"{name} must be in {left}{lo}, {hi}{right}{off}, got {value}")
 
 
 @dataclass(frozen=True)
 class DecodingOptions:
     """How the decoder chooses tokens. Immutable; use ``dataclasses.replace`` or ``with_``.
 
-    All probabilities shown to the user are computed after the processors
-    (repetition penalty, no-repeat-ngram, temperature, top-k, top-p) in that order,
-    the order transformers' ``generate()`` applies them.
+    The probabilities shown to the user as "processed" are computed after the sampler
+    chain (``sampler_order``): the penalties for every strategy, temperature and the
+    filters for sampling.
     """
 
-    # "greedy" (argmax), "sample" (multinomial), "beam" (beam search)
+    # "greedy" (argmax), "sample" (multinomial), "beam" (beam search), "diverse_beam"
+    # (Vijayakumar et al. 2016), "contrastive" (Su et al. 2022), "mirostat" (v2, Basu et al. 2021)
     strategy: str = "greedy"
     # logits are divided by this before softmax; > 0. 1.0 = unchanged
     temperature: float = 1.0
-    # keep only the k most probable tokens; 0 = off
+    # keep only the k most probable tokens; 0 = off. Contrastive search: the candidates per step
     top_k: int = 0
     # nucleus: keep the smallest set of tokens whose probability sums to >= top_p; 1.0 = off
     top_p: float = 1.0
+    # keep tokens with p >= min_p * p_max (transformers MinPLogitsWarper); 0 = off
+    min_p: float = 0.0
+    # locally typical sampling mass (Meister et al. 2022); 1.0 = off
+    typical_p: float = 1.0
+    # drop tokens with p < epsilon (Hewitt et al. 2022); 0 = off
+    epsilon_cutoff: float = 0.0
+    # entropy-dependent cutoff min(eta, sqrt(eta) * exp(-H)) (Hewitt et al. 2022); 0 = off
+    eta_cutoff: float = 0.0
+    # top-h: entropy-bounded nucleus (transformers TopHLogitsWarper); 0 = off
+    top_h: float = 0.0
+    # top-nσ: keep logits >= max - n·σ (Tang et al. 2024); 0 = off
+    top_n_sigma: float = 0.0
+    # top-a: keep p >= top_a * p_max² (text-generation-webui); 0 = off
+    top_a: float = 0.0
+    # tail-free sampling z (Phillips 2019); 1.0 = off
+    tfs: float = 1.0
+    # XTC: with this probability, drop every top choice above xtc_threshold but the least likely; 0 = off
+    xtc_probability: float = 0.0
+    xtc_threshold: float = 0.1
+    # dynamic temperature: temperature ± range by normalised entropy ** exponent (llama.cpp); 0 = off
+    dynatemp_range: float = 0.0
+    dynatemp_exponent: float = 1.0
+    # quadratic sampling (text-generation-webui smoothing_factor, smoothing_curve); 0 = off
+    smoothing_factor: float = 0.0
+    smoothing_curve: float = 1.0
     # CTRL-style penalty (Keskar et al. 2019) on tokens already generated; 1.0 = off
     repetition_penalty: float = 1.0
     # forbid repeating any n-gram of this size; 0 = off
     no_repeat_ngram_size: int = 0
-    # beam width for strategy "beam"
+    # DRY: penalty multiplier * base ** (repeat length - allowed length) (llama.cpp); 0 = off
+    dry_multiplier: float = 0.0
+    dry_base: float = 1.75
+    dry_allowed_length: int = 2
+    # translation: penalise (> 1) or favour (< 1) copying source tokens; 1.0 = off
+    encoder_repetition_penalty: float = 1.0
+    # translation: forbid copying any source n-gram of this size; 0 = off
+    encoder_no_repeat_ngram_size: int = 0
+    # words (text) that may not be generated, tokenised with and without a leading space
+    bad_words: tuple[str, ...] = ()
+    # (text, bias) pairs added to the text's last token after its prefix (transformers sequence_bias)
+    logit_bias: tuple[tuple[str, float], ...] = ()
+    # EOS is forbidden until this many tokens were generated; 0 = off
+    min_new_tokens: int = 0
+    # after start tokens, EOS's score grows by decay_factor ** (len - start) - 1; factor 1.0 = off
+    length_decay_start: int = 0
+    length_decay_factor: float = 1.0
+    # beam width for the beam strategies
     num_beams: int = 4
     # beam score = sum log-prob / length ** length_penalty (transformers' convention)
     length_penalty: float = 1.0
+    # diverse beam search: groups (num_beams must divide) and the Hamming diversity penalty
+    num_beam_groups: int = 2
+    diversity_penalty: float = 0.5
+    # contrastive search: (1 - alpha) * p(v) - alpha * max cosine similarity to the context
+    penalty_alpha: float = 0.6
+    # mirostat v2: target surprise tau (bits) and learning rate eta
+    mirostat_tau: float = 5.0
+    mirostat_eta: float = 0.1
+    # the order the chain's stages run in, and the stages switched off
+    sampler_order: tuple[str, ...] = DEFAULT_SAMPLER_ORDER
+    disabled_stages: tuple[str, ...] = ()
     # upper bound on generated tokens (the forced prompt not counted)
     max_new_tokens: int = 128
     # seed for sampling; None = nondeterministic
@@ -46,6 +191,22 @@ class DecodingOptions:
     top_k_report: int = 10
     # report cross-attention (layers, heads, source_len) with each step
     capture_attention: bool = True
+
+    def __post_init__(self) -> None:
+        # settings and JSON give lists: keep the dataclass hashable and comparable
+        object.__setattr__(self, "bad_words", tuple(str(w) for w in self.bad_words))
+        object.__setattr__(self, "logit_bias", tuple((str(t), float(b)) for t, b in self.logit_bias))
+        object.__setattr__(self, "sampler_order", tuple(self.sampler_order))
+        object.__setattr__(self, "disabled_stages", tuple(self.disabled_stages))
+
+    @property
+    def is_sampling(self) -> bool:
+        """Whether the warpers (temperature, filters) apply: sampling strategies only."""
+        return self.strategy in SAMPLING_STRATEGIES
+
+    def stage_enabled(self, stage: str) -> bool:
+        """Whether ``stage`` is switched on in the chain (its value may still be "off")."""
+        return stage in self.sampler_order and stage not in self.disabled_stages
 
     def validate(self) -> "DecodingOptions":
         """Check the options; return ``self`` so calls chain.
@@ -65,6 +226,25 @@ class DecodingOptions:
             raise ValueError(f"top_k must be >= 0 (0 = off), got {self.top_k}")
         if not 0.0 < self.top_p <= 1.0:
             raise ValueError(f"top_p must be in (0, 1] (1 = off), got {self.top_p}")
+        _range("min_p", self.min_p, 0.0, 1.0, off=" (0 = off)")
+        _range("typical_p", self.typical_p, 0.0, 1.0, lo_open=True, off=" (1 = off)")
+        _range("epsilon_cutoff", self.epsilon_cutoff, 0.0, 1.0, hi_open=True, off=" (0 = off)")
+        _range("eta_cutoff", self.eta_cutoff, 0.0, 1.0, hi_open=True, off=" (0 = off)")
+        _range("top_h", self.top_h, 0.0, 1.0, off=" (0 = off)")
+        _range("top_n_sigma", self.top_n_sigma, 0.0, 100.0, off=" (0 = off)")
+        _range("top_a", self.top_a, 0.0, 1.0, off=" (0 = off)")
+        _range("tfs", self.tfs, 0.0, 1.0, lo_open=True, off=" (1 = off)")
+        _range("xtc_probability", self.xtc_probability, 0.0, 1.0, off=" (0 = off)")
+        _range("xtc_threshold", self.xtc_threshold, 0.0, 0.5, lo_open=True)
+        _range("dynatemp_range", self.dynatemp_range, 0.0, 10.0, off=" (0 = off)")
+        _range("dynatemp_exponent", self.dynatemp_exponent, 0.0, 10.0, lo_open=True)
+        if self.dynatemp_range >= self.temperature and self.dynatemp_range > 0:
+            raise ValueError(
+                f"dynatemp_range ({self.dynatemp_range}) must be smaller than the temperature "
+                f"({self.temperature}): the lowest temperature is temperature - range"
+            )
+        _range("smoothing_factor", self.smoothing_factor, 0.0, 100.0, off=" (0 = off)")
+        _range("smoothing_curve", self.smoothing_curve, 1.0, 10.0)
         if not self.repetition_penalty > 0:
             raise ValueError(
                 f"repetition_penalty must be > 0 (1 = off), got {self.repetition_penalty}"
@@ -73,8 +253,53 @@ class DecodingOptions:
             raise ValueError(
                 f"no_repeat_ngram_size must be >= 0 (0 = off), got {self.no_repeat_ngram_size}"
             )
+        _range("dry_multiplier", self.dry_multiplier, 0.0, 100.0, off=" (0 = off)")
+        _range("dry_base", self.dry_base, 1.0, 10.0, lo_open=True)
+        if self.dry_allowed_length < 1:
+            raise ValueError(f"dry_allowed_length must be >= 1, got {self.dry_allowed_length}")
+        if not self.encoder_repetition_penalty > 0:
+            raise ValueError(
+                f"encoder_repetition_penalty must be > 0 (1 = off), got {self.encoder_repetition_penalty}"
+            )
+        if self.encoder_no_repeat_ngram_size < 0:
+            raise ValueError(
+                f"encoder_no_repeat_ngram_size must be >= 0 (0 = off), got {self.encoder_no_repeat_ngram_size}"
+            )
+        if any(not w.strip() for w in self.bad_words):
+            raise ValueError("bad_words must be non-empty words; remove the empty entry")
+        for text, bias in self.logit_bias:
+            if not text.strip():
+                raise ValueError(f"logit_bias needs a non-empty text for bias {bias}")
+            _range(f"logit_bias for {text!r}", bias, -100.0, 100.0)
+        if self.min_new_tokens < 0:
+            raise ValueError(f"min_new_tokens must be >= 0 (0 = off), got {self.min_new_tokens}")
+        if self.length_decay_start < 0:
+            raise ValueError(f"length_decay_start must be >= 0, got {self.length_decay_start}")
+        _range("length_decay_factor", self.length_decay_factor, 1.0, 10.0, off=" (1 = off)")
         if self.num_beams < 1:
             raise ValueError(f"num_beams must be >= 1, got {self.num_beams}")
+        if self.strategy == "diverse_beam":
+            if self.num_beam_groups < 2:
+                raise ValueError(f"num_beam_groups must be >= 2 for diverse beam search, got {self.num_beam_groups}")
+            if self.num_beams % self.num_beam_groups:
+                raise ValueError(
+                    f"num_beams ({self.num_beams}) must be a multiple of num_beam_groups "
+                    f"({self.num_beam_groups}), e.g. {self.num_beam_groups * max(1, self.num_beams // self.num_beam_groups)}"
+                )
+        if self.diversity_penalty < 0:
+            raise ValueError(f"diversity_penalty must be >= 0, got {self.diversity_penalty}")
+        _range("penalty_alpha", self.penalty_alpha, 0.0, 1.0)
+        if self.strategy == "contrastive" and self.top_k < 1:
+            raise ValueError("contrastive search needs top_k >= 1 candidates per step (e.g. 4)")
+        if not self.mirostat_tau > 0:
+            raise ValueError(f"mirostat_tau must be > 0 (bits), got {self.mirostat_tau}")
+        _range("mirostat_eta", self.mirostat_eta, 0.0, 1.0, lo_open=True)
+        for what, names in (("sampler_order", self.sampler_order), ("disabled_stages", self.disabled_stages)):
+            unknown = [n for n in names if n not in STAGES]
+            if unknown:
+                raise ValueError(f"{what}: unknown stage(s) {', '.join(unknown)}; known: {', '.join(STAGES)}")
+            if len(set(names)) != len(names):
+                raise ValueError(f"{what} names a stage twice: {', '.join(names)}")
         if self.max_new_tokens < 1:
             raise ValueError(f"max_new_tokens must be >= 1, got {self.max_new_tokens}")
         if self.top_k_report < 1:
@@ -91,6 +316,16 @@ class DecodingOptions:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "DecodingOptions":
-        """Build from a dict, ignoring unknown keys (settings from older versions)."""
+        """Build from a dict, ignoring unknown keys (settings from older versions).
+
+        A saved ``sampler_order`` that lacks stages added since gets them appended in
+        their default places' order, so new stages are never lost.
+        """
         known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
+        if "sampler_order" in known:
+            order = [s for s in known["sampler_order"] if s in STAGES]
+            order += [s for s in STAGES if s not in order]
+            known["sampler_order"] = tuple(order)
+        if "disabled_stages" in known:
+            known["disabled_stages"] = tuple(s for s in known["disabled_stages"] if s in STAGES)
         return cls(**known).validate()

@@ -112,6 +112,11 @@ class Backend(Protocol):
         """Text of a token sequence, special tokens skipped."""
         ...
 
+    def tokenize(self, text: str) -> list[int]:
+        """Token ids of ``text`` as the decoder would write it, no special tokens (for
+        bad words and logit bias). ``" cat"`` and ``"cat"`` may differ."""
+        ...
+
 
 def main_input(model_inputs: Mapping[str, Any] | Any, key: str) -> Any:
     """``model_inputs[key]``: the one input of a backend that takes a single tensor.

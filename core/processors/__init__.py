@@ -12,10 +12,11 @@ to new scores of the same shape, never modifying ``scores`` in place. For the sa
 settings they give the same numbers as transformers' processors and warpers
 (``tests/core/test_processors.py`` checks this).
 
-Filtered-out tokens get ``-inf``. ``build_processors`` returns them in the order
-transformers' ``generate()`` applies them: repetition penalty, no-repeat-n-gram,
-suppress tokens, begin-suppress tokens, then the sampling warpers temperature,
-top-k, top-p.
+Filtered-out tokens get ``-inf``. ``build_processors`` returns the model's hard rules,
+then the sampler chain in the user's order (``core.processors.chain``; the default
+order is transformers' ``generate()`` order). The processors live by kind in
+``rules.py``, ``penalties.py``, ``constraints.py``, ``warpers.py`` and
+``llama_samplers.py``; each has a ``name``: its stage in the chain.
 """
 
 from __future__ import annotations
@@ -31,9 +32,11 @@ from core.options import DecodingOptions
 from core.processors.penalties import NoRepeatNGram, RepetitionPenalty
 from core.processors.rules import HARD_RULES, BeginSuppressTokens, SuppressTokens
 from core.processors.warpers import NEG_INF, Temperature, TopK, TopP
+from core.processors.chain import ChainContext, chain_stages, rules_for
 
 __all__ = ["NEG_INF", "NoRepeatNGram", "RepetitionPenalty", "SuppressTokens", "BeginSuppressTokens",
-           "Temperature", "TopK", "TopP", "ProcessorList", "build_processors", "split_hard_rules"]
+           "Temperature", "TopK", "TopP", "ProcessorList", "build_processors", "split_hard_rules",
+           "ChainContext", "chain_stages"]
 
 
 class LogitsProcessor(Protocol):
@@ -73,39 +76,32 @@ def stage_name(processor: LogitsProcessor) -> str:
     return getattr(processor, "name", type(processor).__name__)
 
 
-def build_processors(options: DecodingOptions, prompt: DecoderPrompt, prompt_len: int) -> ProcessorList:
-    """The processors for ``options`` in the order transformers' ``generate()`` applies them.
+def build_processors(
+    options: DecodingOptions, prompt: DecoderPrompt, prompt_len: int, context: ChainContext | None = None
+) -> ProcessorList:
+    """The model's hard rules, then the sampler chain (``core.processors.chain``).
 
     Args:
         options: decoding options (validated by the caller).
-        prompt: gives the hard rules (suppress / begin-suppress tokens).
+        prompt: gives the hard rules (suppress / begin-suppress tokens) and the EOS id.
         prompt_len: number of forced prompt tokens; the begin-suppress rule fires when
             ``input_ids`` has exactly this length (the first free step).
+        context: the tokenizer and source ids some stages need.
 
     Returns:
-        ``[RepetitionPenalty?, NoRepeatNGram?, SuppressTokens?, BeginSuppressTokens?,
-        Temperature?, TopK?, TopP?]`` — processors that would be no-ops are left out.
-        The warpers (temperature, top-k, top-p) apply to sampling only: greedy and beam
-        search are deterministic (transformers' ``do_sample=False``, whose
-        ``_get_logits_processor`` adds no warper), so their probabilities are never
-        touched by a temperature or filter the user set for sampling.
+        The hard rules followed by the chain's processors in ``options.sampler_order``;
+        stages that are off or do not apply to the strategy are left out. The warpers
+        (temperature and every filter) apply to sampling only: greedy and beam search
+        are deterministic (transformers' ``do_sample=False`` adds no warper), so their
+        probabilities are never touched by a temperature the user set for sampling.
+        With the default order and the hard rules placed where transformers puts them,
+        the scores are the same (the rules only write -inf, which every stage keeps).
+
+    Raises:
+        ValueError: a stage that cannot apply here (see ``chain_stages``).
     """
-    processors = ProcessorList()
-    if options.repetition_penalty != 1.0:
-        processors.append(RepetitionPenalty(options.repetition_penalty))
-    if options.no_repeat_ngram_size > 0:
-        processors.append(NoRepeatNGram(options.no_repeat_ngram_size))
-    if prompt.suppress_tokens:
-        processors.append(SuppressTokens(prompt.suppress_tokens))
-    if prompt.begin_suppress_tokens:
-        processors.append(BeginSuppressTokens(prompt.begin_suppress_tokens, prompt_len))
-    if options.strategy == "sample":
-        if options.temperature != 1.0:
-            processors.append(Temperature(options.temperature))
-        if options.top_k > 0:
-            processors.append(TopK(options.top_k))
-        if options.top_p < 1.0:
-            processors.append(TopP(options.top_p))
+    processors = ProcessorList(rules_for(prompt, prompt_len))
+    processors.extend(p for _, p in chain_stages(options, prompt, prompt_len, context))
     return processors
 
 

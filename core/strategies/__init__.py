@@ -12,8 +12,9 @@ reordering of the KV cache, and whether decoding is finished.
     Strategy.finalize()                                       -> Result
 
 Each strategy takes only its own parameters (``GreedySearch()``, ``Sampling(seed)``,
-``BeamSearch(num_beams, length_penalty)``) and sees tensors only, never a model
-(DESIGN.md layering).
+``BeamSearch(num_beams, length_penalty)``, ``DiverseBeamSearch(...)``,
+``ContrastiveSearch(top_k, penalty_alpha)``, ``Mirostat(tau, eta, seed)``) and sees tensors
+only, never a model (DESIGN.md layering).
 """
 
 from __future__ import annotations
@@ -100,21 +101,38 @@ class Strategy(Protocol):
 
 
 def make_strategy(options: DecodingOptions) -> Strategy:
-    """The strategy object for ``options.strategy``.
+    """The strategy object for ``options.strategy``, given only its own parameters.
 
     ``"beam"`` with ``num_beams == 1`` is greedy search, as in transformers' ``generate()``.
 
     Raises:
-        ValueError: for an unknown strategy name.
+        ValueError: for an unknown strategy name or parameters the strategy rejects.
     """
-    from core.strategies.beam import BeamSearch
-    from core.strategies.greedy import GreedySearch
-    from core.strategies.sampling import Sampling
+    name = options.strategy
+    if name == "greedy" or (name == "beam" and options.num_beams == 1):
+        from core.strategies.greedy import GreedySearch
 
-    if options.strategy == "greedy" or (options.strategy == "beam" and options.num_beams == 1):
         return GreedySearch()
-    if options.strategy == "sample":
+    if name == "sample":
+        from core.strategies.sampling import Sampling
+
         return Sampling(options.seed)
-    if options.strategy == "beam":
+    if name == "beam":
+        from core.strategies.beam import BeamSearch
+
         return BeamSearch(options.num_beams, options.length_penalty)
-    raise ValueError(f"unknown strategy {options.strategy!r}; use greedy, sample or beam")
+    if name == "diverse_beam":
+        from core.strategies.diverse_beam import DiverseBeamSearch
+
+        return DiverseBeamSearch(
+            options.num_beams, options.num_beam_groups, options.diversity_penalty, options.length_penalty
+        )
+    if name == "contrastive":
+        from core.strategies.contrastive import ContrastiveSearch
+
+        return ContrastiveSearch(options.top_k, options.penalty_alpha)
+    if name == "mirostat":
+        from core.strategies.mirostat import Mirostat
+
+        return Mirostat(options.mirostat_tau, options.mirostat_eta, options.seed)
+    raise ValueError(f"unknown strategy {name!r}; use one of greedy, sample, beam, diverse_beam, contrastive, mirostat")
