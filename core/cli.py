@@ -9,7 +9,10 @@ opens the window when no command is given and hands the commands below to :func:
 Prints the text, or with ``--json`` a trace::
 
     {"task", "model", "options", "text",
-     "tokens": [{"id", "text", "prob", "topk": [{"id", "text", "prob"}]}],
+     "tokens": [{"id", "text", "prob", "raw_prob", "entropy", "rank", "segment",
+                 "topk": [{"id", "text", "prob"}],
+                 "stages": [{"name", "kept", "mass"}],      # the sampler chain, in order
+                 "mu"?}],                                    # mirostat only
      "timing": {"load_s", "encode_s", "decode_s", "tokens_per_s", "rtf"}}
 
 (``"cross_attention"`` per token with ``--attention``: layers x heads x source_len,
@@ -26,54 +29,12 @@ from typing import Iterable, Sequence
 
 from core import catalog
 from core.events import Event, Finished, StepEvent
-from core.options import STRATEGIES, DecodingOptions
+from core.cli_options import add_decoding_arguments, options_from_args
+from core.options import DecodingOptions
 
 
 class CLIError(Exception):
     """An error to report as one line, exit status 1."""
-
-
-def add_decoding_arguments(p: argparse.ArgumentParser) -> None:
-    """The decoding options shared by every subcommand."""
-    d = DecodingOptions()
-    g = p.add_argument_group("decoding options")
-    g.add_argument("--strategy", choices=STRATEGIES, default=d.strategy)
-    g.add_argument("--temperature", type=float, default=d.temperature)
-    g.add_argument("--top-k", type=int, default=d.top_k, help="0 = off")
-    g.add_argument("--top-p", type=float, default=d.top_p, help="1.0 = off")
-    g.add_argument("--beams", type=int, default=d.num_beams, help="beam width for --strategy beam")
-    g.add_argument("--length-penalty", type=float, default=d.length_penalty)
-    g.add_argument("--repetition-penalty", type=float, default=d.repetition_penalty, help="1.0 = off")
-    g.add_argument("--no-repeat-ngram", type=int, default=d.no_repeat_ngram_size, help="0 = off")
-    g.add_argument("--seed", type=int, default=d.seed)
-    g.add_argument("--max-new-tokens", type=int, default=d.max_new_tokens)
-    g.add_argument("--top-k-report", type=int, default=d.top_k_report, help="alternatives per token in --json")
-    g.add_argument("--json", action="store_true", help="print a JSON trace instead of the text")
-    g.add_argument(
-        "--attention",
-        nargs="?",
-        const="mean",
-        choices=("mean", "full"),
-        help="add cross-attention to the JSON trace (mean over layers and heads, or full)",
-    )
-
-
-def options_from_args(args: argparse.Namespace) -> DecodingOptions:
-    """DecodingOptions from parsed arguments; ValueError on impossible values."""
-    return DecodingOptions(
-        strategy=args.strategy,
-        temperature=args.temperature,
-        top_k=args.top_k,
-        top_p=args.top_p,
-        num_beams=args.beams,
-        length_penalty=args.length_penalty,
-        repetition_penalty=args.repetition_penalty,
-        no_repeat_ngram_size=args.no_repeat_ngram,
-        seed=args.seed,
-        max_new_tokens=args.max_new_tokens,
-        top_k_report=args.top_k_report,
-        capture_attention=bool(args.attention),
-    ).validate()
 
 
 def trace(task: str, model: str, options: DecodingOptions, events: Iterable[Event], attention: str | None) -> dict:
@@ -89,8 +50,12 @@ def trace(task: str, model: str, options: DecodingOptions, events: Iterable[Even
                 "raw_prob": round(ev.raw_prob, 6),
                 "entropy": round(ev.entropy, 6),
                 "segment": ev.segment,
+                "rank": ev.rank,
                 "topk": [{"id": t.id, "text": t.text, "prob": round(t.prob, 6)} for t in ev.topk],
+                "stages": [{"name": s.name, "kept": s.kept, "mass": round(s.mass, 6)} for s in ev.stages],
             }
+            if ev.mu is not None:
+                tok["mu"] = round(ev.mu, 6)
             if attention and ev.cross_attention is not None:
                 a = ev.cross_attention
                 tok["cross_attention"] = (a.mean(axis=(0, 1)) if attention == "mean" else a).round(5).tolist()
@@ -217,8 +182,16 @@ def version() -> str:
         return "unknown"
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse with a one-line usage error: the option list is too long to print on
+    every typo, so the line says where the help is."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = _Parser(
         prog="decoding-explorer",
         description="Watch encoder-decoder models decode. With no command, decoding-explorer opens the window.",
     )

@@ -208,6 +208,37 @@ class DecodingOptions:
         """Whether ``stage`` is switched on in the chain (its value may still be "off")."""
         return stage in self.sampler_order and stage not in self.disabled_stages
 
+    def stage_is_set(self, stage: str) -> bool:
+        """Whether ``stage``'s value is something other than its "off" value (whether or
+        not the stage is switched on in the chain and applies to the strategy)."""
+        values = {
+            "sequence_bias": bool(self.logit_bias),
+            "encoder_repetition_penalty": self.encoder_repetition_penalty != 1.0,
+            "repetition_penalty": self.repetition_penalty != 1.0,
+            "dry": self.dry_multiplier > 0,
+            "no_repeat_ngram": self.no_repeat_ngram_size > 0,
+            "encoder_no_repeat_ngram": self.encoder_no_repeat_ngram_size > 0,
+            "bad_words": bool(self.bad_words),
+            "min_new_tokens": self.min_new_tokens > 0,
+            "exponential_decay_length_penalty": self.length_decay_factor != 1.0,
+            "temperature": self.temperature != 1.0 or self.dynatemp_range > 0,
+            "quadratic": self.smoothing_factor > 0,
+            "top_h": self.top_h > 0,
+            "top_k": self.top_k > 0,
+            "top_p": self.top_p < 1.0,
+            "min_p": self.min_p > 0,
+            "typical_p": self.typical_p < 1.0,
+            "epsilon_cutoff": self.epsilon_cutoff > 0,
+            "eta_cutoff": self.eta_cutoff > 0,
+            "top_n_sigma": self.top_n_sigma > 0,
+            "top_a": self.top_a > 0,
+            "tfs": self.tfs < 1.0,
+            "xtc": self.xtc_probability > 0,
+        }
+        if stage not in values:
+            raise ValueError(f"unknown stage {stage!r}; known: {', '.join(STAGES)}")
+        return values[stage]
+
     def validate(self) -> "DecodingOptions":
         """Check the options; return ``self`` so calls chain.
 
@@ -284,7 +315,7 @@ class DecodingOptions:
             if self.num_beams % self.num_beam_groups:
                 raise ValueError(
                     f"num_beams ({self.num_beams}) must be a multiple of num_beam_groups "
-                    f"({self.num_beam_groups}), e.g. {self.num_beam_groups * max(1, self.num_beams // self.num_beam_groups)}"
+                    f"({self.num_beam_groups}), e.g. {self.num_beam_groups * -(-self.num_beams // self.num_beam_groups)}"
                 )
         if self.diversity_penalty < 0:
             raise ValueError(f"diversity_penalty must be >= 0, got {self.diversity_penalty}")

@@ -217,7 +217,7 @@ class StepReporter:
             reports.append(StageReport(
                 name=name,
                 kept=int(kept.sum()),
-                mass=float(before[kept].sum()),
+                mass=min(1.0, float(before[kept].double().sum())),
                 probs=after[index].float().numpy().copy(),
             ))
         raw_sel = raw[index].tolist()

@@ -20,6 +20,8 @@ class RepetitionPenalty:
         ValueError: if ``penalty`` <= 0.
     """
 
+    name = "repetition_penalty"
+
     def __init__(self, penalty: float):
         if not penalty > 0:
             raise ValueError(f"repetition penalty must be > 0 (1 = off), got {penalty}")
@@ -41,6 +43,8 @@ class NoRepeatNGram:
     Raises:
         ValueError: if ``ngram_size`` < 1.
     """
+
+    name = "no_repeat_ngram"
 
     def __init__(self, ngram_size: int):
         if not isinstance(ngram_size, int) or ngram_size < 1:
