@@ -93,7 +93,7 @@ def add_decoding_arguments(p: argparse.ArgumentParser) -> None:
     q.add_argument("--dry-base", type=float, default=d.dry_base)
     q.add_argument("--dry-allowed-length", type=int, default=d.dry_allowed_length)
     q.add_argument("--encoder-repetition-penalty", type=float, default=d.encoder_repetition_penalty,
-                   help="translate: > 1 discourages copying source tokens; 1.0 = off")
+                   help="translate: > 1 favours source tokens (hallucination penalty), < 1 avoids them; 1.0 = off")
     q.add_argument("--encoder-no-repeat-ngram", type=int, default=d.encoder_no_repeat_ngram_size,
                    help="translate: forbid copying source n-grams of this size; 0 = off")
     q.add_argument("--bad-words", nargs="+", default=[], metavar="W", help="words never to write")

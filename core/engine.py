@@ -73,7 +73,7 @@ class Engine:
             raise ValueError("the decoder prompt is empty; give at least the decoder start token")
         max_new = min(options.max_new_tokens, prompt.max_new_tokens or options.max_new_tokens)
         # hard rules (suppressed tokens) shape the raw distribution too; the rest only the processed one
-        context = ChainContext(tokenize=self.backend.tokenize, encoder_input_ids=encoded.extras.get("source_ids"))
+        context = ChainContext(tokenize=self.backend.tokenize, encoder_input_ids=_source_ids(encoded, prompt))
         rules, processors = split_hard_rules(build_processors(options, prompt, len(prompt.prompt_ids), context))
         strategy = make_strategy(options)
         report = StepReporter(
@@ -127,6 +127,19 @@ class Engine:
             cancelled=cancelled,
             reason="cancelled" if cancelled else result.reason,
         )
+
+
+def _source_ids(encoded: EncoderOutput, prompt: DecoderPrompt) -> torch.Tensor | None:
+    """The source token ids for the encoder stages of the chain, int64 (1, n), or None.
+
+    The EOS id is left out: with it, the encoder no-repeat n-gram of size 1 would forbid
+    ending (the source ends with EOS) and the encoder repetition penalty would push EOS.
+    """
+    ids = encoded.extras.get("source_ids")
+    if ids is None:
+        return None
+    ids = torch.as_tensor(ids).reshape(1, -1)
+    return ids[ids != prompt.eos_token_id].reshape(1, -1)
 
 
 class EncoderCache:

@@ -155,7 +155,8 @@ class DecodingOptions:
     dry_multiplier: float = 0.0
     dry_base: float = 1.75
     dry_allowed_length: int = 2
-    # translation: penalise (> 1) or favour (< 1) copying source tokens; 1.0 = off
+    # translation: > 1 favours tokens of the source (a hallucination penalty), < 1 avoids them;
+    # transformers' EncoderRepetitionPenaltyLogitsProcessor convention; 1.0 = off
     encoder_repetition_penalty: float = 1.0
     # translation: forbid copying any source n-gram of this size; 0 = off
     encoder_no_repeat_ngram_size: int = 0
