@@ -20,6 +20,7 @@ from PySide6.QtWidgets import QComboBox, QFileDialog, QPushButton, QWidget
 
 from core.options import DecodingOptions
 
+from ..widgets.options_panel import ENCODER_STAGES, NO_SOURCE_IDS
 from .run import RunTab
 
 #: the bundled sample inputs (audio, images, text) that the Sample buttons open
@@ -62,6 +63,9 @@ class DecodeTab(RunTab):
     bundled_models: tuple[str, ...] = ()
     default_model = ""
     empty_model_message = "Enter a model name, a transformers model id or a local folder."
+    #: what the encoder reads; None when the source has token ids (translation), which the
+    #: encoder stages of the sampler chain need (elsewhere they are disabled, saying why)
+    encoder_reads: str | None = "its input"
 
     def __init__(self, parent: QWidget | None = None) -> None:
         self.model_combo: QComboBox | None = None
@@ -70,6 +74,9 @@ class DecodeTab(RunTab):
         self.sample_button: QPushButton | None = None
         super().__init__(parent)
         self.setAcceptDrops(True)  # files dropped anywhere on the tab (dropEvent)
+        if self.encoder_reads is not None:
+            why = NO_SOURCE_IDS.format(what=self.encoder_reads)
+            self.options_panel.setUnavailableStages({s: why for s in ENCODER_STAGES})
 
     # ------------------------------------------------------------ widgets
     def make_model_picker(self, tooltip: str, min_chars: int = 16, fit_contents: bool = False) -> None:
@@ -216,7 +223,13 @@ class DecodeTab(RunTab):
     def save_settings(self, s: QSettings) -> None:
         """Store the tab's choices (options, splitter sizes, the picked model); subclasses extend."""
         key = self.settings_key
-        s.setValue(f"{key}/options", self.options_panel.options().to_dict())
+        panel = self.options_panel
+        try:
+            s.setValue(f"{key}/options", panel.options().to_dict())
+        except ValueError:  # an invalid combination on screen: keep the last valid one
+            s.setValue(f"{key}/options", panel.last_valid_options().to_dict())
+        s.setValue(f"{key}/preset", panel.presetName())
+        s.setValue(f"{key}/option_sections", ",".join(panel.expandedSections()))
         for name, splitter in zip(("top_splitter", "bottom_splitter", "main_splitter"), self.splitters()):
             s.setValue(f"{key}/{name}", splitter.saveState())
         if self.model_combo is not None:
@@ -232,6 +245,12 @@ class DecodeTab(RunTab):
                 self.options_panel.setOptions(DecodingOptions.from_dict(_coerce(data)))
             except (TypeError, ValueError):
                 pass
+        preset = s.value(f"{key}/preset")
+        if isinstance(preset, str) and preset:
+            self.options_panel.setPreset(preset, apply=False)  # compare with it; the options stay
+        sections = s.value(f"{key}/option_sections")
+        if isinstance(sections, str):
+            self.options_panel.setExpandedSections(n for n in sections.split(",") if n)
         for name, splitter in zip(("top_splitter", "bottom_splitter", "main_splitter"), self.splitters()):
             state = s.value(f"{key}/{name}")
             if state is None:

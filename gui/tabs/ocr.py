@@ -94,6 +94,7 @@ class OCRTab(DecodeTab):
     sample_missing = "No sample image found: put a PNG into {folder}."
     bundled_models, default_model = (OCR_BUNDLED,), OCR_DEFAULT
     empty_model_message = "Enter a model: 'bundled', a transformers TrOCR model id or a local folder."
+    encoder_reads = "an image, not tokens"
 
     def __init__(self, parent: QWidget | None = None) -> None:
         self.image: Any = None  # PIL.Image.Image (RGB) being read

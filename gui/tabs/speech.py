@@ -107,6 +107,7 @@ class SpeechTab(DecodeTab):
     sample_missing = "No sample clip found: put a .wav file into {folder}."
     bundled_models, default_model = BUNDLED, DEFAULT_MODEL
     empty_model_message = "Enter a model name (e.g. base, tiny.en), a transformers model id or a local folder."
+    encoder_reads = "audio (log-mel frames), not tokens"
 
     def __init__(self, parent: QWidget | None = None) -> None:
         self.audio: np.ndarray | None = None

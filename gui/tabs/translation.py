@@ -85,6 +85,7 @@ class TranslationTab(DecodeTab):
     sample_missing = "No sample text found: put a .txt file into {folder}."
     bundled_models, default_model = BUNDLED, DEFAULT_MODEL
     empty_model_message = "Enter a direction (en → pt, pt → en), a transformers model id or a local folder."
+    encoder_reads = None  # the source text has token ids: the encoder stages of the chain apply
 
     def __init__(self, parent: QWidget | None = None) -> None:
         self._analysed: tuple | None = None  # ((model id, text), chunks, source tokens)
