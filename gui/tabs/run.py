@@ -3,11 +3,15 @@
 ::
 
     ┌ input area (subclass) ──────────┬ options panel ─────────┐
-    ├ token stream ───────────────────┴────────────────────────┤
-    ├ top-k at the selected step ─────┬ cross-attention ───────┤
+    ├ token stream (strip: entropy, varentropy, kept, μ) ──────┤
+    ├ top-k | chain stages ───────────┬ cross-attention ───────┤
 
-(``QSplitter``s; sizes persist.) A subclass supplies the input area, how to load its
-model and how to decode its input; this class runs both in worker threads
+(``QSplitter``s; sizes persist.) The step strip sits above the token chips; the selected
+step's distribution is shown as the top-k chart or, per stage of the sampler chain, as
+the stage view (``StepInspector``), with "Sample ×N" over the chart.
+
+A subclass supplies the input area, how to load its model and how to decode its input;
+this class runs both in worker threads
 (``gui.worker.start_worker``), keeps the run's steps in a :class:`~gui.run_state.RunState`,
 feeds the events to the views at most once per frame, re-decodes when an option changes
 (cancelling the running decode first), and reports errors inline (a banner at the top
@@ -19,6 +23,7 @@ samples, Open…, drops, settings).
 
 from __future__ import annotations
 
+import math
 import time
 from collections import deque
 from typing import Any, Callable, Iterator
@@ -33,6 +38,8 @@ from ..run_state import RunState
 from ..widgets.attention_heatmap import AttentionHeatmap
 from ..widgets.error_banner import ErrorBanner
 from ..widgets.options_panel import OptionsPanel
+from ..widgets.stage_view import StageView, StepInspector
+from ..widgets.step_strip import STRIP_HEIGHT, StepStrip
 from ..widgets.token_stream import TokenStreamView
 from ..widgets.topk_chart import TopKChart
 from ..worker import WorkerHandle, start_worker
@@ -134,13 +141,19 @@ class RunTab(QWidget):
         self.banner = ErrorBanner()
         self.options_panel = OptionsPanel()
         self.stream = TokenStreamView()
+        self.strip = StepStrip()
+        self.stream.set_strip(self.strip)
         self.topk = TopKChart()
+        self.stages = StageView()
+        self.inspector = StepInspector(self.topk, self.stages)
         self.heatmap = AttentionHeatmap()
         self.input_area = self.build_input()
         self._build_layout()
 
         self.options_panel.optionsChanged.connect(self._options_changed)
         self.stream.stepSelected.connect(self.select_step)
+        self.strip.stepSelected.connect(self.select_step)
+        self.stream.cleared.connect(self.strip.clear)
         self.heatmap.stepSelected.connect(self.select_step)
         self.configure_heatmap()
 
@@ -152,7 +165,7 @@ class RunTab(QWidget):
         self.top_splitter.setStretchFactor(0, 3)
         self.top_splitter.setStretchFactor(1, 2)
         self.bottom_splitter = QSplitter(Qt.Orientation.Horizontal)
-        self.bottom_splitter.addWidget(self.topk)
+        self.bottom_splitter.addWidget(self.inspector)
         self.bottom_splitter.addWidget(self.heatmap)
         self.bottom_splitter.setStretchFactor(0, 2)
         self.bottom_splitter.setStretchFactor(1, 3)
@@ -165,8 +178,12 @@ class RunTab(QWidget):
         self.main_splitter.setStretchFactor(2, 3)
         for s in self.splitters():
             s.setChildrenCollapsible(False)
-        # defaults for a 1400 x 900 window (restore_settings replaces them)
-        self.main_splitter.setSizes(list(self.main_splitter_sizes))
+        # defaults for a 1400 x 900 window (restore_settings replaces them). The token stream
+        # pane gets room for the step strip above its chips (the strip shrinks before the chips
+        # do), taken from the other two panes, with a margin: a 1280 x 800 window scales the
+        # panes to ~0.86 of these sizes
+        room = self.stream.minimumSizeHint().height() + STRIP_HEIGHT
+        self.main_splitter.setSizes(pane_at_least(list(self.main_splitter_sizes), 1, math.ceil(room / 0.85)))
         self.top_splitter.setSizes([800, 560])
         self.bottom_splitter.setSizes([520, 840])
 
@@ -336,6 +353,7 @@ class RunTab(QWidget):
         self._t_first = time.perf_counter()
         self._n_live = 0
         self.topk.set_step(None)
+        self.inspector.set_seed(options.seed)
         self.progress = None
         self.busyChanged.emit(True, "Decoding…")
         try:
@@ -423,8 +441,8 @@ class RunTab(QWidget):
 
     def flush_views(self) -> None:
         """Show the StepEvents (and the latest beams) that arrived since the last frame:
-        one batch for the token stream and the heatmap, the top-k of the newest (or the
-        selected) step, one statistics update."""
+        one batch for the token stream, the step strip and the heatmap, the top-k (and chain
+        stages) of the newest (or the selected) step, one statistics update."""
         self._flush_timer.stop()
         queue, self._view_queue = self._view_queue, []
         beams, self._pending_beams = self._pending_beams, None
@@ -456,12 +474,14 @@ class RunTab(QWidget):
         elif any(isinstance(ev, StepEvent) and ev.step == sel for ev in queue):
             self.topk.set_step(self.run.step(sel))
             self.stream.select_step(sel)
+            self.strip.select_step(sel)
             self.heatmap.select_step(sel)
         self.statsChanged.emit(self._stats_dict(None))
 
     def _show_steps(self, batch: list[StepEvent]) -> None:
         if batch:
             self.stream.append_steps(batch)
+            self.strip.append_steps(batch)
             self.heatmap.append_steps(batch)
 
     def _decode_finished(self, handle: WorkerHandle) -> None:
@@ -490,9 +510,11 @@ class RunTab(QWidget):
 
     # ------------------------------------------------------------ selection
     def select_step(self, step: int) -> None:
-        """Show ``step`` in the top-k chart, outline it in the stream and the heatmap."""
+        """Show ``step`` in the top-k chart and the stage view, outline it in the stream, the
+        strip and the heatmap."""
         self.run.select(step)
         self.stream.select_step(step)
+        self.strip.select_step(step)
         self.heatmap.select_step(step)
         self.topk.set_step(self.run.step(step))
 
@@ -504,6 +526,7 @@ class RunTab(QWidget):
         """Drop the token selection: the views follow the newest token again."""
         self.run.select(None)
         self.stream.select_step(None)
+        self.strip.select_step(None)
         self.heatmap.select_step(None)
         self.topk.set_step(self.run.step(self.run.latest()))
 
@@ -576,6 +599,21 @@ class RunTab(QWidget):
             dt = time.perf_counter() - self._t_first
             d.update(ms_per_token=1000.0 * dt / self._n_live, tokens_per_s=self._n_live / dt if dt > 0 else None)
         return d
+
+
+def pane_at_least(sizes: list[int], i: int, need: int) -> list[int]:
+    """``sizes`` (splitter pane heights) with pane ``i`` grown to ``need`` pixels, the other
+    panes giving up the difference in proportion to their sizes (the total stays)."""
+    deficit = need - sizes[i]
+    others = [j for j in range(len(sizes)) if j != i]
+    pool = sum(sizes[j] for j in others)
+    if deficit <= 0 or pool <= 0:
+        return list(sizes)
+    out = list(sizes)
+    out[i] = need
+    for j in others:
+        out[j] = max(1, sizes[j] - round(deficit * sizes[j] / pool))
+    return out
 
 
 def _active(handle: WorkerHandle | None) -> bool:

@@ -1,4 +1,7 @@
-"""The emitted tokens as chips, each tinted by its probability (viridis, levels 0..1).
+"""The emitted tokens as chips, each tinted (viridis, fixed levels) by its probability, by
+its rank bucket in the raw distribution (top-1 / top-10 / top-100 / beyond, as GLTR does) or
+by the raw distribution's entropy; a combo box in the header picks the mode and the legend
+beside it follows.
 
 Tokens are appended live as ``StepEvent``s arrive; a ``SegmentEvent`` starts a new
 line with a grey label in front of its tokens (e.g. "0.0–30.0 s · language en (98%)").
@@ -17,6 +20,7 @@ from dataclasses import dataclass
 from PySide6.QtCore import QCoreApplication, QEvent, QPoint, QRect, QSize, Qt, Signal
 from PySide6.QtGui import QColor, QFont, QFontMetrics, QLinearGradient, QPainter, QPen, QTextCursor, QTextOption
 from PySide6.QtWidgets import (
+    QComboBox,
     QFrame,
     QHBoxLayout,
     QLabel,
@@ -24,6 +28,7 @@ from PySide6.QtWidgets import (
     QPlainTextEdit,
     QScrollArea,
     QSizePolicy,
+    QToolButton,
     QToolTip,
     QVBoxLayout,
     QWidget,
@@ -31,7 +36,17 @@ from PySide6.QtWidgets import (
 
 from core.events import BeamEvent, Finished, SegmentEvent, StepEvent
 
-from .colors import LUT, prob_color, text_color_on
+from .colors import (
+    COLOR_MODES,
+    ENTROPY_SCALE,
+    LUT,
+    RANK_BUCKETS,
+    RANK_LEVELS,
+    entropy_color,
+    prob_color,
+    rank_color,
+    text_color_on,
+)
 
 _PAD_X, _PAD_Y = 4, 2
 _GAP_WORD, _GAP_SUBWORD, _LINE_GAP = 6, 2, 4
@@ -65,13 +80,32 @@ def live_text(token_texts: list[str]) -> str:
     return "".join(token_texts).replace("▁", " ")
 
 
+def chip_color(ev: StepEvent, mode: str = "probability") -> QColor:
+    """The colour of ``ev``'s chip in colouring ``mode`` (one of ``COLOR_MODES``)."""
+    if mode == "rank":
+        return rank_color(ev.rank)
+    if mode == "entropy":
+        return entropy_color(ev.raw_entropy)
+    return prob_color(ev.prob)
+
+
+def rank_text(rank: int) -> str:
+    """A raw rank for people: "1", "37", "> 1000" (ranks beyond 1000 are not counted)."""
+    return "> 1000" if rank > 1000 else str(rank)
+
+
 def format_tooltip(ev: StepEvent, n_alternatives: int = 5) -> str:
-    """Tooltip text for a token: its probabilities and the top alternatives."""
+    """Tooltip text for a token: its probabilities, rank, entropies and the top alternatives."""
     lines = [
         f"step {ev.step}: {ev.text!r}",
-        f"p = {ev.prob:.3f} (processed)   raw p = {ev.raw_prob:.3f}",
-        f"entropy = {ev.entropy:.2f} nats",
+        f"p = {ev.prob:.3f} (processed)   raw p = {ev.raw_prob:.3f}   raw rank {rank_text(ev.rank)}",
+        f"entropy = {ev.entropy:.2f} nats   raw entropy = {ev.raw_entropy:.2f} nats, "
+        f"varentropy = {ev.raw_varentropy:.2f} nats²",
     ]
+    if ev.stages:
+        lines.append(f"kept after the chain: {ev.kept} tokens")
+    if ev.mu is not None:
+        lines.append(f"mirostat μ = {ev.mu:.2f} bits")
     if ev.topk:
         lines.append("alternatives:")
         for tp in ev.topk[:n_alternatives]:
@@ -98,6 +132,7 @@ class TokenFlow(QWidget):
         self._tops: list[int] = []  # rect.top() of each item, non-decreasing (for bisect)
         self._by_step: dict[int, int] = {}
         self._selected: int | None = None
+        self._mode = "probability"
         self._cursor = QPoint(_GAP_WORD, _LINE_GAP)
         self._width = 400
         f = QFont(self.font())
@@ -243,6 +278,24 @@ class TokenFlow(QWidget):
         self._selected = step if step in self._by_step else None
         self.update()
 
+    def set_color_mode(self, mode: str) -> None:
+        """Colour the chips by ``mode`` ("probability", "rank" or "entropy"); repaints."""
+        if mode not in COLOR_MODES:
+            raise ValueError(f"colour mode must be one of {', '.join(COLOR_MODES)}, got {mode!r}")
+        if mode != self._mode:
+            self._mode = mode
+            self.update()
+
+    def color_mode(self) -> str:
+        """The colouring mode."""
+        return self._mode
+
+    def chip_color(self, step: int) -> QColor | None:
+        """The fill colour of the chip of ``step`` in the current mode (None if absent)."""
+        i = self._by_step.get(step)
+        ev = None if i is None else self._items[i].event
+        return None if ev is None else chip_color(ev, self._mode)
+
     # ------------------------------------------------------------- events
     def mousePressEvent(self, event) -> None:  # noqa: N802
         step = self.step_at(event.position().toPoint())
@@ -285,7 +338,7 @@ class TokenFlow(QWidget):
                 p.drawText(it.rect, Qt.AlignmentFlag.AlignVCenter | Qt.AlignmentFlag.AlignLeft, it.text)
                 continue
             ev = it.event
-            bg = prob_color(ev.prob)
+            bg = chip_color(ev, self._mode)
             p.setPen(Qt.PenStyle.NoPen)
             p.setBrush(bg)
             p.drawRoundedRect(it.rect, 4, 4)
@@ -299,32 +352,90 @@ class TokenFlow(QWidget):
         p.end()
 
 
-class ColorBar(QWidget):
-    """A small horizontal viridis bar labelled 0 … 1 (what a chip colour means)."""
+class ColorLegend(QWidget):
+    """What a chip colour means in the current colouring mode: a viridis bar "p 0 … 1"
+    (probability), four swatches (rank buckets) or a bar "H 0 … 4+ nats" (entropy)."""
 
-    def __init__(self, label: str = "p", parent: QWidget | None = None) -> None:
+    _TIPS = {
+        "probability": "colour = probability of the chosen token (processed distribution), fixed scale 0..1",
+        "rank": "colour = rank of the chosen token in the raw distribution, in GLTR's buckets: the model's "
+                "favourite (top-1), its top 10, its top 100, or further down (Gehrmann et al. 2019)",
+        "entropy": f"colour = entropy of the raw distribution at the step, nats, fixed scale 0..{ENTROPY_SCALE:g}: "
+                   "bright = the model was sure, dark = it hesitated",
+    }
+
+    def __init__(self, mode: str = "probability", parent: QWidget | None = None) -> None:
         super().__init__(parent)
-        self._label = label
-        self.setFixedSize(170, 18)
-        self.setToolTip("colour = probability of the chosen token (processed distribution), fixed scale 0..1")
+        self._mode = ""
+        self.setFixedHeight(18)
+        self.set_mode(mode)
+
+    def set_mode(self, mode: str) -> None:
+        """Show the legend of colouring ``mode``."""
+        if mode == self._mode:
+            return
+        self._mode = mode
+        self.setToolTip(self._TIPS.get(mode, ""))
+        fm = self.fontMetrics()
+        if mode == "rank":
+            w = fm.horizontalAdvance("rank ") + sum(fm.horizontalAdvance(t) + 18 for t in self._rank_labels())
+        else:
+            w = 170 if mode == "probability" else 200
+        self.setFixedWidth(w + 4)
+        self.update()
+
+    def mode(self) -> str:
+        return self._mode
+
+    @staticmethod
+    def _rank_labels() -> list[str]:
+        return [label for _bound, label in RANK_BUCKETS]
+
+    def text(self) -> str:
+        """The legend as text (what it says in words)."""
+        if self._mode == "rank":
+            return "rank " + " · ".join(self._rank_labels())
+        if self._mode == "entropy":
+            return f"raw entropy 0 … {ENTROPY_SCALE:g}+ nats"
+        return "p 0 … 1"
+
+    def _bar(self, p: QPainter, left: str, right: str, reverse: bool) -> None:
+        fm = p.fontMetrics()
+        lw = fm.horizontalAdvance(left + " ") + 2
+        rw = fm.horizontalAdvance(" " + right) + 2
+        bar = QRect(lw, 3, self.width() - lw - rw, self.height() - 6)
+        grad = QLinearGradient(bar.left(), 0, bar.right(), 0)
+        for i in list(range(0, 256, 32)) + [255]:
+            r, g, b, _a = LUT[255 - i if reverse else i]
+            grad.setColorAt(i / 255, QColor(int(r), int(g), int(b)))
+        p.fillRect(bar, grad)
+        p.setPen(self.palette().windowText().color())
+        p.drawText(QRect(0, 0, lw, self.height()), Qt.AlignmentFlag.AlignVCenter | Qt.AlignmentFlag.AlignRight, left + " ")
+        p.drawText(QRect(bar.right() + 2, 0, rw, self.height()), Qt.AlignmentFlag.AlignVCenter, " " + right)
 
     def paintEvent(self, _e) -> None:  # noqa: N802
         p = QPainter(self)
-        fm = p.fontMetrics()
-        left = fm.horizontalAdvance(f"{self._label} 0 ") + 2
-        right = fm.horizontalAdvance(" 1") + 2
-        bar = QRect(left, 3, self.width() - left - right, self.height() - 6)
-        grad = QLinearGradient(bar.left(), 0, bar.right(), 0)
-        for i in range(0, 256, 32):
-            r, g, b, a = LUT[i]
-            grad.setColorAt(i / 255, QColor(int(r), int(g), int(b)))
-        r, g, b, a = LUT[255]
-        grad.setColorAt(1.0, QColor(int(r), int(g), int(b)))
-        p.fillRect(bar, grad)
-        p.setPen(self.palette().windowText().color())
-        p.drawText(QRect(0, 0, left, self.height()), Qt.AlignmentFlag.AlignVCenter | Qt.AlignmentFlag.AlignRight, f"{self._label} 0 ")
-        p.drawText(QRect(bar.right() + 2, 0, right, self.height()), Qt.AlignmentFlag.AlignVCenter, "1")
+        if self._mode == "rank":
+            fm = p.fontMetrics()
+            fg = self.palette().windowText().color()
+            p.setPen(fg)
+            x = fm.horizontalAdvance("rank ")
+            p.drawText(QRect(0, 0, x, self.height()), Qt.AlignmentFlag.AlignVCenter, "rank ")
+            for (bound, label), level in zip(RANK_BUCKETS, RANK_LEVELS):
+                p.fillRect(QRect(x, 3, 12, self.height() - 6), prob_color(level))
+                p.setPen(fg)
+                tw = fm.horizontalAdvance(label)
+                p.drawText(QRect(x + 14, 0, tw + 4, self.height()), Qt.AlignmentFlag.AlignVCenter, label)
+                x += tw + 18
+        elif self._mode == "entropy":
+            self._bar(p, "H 0", f"{ENTROPY_SCALE:g}+ nats", reverse=True)
+        else:
+            self._bar(p, "p 0", "1", reverse=False)
         p.end()
+
+
+#: the earlier name of the legend (probability mode only)
+ColorBar = ColorLegend
 
 
 class TokenStreamView(QWidget):
@@ -333,10 +444,17 @@ class TokenStreamView(QWidget):
     Signals:
         stepSelected(int): the user clicked a token.
         stepHovered(object): the step whose chip is under the mouse, or None.
+        colorModeChanged(str): the user (or ``set_color_mode``) picked another colouring.
+        cleared(): the chips were removed (a new run, or the input went away).
     """
 
     stepSelected = Signal(int)
     stepHovered = Signal(object)
+    colorModeChanged = Signal(str)
+    cleared = Signal()
+
+    #: the colouring modes as the combo box lists them
+    MODE_LABELS = {"probability": "probability", "rank": "rank (GLTR)", "entropy": "entropy"}
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -356,7 +474,29 @@ class TokenStreamView(QWidget):
         header.addWidget(self.title)
         header.addStretch(1)
         header.addWidget(self.count_label)
-        header.addWidget(ColorBar("p"))
+        self.color_combo = QComboBox()
+        for mode in COLOR_MODES:
+            self.color_combo.addItem(self.MODE_LABELS[mode], mode)
+        self.color_combo.setToolTip(
+            "Colour the tokens by the chosen token's probability (processed distribution), by its rank "
+            "in the raw distribution (GLTR's buckets: top-1, top-10, top-100, beyond) or by the raw "
+            "distribution's entropy at the step"
+        )
+        self.color_combo.currentIndexChanged.connect(self._color_combo_changed)
+        self.legend = ColorLegend("probability")
+        self.strip_button = QToolButton()
+        self.strip_button.setText("strip")
+        self.strip_button.setCheckable(True)
+        self.strip_button.setChecked(True)
+        self.strip_button.setToolTip("show or hide the per-step strip (entropy, varentropy, kept tokens, μ)")
+        self.strip_button.hide()  # until a strip is set
+        self.strip_button.toggled.connect(self._strip_toggled)
+        self._strip: QWidget | None = None
+        header.addSpacing(10)
+        header.addWidget(QLabel("colour"))
+        header.addWidget(self.color_combo)
+        header.addWidget(self.legend)
+        header.addWidget(self.strip_button)
 
         self.beams = QListWidget()
         self.beams.setMaximumHeight(96)
@@ -378,7 +518,13 @@ class TokenStreamView(QWidget):
         lay = QVBoxLayout(self)
         lay.setContentsMargins(4, 4, 4, 4)
         lay.setSpacing(3)
-        lay.addLayout(header)
+        # the header and the strip below it share one item of the layout (no spacing between
+        # them): a strip squeezed to nothing leaves the stream's minimum height as it was
+        self._top = QVBoxLayout()
+        self._top.setContentsMargins(0, 0, 0, 0)
+        self._top.setSpacing(0)
+        self._top.addLayout(header)
+        lay.addLayout(self._top)
         lay.addWidget(self.beams)
         lay.addWidget(self.scroll, 1)
         lay.addWidget(self.text_label)
@@ -393,6 +539,50 @@ class TokenStreamView(QWidget):
         self._text_parts.clear()
         self._set_text("")
         self.count_label.setText("")
+        self.cleared.emit()
+
+    def set_strip(self, strip: QWidget) -> None:
+        """Put ``strip`` (a thin per-step plot) between the header and the chips; the header's
+        "strip" button shows and hides it. The strip should be able to shrink (its minimum
+        height 0): the chips keep their ``MIN_VISIBLE_ROWS`` rows first."""
+        if self._strip is not None:
+            self._top.removeWidget(self._strip)
+        self._strip = strip
+        self._top.addWidget(strip)
+        self.strip_button.show()
+        strip.setVisible(self.strip_button.isChecked())
+
+    def set_strip_visible(self, visible: bool) -> None:
+        """Show or hide the strip (as the header's button does)."""
+        self.strip_button.setChecked(visible)
+
+    def strip_visible(self) -> bool:
+        """Whether the strip is switched on (it is shown when the stream is)."""
+        return self._strip is not None and self.strip_button.isChecked()
+
+    def _strip_toggled(self, on: bool) -> None:
+        if self._strip is not None:
+            self._strip.setVisible(on)
+
+    def set_color_mode(self, mode: str) -> None:
+        """Colour the chips by ``mode`` ("probability", "rank" or "entropy") and show its legend."""
+        self.flow.set_color_mode(mode)  # raises ValueError for an unknown mode
+        i = self.color_combo.findData(mode)
+        if i != self.color_combo.currentIndex():
+            self.color_combo.setCurrentIndex(i)  # -> _color_combo_changed
+            return
+        self.legend.set_mode(mode)
+        self.colorModeChanged.emit(mode)
+
+    def color_mode(self) -> str:
+        """The colouring mode of the chips."""
+        return self.flow.color_mode()
+
+    def _color_combo_changed(self, _i: int) -> None:
+        mode = self.color_combo.currentData()
+        self.flow.set_color_mode(mode)
+        self.legend.set_mode(mode)
+        self.colorModeChanged.emit(mode)
 
     def _set_text(self, text: str) -> None:
         self.text_label.setPlainText(text)

@@ -1,31 +1,119 @@
 """Horizontal bars of one step's top-k: the processed (filtered) distribution in solid
 colour over the raw one (light outlined bar), so the user sees what temperature, top-k
 and top-p cut away. Painted with QPainter (text labels and numbers stay crisp).
+
+"Sample ×N" (:meth:`TopKChart.sample`) draws N tokens from the step's processed
+distribution with numpy's seeded Generator and outlines the observed frequencies over the
+bars. The distribution drawn from is the reported top-k plus one "other" bucket holding
+the remaining mass 1 − Σ top-k: exactly the processed distribution with its tail lumped
+together. No model call.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from PySide6.QtCore import QRectF, QSize, Qt
+import numpy as np
+from PySide6.QtCore import QRectF, QSize, Qt, Signal
 from PySide6.QtGui import QColor, QFont, QPainter, QPen
 from PySide6.QtWidgets import QSizePolicy, QWidget
 
 from core.events import StepEvent
 
-from .colors import prob_color
+from .colors import SAMPLE_COLOR, prob_color
 from .token_stream import display_text
+
+
+#: the token id of the "other" bucket (the processed distribution's tail beyond the top-k)
+OTHER = -1
 
 
 @dataclass(frozen=True)
 class Row:
-    """One bar: token text, processed probability, raw probability, chosen?"""
+    """One bar: token text, processed probability, raw probability, chosen?
+
+    ``observed`` is the share of a Sample ×N's draws that picked it (None: no sample drawn);
+    ``token_id`` is ``OTHER`` for the bucket of the remaining mass (no raw bar).
+    """
 
     token_id: int
     text: str
     prob: float
     raw_prob: float
     chosen: bool
+    observed: float | None = None
+
+
+@dataclass(frozen=True)
+class SampleResult:
+    """N draws from one step's processed distribution.
+
+    Attributes:
+        step: the step sampled.
+        n: draws.
+        seed: the Generator's seed (None: fresh entropy).
+        ids: the buckets: the top-k token ids (processed, probability > 0), then ``OTHER``.
+        texts: their texts ("other" for the tail).
+        expected: float64 (buckets,): the probability of each bucket (sums to 1).
+        counts: int64 (buckets,): how many draws picked each.
+    """
+
+    step: int
+    n: int
+    seed: int | None
+    ids: tuple[int, ...]
+    texts: tuple[str, ...]
+    expected: np.ndarray
+    counts: np.ndarray
+
+    @property
+    def observed(self) -> np.ndarray:
+        """float64 (buckets,): the share of the draws in each bucket."""
+        return self.counts / max(self.n, 1)
+
+    def observed_of(self, token_id: int) -> float:
+        """The share of draws that picked ``token_id`` (``OTHER``: the tail); 0 if not a bucket."""
+        return float(self.observed[self.ids.index(token_id)]) if token_id in self.ids else 0.0
+
+    def expected_of(self, token_id: int) -> float:
+        """The probability of bucket ``token_id`` (0 if not a bucket)."""
+        return float(self.expected[self.ids.index(token_id)]) if token_id in self.ids else 0.0
+
+
+def sample_step(ev: StepEvent, n: int, seed: int | None) -> SampleResult:
+    """Draw ``n`` tokens from ``ev``'s processed distribution with ``numpy.random.default_rng(seed)``.
+
+    The buckets are the reported top-k tokens (probability > 0) and one "other" bucket with
+    the remaining mass 1 − Σ top-k (the processed distribution with its tail lumped together).
+    """
+    if n < 1:
+        raise ValueError(f"the number of samples must be >= 1, got {n}")
+    tops = [tp for tp in ev.topk if tp.prob > 0.0]
+    p = np.array([tp.prob for tp in tops], dtype=np.float64)
+    rest = max(0.0, 1.0 - float(p.sum()))
+    probs = np.append(p, rest)
+    probs /= probs.sum()
+    rng = np.random.default_rng(seed)
+    picks = rng.choice(len(probs), size=n, p=probs)
+    counts = np.bincount(picks, minlength=len(probs)).astype(np.int64)
+    return SampleResult(
+        step=ev.step, n=n, seed=seed,
+        ids=tuple(tp.id for tp in tops) + (OTHER,), texts=tuple(tp.text for tp in tops) + ("other",),
+        expected=probs, counts=counts,
+    )
+
+
+def with_samples(rows: list[Row], result: SampleResult) -> list[Row]:
+    """``rows`` with each one's observed share of ``result``'s draws, and a last row for the
+    "other" bucket (the tail, plus top-k tokens not among ``rows``) when it has mass or draws."""
+    shown = {r.token_id for r in rows}
+    out = [Row(r.token_id, r.text, r.prob, r.raw_prob, r.chosen, result.observed_of(r.token_id)) for r in rows]
+    hidden = [i for i, tid in enumerate(result.ids) if tid not in shown]  # OTHER and top-k beyond the rows
+    expected = float(sum(result.expected[i] for i in hidden))
+    observed = float(sum(result.observed[i] for i in hidden))
+    if expected > 5e-4 or observed > 0:
+        out.append(Row(OTHER, "other", expected, 0.0, False, observed))
+    return out
 
 
 def rows_for(ev: StepEvent, limit: int = 10) -> list[Row]:
@@ -51,13 +139,20 @@ def rows_for(ev: StepEvent, limit: int = 10) -> list[Row]:
 
 
 class TopKChart(QWidget):
-    """Top-k bars of one StepEvent. ``set_step(ev)`` shows it; ``set_step(None)`` clears."""
+    """Top-k bars of one StepEvent. ``set_step(ev)`` shows it; ``set_step(None)`` clears.
+
+    Signals:
+        stepChanged(object): another event (or None) is shown.
+    """
+
+    stepChanged = Signal(object)
 
     def __init__(self, limit: int = 10, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self._limit = limit
         self._event: StepEvent | None = None
         self._rows: list[Row] = []
+        self._samples: SampleResult | None = None
         self.setMinimumSize(260, 160)
         self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Expanding)
 
@@ -65,14 +160,44 @@ class TopKChart(QWidget):
         return QSize(420, 300)
 
     def set_step(self, ev: StepEvent | None) -> None:
-        """Show the top-k of ``ev`` (None: empty chart with a hint)."""
+        """Show the top-k of ``ev`` (None: empty chart with a hint). Samples drawn for another
+        event are dropped."""
+        if ev is self._event:
+            return
         self._event = ev
+        self._samples = None
         self._rows = rows_for(ev, self._limit) if ev is not None else []
         self.update()
+        self.stepChanged.emit(ev)
+
+    def event_shown(self) -> StepEvent | None:
+        """The event shown, or None."""
+        return self._event
 
     def step(self) -> int | None:
         """The step shown, or None."""
         return self._event.step if self._event is not None else None
+
+    def sample(self, n: int, seed: int | None) -> SampleResult | None:
+        """Draw ``n`` tokens from the shown step's processed distribution (``sample_step``)
+        and outline the observed shares over the bars; None when no step is shown."""
+        if self._event is None:
+            return None
+        self._samples = sample_step(self._event, n, seed)
+        self._rows = with_samples(rows_for(self._event, self._limit), self._samples)
+        self.update()
+        return self._samples
+
+    def samples(self) -> SampleResult | None:
+        """The draws shown over the bars, or None."""
+        return self._samples
+
+    def clear_samples(self) -> None:
+        """Remove the drawn samples' outlines."""
+        if self._samples is not None:
+            self._samples = None
+            self._rows = rows_for(self._event, self._limit) if self._event is not None else []
+            self.update()
 
     def rows(self) -> list[Row]:
         """The rows drawn (for tests and tooltips)."""
@@ -111,6 +236,17 @@ class TopKChart(QWidget):
         p.drawRect(QRectF(lx2, ly + 3, 18, lh - 6))
         p.setPen(fg)
         p.drawText(QRectF(lx2 + 22, ly, 220, lh), Qt.AlignmentFlag.AlignVCenter, "processed (after filters)")
+        samples = self._samples
+        if samples is not None:
+            lx3 = lx2 + 26 + fm.horizontalAdvance("processed (after filters)") + 12
+            p.setPen(QPen(QColor(SAMPLE_COLOR), 2))
+            p.setBrush(Qt.BrushStyle.NoBrush)
+            p.drawRect(QRectF(lx3, ly + 3, 18, lh - 6))
+            p.setPen(fg)
+            seed = "unseeded" if samples.seed is None else f"seed {samples.seed}"
+            p.drawText(QRectF(lx3 + 22, ly, max(10, w - lx3 - 24), lh), Qt.AlignmentFlag.AlignVCenter,
+                       fm.elidedText(f"observed ×{samples.n} ({seed})", Qt.TextElideMode.ElideRight,
+                                     max(10, int(w - lx3 - 24))))
         top = ly + lh + 6
         if not self._rows:
             p.setPen(pal.placeholderText().color())
@@ -119,7 +255,8 @@ class TopKChart(QWidget):
             p.end()
             return
         label_w = min(max(fm.horizontalAdvance(display_text(r.text)) for r in self._rows) + 22, int(w * 0.35))
-        num_w = fm.horizontalAdvance("0.000 (raw 0.000)") + 8
+        template = "0.000 (raw 0.000)" + ("  seen 0.000" if samples is not None else "")
+        num_w = fm.horizontalAdvance(template) + 8
         bar_x = 6 + label_w
         bar_w = max(20, w - bar_x - num_w - 6)
         n = len(self._rows)
@@ -128,25 +265,37 @@ class TopKChart(QWidget):
             y = top + i * row_h
             if y + row_h > h + 1:
                 break
-            text = display_text(r.text)
+            other = r.token_id == OTHER
+            text = "other (tail)" if other else display_text(r.text)
             p.setFont(bold if r.chosen else self.font())
-            p.setPen(fg)
+            p.setPen(pal.placeholderText().color() if other else fg)
             mark = "▶ " if r.chosen else ""
             p.drawText(QRectF(4, y, label_w - 6, row_h), Qt.AlignmentFlag.AlignVCenter | Qt.AlignmentFlag.AlignRight,
                        fm.elidedText(mark + text, Qt.TextElideMode.ElideRight, label_w - 6))
             inner = QRectF(bar_x, y + 2, bar_w, row_h - 4)
-            # raw: light grey bar with outline
-            p.setPen(QPen(QColor(120, 120, 120), 1))
-            p.setBrush(QColor(210, 210, 210))
-            p.drawRect(QRectF(inner.x(), inner.y(), max(1.0, bar_w * r.raw_prob), inner.height()))
+            if not other:
+                # raw: light grey bar with outline
+                p.setPen(QPen(QColor(120, 120, 120), 1))
+                p.setBrush(QColor(210, 210, 210))
+                p.drawRect(QRectF(inner.x(), inner.y(), max(1.0, bar_w * r.raw_prob), inner.height()))
             # processed: solid, tinted by its probability (same colours as the token chips)
             if r.prob > 0:
                 p.setPen(Qt.PenStyle.NoPen)
                 p.setBrush(prob_color(r.prob))
                 ph = inner.height() * 0.6
                 p.drawRect(QRectF(inner.x(), inner.y() + (inner.height() - ph) / 2, bar_w * r.prob, ph))
+            if r.observed is not None and r.observed > 0:
+                # the share of the draws that picked it: an outline over the bars
+                p.setPen(QPen(QColor(SAMPLE_COLOR), 2))
+                p.setBrush(Qt.BrushStyle.NoBrush)
+                p.drawRect(QRectF(inner.x(), inner.y() + 1, max(2.0, bar_w * r.observed), inner.height() - 2))
             p.setFont(self.font())
             p.setPen(fg if r.prob > 0 else pal.placeholderText().color())
-            num = f"{r.prob:.3f} (raw {r.raw_prob:.3f})" if r.prob > 0 else f"cut (raw {r.raw_prob:.3f})"
+            if other:
+                num = f"{r.prob:.3f} (tail)"
+            else:
+                num = f"{r.prob:.3f} (raw {r.raw_prob:.3f})" if r.prob > 0 else f"cut (raw {r.raw_prob:.3f})"
+            if r.observed is not None:
+                num += f"  seen {r.observed:.3f}"
             p.drawText(QRectF(bar_x + bar_w + 4, y, num_w, row_h), Qt.AlignmentFlag.AlignVCenter, num)
         p.end()

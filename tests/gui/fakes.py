@@ -8,33 +8,131 @@ import time
 
 import numpy as np
 
-from core.events import BeamEvent, Finished, Hypothesis, RunStats, SegmentEvent, StepEvent, TokenProb
+from core.events import BeamEvent, Finished, Hypothesis, RunStats, SegmentEvent, StageReport, StepEvent, TokenProb
+from core.options import SAMPLING_STRATEGIES, WARPER_STAGES
 
 WORDS = [" The", " quick", " brown", " fox", " jump", "s", " over", " the", " lazy", " dog", "."]
 VOCAB = {w: i + 100 for i, w in enumerate(dict.fromkeys(WORDS + [" cat", " box", " red", "!"]))}
 
 
+#: the raw rank of the chosen token at step i (cycled): mostly the model's favourite, sometimes not
+RANKS = (1, 1, 2, 1, 12, 1, 1, 4, 130, 1, 1001)
+
+
+def fake_chain(options) -> list[tuple[str, float]]:
+    """The (stage, value) pairs the real chain would run for ``options``, in ``sampler_order``:
+    the repetition penalty for every strategy, temperature / top-k / top-p / min-p when sampling
+    (the stages the fake model knows; the others are left out)."""
+    values = {
+        "repetition_penalty": (options.repetition_penalty, 1.0),
+        "temperature": (options.temperature, 1.0),
+        "top_k": (options.top_k, 0),
+        "top_p": (options.top_p, 1.0),
+        "min_p": (options.min_p, 0.0),
+    }
+    chain = []
+    for name in options.sampler_order:
+        if name not in values or name in options.disabled_stages:
+            continue
+        if name in WARPER_STAGES and options.strategy not in SAMPLING_STRATEGIES:
+            continue
+        value, off = values[name]
+        if value != off:
+            chain.append((name, float(value)))
+    return chain
+
+
+def apply_stage(name: str, value: float, p: np.ndarray) -> np.ndarray:
+    """One fake stage over a small distribution ``p`` (renormalised; removed tokens get 0).
+    The repetition penalty hits the second candidate (a token "already said")."""
+    q = p.copy()
+    if name == "repetition_penalty":
+        q[1] /= value ** 2
+    elif name == "temperature":
+        q = np.where(q > 0, q ** (1.0 / value), 0.0)
+    elif name == "top_k":
+        order = np.argsort(-q, kind="stable")
+        q[order[int(value):]] = 0.0
+    elif name == "top_p":
+        order = np.argsort(-q / q.sum(), kind="stable")
+        cum = np.cumsum(q[order] / q.sum())
+        keep = int(np.searchsorted(cum, value - 1e-12)) + 1
+        q[order[keep:]] = 0.0
+    elif name == "min_p":
+        q[q < value * q.max()] = 0.0
+    return q / q.sum()
+
+
+def chain_report(raw: np.ndarray, chain) -> tuple[tuple[StageReport, ...], np.ndarray]:
+    """Run ``chain`` ((name, value) pairs) over ``raw``: the StageReports (kept, mass, probs of
+    every candidate) and the final distribution."""
+    reports = []
+    p = raw
+    for name, value in chain:
+        q = apply_stage(name, value, p)
+        kept = q > 0
+        reports.append(StageReport(name=name, kept=int(kept.sum()), mass=float(p[kept].sum()),
+                                   probs=q.astype(np.float32)))
+        p = q
+    return tuple(reports), p
+
+
 def make_step(step: int, text: str, n_frames: int = 50, layers: int = 2, heads: int = 3, offset: int = 0,
-              prob: float = 0.8, seed: int = 0) -> StepEvent:
-    """A StepEvent for ``text`` with a peaked cross-attention (layers, heads, n_frames)."""
+              prob: float = 0.8, seed: int = 0, chain=(), rank: int | None = None,
+              raw_entropy: float | None = None, raw_varentropy: float | None = None,
+              mu: float | None = None) -> StepEvent:
+    """A StepEvent for ``text`` with a peaked cross-attention (layers, heads, n_frames).
+
+    Without ``chain`` the probabilities are the fixed fakes of old (``prob`` for the token).
+    With a ``chain`` ((stage, value) pairs, see ``fake_chain``) the step has five candidates
+    (the token, "!", " cat", " box", " red"; the token's raw probability ``prob`` * 0.8) and
+    the chain runs over them: the top-k lists, probabilities and entropy come from the raw and
+    the final distribution, ``stages`` and ``stage_candidates`` from each stage. ``rank``,
+    ``raw_entropy`` and ``raw_varentropy`` default to values that vary with the step.
+    """
     rng = np.random.default_rng(seed + step)
     att = rng.random((layers, heads, n_frames)).astype(np.float32) * 0.1
     att[:, :, min(n_frames - 1, step * 3)] += 1.0  # attention moves right as tokens come
     att /= att.sum(-1, keepdims=True)
     tid = VOCAB.get(text, 1)
-    alts = [TokenProb(tid, text, prob)] + [
-        TokenProb(VOCAB[w], w, (1 - prob) / 3) for w in (" cat", " box", " red") if w != text
-    ][:3]
-    raw = [TokenProb(tid, text, prob * 0.8)] + [TokenProb(VOCAB["!"], "!", 0.1)] + alts[1:]
-    return StepEvent(step=step, token_id=tid, text=text, prob=prob, raw_prob=prob * 0.8, topk=alts, raw_topk=raw,
-                     entropy=0.7, cross_attention=att, segment=0, source_offset=offset)
+    rank = RANKS[step % len(RANKS)] if rank is None else rank
+    h = 0.3 + 0.45 * (step % 6) if raw_entropy is None else raw_entropy
+    v = 0.4 * h + 0.3 * (step % 3) if raw_varentropy is None else raw_varentropy
+    extra = dict(rank=rank, raw_entropy=h, raw_varentropy=v, mu=mu)
+    if not chain:
+        alts = [TokenProb(tid, text, prob)] + [
+            TokenProb(VOCAB[w], w, (1 - prob) / 3) for w in (" cat", " box", " red") if w != text
+        ][:3]
+        raw = [TokenProb(tid, text, prob * 0.8)] + [TokenProb(VOCAB["!"], "!", 0.1)] + alts[1:]
+        return StepEvent(step=step, token_id=tid, text=text, prob=prob, raw_prob=prob * 0.8, topk=alts,
+                         raw_topk=raw, entropy=0.7, cross_attention=att, segment=0, source_offset=offset, **extra)
+    others = [w for w in ("!", " cat", " box", " red") if w != text][:4]
+    texts = [text] + others
+    ids = [tid] + [VOCAB[w] for w in others]
+    p0 = float(np.clip(prob * 0.8, 0.05, 0.95))
+    rest = np.array([0.35, 0.3, 0.2, 0.15][: len(others)])
+    raw_p = np.concatenate([[p0], (1 - p0) * rest / rest.sum()])
+    stages, final = chain_report(raw_p, chain)
+
+    def top(d):
+        order = np.argsort(-d, kind="stable")
+        return [TokenProb(ids[i], texts[i], float(d[i])) for i in order if d[i] > 0]
+
+    nz = final[final > 0]
+    return StepEvent(
+        step=step, token_id=tid, text=text, prob=float(final[0]), raw_prob=float(raw_p[0]), topk=top(final),
+        raw_topk=top(raw_p), entropy=float(-(nz * np.log(nz)).sum()), cross_attention=att, segment=0,
+        source_offset=offset, stages=stages,
+        stage_candidates=tuple(TokenProb(ids[i], texts[i], float(raw_p[i])) for i in range(len(ids))), **extra,
+    )
 
 
 class FakeSpeechModel:
     """Implements the SpeechModel decode contract with synthetic events.
 
     Emits one SegmentEvent, one StepEvent per word of ``WORDS`` (probabilities drop with the
-    temperature), BeamEvents for beam search, then Finished. ``encode_count`` counts distinct
+    temperature; the sampler chain of ``fake_chain(options)`` runs over five candidates and is
+    reported per stage), BeamEvents for beam search, then Finished. ``encode_count`` counts distinct
     audio inputs, as the real model's encoder cache does. ``delay_s`` slows each step so tests
     can cancel mid-run.
     """
@@ -68,6 +166,7 @@ class FakeSpeechModel:
         n_frames = min(self.n_frames, int(np.ceil(len(audio) / 320)))
         yield SegmentEvent(segment=0, label=f"0.0–{len(audio) / 16000:.1f} s", source_offset=0, source_len=n_frames)
         prob = 0.9 / options.temperature if options.strategy == "sample" else 0.9
+        chain = fake_chain(options)
         ids: list[int] = []
         try:
             for i in range(n):
@@ -80,7 +179,9 @@ class FakeSpeechModel:
                 if options.strategy == "beam":
                     yield BeamEvent(step=i, beams=[Hypothesis(ids + [1], "".join(WORDS[: i + 1]), -0.1 * i),
                                                     Hypothesis(ids + [2], "".join(WORDS[:i]) + " cat", -0.2 * i - 1)])
-                ev = make_step(i, WORDS[i], n_frames=n_frames, prob=float(np.clip(prob - 0.05 * i, 0.05, 1.0)))
+                mu = 2 * options.mirostat_tau - 0.4 * i if options.strategy == "mirostat" else None
+                ev = make_step(i, WORDS[i], n_frames=n_frames, prob=float(np.clip(prob - 0.05 * i, 0.05, 1.0)),
+                               chain=chain, mu=mu)
                 ids.append(ev.token_id)
                 yield ev
         except GeneratorExit:  # the GUI worker closed the generator after a cancel

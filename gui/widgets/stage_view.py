@@ -1,0 +1,432 @@
+"""The sampler chain at one step: the distribution after each stage, side by side.
+
+Rows are the step's candidate tokens (``StepEvent.stage_candidates``: the best tokens of
+the raw distribution and of every stage's output), columns the raw distribution and then
+one per stage in the order the chain applied them (``StepEvent.stages``). A cell holds
+the token's renormalised probability after that stage, tinted with the viridis colours of
+the token chips; where a stage removed a token the cell says "✕" (bold on grey), and in
+the later stages the token stays greyed out ("·"). Each stage's header gives its label, the
+tokens it kept and the mass those tokens had entering it ("kept 40", "mass 0.93").
+
+:class:`StageView` is a ``QTableView`` over :class:`StageModel` (only the visible cells
+are ever formatted); it rebuilds only when another step is shown, and not while hidden.
+:class:`StepInspector` puts it beside the top-k chart ("top-k | chain stages") with the
+"Sample ×N" controls of the chart.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from PySide6.QtCore import QAbstractTableModel, QModelIndex, QSize, Qt, Signal
+from PySide6.QtGui import QBrush, QColor, QFont
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QButtonGroup,
+    QHBoxLayout,
+    QHeaderView,
+    QLabel,
+    QPushButton,
+    QSizePolicy,
+    QSpinBox,
+    QStackedWidget,
+    QTableView,
+    QToolButton,
+    QVBoxLayout,
+    QWidget,
+)
+
+from core.events import StepEvent
+from core.options import STAGE_LABELS
+
+from .colors import prob_color, text_color_on
+from .token_stream import display_text
+
+#: cell states (:meth:`StageModel.cell`)
+KEPT, REMOVED, GONE = "kept", "removed", "gone"
+_GREY = QColor(226, 226, 226)
+_GONE = QColor(242, 242, 242)
+
+
+def stage_label(name: str) -> str:
+    """The display label of a stage name ("top_k" -> "top-k"); unknown names as they are."""
+    return STAGE_LABELS.get(name, name.replace("_", " "))
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One cell: the candidate's probability after a column's stage and what happened to it
+    (``KEPT``; ``REMOVED``: this stage removed it; ``GONE``: an earlier stage did)."""
+
+    prob: float
+    state: str
+
+
+class StageModel(QAbstractTableModel):
+    """Candidates × (raw, stage 1, stage 2, …) of one StepEvent."""
+
+    def __init__(self, parent=None) -> None:
+        super().__init__(parent)
+        self._ev: StepEvent | None = None
+        self._probs = np.zeros((0, 0), np.float64)  # (candidates, 1 + stages)
+        self._bold = QFont()
+        self._bold.setBold(True)
+
+    def set_step(self, ev: StepEvent | None) -> None:
+        """Show ``ev``'s chain (None or an event without stages: an empty table)."""
+        self.beginResetModel()
+        self._ev = ev if ev is not None and ev.stages else None
+        if self._ev is None:
+            self._probs = np.zeros((0, 0), np.float64)
+        else:
+            raw = np.array([tp.prob for tp in self._ev.stage_candidates], np.float64)
+            cols = [raw] + [np.asarray(st.probs, np.float64)[: len(raw)] for st in self._ev.stages]
+            self._probs = np.stack(cols, axis=1) if len(raw) else np.zeros((0, len(cols)), np.float64)
+        self.endResetModel()
+
+    # ---------------------------------------------------------------- queries
+    def step_event(self) -> StepEvent | None:
+        """The event shown (None: none, or it has no stages)."""
+        return self._ev
+
+    def cell(self, row: int, col: int) -> Cell:
+        """The cell at (candidate ``row``, column ``col``; 0 = raw)."""
+        p = float(self._probs[row, col])
+        if p > 0.0 or col == 0:
+            return Cell(p, KEPT)
+        before = float(self._probs[row, col - 1])
+        return Cell(p, REMOVED if before > 0.0 else GONE)
+
+    def column_names(self) -> list[str]:
+        """"raw", then the stage names in the order applied."""
+        return ["raw"] + ([st.name for st in self._ev.stages] if self._ev is not None else [])
+
+    def header_text(self, col: int) -> str:
+        """The header of column ``col``: its label, the tokens kept and the mass they had."""
+        if self._ev is None:
+            return ""
+        if col == 0:
+            return "raw\n(model)\n "
+        st = self._ev.stages[col - 1]
+        return f"{stage_label(st.name)}\nkept {st.kept}\nmass {st.mass:.2f}"
+
+    def header_tip(self, col: int) -> str:
+        if self._ev is None:
+            return ""
+        if col == 0:
+            return "the raw distribution: softmax of the logits, temperature 1, only the model's hard rules applied"
+        st = self._ev.stages[col - 1]
+        return (f"{stage_label(st.name)} (stage {col} of {len(self._ev.stages)}): {st.kept} tokens keep a probability > 0; "
+                f"entering this stage they had mass {st.mass:.4f}; the column shows each candidate's probability "
+                "after the stage, renormalised")
+
+    def row_text(self, row: int) -> str:
+        tp = self._ev.stage_candidates[row]
+        return ("▶ " if tp.id == self._ev.token_id else "") + display_text(tp.text)
+
+    # ------------------------------------------------------------------- model
+    def rowCount(self, parent=QModelIndex()) -> int:  # noqa: N802
+        return 0 if parent.isValid() else self._probs.shape[0]
+
+    def columnCount(self, parent=QModelIndex()) -> int:  # noqa: N802
+        return 0 if parent.isValid() else self._probs.shape[1]
+
+    def data(self, index: QModelIndex, role=Qt.ItemDataRole.DisplayRole):
+        if not index.isValid() or self._ev is None:
+            return None
+        r, c = index.row(), index.column()
+        cell = self.cell(r, c)
+        if role == Qt.ItemDataRole.DisplayRole:
+            if cell.state == REMOVED:
+                return "✕"
+            if cell.state == GONE:
+                return "·"
+            return _fmt(cell.prob)
+        if role == Qt.ItemDataRole.BackgroundRole:
+            if cell.state == REMOVED:
+                return QBrush(_GREY)
+            if cell.state == GONE:
+                return QBrush(_GONE)
+            return QBrush(prob_color(cell.prob))
+        if role == Qt.ItemDataRole.ForegroundRole:
+            if cell.state == REMOVED:
+                return QBrush(QColor(60, 60, 60))
+            if cell.state == GONE:
+                return QBrush(QColor(170, 170, 170))
+            return QBrush(text_color_on(prob_color(cell.prob)))
+        if role == Qt.ItemDataRole.FontRole:
+            if cell.state == REMOVED or self._ev.stage_candidates[r].id == self._ev.token_id:
+                return self._bold
+            return None
+        if role == Qt.ItemDataRole.TextAlignmentRole:
+            return int(Qt.AlignmentFlag.AlignCenter)
+        if role == Qt.ItemDataRole.ToolTipRole:
+            tok = repr(self._ev.stage_candidates[r].text)
+            what = "raw distribution" if c == 0 else stage_label(self._ev.stages[c - 1].name)
+            if cell.state == REMOVED:
+                return f"{tok} was removed by {what} (it had p {self._probs[r, c - 1]:.4f} entering it)"
+            if cell.state == GONE:
+                return f"{tok} was removed by an earlier stage"
+            return f"{tok}: p {cell.prob:.4f} after {what}"
+        return None
+
+    def headerData(self, section: int, orientation, role=Qt.ItemDataRole.DisplayRole):  # noqa: N802
+        if self._ev is None:
+            return None
+        if orientation == Qt.Orientation.Horizontal:
+            if role == Qt.ItemDataRole.DisplayRole:
+                return self.header_text(section)
+            if role == Qt.ItemDataRole.ToolTipRole:
+                return self.header_tip(section)
+            return None
+        if role == Qt.ItemDataRole.DisplayRole:
+            return self.row_text(section)
+        if role == Qt.ItemDataRole.FontRole and self._ev.stage_candidates[section].id == self._ev.token_id:
+            return self._bold
+        if role == Qt.ItemDataRole.ToolTipRole:
+            tp = self._ev.stage_candidates[section]
+            chosen = " (the chosen token)" if tp.id == self._ev.token_id else ""
+            return f"token {tp.id} {tp.text!r}{chosen}: raw p {tp.prob:.4f}"
+        return None
+
+
+def _fmt(p: float) -> str:
+    if p <= 0.0:
+        return "0"
+    if p < 0.0005:
+        return "<.001"
+    return f"{p:.3f}"
+
+
+class StageView(QWidget):
+    """The chain's stages at one step (see the module docstring); ``set_step(ev)`` shows it."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self._ev: StepEvent | None = None
+        self._pending = False
+        self.title = QLabel()
+        self.title.setTextFormat(Qt.TextFormat.PlainText)
+        f = QFont(self.title.font())
+        f.setBold(True)
+        self.title.setFont(f)
+        self.model = StageModel(self)
+        self.table = QTableView()
+        self.table.setModel(self.model)
+        self.table.setSelectionMode(QAbstractItemView.SelectionMode.NoSelection)
+        self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        self.table.setFocusPolicy(Qt.FocusPolicy.NoFocus)
+        self.table.setWordWrap(False)
+        self.table.setHorizontalScrollMode(QAbstractItemView.ScrollMode.ScrollPerPixel)
+        hh = self.table.horizontalHeader()
+        hh.setSectionResizeMode(QHeaderView.ResizeMode.Fixed)
+        hh.setDefaultAlignment(Qt.AlignmentFlag.AlignCenter)
+        vh = self.table.verticalHeader()
+        vh.setSectionResizeMode(QHeaderView.ResizeMode.Fixed)
+        vh.setDefaultSectionSize(self.fontMetrics().height() + 4)
+        vh.setDefaultAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+        self.message = QLabel()
+        self.message.setWordWrap(True)
+        self.message.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        self.message.setStyleSheet("color: palette(placeholder-text);")
+        self.pages = QStackedWidget()
+        self.pages.addWidget(self.table)
+        self.pages.addWidget(self.message)
+        lay = QVBoxLayout(self)
+        lay.setContentsMargins(4, 2, 4, 2)
+        lay.setSpacing(2)
+        lay.addWidget(self.title)
+        lay.addWidget(self.pages, 1)
+        self.setMinimumSize(260, 160)
+        self._rebuild()
+
+    def sizeHint(self) -> QSize:
+        return QSize(420, 300)
+
+    # ---------------------------------------------------------------- API
+    def set_step(self, ev: StepEvent | None) -> None:
+        """Show ``ev``'s chain. While the view is hidden the rebuild waits until it is shown."""
+        if ev is self._ev and not self._pending:
+            return
+        self._ev = ev
+        if self.isVisible():
+            self._rebuild()
+        else:
+            self._pending = True
+
+    def step(self) -> int | None:
+        """The step shown (or waiting to be shown), or None."""
+        return self._ev.step if self._ev is not None else None
+
+    def showing_message(self) -> bool:
+        """True when a one-line message stands in for the table (no step, or no stage ran)."""
+        self._flush()
+        return self.pages.currentWidget() is self.message
+
+    def message_text(self) -> str:
+        self._flush()
+        return self.message.text()
+
+    def column_names(self) -> list[str]:
+        """"raw" and the stage names, in column order."""
+        self._flush()
+        return self.model.column_names()
+
+    def header_text(self, col: int) -> str:
+        """The header of column ``col`` (0 = raw)."""
+        self._flush()
+        return self.model.header_text(col)
+
+    def candidate_texts(self) -> list[str]:
+        """The rows' token texts (as the events give them), in row order."""
+        self._flush()
+        ev = self.model.step_event()
+        return [tp.text for tp in ev.stage_candidates] if ev is not None else []
+
+    def cell(self, row: int, col: int) -> Cell:
+        """The cell of candidate ``row`` in column ``col`` (0 = raw)."""
+        self._flush()
+        return self.model.cell(row, col)
+
+    def cell_text(self, row: int, col: int) -> str:
+        self._flush()
+        return self.model.data(self.model.index(row, col))
+
+    # ------------------------------------------------------------- internals
+    def showEvent(self, e) -> None:  # noqa: N802
+        super().showEvent(e)
+        self._flush()
+
+    def _flush(self) -> None:
+        if self._pending:
+            self._rebuild()
+
+    def _rebuild(self) -> None:
+        self._pending = False
+        ev = self._ev
+        if ev is None:
+            self.title.setText("Chain stages at the selected step")
+            self.model.set_step(None)
+            self.message.setText("Decode an input, then click a token to see what each stage of the sampler chain kept.")
+            self.pages.setCurrentWidget(self.message)
+            return
+        self.title.setText(
+            f"Chain stages at step {ev.step}: chosen {display_text(ev.text)!r}"
+            + (f" · kept {ev.kept} · raw entropy {ev.raw_entropy:.2f} nats" if ev.stages else "")
+        )
+        self.model.set_step(ev)
+        if not ev.stages:
+            self.message.setText(
+                f"No sampler stage ran at step {ev.step} (e.g. greedy or beam search without penalties): "
+                "the processed distribution is the raw one."
+            )
+            self.pages.setCurrentWidget(self.message)
+            return
+        fm = self.table.fontMetrics()
+        hh = self.table.horizontalHeader()
+        cell_w = fm.horizontalAdvance("0.000") + 14
+        for c in range(self.model.columnCount()):
+            lines = self.model.header_text(c).split("\n")
+            hh.resizeSection(c, max(cell_w, max(fm.horizontalAdvance(t) for t in lines) + 14))
+        self.pages.setCurrentWidget(self.table)
+
+
+class StepInspector(QWidget):
+    """The selected step's distribution: the top-k chart or the chain's stages (a toggle), and
+    "Sample ×N" over the top-k chart.
+
+    Signals:
+        modeChanged(str): "topk" or "stages" is shown.
+    """
+
+    modeChanged = Signal(str)
+
+    def __init__(self, chart, stages: StageView | None = None, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.chart = chart
+        self.stages = stages if stages is not None else StageView()
+        self.seed: int | None = 0
+        self.topk_button = QToolButton()
+        self.topk_button.setText("top-k")
+        self.topk_button.setToolTip("the processed top-k over the raw distribution")
+        self.stages_button = QToolButton()
+        self.stages_button.setText("chain stages")
+        self.stages_button.setToolTip(
+            "the distribution after each stage of the sampler chain, in the order applied: "
+            "which stage removed which candidate"
+        )
+        self._group = QButtonGroup(self)
+        self._group.setExclusive(True)
+        for b in (self.topk_button, self.stages_button):
+            b.setCheckable(True)
+            b.setAutoRaise(False)
+            self._group.addButton(b)
+        self.topk_button.setChecked(True)
+        self.topk_button.toggled.connect(self._mode_toggled)
+
+        tip = (
+            "Draw N tokens from this step's processed distribution with numpy's Generator, seeded with "
+            "the run's seed, and outline how often each was picked over its bar. The draws come from the "
+            "reported top-k tokens plus one 'other' bucket holding the remaining mass 1 − Σ top-k: exactly "
+            "the processed distribution with its tail lumped together. No model call."
+        )
+        self.sample_button = QPushButton("Sample ×")
+        self.sample_button.setToolTip(tip)
+        self.sample_button.clicked.connect(self.sample)
+        self.sample_spin = QSpinBox()
+        self.sample_spin.setRange(1, 100_000)
+        self.sample_spin.setValue(100)
+        self.sample_spin.setToolTip(tip)
+        self.sample_spin.setAccelerated(True)
+        self.sample_button.setEnabled(False)
+
+        top = QHBoxLayout()
+        top.setContentsMargins(4, 2, 4, 0)
+        top.setSpacing(0)
+        top.addWidget(self.topk_button)
+        top.addWidget(self.stages_button)
+        top.addStretch(1)
+        top.addWidget(self.sample_button)
+        top.addSpacing(2)
+        top.addWidget(self.sample_spin)
+
+        self.pages = QStackedWidget()
+        self.pages.addWidget(chart)
+        self.pages.addWidget(self.stages)
+        self.pages.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Expanding)
+        lay = QVBoxLayout(self)
+        lay.setContentsMargins(0, 0, 0, 0)
+        lay.setSpacing(0)
+        lay.addLayout(top)
+        lay.addWidget(self.pages, 1)
+        chart.stepChanged.connect(self._step_changed)
+        self._step_changed(chart.event_shown())
+
+    # ---------------------------------------------------------------- API
+    def set_mode(self, mode: str) -> None:
+        """Show "topk" (the chart) or "stages" (the chain's stages)."""
+        if mode not in ("topk", "stages"):
+            raise ValueError(f"mode must be 'topk' or 'stages', got {mode!r}")
+        (self.topk_button if mode == "topk" else self.stages_button).setChecked(True)
+
+    def mode(self) -> str:
+        return "stages" if self.stages_button.isChecked() else "topk"
+
+    def set_seed(self, seed: int | None) -> None:
+        """The seed of Sample ×N's Generator (the run's seed; None: fresh entropy)."""
+        self.seed = seed
+
+    def sample(self):
+        """Draw the spin box's N samples at the shown step (switching to the top-k chart)."""
+        self.set_mode("topk")
+        return self.chart.sample(self.sample_spin.value(), self.seed)
+
+    # ------------------------------------------------------------- internals
+    def _mode_toggled(self, topk_on: bool) -> None:
+        self.pages.setCurrentWidget(self.chart if topk_on else self.stages)
+        self.modeChanged.emit("topk" if topk_on else "stages")
+
+    def _step_changed(self, ev: StepEvent | None) -> None:
+        self.stages.set_step(ev)
+        self.sample_button.setEnabled(ev is not None)
