@@ -128,8 +128,9 @@ class WhisperLeanDecoder:
         return LeanCache(self_k, self_v, cross_k, cross_v, 0)
 
     def step(self, input_ids: torch.Tensor, cache: LeanCache, output_attentions: bool) -> StepOutput:
-        """Feed ``input_ids`` (batch, new_len); returns last-position logits (batch, vocab)
-        and, if asked, cross-attention (batch, layers, heads, src)."""
+        """Feed ``input_ids`` (batch, new_len); returns last-position logits (batch, vocab),
+        the decoder's output after its final layer norm for every position fed, float32
+        (batch, new_len, d_model), and, if asked, cross-attention (batch, layers, heads, src)."""
         start, new_len = cache.length, input_ids.shape[1]
         end = start + new_len
         if end > self.max_len:
@@ -167,13 +168,13 @@ class WhisperLeanDecoder:
             h = layer.final_layer_norm(x)
             x = x + layer.fc2(layer.activation_fn(layer.fc1(h)))
         cache.length = end
-        last = dec.layer_norm(x[:, -1])
-        logits = last @ self.proj_out_t
+        hidden = dec.layer_norm(x)  # (batch, new_len, d_model): what proj_out is applied to
+        logits = hidden[:, -1] @ self.proj_out_t
         if self.proj_out_b is not None:
             logits = logits + self.proj_out_b
         logits = logits.float()
         cross = torch.stack(cross_rows, dim=1) if output_attentions else None
-        return StepOutput(logits=logits, cross_attention=cross, cache=cache)
+        return StepOutput(logits=logits, cross_attention=cross, cache=cache, hidden_states=hidden.float())
 
     @staticmethod
     def reorder_cache(cache: LeanCache, beam_idx: torch.Tensor) -> LeanCache:
@@ -287,8 +288,12 @@ class HFSeq2SeqBackend:
     def step(self, input_ids: torch.Tensor, cache: Any, output_attentions: bool) -> StepOutput:
         """Feed ``input_ids`` (int64 (batch, new_len)): the prompt first, then one token per step.
 
-        Returns logits float32 (batch, vocab) of the last position and cross-attention
-        float32 (batch, layers, heads, src_total) if ``output_attentions``.
+        Returns logits float32 (batch, vocab) of the last position, cross-attention
+        float32 (batch, layers, heads, src_total) if ``output_attentions``, and
+        ``hidden_states`` float32 (batch, new_len, d_model): transformers'
+        ``decoder_hidden_states[-1]``, the decoder's last layer output after its final
+        layer norm (T5 scales it by d_model ** -0.5 before its tied lm_head; this is the
+        unscaled tensor, as transformers' contrastive search uses it).
         """
         with torch.inference_mode():
             if self._lean is not None:
@@ -302,9 +307,11 @@ class HFSeq2SeqBackend:
                 past_key_values=cache.kv,
                 use_cache=True,
                 output_attentions=output_attentions,
+                output_hidden_states=True,  # the last layer's output is kept for contrastive search
                 return_dict=True,
             )
             logits = out.logits[:, -1].float()
+            hidden = out.decoder_hidden_states[-1].float()
             cross = None
             if output_attentions:
                 if not out.cross_attentions or out.cross_attentions[0] is None:
@@ -314,7 +321,7 @@ class HFSeq2SeqBackend:
                     )
                 cross = torch.stack([a[:, :, -1] for a in out.cross_attentions], dim=1).float()
             cache.kv = out.past_key_values
-        return StepOutput(logits=logits, cross_attention=cross, cache=cache)
+        return StepOutput(logits=logits, cross_attention=cross, cache=cache, hidden_states=hidden)
 
     def reorder_cache(self, cache: Any, beam_idx: torch.Tensor) -> Any:
         """Select/reorder hypotheses: ``beam_idx`` int64 (new_batch,) indexes the old batch."""

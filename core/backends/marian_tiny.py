@@ -211,7 +211,11 @@ class MarianTinyBackend:
         Returns:
             StepOutput: logits float32 (batch, 32000) for the next token (-inf outside the
             shortlist when it is on), cross_attention float32 (batch, 2, 8, src_len) or None,
-            and the new cache.
+            the new cache, and hidden_states float32 (batch, positions, 256): the top
+            decoder layer's output (after its last layer norm; what the output projection
+            is applied to) of every position processed, the implicit start position
+            included on a fresh cache (so positions = new_len, or new_len + 1 when the ids
+            do not begin with the virtual start token).
 
         Raises:
             ValueError: an empty input on a cache that already started, or a batch size
@@ -236,9 +240,11 @@ class MarianTinyBackend:
             inputs.extend(emb[:, j] for j in range(n_new))
         state = cache.ssru_state
         attn = None
-        y = None
+        ys = []
         for x in inputs:
             y, state, attn = m.decode_position(x, state, cache.cross_keys, cache.cross_values, cache.cross_bias)
+            ys.append(y)
+        hidden = ys[0][:, None] if len(ys) == 1 else torch.stack(ys, dim=1)
         rows = cache.shortlist_rows
         if rows is None:
             logits = m.output_logits(y)
@@ -246,7 +252,7 @@ class MarianTinyBackend:
             logits = torch.full((batch, self.vocab_size), float("-inf"))
             logits[:, rows] = m.output_logits(y, cache.shortlist_projection)
         new_cache = replace(cache, position=cache.position + len(inputs), ssru_state=state)
-        return StepOutput(logits, attn if output_attentions else None, new_cache)
+        return StepOutput(logits, attn if output_attentions else None, new_cache, hidden_states=hidden)
 
     def reorder_cache(self, cache: TinyDecoderCache, beam_idx: torch.Tensor) -> TinyDecoderCache:
         """Select hypotheses: ``beam_idx`` int64 (new_batch,) indexes the old batch."""

@@ -312,6 +312,15 @@ class OCRAttnModel(nn.Module):
             cross_attention: float32 (B, n_layers, n_heads, T_new, S) or None.
             cache: the new cache (self-attention K/V extended by T_new positions).
         """
+        hidden, cross, new_cache = self.decode_hidden(input_ids, cache, output_attentions)
+        return self.lm_head(hidden), cross, new_cache
+
+    def decode_hidden(
+        self, input_ids: torch.Tensor, cache: DecoderCache, output_attentions: bool = False
+    ) -> tuple[torch.Tensor, torch.Tensor | None, DecoderCache]:
+        """:meth:`decode_step` without the output projection: the decoder's last layer
+        output after ``final_norm``, float32 (B, T_new, d_model) (``lm_head`` of it gives
+        the logits), the cross-attention and the new cache."""
         b, t_new = input_ids.shape
         past = cache.seen
         x = self.embed_tokens(input_ids) * math.sqrt(self.cfg.d_model)
@@ -340,9 +349,8 @@ class OCRAttnModel(nn.Module):
             if w is not None:
                 attns.append(w)
             x = x + layer.dropout(layer.ffn(layer.ffn_norm(x)))
-        logits = self.lm_head(self.final_norm(x))
         cross = torch.stack(attns, dim=1) if output_attentions else None
-        return logits, cross, DecoderCache(new_k, new_v, cache.cross_k, cache.cross_v, cache.memory_mask)
+        return self.final_norm(x), cross, DecoderCache(new_k, new_v, cache.cross_k, cache.cross_v, cache.memory_mask)
 
     def forward(
         self, pixel_values: torch.Tensor, input_ids: torch.Tensor, widths: torch.Tensor | None = None

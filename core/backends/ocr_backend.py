@@ -163,14 +163,18 @@ class OCRAttnBackend:
 
     def step(self, input_ids: torch.Tensor, cache: DecoderCache, output_attentions: bool) -> StepOutput:
         """Feed ``input_ids`` int64 (batch, new_len) (``<s>`` first, then one character
-        per step). Returns logits float32 (batch, vocab_size) of the last position and,
-        if asked, cross-attention float32 (batch, layers, heads, S) of that position."""
+        per step). Returns logits float32 (batch, vocab_size) of the last position,
+        if asked, cross-attention float32 (batch, layers, heads, S) of that position, and
+        hidden_states float32 (batch, new_len, d_model): the decoder's output after its
+        final layer norm for every position fed (``lm_head`` of it gives the logits)."""
         with torch.inference_mode():
-            logits, cross, new_cache = self.model.decode_step(input_ids, cache, output_attentions)
+            hidden, cross, new_cache = self.model.decode_hidden(input_ids, cache, output_attentions)
+            logits = self.model.lm_head(hidden[:, -1])
         return StepOutput(
-            logits=logits[:, -1].float(),
+            logits=logits.float(),
             cross_attention=None if cross is None else cross[:, :, :, -1].float(),
             cache=new_cache,
+            hidden_states=hidden.float(),
         )
 
     def reorder_cache(self, cache: DecoderCache, beam_idx: torch.Tensor) -> DecoderCache:

@@ -146,6 +146,13 @@ class BeamSearch:
         ]
         return running, finished
 
+    def ranked_finished(self) -> list[tuple[float, list[int], float]]:
+        """The finished hypotheses, best first: (length-penalised score
+        ``log_prob / generated_len ** length_penalty``, the ranking key; generated ids
+        without EOS; cumulative log-probability), as ``_beams`` lists them."""
+        scores = self.finished_scores[0][self.is_finished[0]].tolist()
+        return [(score, ids, lp) for score, (ids, lp) in zip(scores, self._beams()[1])]
+
     def finalize(self) -> Result:
         """The best finished hypothesis (or the best running one if none finished,
         e.g. after a cancel) and the records of its tokens up to EOS."""
