@@ -26,8 +26,9 @@ import torch
 
 from core.events import BeamEvent, Hypothesis, StageReport, StepEvent, TokenProb
 
-RANK_LIMIT = 1000
-"""Ranks are exact up to this; a token ranked lower is reported as ``RANK_LIMIT + 1``."""
+RANK_LIMIT = 100
+"""Ranks are exact up to this; a token ranked lower is reported as ``RANK_LIMIT + 1``
+("beyond 100": GLTR's last bucket). Keeping more costs a larger top-k per row and step."""
 
 
 def entropy_nats(probs: torch.Tensor) -> float:
@@ -39,9 +40,8 @@ def varentropy_nats(probs: torch.Tensor, entropy: float) -> float:
     """Varentropy sum p (log p + H)^2 of a (vocab,) distribution, nats² (the variance of
     the surprise -log p; entropix ``calculate_varentropy_logsoftmax``). Zero-probability
     tokens contribute nothing."""
-    nz = probs > 0
-    p = probs[nz].double()
-    return float((p * (p.log() + entropy) ** 2).sum())
+    log_p = probs.clamp_min(torch.finfo(probs.dtype).tiny).log()  # finite; p = 0 terms vanish below
+    return float((probs * (log_p + entropy) ** 2).sum(dtype=torch.float64))
 
 
 @dataclass
@@ -216,8 +216,8 @@ class StepReporter:
             kept = after > 0
             reports.append(StageReport(
                 name=name,
-                kept=int(kept.sum()),
-                mass=min(1.0, float(before[kept].double().sum())),
+                kept=int(torch.count_nonzero(after)),
+                mass=min(1.0, float(torch.where(kept, before, 0.0).sum(dtype=torch.float64))),
                 probs=after[index].float().numpy().copy(),
             ))
         raw_sel = raw[index].tolist()

@@ -6,8 +6,10 @@ selects a token, and saves one PNG per tab:
 
     .venv/bin/python tools/screenshot.py [--out assets] [--speech-model base]
 
-Writes ``screenshot.png`` (speech tab), ``screenshot_ocr.png`` and
-``screenshot_translation.png`` (``--tabs`` picks a subset, e.g. ``--tabs ocr``).
+Writes ``screenshot.png`` (speech tab), ``screenshot_ocr.png``,
+``screenshot_translation.png`` and ``screenshot_chain.png`` (the speech tab sampling
+through a sampler chain, the chain-stage view of one step) (``--tabs`` picks a subset,
+e.g. ``--tabs ocr,chain``).
 """
 
 from __future__ import annotations
@@ -66,7 +68,8 @@ def main() -> int:
     p.add_argument("--step", type=int, default=6, help="token to select in the speech tab")
     p.add_argument("--ocr-model", default="bundled")
     p.add_argument("--ocr-step", type=int, default=36, help="token to select in the OCR tab")
-    p.add_argument("--tabs", default="speech,ocr,translation", help="comma-separated tabs to capture")
+    p.add_argument("--chain-step", type=int, default=3, help="token to select in the chain shot")
+    p.add_argument("--tabs", default="speech,ocr,translation,chain", help="comma-separated shots to take")
     args = p.parse_args()
     out = pathlib.Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -93,6 +96,24 @@ def main() -> int:
         tab.select_step(step)
         _settle()
         _save(win, out / filename)
+    if "chain" in tabs:
+        from core.options import DecodingOptions
+
+        tab = win.speech_tab
+        win.tabs.setCurrentWidget(tab)
+        if tab.model is None:
+            _wait(tab.modelReady, lambda: tab.load_model(args.speech_model))
+        chain = DecodingOptions(strategy="sample", seed=1, repetition_penalty=1.2, temperature=1.3, top_k=20,
+                                top_p=0.95, min_p=0.02)
+        tab.options_panel.setOptions(chain)
+        for section in tab.options_panel.sections.values():
+            section.setExpanded(section.title in ("Strategy", "Filters"))
+        fin = _wait(tab.decodeFinished, lambda: (tab.options_panel.setOptions(chain, emit=True), tab.load_sample()))
+        print("chain:", fin[0].text if fin else "(no result)")
+        tab.select_step(args.chain_step)
+        tab.inspector.stages_button.click()
+        _settle()
+        _save(win, out / "screenshot_chain.png")
     win.close()
     wait_all(30000)  # worker threads (e.g. the OCR tab's CTC readings) end before Qt goes
     return 0

@@ -239,7 +239,8 @@ class HFSeq2SeqBackend:
         Returns:
             EncoderOutput with hidden states float32 (1, src_total, d_model); ``source_len``
             = non-pad source tokens for text, ``source_len`` if given, else src_total.
-            ``extras["attention_mask"]`` holds the text padding mask (or None).
+            ``extras["attention_mask"]`` holds the text padding mask (or None),
+            ``extras["source_ids"]`` the text source ids (int64 (1, src_len)).
 
         Raises:
             ValueError: if no known input key is present or the batch is not 1.
@@ -262,7 +263,10 @@ class HFSeq2SeqBackend:
             source_len = int(mask.sum()) if mask is not None else hidden.shape[1]
         if mask is not None and bool(mask.all()):
             mask = None  # no padding: skip masking work in every step
-        return EncoderOutput(hidden_states=hidden, source_len=int(source_len), extras={"attention_mask": mask})
+        extras = {"attention_mask": mask}
+        if keys[0] == "input_ids":  # text source: the encoder stages of the sampler chain need its ids
+            extras["source_ids"] = main
+        return EncoderOutput(hidden_states=hidden, source_len=int(source_len), extras=extras)
 
     # -- decoder -------------------------------------------------------------------
     def init_cache(self, encoded: EncoderOutput, batch_size: int) -> Any:
@@ -355,3 +359,7 @@ class HFSeq2SeqBackend:
     def decode(self, token_ids: Sequence[int]) -> str:
         """Text of ``token_ids``, special tokens skipped."""
         return self.tokenizer.decode(list(token_ids), skip_special_tokens=True)
+
+    def tokenize(self, text: str) -> list[int]:
+        """Token ids of ``text``, no special tokens (for bad words and logit bias)."""
+        return list(self.tokenizer.encode(text, add_special_tokens=False))

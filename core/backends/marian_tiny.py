@@ -131,6 +131,10 @@ class MarianTinyBackend:
         """Detokenised text; ``</s>`` skipped."""
         return self.tokenizer.decode([int(t) for t in token_ids if int(t) != EOS_ID])
 
+    def tokenize(self, text: str) -> list[int]:
+        """SentencePiece ids of ``text``, no ``</s>`` (for bad words and logit bias)."""
+        return list(self.tokenizer.encode(text))
+
     # -- Backend protocol --------------------------------------------------------------
 
     def encode(self, model_inputs: Mapping[str, torch.Tensor]) -> EncoderOutput:

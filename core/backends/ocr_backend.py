@@ -190,6 +190,11 @@ class OCRAttnBackend:
         """Text of ``token_ids``, special tokens skipped."""
         return self.vocab.decode(token_ids)
 
+    def tokenize(self, text: str) -> list[int]:
+        """One id per character of ``text`` (characters outside the vocabulary dropped:
+        the reader can never write them anyway)."""
+        return self.vocab.encode("".join(c for c in text if c in self.vocab), add_special=False)
+
 
 class CTCReader:
     """english_g2's own reading: the original EasyOCR recogniser with its CTC head.
