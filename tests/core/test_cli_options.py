@@ -109,3 +109,25 @@ def test_malformed_flag_is_one_line_exit_2(capsys, flags, message):
     assert exc.value.code == 2
     err = capsys.readouterr().err
     assert message in err and err.count("\n") == 1 and "--help" in err
+
+
+def test_preset_then_flags_override_it():
+    o = _options("--preset", "llama.cpp defaults")
+    assert (o.strategy, o.temperature, o.top_k, o.top_p, o.min_p) == ("sample", 0.8, 40, 0.95, 0.05)
+    assert o.sampler_order == LLAMA_CPP_SAMPLER_ORDER
+    o = _options("--preset", "llama.cpp defaults", "--top-k", "5", "--strategy", "greedy")
+    assert (o.strategy, o.top_k, o.min_p) == ("greedy", 5, 0.05)
+
+
+def test_unknown_preset_is_one_line(capsys):
+    assert main(["translate", "hello", "--preset", "nope"]) == 1
+    err = capsys.readouterr().err
+    assert "unknown preset 'nope'" in err and "llama.cpp defaults" in err and err.count("\n") == 1
+
+
+def test_help_shows_each_flags_default(capsys):
+    with pytest.raises(SystemExit):
+        main(["translate", "--help"])
+    out = " ".join(capsys.readouterr().out.split())
+    assert "--min-p MIN_P keep p >= min_p * p_max; 0 = off (default 0.0)" in out
+    assert "(default 4)" in out  # --beams
