@@ -61,26 +61,12 @@ def _need_source(context: ChainContext, what: str) -> torch.Tensor:
     return context.encoder_input_ids
 
 
-class _LazyModule:
-    """Imports a module on first attribute access."""
-
-    def __init__(self, name: str):
-        self._name = name
-
-    def __getattr__(self, attr: str):
-        import importlib
-
-        return getattr(importlib.import_module(self._name), attr)
-
-
 def _stage(name: str, o: DecodingOptions, prompt: DecoderPrompt, prompt_len: int, ctx: ChainContext):
     """The processor of stage ``name`` for these options, or None when it is off."""
+    from core.processors import constraints as c
+    from core.processors import llama_samplers as llama
     from core.processors import penalties as pen
     from core.processors import warpers as w
-
-    # the newer kinds' modules, imported when a stage of theirs is on
-    c = _LazyModule("core.processors.constraints")
-    llama = _LazyModule("core.processors.llama_samplers")
 
     eos = prompt.eos_token_id
     if name == "sequence_bias":
