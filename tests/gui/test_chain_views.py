@@ -316,6 +316,30 @@ def test_reordering_the_chain_reorders_the_stage_columns(qtbot, tab):
     assert tab.strip.point_count() == len(WORDS)
 
 
+def test_moving_a_stage_in_the_panel_redecodes_and_reorders_the_stage_view(qtbot, tab):
+    """The user's path: select top-k in the chain list, Alt+Up past temperature; the
+    debounced re-decode runs and the selected step's stage columns follow."""
+    opts = DecodingOptions(strategy="sample", temperature=0.8, top_k=3)
+    tab.options_panel.setOptions(opts)
+    tab.model = FakeSpeechModel()
+    _decode(qtbot, tab, lambda: tab.set_audio(_tone(), "tone"))
+    tab.select_step(1)
+    tab.inspector.set_mode("stages")
+    assert tab.stages.column_names() == ["raw", "temperature", "top_k"]
+    chain = tab.options_panel.chain
+    chain.list.setCurrentItem(chain.stage_item("top_k"))
+    steps_up = chain.row_of("top_k") - chain.row_of("temperature")
+    assert steps_up > 0
+
+    def move_up():
+        for _ in range(steps_up):
+            qtbot.keyClick(chain.list, Qt.Key.Key_Up, Qt.KeyboardModifier.AltModifier)
+
+    _decode(qtbot, tab, move_up)
+    assert tab.stages.column_names() == ["raw", "top_k", "temperature"]
+    assert tab.stages.step() == 1
+
+
 # ----------------------------------------------------------------------- layout
 def test_strip_shrinks_before_the_chips(qtbot):
     view = TokenStreamView()
