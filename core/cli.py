@@ -13,7 +13,13 @@ Prints the text, or with ``--json`` a trace::
                  "topk": [{"id", "text", "prob"}],
                  "stages": [{"name", "kept", "mass"}],      # the sampler chain, in order
                  "mu"?}],                                    # mirostat only
-     "timing": {"load_s", "encode_s", "decode_s", "tokens_per_s", "rtf"}}
+     "timing": {"load_s", "encode_s", "decode_s", "tokens_per_s", "rtf"},
+     "beam_tree"?: {"nodes": [{"id", "parent", "step", "token", "text", "logprob", "score",
+                               "normalized", "status", "best", "eos", "row", "group", "segment"}]}}
+
+(``"beam_tree"`` for beam and diverse beam search: every candidate considered, see
+``core.beam_tree.BeamTree.to_dict``; one node per segment is ``best`` and the non-EOS
+tokens on the path to it are the segment's output.)
 
 (``"cross_attention"`` per token with ``--attention``: layers x heads x source_len,
 averaged over heads and layers unless ``--attention full``). Bad input: one line
@@ -28,7 +34,8 @@ import sys
 from typing import Iterable, Sequence
 
 from core import catalog
-from core.events import Event, Finished, StepEvent
+from core.beam_tree import BeamTree
+from core.events import BeamEvent, Event, Finished, StepEvent
 from core.cli_options import add_decoding_arguments, options_from_args
 from core.options import DecodingOptions
 
@@ -41,6 +48,7 @@ def trace(task: str, model: str, options: DecodingOptions, events: Iterable[Even
     """Consume ``events`` into the JSON trace dict (tokens in decoding order, no prompt)."""
     tokens: list[dict] = []
     finished: Finished | None = None
+    tree = BeamTree()
     for ev in events:
         if isinstance(ev, StepEvent):
             tok = {
@@ -60,11 +68,13 @@ def trace(task: str, model: str, options: DecodingOptions, events: Iterable[Even
                 a = ev.cross_attention
                 tok["cross_attention"] = (a.mean(axis=(0, 1)) if attention == "mean" else a).round(5).tolist()
             tokens.append(tok)
+        elif isinstance(ev, BeamEvent):
+            tree.add(ev)
         elif isinstance(ev, Finished):
             finished = ev
     if finished is None:
         raise CLIError("decoding ended without a result")
-    return {
+    out = {
         "task": task,
         "model": model,
         "options": options.to_dict(),
@@ -74,6 +84,9 @@ def trace(task: str, model: str, options: DecodingOptions, events: Iterable[Even
         "cancelled": finished.cancelled,
         "reason": finished.reason,
     }
+    if len(tree):
+        out["beam_tree"] = tree.to_dict()
+    return out
 
 
 def cmd_transcribe(args: argparse.Namespace) -> int:

@@ -108,7 +108,8 @@ class Engine:
                 yield report.step_event(update.emitted, report.row_report(source, update.emitted.row))
             if update.beams is not None:  # beam search: which beam wins is known at the end
                 row_reports.append([report.row_report(current, r) for r in range(strategy.batch_size)])
-                yield report.beam_event(t, *update.beams)
+                yield report.beam_event(t, *update.beams, nodes=update.nodes, rows=row_reports[-1],
+                                        best=update.best_node)
             if update.done:
                 break
             previous = current

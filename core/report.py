@@ -18,13 +18,14 @@ Nothing here chooses a token or touches a model.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
 import numpy as np
 import torch
 
-from core.events import BeamEvent, Hypothesis, StageReport, StepEvent, TokenProb
+from core.events import BeamEvent, BeamNode, BeamRowReport, Hypothesis, StageReport, StepEvent, TokenProb
 
 RANK_LIMIT = 100
 """Ranks are exact up to this; a token ranked lower is reported as ``RANK_LIMIT + 1``
@@ -250,9 +251,15 @@ class StepReporter:
         step: int,
         running: Sequence[tuple[Sequence[int], float]],
         finished: Sequence[tuple[Sequence[int], float]],
+        nodes: Sequence[BeamNode] | None = None,
+        rows: Sequence[RowReport] = (),
+        best: int | None = None,
     ) -> BeamEvent:
         """The live beams after step ``step``: (generated ids without EOS, cumulative
-        log-probability) of the running hypotheses, best first, and of the finished ones."""
+        log-probability) of the running hypotheses, best first, and of the finished ones;
+        the strategy's beam-tree ``nodes`` (local step, no text; given their token text
+        and the global step here), the step's row reports (shrunk to top-k, entropy and
+        the attention averaged over layers and heads) and the current best node."""
         def hyp(ids: Sequence[int], score: float, done: bool) -> Hypothesis:
             return Hypothesis(list(ids), self.decode(list(ids)), float(score), done)
 
@@ -261,4 +268,20 @@ class StepReporter:
             beams=[hyp(ids, s, False) for ids, s in running],
             finished=[hyp(ids, s, True) for ids, s in finished],
             segment=self.segment,
+            nodes=[
+                dataclasses.replace(n, text=self.token_text(n.token) if n.parent is not None else "",
+                                    step=self.step_offset + n.step)
+                for n in nodes or ()
+            ],
+            rows=[self.beam_row(r, report) for r, report in enumerate(rows)],
+            best=best,
         )
+
+    @staticmethod
+    def beam_row(row: int, report: RowReport) -> BeamRowReport:
+        """The compact report of beam ``row``: top-k, entropy, and the attention float32
+        (layers, heads, source_len) averaged to float32 (source_len,)."""
+        attention = None
+        if report.attention is not None:
+            attention = report.attention.mean(axis=(0, 1), dtype=np.float32)
+        return BeamRowReport(row, report.topk, report.entropy, attention)

@@ -24,6 +24,7 @@ from typing import Protocol, Sequence
 
 import torch
 
+from core.events import BeamNode
 from core.options import DecodingOptions
 from core.report import TokenRecord
 
@@ -40,6 +41,10 @@ class Update:
             of (generated ids without EOS, cumulative log-probability), best first.
         beam_idx: int64 (batch,): reorder the KV cache rows by this, or None.
         done: no more decoder steps are needed.
+        nodes: beam search's new beam-tree nodes of this step, plus re-sent nodes whose
+            status changed (``core.events.BeamNode``; ``text`` is filled in and ``step``
+            offset by the reporter: here ``step`` is the local step, ``text`` "").
+        best_node: id of the node that is the output if the search ended now.
     """
 
     input_ids: torch.Tensor
@@ -47,6 +52,8 @@ class Update:
     beams: tuple[list[tuple[list[int], float]], list[tuple[list[int], float]]] | None = None
     beam_idx: torch.Tensor | None = None
     done: bool = False
+    nodes: list[BeamNode] | None = None
+    best_node: int | None = None
 
 
 @dataclass

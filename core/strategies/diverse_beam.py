@@ -34,6 +34,7 @@ as in transformers.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 from typing import Sequence
 
 import torch
@@ -85,7 +86,12 @@ class DiverseBeamSearch:
         self.group_size = self.batch_size // self.num_groups
         self.diversity_penalty = float(diversity_penalty)
         self.length_penalty = float(length_penalty)
-        self.groups = [BeamSearch(self.group_size, length_penalty) for _ in range(self.num_groups)]
+        node_ids = itertools.count(1)  # one beam tree: node ids unique over the groups, one root
+        self.groups = [
+            BeamSearch(self.group_size, length_penalty, group=g, row_offset=g * self.group_size,
+                       node_ids=node_ids, emit_root=g == 0)
+            for g in range(self.num_groups)
+        ]
         self.group_done = [False] * self.num_groups
 
     def _rows(self, g: int) -> slice:
@@ -110,11 +116,14 @@ class DiverseBeamSearch:
             (num_beams,) (each group's reordering, offset to its rows; identity for a
             finished group), beams = (the running beams of the groups decoded at this
             step (not those finished earlier), group by group, each group best first; every group's finished hypotheses, best
-            length-penalised score first), done when every group is done.
+            length-penalised score first), done when every group is done; nodes: the
+            beam-tree nodes of the groups decoded at this step, group by group (all
+            groups share the root, node 0, and one id counter; ``BeamNode.group`` says
+            which group); best_node: the node ``finalize`` would return now.
         """
         vocab = scores.shape[-1]
         chosen: list[int] = []  # tokens the earlier groups selected at this step
-        next_ids, beam_idx, running = [], [], []
+        next_ids, beam_idx, running, nodes = [], [], [], []
         for g, beam in enumerate(self.groups):
             rows = self._rows(g)
             offset = g * self.group_size
@@ -134,19 +143,18 @@ class DiverseBeamSearch:
             beam_idx.append(local + offset)
             chosen.extend(u.input_ids[:, -1].tolist())
             running.extend(u.beams[0])
+            nodes.extend(u.nodes)
         done = all(self.group_done)
         finished = sorted(
             (h for b in self.groups for h in b.ranked_finished()), key=lambda h: h[0], reverse=True
         )
         beams = (running, [(ids, lp) for _, ids, lp in finished])
         return Update(torch.cat(next_ids, dim=0), beams=beams,
-                      beam_idx=None if done else torch.cat(beam_idx), done=done)
+                      beam_idx=None if done else torch.cat(beam_idx), done=done,
+                      nodes=nodes, best_node=self.groups[self._best_group()].best_hyp().node)
 
-    def finalize(self) -> Result:
-        """The best finished hypothesis over all groups by length-penalised score (the
-        first group wins a tie), as transformers' ``BeamSearchScorer.finalize`` chose
-        over the groups; if no group finished (a cancel), the best running hypothesis
-        by cumulative score. Its records' rows are rows of the whole batch."""
+    def _best_group(self) -> int:
+        """The group whose best hypothesis ``finalize`` returns (see there)."""
         best_g, best_score = None, float("-inf")
         for g, beam in enumerate(self.groups):
             ranked = beam.ranked_finished()
@@ -154,6 +162,14 @@ class DiverseBeamSearch:
                 best_g, best_score = g, ranked[0][0]
         if best_g is None:
             best_g = max(range(self.num_groups), key=lambda g: (self.groups[g].running[0].log_prob, -g))
+        return best_g
+
+    def finalize(self) -> Result:
+        """The best finished hypothesis over all groups by length-penalised score (the
+        first group wins a tie), as transformers' ``BeamSearchScorer.finalize`` chose
+        over the groups; if no group finished (a cancel), the best running hypothesis
+        by cumulative score. Its records' rows are rows of the whole batch."""
+        best_g = self._best_group()
         result = self.groups[best_g].finalize()
         offset = best_g * self.group_size
         result.records = [dataclasses.replace(r, row=r.row + offset) for r in result.records]
