@@ -190,6 +190,10 @@ class AttentionHeatmap(QWidget):
         self._resize_columns(n_columns)
         self._refresh_image()
 
+    def column_axis(self) -> tuple[list[str] | None, str, float]:
+        """(column labels or None, axis unit, source units per column), as set by :meth:`set_columns`."""
+        return self._col_labels, self._unit, self._scale
+
     def reset_columns(
         self, unit: str, scale: float = 1.0, labels: list[str] | None = None, n_columns: int = 0
     ) -> None:

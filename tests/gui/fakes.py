@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import hashlib
+import itertools
 import threading
 import time
 
 import numpy as np
 
-from core.events import BeamEvent, Finished, Hypothesis, RunStats, SegmentEvent, StageReport, StepEvent, TokenProb
+from core.events import (
+    BeamEvent, BeamNode, BeamRowReport, Finished, Hypothesis, RunStats, SegmentEvent, StageReport, StepEvent, TokenProb,
+)
 from core.options import SAMPLING_STRATEGIES, WARPER_STAGES
 
 WORDS = [" The", " quick", " brown", " fox", " jump", "s", " over", " the", " lazy", " dog", "."]
@@ -17,6 +20,77 @@ VOCAB = {w: i + 100 for i, w in enumerate(dict.fromkeys(WORDS + [" cat", " box",
 
 #: the raw rank of the chosen token at step i (cycled): mostly the model's favourite, sometimes not
 RANKS = (1, 1, 2, 1, 12, 1, 1, 4, 130, 1, 1001)
+
+
+#: the fake end-of-sequence token of beam runs
+EOS_ID, EOS_TEXT = 2, "</s>"
+#: the alternatives every beam row offers besides its own word (fixed processed log-probabilities)
+BEAM_ALTERNATIVES = ((" cat", -1.0), (" box", -1.3), (" red", -1.6), ("!", -1.9))
+
+
+def fake_beam_events(words: list[str], num_beams: int = 2, *, step_offset: int = 0, segment: int = 0,
+                     n_frames: int = 50, early_eos_step: int | None = 3, length_penalty: float = 1.0
+                     ) -> list[BeamEvent]:
+    """A beam search over a made-up distribution whose output is ``words``, as the engine
+    reports it: one BeamEvent per step with the step's 2 x beams candidate ``BeamNode``s
+    (the root, node 0, first), one ``BeamRowReport`` per row (top-k, averaged attention
+    peaked at column 3 x step + row) and the ``best`` node so far.
+
+    Row 0 (the best beam) continues with the next word (log p -0.1) and finally EOS (-0.05);
+    every row also offers ``BEAM_ALTERNATIVES`` (0.2 worse per row below the first). At
+    ``early_eos_step`` the second row may end with EOS (log p -0.2): a finished node that
+    is ``best`` until the output's EOS beats it. Candidates are ranked by cumulative score:
+    the first ``num_beams`` non-EOS ones stay alive, an EOS among the first ``num_beams``
+    finishes, the rest are pruned. The last event's ``best`` is the EOS after ``words``.
+    """
+    ids = itertools.count(1)
+    root = BeamNode(0, None, step_offset - 1, 1, "", 0.0, 0.0, 0.0, "alive", 0)
+    running = [root]  # row r extends running[r]
+    finished: list[BeamNode] = []
+    events = []
+    n = len(words)
+    for t in range(n + 1):
+        step = step_offset + t
+        cands, rows = [], []
+        for r, parent in enumerate(running):
+            offers = [(EOS_TEXT, EOS_ID, -0.05)] if (r == 0 and t == n) else []
+            if r == 0 and t < n:
+                offers.append((words[t], VOCAB.get(words[t], 1), -0.1))
+            if r == 1 and t == early_eos_step:
+                offers.append((EOS_TEXT, EOS_ID, -0.2))
+            offers += [(w, VOCAB[w], lp - 0.2 * r) for w, lp in BEAM_ALTERNATIVES if w != (words[t] if t < n else "")]
+            for text, tid, lp in offers:
+                cands.append((parent.score + lp, r, parent, text, tid, lp))
+            att = np.full(n_frames, 0.1 / n_frames, np.float32)
+            att[min(n_frames - 1, 3 * t + r)] += 0.9
+            top = sorted(offers, key=lambda o: -o[2])
+            rows.append(BeamRowReport(row=r, topk=[TokenProb(tid, text, float(np.exp(lp))) for text, tid, lp in top],
+                                      entropy=0.5 + 0.1 * r, attention=att))
+        cands.sort(key=lambda c: -c[0])
+        nodes = [root] if t == 0 else []
+        alive = []
+        for k, (score, r, parent, text, tid, lp) in enumerate(cands[: 2 * num_beams]):
+            eos = tid == EOS_ID
+            if eos and k < num_beams:
+                status = "finished"
+            elif not eos and len(alive) < num_beams:
+                status = "alive"
+            else:
+                status = "pruned"
+            norm = score / (t + 1) ** length_penalty
+            node = BeamNode(next(ids), parent.id, step, tid, text, lp, score, norm, status, r, 0, eos)
+            nodes.append(node)
+            if status == "alive":
+                alive.append(node)
+            elif status == "finished":
+                finished.append(node)
+        best = max(finished, key=lambda nd: nd.normalized) if finished else alive[0]
+        hyps = [Hypothesis([], "", nd.score) for nd in alive]
+        events.append(BeamEvent(step=step, beams=hyps, segment=segment, nodes=nodes, rows=rows, best=best.id))
+        running = alive
+        if t == n or not running:
+            break
+    return events
 
 
 def fake_chain(options) -> list[tuple[str, float]]:
@@ -168,6 +242,16 @@ class FakeSpeechModel:
         prob = 0.9 / options.temperature if options.strategy == "sample" else 0.9
         chain = fake_chain(options)
         ids: list[int] = []
+        if options.strategy in ("beam", "diverse_beam"):  # the search runs first, its tokens come at the end
+            for bev in fake_beam_events(WORDS[:n], options.num_beams, n_frames=n_frames,
+                                        length_penalty=options.length_penalty):
+                if cancel is not None and cancel():
+                    self.cancelled_runs += 1
+                    yield Finished(text="", token_ids=ids, stats=RunStats(), cancelled=True, reason="cancelled")
+                    return
+                if self.delay_s:
+                    time.sleep(self.delay_s)
+                yield bev
         try:
             for i in range(n):
                 if cancel is not None and cancel():
@@ -176,9 +260,6 @@ class FakeSpeechModel:
                     return
                 if self.delay_s:
                     time.sleep(self.delay_s)
-                if options.strategy == "beam":
-                    yield BeamEvent(step=i, beams=[Hypothesis(ids + [1], "".join(WORDS[: i + 1]), -0.1 * i),
-                                                    Hypothesis(ids + [2], "".join(WORDS[:i]) + " cat", -0.2 * i - 1)])
                 mu = 2 * options.mirostat_tau - 0.4 * i if options.strategy == "mirostat" else None
                 ev = make_step(i, WORDS[i], n_frames=n_frames, prob=float(np.clip(prob - 0.05 * i, 0.05, 1.0)),
                                chain=chain, mu=mu)
