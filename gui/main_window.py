@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from PySide6.QtCore import QSettings, QSize, Qt, QTimer
 from PySide6.QtGui import QAction, QKeySequence
-from PySide6.QtWidgets import QLabel, QMainWindow, QProgressBar, QPushButton, QTabWidget, QWidget
+from PySide6.QtWidgets import QFileDialog, QLabel, QMainWindow, QProgressBar, QPushButton, QTabWidget, QWidget
 
 from .tabs.base import DecodeTab
 from .tabs.ocr import OCRTab
@@ -30,6 +30,15 @@ def first_size(available: QSize | None, default: tuple[int, int] = DEFAULT_SIZE)
     if available is None or available.width() <= 0 or available.height() <= 0:
         return default
     return min(default[0], int(available.width() * 0.95)), min(default[1], int(available.height() * 0.95))
+
+
+def ask_exploration_path(parent: QWidget | None, save: bool, suggested: str) -> str:
+    """Ask where to save / which exploration to open (``QFileDialog``); "" when cancelled.
+    Tests replace this function to answer it."""
+    flt = "Explorations (*.json);;All files (*)"
+    if save:
+        return QFileDialog.getSaveFileName(parent, "Save exploration", suggested, flt)[0]
+    return QFileDialog.getOpenFileName(parent, "Open exploration", suggested, flt)[0]
 
 
 def _fmt(v: float | None, fmt: str, unit: str = "") -> str:
@@ -179,6 +188,66 @@ class MainWindow(QMainWindow):
         self.decode_action = act("Decode", ["Ctrl+D", "F5"], lambda: self.current_tab().request_decode())
         self.cancel_action = act("Cancel", ["Esc"], self.cancel)
         self.quit_action = act("Quit", ["Ctrl+Q"], self.close)
+        self.save_exploration_action = act("Save exploration…", ["Ctrl+Shift+S"], lambda: self.save_exploration())
+        self.open_exploration_action = act("Open exploration…", ["Ctrl+Shift+O"], lambda: self.open_exploration())
+        for a, tip in ((self.save_exploration_action, "Save the current tab's branches (forks), with the input's "
+                        "hash, the model and the options, as a JSON file"),
+                       (self.open_exploration_action, "Open a saved exploration on the same input and model")):
+            a.setToolTip(tip)
+            a.setStatusTip(tip)
+        menu = self.menuBar().addMenu("&File")
+        menu.addAction(self.open_action)
+        menu.addSeparator()
+        menu.addAction(self.save_exploration_action)
+        menu.addAction(self.open_exploration_action)
+        menu.addSeparator()
+        menu.addAction(self.quit_action)
+
+    # ----------------------------------------------------------- explorations
+    def _exploration_dir(self) -> str:
+        from pathlib import Path
+
+        return str(self.settings.value("exploration/dir", str(Path.home())))
+
+    def save_exploration(self, path: str | None = None) -> bool:
+        """File → Save exploration…: the current tab's branch tree as JSON (asks where)."""
+        from pathlib import Path
+
+        tab = self.current_tab()
+        if not tab.has_input() or not len(tab.run):
+            self.show_message("Nothing to save yet: decode an input first, then fork at a token.")
+            return False
+        if path is None:
+            stem = Path(getattr(tab, "source_name", "") or tab.settings_key).stem or tab.settings_key
+            path = ask_exploration_path(self, True, str(Path(self._exploration_dir()) / f"{stem}.exploration.json"))
+            if not path:
+                return False
+        ok = tab.save_exploration(path)
+        if ok:
+            self.settings.setValue("exploration/dir", str(Path(path).parent))
+        return ok
+
+    def open_exploration(self, path: str | None = None) -> bool:
+        """File → Open exploration…: read a saved tree into the tab it was made in (that tab
+        comes to the front); refused, with what to do, if its input or model is not there."""
+        from pathlib import Path
+
+        from .exploration import ExplorationError, load
+
+        if path is None:
+            path = ask_exploration_path(self, False, self._exploration_dir())
+            if not path:
+                return False
+        try:
+            data = load(path)
+        except ExplorationError as exc:
+            self.current_tab().show_error(str(exc))
+            return False
+        tab = next((self.tabs.widget(i) for i in range(self.tabs.count())
+                    if self.tabs.widget(i).settings_key == data.get("task")), self.current_tab())
+        self.tabs.setCurrentWidget(tab)
+        self.settings.setValue("exploration/dir", str(Path(path).parent))
+        return tab.open_exploration(data, Path(path).name)
 
     # -------------------------------------------------------------- settings
     def restore_settings(self) -> None:

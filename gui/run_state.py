@@ -1,75 +1,343 @@
-"""What a tab's decode run has produced so far, and which step the user looks at.
+"""The public model of an exploration: a tree of branches of one input, and the selection.
 
 The model side of the views (napari's ``components/`` next to ``_qt/``): no widgets, only
 data and signals. The tab fills it from the worker's events (``RunTab._on_event``); the
 tabs and views ask it for a step, the newest step or the selection instead of keeping
-copies of their own. Views that follow a run (branch tree, lanes) subscribe to its signals.
+copies of their own, and subscribe to its signals (token stream, fork diff, branch tree;
+the sister views — lanes, what-ifs — can take it the same way).
 
-A new run :meth:`~RunState.clear`\\ s the steps but keeps the selection: after an option
-change the same step stays selected and is shown again when the new run reaches it.
+A decode run is the **root** branch. Forcing another token at step ``s`` of a branch
+(``RunTab.fork``) makes a child branch: it shares its parent's steps before ``s`` (the
+same ``StepEvent`` objects), then has its own steps from ``s`` on — the forced token(s)
+first, then what the decoder chose after them. Only the forced segment (a sentence, an
+OCR line, a 30 s window) is decoded again; the later segments are the parent's, renumbered
+after the new segment's tokens, so a branch's steps are always 0..n-1 without gaps.
+
+One branch is **current**: the token stream, top-k and heatmap show it, and the step
+queries (:meth:`RunState.step`, :meth:`~RunState.steps`, :meth:`~RunState.latest`, ...)
+answer for it. Events are added to the **growing** branch (the one a worker is decoding;
+usually the current one, but the user may look at another branch meanwhile).
+
+A new run — an option change, a new input, Decode — starts a new exploration:
+:meth:`~RunState.clear` forgets every branch (save the exploration first to keep it,
+File → Save exploration…). Branches of other options would mix runs that are not
+comparable token by token, and every slider move re-decodes, so keeping them would
+bury the tree in roots. The selected step stays (see :meth:`RunState.clear`).
 """
 
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass, field, replace
+from typing import Iterable
+
 from PySide6.QtCore import QObject, Signal
 
-from core.events import StepEvent
+from core.events import Finished, SegmentEvent, StepEvent
+
+
+def token_logprob(ev: StepEvent, raw: bool = False) -> float:
+    """ln p of ``ev``'s token under the processed (or raw) distribution; -inf if p is 0
+    (a forced token that the filters had cut)."""
+    p = ev.raw_prob if raw else ev.prob
+    return math.log(p) if p > 0 else -math.inf
+
+
+def plain_text(texts: Iterable[str]) -> str:
+    """Token texts joined, SentencePiece's word mark ``▁`` as a space, outer spaces stripped."""
+    return "".join(texts).replace("▁", " ").strip()
+
+
+@dataclass
+class Branch:
+    """One branch of the exploration tree.
+
+    Attributes:
+        id: unique in the exploration (the root is 0, forks count up).
+        parent: the branch it was forked from (None for the root).
+        fork_step: the first step that is its own (0 for the root); steps before it are
+            the parent's.
+        forced_ids: the token ids forced at ``fork_step`` (one clicked alternative, or
+            the tokens of typed text); empty for the root.
+        forced_text: their text; replaced_text: the parent's token text at ``fork_step``.
+        options: the decoding options it ran with (a fork runs with its parent's).
+        own: its own StepEvents by step (``fork_step`` and after).
+        segments: the SegmentEvent of each segment, by segment index.
+        finished: how its run ended (None while it grows); for a fork the forced segment's
+            ``Finished`` with the branch's whole text and token ids.
+        note: what the fork reused ("KV cache reused (12 tokens)", "prefix re-run"), or "".
+    """
+
+    id: int
+    parent: int | None = None
+    fork_step: int = 0
+    forced_ids: tuple[int, ...] = ()
+    forced_text: str = ""
+    replaced_text: str = ""
+    options: object | None = None
+    own: dict[int, StepEvent] = field(default_factory=dict)
+    segments: dict[int, SegmentEvent] = field(default_factory=dict)
+    finished: Finished | None = None
+    note: str = ""
+
+    @property
+    def is_root(self) -> bool:
+        return self.parent is None
+
+    @property
+    def fork_segment(self) -> int | None:
+        """The segment that was decoded again (None for the root)."""
+        ev = self.own.get(self.fork_step)
+        return None if self.is_root or ev is None else ev.segment
+
+    def label(self) -> str:
+        """"original run", or the fork point: ``step 7: ' cat' → ' dog'``."""
+        if self.is_root:
+            return "original run"
+        return f"step {self.fork_step}: {self.replaced_text!r} → {self.forced_text!r}"
 
 
 class RunState(QObject):
-    """The StepEvents of the current run by step index, the newest step and the selected one.
+    """The branches of one input's exploration, the current and growing branch, and the
+    selected step (see the module docstring).
 
     Signals:
-        stepAdded(object): a StepEvent was added (the run's newest token).
+        stepAdded(object): a StepEvent was added to the growing branch.
         selectionChanged(object): the selected step changed (an int, or None: follow the newest).
-        cleared(): the steps were forgotten (a new run starts, or the input went away).
+        cleared(): every branch was forgotten (a new run starts, or the input went away).
+        branchAdded(int): a branch was created (a fork, or a restored exploration's branch).
+        branchChanged(int): a branch got new steps, its end or a note.
+        currentBranchChanged(int): another branch is the current one.
     """
 
     stepAdded = Signal(object)
     selectionChanged = Signal(object)
     cleared = Signal()
+    branchAdded = Signal(int)
+    branchChanged = Signal(int)
+    currentBranchChanged = Signal(int)
 
     def __init__(self, parent: QObject | None = None) -> None:
         super().__init__(parent)
-        self._steps: dict[int, StepEvent] = {}
-        self._latest: int | None = None
+        self._branches: dict[int, Branch] = {0: Branch(0)}
+        self._current = 0
+        self._growing = 0
+        self._latest: dict[int, int] = {}  # branch -> its newest own step
         self._selected: int | None = None
 
     # ------------------------------------------------------------ changes
-    def add(self, ev: StepEvent) -> None:
-        """Keep ``ev`` (it replaces an earlier event of the same step) as the newest step."""
-        self._steps[ev.step] = ev
-        self._latest = ev.step
-        self.stepAdded.emit(ev)
-
-    def clear(self) -> None:
-        """Forget the steps and the newest step; the selection stays (see the module docstring)."""
-        self._steps.clear()
-        self._latest = None
+    def clear(self, options: object | None = None) -> None:
+        """Forget every branch and start a new exploration with an empty root (run with
+        ``options``). The selection stays: after an option change the same step stays
+        selected and is shown again when the new run reaches it."""
+        self._branches = {0: Branch(0, options=options)}
+        self._current = self._growing = 0
+        self._latest.clear()
         self.cleared.emit()
 
+    def add(self, ev: StepEvent) -> None:
+        """Keep ``ev`` in the growing branch (it replaces an earlier event of the same step).
+        A step before the branch's fork step is the parent's and is ignored."""
+        b = self._branches[self._growing]
+        if ev.step < b.fork_step:
+            return
+        b.own[ev.step] = ev
+        if ev.step >= self._latest.get(b.id, -1):
+            self._latest[b.id] = ev.step
+        self.stepAdded.emit(ev)
+        self.branchChanged.emit(b.id)
+
+    def add_segment(self, ev: SegmentEvent) -> None:
+        """Keep the SegmentEvent of a segment of the growing branch."""
+        self._branches[self._growing].segments[ev.segment] = ev
+
+    def finish(self, ev: Finished, branch: int | None = None, note: str | None = None) -> None:
+        """The growing branch's (or ``branch``'s) run ended with ``ev``."""
+        b = self._branches[self._growing if branch is None else branch]
+        b.finished = ev
+        if note is not None:
+            b.note = note
+        self.branchChanged.emit(b.id)
+
+    def fork(self, parent: int, step: int, forced_ids: Iterable[int], forced_text: str,
+             options: object | None = None) -> Branch:
+        """A new branch of ``parent`` that forces ``forced_ids`` at ``step``; it becomes the
+        growing branch (not yet the current one: :meth:`set_current`).
+
+        Raises:
+            ValueError: ``parent`` has no step ``step``, or nothing is forced.
+        """
+        p = self._branches[parent]
+        replaced = self.branch_step(parent, step)
+        forced = tuple(int(t) for t in forced_ids)
+        if replaced is None:
+            raise ValueError(f"branch {parent} has no step {step} to fork at")
+        if not forced:
+            raise ValueError("nothing to force: give at least one token")
+        b = Branch(
+            id=max(self._branches) + 1, parent=parent, fork_step=step, forced_ids=forced,
+            forced_text=forced_text, replaced_text=replaced.text,
+            options=options if options is not None else p.options,
+            segments={k: v for k, v in self._all_segments(parent).items() if k <= replaced.segment},
+        )
+        self._branches[b.id] = b
+        self._growing = b.id
+        self.branchAdded.emit(b.id)
+        return b
+
+    def complete_from_parent(self, branch: int) -> int:
+        """Append the parent's segments after the forced one to ``branch`` (renumbered to
+        follow its last step): a fork decodes only the forced segment. Returns the number
+        of steps appended."""
+        b = self._branches[branch]
+        seg = b.fork_segment
+        if b.is_root or seg is None:
+            return 0
+        later = [ev for ev in self.branch_steps(b.parent) if ev.segment > seg]
+        if not later:
+            return 0
+        nxt = max(b.own) + 1
+        shift = nxt - later[0].step
+        for ev in later:
+            b.own[ev.step + shift] = replace(ev, step=ev.step + shift) if shift else ev
+        for k, sev in self._all_segments(b.parent).items():
+            if k > seg:
+                b.segments[k] = sev
+        self._latest[b.id] = max(b.own)
+        self.branchChanged.emit(b.id)
+        return len(later)
+
+    def set_current(self, branch: int) -> None:
+        """Make ``branch`` the one the views show (the selection is kept as a step index)."""
+        if branch not in self._branches:
+            raise KeyError(f"no branch {branch}")
+        if branch != self._current:
+            self._current = branch
+            self.currentBranchChanged.emit(branch)
+
+    def set_growing(self, branch: int) -> None:
+        """Add the next events to ``branch``."""
+        if branch not in self._branches:
+            raise KeyError(f"no branch {branch}")
+        self._growing = branch
+
+    def set_note(self, branch: int, note: str) -> None:
+        self._branches[branch].note = note
+        self.branchChanged.emit(branch)
+
+    def restore(self, branches: list[Branch], current: int = 0) -> None:
+        """Replace the exploration with ``branches`` (a saved one; ids, parents and steps as
+        saved, the root first) and make ``current`` the current branch."""
+        if not branches or not branches[0].is_root:
+            raise ValueError("an exploration needs its root branch first")
+        self._branches = {b.id: b for b in branches}
+        self._latest = {b.id: max(b.own) for b in branches if b.own}
+        self._current = self._growing = branches[0].id
+        self.cleared.emit()
+        for b in branches:
+            self.branchAdded.emit(b.id)
+        if current in self._branches and current != self._current:
+            self._current = self._growing = current
+        self.currentBranchChanged.emit(self._current)
+
     def select(self, step: int | None) -> None:
-        """Select ``step`` (None: no selection, the views follow the newest step)."""
+        """Select ``step`` of the current branch (None: no selection, the views follow the newest step)."""
         if step != self._selected:
             self._selected = step
             self.selectionChanged.emit(step)
 
-    # ------------------------------------------------------------ queries
+    # ------------------------------------------------------------ branch queries
+    def branch(self, branch: int) -> Branch:
+        return self._branches[branch]
+
+    def branches(self) -> list[Branch]:
+        """Every branch, in the order they were made (the root first)."""
+        return [self._branches[k] for k in sorted(self._branches)]
+
+    def children(self, branch: int) -> list[Branch]:
+        return [b for b in self.branches() if b.parent == branch]
+
+    def current_branch(self) -> int:
+        """The branch the views show."""
+        return self._current
+
+    def growing_branch(self) -> int:
+        """The branch events are added to."""
+        return self._growing
+
+    def branch_step(self, branch: int, step: int | None) -> StepEvent | None:
+        """``branch``'s event of ``step`` (its own, or its ancestors' before its fork step)."""
+        if step is None or step < 0:
+            return None
+        b = self._branches[branch]
+        while b is not None:
+            if step >= b.fork_step:
+                return b.own.get(step)
+            b = self._branches[b.parent] if b.parent is not None else None
+        return None
+
+    def branch_steps(self, branch: int) -> list[StepEvent]:
+        """``branch``'s events in step order: its parent's before the fork step, then its own."""
+        b = self._branches[branch]
+        own = [b.own[k] for k in sorted(b.own)]
+        if b.is_root:
+            return own
+        return [ev for ev in self.branch_steps(b.parent) if ev.step < b.fork_step] + own
+
+    def branch_len(self, branch: int) -> int:
+        """How many steps ``branch`` has."""
+        b = self._branches[branch]
+        return (b.fork_step if not b.is_root else 0) + len(b.own)
+
+    def _all_segments(self, branch: int) -> dict[int, SegmentEvent]:
+        b = self._branches[branch]
+        if b.is_root:
+            return dict(b.segments)
+        merged = self._all_segments(b.parent)
+        merged.update(b.segments)
+        return merged
+
+    def segments(self, branch: int | None = None) -> list[SegmentEvent]:
+        """The SegmentEvents of ``branch`` (default: the current one), in segment order."""
+        segs = self._all_segments(self._current if branch is None else branch)
+        return [segs[k] for k in sorted(segs)]
+
+    def logprob(self, branch: int, start: int = 0, end: int | None = None, raw: bool = False) -> float:
+        """Σ ln p of ``branch``'s tokens from step ``start`` up to (not including) ``end``:
+        the processed probabilities (``raw``: the raw ones); forced tokens count with the
+        probability the model gave them (-inf if a filter had cut one)."""
+        return sum(token_logprob(ev, raw) for ev in self.branch_steps(branch)
+                   if ev.step >= start and (end is None or ev.step < end))
+
+    def text(self, branch: int) -> str:
+        """``branch``'s text (its tokens' texts joined)."""
+        return plain_text(ev.text for ev in self.branch_steps(branch))
+
+    def depth(self, branch: int) -> int:
+        b, n = self._branches[branch], 0
+        while b.parent is not None:
+            b, n = self._branches[b.parent], n + 1
+        return n
+
+    # ------------------------------------------------------------ queries on the current branch
     def step(self, step: int | None) -> StepEvent | None:
-        """The event of ``step``, or None (not in this run, or ``step`` is None)."""
-        return None if step is None else self._steps.get(step)
+        """The current branch's event of ``step``, or None (not in it, or ``step`` is None)."""
+        return self.branch_step(self._current, step)
 
     def steps(self) -> list[StepEvent]:
-        """The run's events in step order."""
-        return [self._steps[k] for k in sorted(self._steps)]
+        """The current branch's events in step order."""
+        return self.branch_steps(self._current)
 
     def steps_in_segment(self, segment: int) -> list[int]:
-        """The steps of segment ``segment`` (a sentence, an OCR line, a 30 s window), in order."""
-        return sorted(s for s, ev in self._steps.items() if ev.segment == segment)
+        """The current branch's steps of segment ``segment`` (a sentence, an OCR line, a 30 s window)."""
+        return [ev.step for ev in self.steps() if ev.segment == segment]
 
     def latest(self) -> int | None:
-        """The newest step of the run, or None before the first."""
-        return self._latest
+        """The newest step of the current branch, or None before the first."""
+        b = self._branches[self._current]
+        if b.id in self._latest:
+            return self._latest[b.id]
+        return b.fork_step - 1 if not b.is_root and b.fork_step > 0 else None
 
     def selected(self) -> int | None:
         """The step the user selected, or None (follow the newest)."""
@@ -77,10 +345,10 @@ class RunState(QObject):
 
     def current(self) -> int | None:
         """The step the views show: the selected one, else the newest."""
-        return self._selected if self._selected is not None else self._latest
+        return self._selected if self._selected is not None else self.latest()
 
     def __len__(self) -> int:
-        return len(self._steps)
+        return self.branch_len(self._current)
 
     def __contains__(self, step: object) -> bool:
-        return step in self._steps
+        return isinstance(step, int) and self.branch_step(self._current, step) is not None

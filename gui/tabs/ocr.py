@@ -345,6 +345,48 @@ class OCRTab(DecodeTab):
             self._show_stage("detect", 0, 1, "detecting text lines")
         return read_image(self.model, self.image, self.region, key, options, lines, ctc)
 
+    def fork_fn(self, options: DecodingOptions, segment: int, forced_ids: tuple[int, ...],
+                step_offset: int) -> Callable[[Callable[[], bool]], Iterator[Any]]:
+        """Re-read line ``segment`` with ``forced_ids`` forced (``OCRModel.fork``; the
+        detected lines are reused)."""
+        if not self.lines:
+            raise ValueError("No text lines to fork: read the image first.")
+        model, image, region, lines, reuse = self.model, self.image, self.region, list(self.lines), self.fork_reuse_cache
+
+        def gen(cancel):
+            return model.fork(image, options, segment=segment, forced_ids=forced_ids, step_offset=step_offset,
+                              lines=lines, region=region, cancel=cancel, reuse_cache=reuse)
+
+        return gen
+
+    def input_identity(self) -> tuple[str, str]:
+        """("name (w×h px[, region …])", SHA-256 of the RGB pixels, their shape and the region)."""
+        import hashlib
+
+        rgb = np.ascontiguousarray(np.asarray(self.image.convert("RGB"), dtype=np.uint8))
+        h = hashlib.sha256(rgb.tobytes())
+        h.update(repr((rgb.shape, self.region)).encode())
+        where = "" if self.region is None else ", region {2}×{3} px at ({0}, {1})".format(*self.region)
+        return f"{self.source_name} ({rgb.shape[1]}×{rgb.shape[0]} px{where})", h.hexdigest()
+
+    def input_settings(self) -> dict:
+        return {"region": list(self.region) if self.region is not None else None}
+
+    def branch_replayed(self, branch: int) -> None:
+        """The readings table, the heatmap's line separators and the overlay follow the shown branch."""
+        steps = self.run.branch_steps(branch)
+        firsts = {}
+        texts = ["" for _ in self.lines]
+        for ev in steps:
+            firsts.setdefault(ev.segment, ev.step)
+            if 0 <= ev.segment < len(texts):
+                texts[ev.segment] += ev.text
+        self.heatmap.set_row_separators([firsts[s] for s in sorted(firsts) if s > 0])
+        self._line_texts = texts
+        for i, t in enumerate(texts):
+            self.readings.set_reading(i, t)
+        self._show_attention(self.run.current())
+
     def _on_event(self, ev: Any) -> None:
         if isinstance(ev, Stage):
             self._show_stage(ev.stage, ev.done, ev.total, ev.text)

@@ -32,10 +32,11 @@ from PySide6.QtCore import QObject, Qt, QTimer, Signal
 from PySide6.QtWidgets import QSplitter, QVBoxLayout, QWidget
 
 from core.events import BeamEvent, Finished, RunStats, SegmentEvent, StepEvent
-from core.options import DecodingOptions
+from core.options import BEAM_STRATEGIES, DecodingOptions
 
 from ..run_state import RunState
 from ..widgets.attention_heatmap import AttentionHeatmap
+from ..widgets.beam_tree import BeamTreeView
 from ..widgets.error_banner import ErrorBanner
 from ..widgets.options_panel import OptionsPanel
 from ..widgets.stage_view import StageView, StepInspector
@@ -43,6 +44,7 @@ from ..widgets.step_strip import STRIP_HEIGHT, StepStrip
 from ..widgets.token_stream import TokenStreamView
 from ..widgets.topk_chart import TopKChart
 from ..worker import WorkerHandle, start_worker
+from .forking import ForkMixin
 
 #: the views take the events of a running decode at most once per this many ms (~30 frames/s)
 FRAME_MS = 33
@@ -71,7 +73,7 @@ class _Relay(QObject):
     text = Signal(str)
 
 
-class RunTab(QWidget):
+class RunTab(ForkMixin, QWidget):
     """The layout, the model load and the decode run of a task tab.
 
     Subclasses implement :meth:`build_input`, :meth:`load_model_object`,
@@ -89,6 +91,7 @@ class RunTab(QWidget):
         errorOccurred(str): a user-facing error message.
         modelReady(object): a model finished loading.
         decodeFinished(object): the ``Finished`` event of a completed (not superseded) run.
+        forkFinished(int): a fork's branch (its id) finished decoding (``gui.tabs.forking``).
     """
 
     title = "Task"
@@ -105,6 +108,7 @@ class RunTab(QWidget):
     errorOccurred = Signal(str)
     modelReady = Signal(object)
     decodeFinished = Signal(object)
+    forkFinished = Signal(int)
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -131,6 +135,7 @@ class RunTab(QWidget):
         # wait here until the flush timer fires, so a fast decoder cannot flood the GUI thread.
         self._view_queue: list[StepEvent | SegmentEvent] = []
         self._pending_beams: BeamEvent | None = None
+        self._beam_queue: list[BeamEvent] = []  # every BeamEvent since the last frame (the beam tree's nodes)
         self._progress_due: tuple[int, int, str] | None = None  # (done, total, kind) to show
         self._flush_timer = QTimer(self)
         self._flush_timer.setSingleShot(True)
@@ -147,6 +152,12 @@ class RunTab(QWidget):
         self.stages = StageView()
         self.inspector = StepInspector(self.topk, self.stages)
         self.heatmap = AttentionHeatmap()
+        self._init_forking()  # the fork diff and branch tree, tabbed with the heatmap
+        self.beam_tree = BeamTreeView()  # a tab beside them for beam strategies (show_beam_tree)
+        self.beam_tree.column_axis = self.heatmap.column_axis
+        self.beam_tree.column_count = self.heatmap.column_count
+        self.add_inspector_view(self.beam_tree, "Beam tree")
+        self.show_beam_tree(False)
         self.input_area = self.build_input()
         self._build_layout()
 
@@ -155,6 +166,7 @@ class RunTab(QWidget):
         self.strip.stepSelected.connect(self.select_step)
         self.stream.cleared.connect(self.strip.clear)
         self.heatmap.stepSelected.connect(self.select_step)
+        self.beam_tree.stepSelected.connect(self.select_step)
         self.configure_heatmap()
 
     def _build_layout(self) -> None:
@@ -166,7 +178,7 @@ class RunTab(QWidget):
         self.top_splitter.setStretchFactor(1, 2)
         self.bottom_splitter = QSplitter(Qt.Orientation.Horizontal)
         self.bottom_splitter.addWidget(self.inspector)
-        self.bottom_splitter.addWidget(self.heatmap)
+        self.bottom_splitter.addWidget(self.inspector_tabs)
         self.bottom_splitter.setStretchFactor(0, 2)
         self.bottom_splitter.setStretchFactor(1, 3)
         self.main_splitter = QSplitter(Qt.Orientation.Vertical)
@@ -191,6 +203,18 @@ class RunTab(QWidget):
         lay.setContentsMargins(4, 4, 4, 4)
         lay.addWidget(self.banner)
         lay.addWidget(self.main_splitter, 1)
+
+    def show_beam_tree(self, on: bool) -> None:
+        """Offer the beam tree's tab (beam strategies), shown when it newly appears, or take it away."""
+        tabs = self.inspector_tabs
+        i = tabs.indexOf(self.beam_tree)
+        if on and not tabs.isTabVisible(i):
+            tabs.setTabVisible(i, True)
+            tabs.setCurrentIndex(i)
+        elif not on and tabs.isTabVisible(i):
+            if tabs.currentIndex() == i:
+                tabs.setCurrentWidget(self.heatmap)
+            tabs.setTabVisible(i, False)
 
     def splitters(self) -> tuple[QSplitter, QSplitter, QSplitter]:
         """(top, bottom, main) splitters, whose sizes the settings keep."""
@@ -349,7 +373,10 @@ class RunTab(QWidget):
         self._drop_queued_events()
         self.stream.clear()
         self.heatmap.clear(columns=True)  # the run's events size the columns to this input
-        self.run.clear()
+        self.beam_tree.clear()
+        self.show_beam_tree(options.strategy in BEAM_STRATEGIES)
+        self._fork = None
+        self.run.clear(options)  # a new run, a new exploration (gui/run_state.py says why)
         self._t_first = time.perf_counter()
         self._n_live = 0
         self.topk.set_step(None)
@@ -395,7 +422,7 @@ class RunTab(QWidget):
                 continue
             if not isinstance(ev, (StepEvent, BeamEvent, SegmentEvent)):
                 self.flush_views()
-            self._on_event(ev)
+            (self._on_fork_event if self._fork is not None else self._on_event)(ev)
         self.flush_views()
         if self._inbox:
             self._flush_timer.start(1)  # more next turn, after timers and paints
@@ -409,6 +436,7 @@ class RunTab(QWidget):
                 self.run.add(ev)
                 self._n_live += 1
             else:
+                self.run.add_segment(ev)
                 if ev.warning:
                     self.banner.show_message(ev.warning)
                     self.statusMessage.emit(ev.warning)
@@ -418,12 +446,15 @@ class RunTab(QWidget):
             return
         if isinstance(ev, BeamEvent):
             self._pending_beams = ev
+            self._beam_queue.append(ev)
             return
         self.flush_views()
         if isinstance(ev, _RunError):
             self.show_error(ev.message)
         elif isinstance(ev, Finished):
+            self.run.finish(ev)
             self.stream.finish(ev)
+            self.beam_tree.finish()
             self.statsChanged.emit(self._stats_dict(ev))
             self.decodeFinished.emit(ev)
             what = "cancelled" if ev.cancelled else f"{ev.stats.n_tokens} tokens ({ev.reason})"
@@ -435,6 +466,7 @@ class RunTab(QWidget):
         self._inbox = deque(ev for ev in self._inbox if isinstance(ev, _RunEnded))
         self._view_queue.clear()
         self._pending_beams = None
+        self._beam_queue.clear()
         self._progress_due = None
         if not self._inbox:
             self._flush_timer.stop()
@@ -448,6 +480,9 @@ class RunTab(QWidget):
         beams, self._pending_beams = self._pending_beams, None
         if beams is not None:
             self.stream.set_beams(beams)
+        beam_batch, self._beam_queue = self._beam_queue, []
+        if beam_batch:
+            self.beam_tree.add_events(beam_batch)
         progress, self._progress_due = self._progress_due, None
         if progress is not None:
             done, total, kind = progress
@@ -464,6 +499,7 @@ class RunTab(QWidget):
             batch = []
             self.stream.handle(ev)
             self.heatmap.handle(ev)
+            self.beam_tree.handle_segment(ev)
         self._show_steps(batch)
         last = next((ev for ev in reversed(queue) if isinstance(ev, StepEvent)), None)
         if last is None:
@@ -495,6 +531,7 @@ class RunTab(QWidget):
             self.busyChanged.emit(False, "")
 
     def _options_changed(self, _options: DecodingOptions) -> None:
+        self.show_beam_tree(_options.strategy in BEAM_STRATEGIES)
         self.request_decode()
 
     def clear_run(self) -> None:
@@ -504,6 +541,7 @@ class RunTab(QWidget):
         self.topk.set_step(None)
         self.heatmap.clear()
         self.run.clear()
+        self.beam_tree.clear()
         self._n_live = 0
         self._t_first = None
         self.statsChanged.emit(self._stats_dict(None))
@@ -517,6 +555,7 @@ class RunTab(QWidget):
         self.strip.select_step(step)
         self.heatmap.select_step(step)
         self.topk.set_step(self.run.step(step))
+        self.beam_tree.select_step(step)
 
     def selected_step(self) -> int | None:
         """The step the user selected (None: follow the newest token)."""
@@ -529,6 +568,7 @@ class RunTab(QWidget):
         self.strip.select_step(None)
         self.heatmap.select_step(None)
         self.topk.set_step(self.run.step(self.run.latest()))
+        self.beam_tree.select_step(None)
 
     # --------------------------------------------------------------- cancel
     def cancel(self) -> bool:
@@ -557,11 +597,14 @@ class RunTab(QWidget):
         """Show the end of a run the user cancelled: the text so far marked "(cancelled)" and
         the statistics of the tokens that arrived."""
         elapsed = time.perf_counter() - self._t_first if self._t_first is not None else 0.0
+        forked = self._fork_cancelled()  # a fork's branch keeps what it got
         steps = self.run.steps()
         fin = Finished(
             text="".join(ev.text for ev in steps), token_ids=[ev.token_id for ev in steps],
             stats=RunStats(decode_s=elapsed, n_tokens=len(steps)), cancelled=True, reason="cancelled",
         )
+        if not forked:
+            self.run.finish(fin)
         self.stream.finish(fin)
         self.statsChanged.emit(self._stats_dict(fin))
 

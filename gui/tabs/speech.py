@@ -547,6 +547,36 @@ class SpeechTab(DecodeTab):
 
         return gen
 
+    def fork_fn(self, options: DecodingOptions, segment: int, forced_ids: tuple[int, ...],
+                step_offset: int) -> Callable[[Callable[[], bool]], Iterator[Any]]:
+        """Re-decode 30 s window ``segment`` with ``forced_ids`` forced (``SpeechModel.fork``)."""
+        model, audio, language, task, reuse = self.model, self.audio, self.language(), self.task(), self.fork_reuse_cache
+
+        def gen(cancel):
+            return model.fork(audio, options, segment=segment, forced_ids=forced_ids, step_offset=step_offset,
+                              language=language, task=task, cancel=cancel, reuse_cache=reuse)
+
+        return gen
+
+    def input_identity(self) -> tuple[str, str]:
+        """("name (12.34 s audio)", SHA-256 of the float32 samples)."""
+        import hashlib
+
+        audio = np.ascontiguousarray(self.audio, dtype=np.float32)
+        return (f"{self.source_name} ({len(audio) / SAMPLE_RATE:.2f} s audio)",
+                hashlib.sha256(audio.tobytes()).hexdigest())
+
+    def input_settings(self) -> dict:
+        return {"language": self.language(), "task": self.task()}
+
+    def apply_input_settings(self, settings: dict) -> None:
+        for key, combo in (("language", self.language_combo), ("task", self.task_combo)):
+            i = combo.findText(str(settings.get(key, "")))
+            if i >= 0 and combo.isEnabled():
+                combo.blockSignals(True)
+                combo.setCurrentIndex(i)
+                combo.blockSignals(False)
+
     # ------------------------------------------------------------ settings
     def save_settings(self, s: QSettings) -> None:
         super().save_settings(s)

@@ -334,6 +334,35 @@ class TranslationTab(DecodeTab):
 
         return gen
 
+    def fork_fn(self, options: DecodingOptions, segment: int, forced_ids: tuple[int, ...],
+                step_offset: int) -> Callable[[Callable[[], bool]], Iterator[Any]]:
+        """Re-translate sentence ``segment`` with ``forced_ids`` forced (``TranslationModel.fork``)."""
+        model, text, shortlist, reuse = self.model, self.text(), self.shortlist(), self.fork_reuse_cache
+
+        def gen(cancel):
+            return model.fork(text, options, segment=segment, forced_ids=forced_ids, step_offset=step_offset,
+                              shortlist=shortlist, cancel=cancel, reuse_cache=reuse)
+
+        return gen
+
+    def input_identity(self) -> tuple[str, str]:
+        """("text 'The weather…' (27 characters)", SHA-256 of the UTF-8 text)."""
+        import hashlib
+
+        text = self.text()
+        head = " ".join(text.split())
+        head = head if len(head) <= 40 else head[:39] + "…"
+        return f"the text {head!r} ({len(text)} characters)", hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+    def input_settings(self) -> dict:
+        return {"shortlist": self.shortlist()}
+
+    def apply_input_settings(self, settings: dict) -> None:
+        if "shortlist" in settings and self.shortlist_check.isEnabled():
+            self.shortlist_check.blockSignals(True)
+            self.shortlist_check.setChecked(bool(settings["shortlist"]))
+            self.shortlist_check.blockSignals(False)
+
     def request_decode(self) -> None:
         if not self.has_input():
             self._update_info()

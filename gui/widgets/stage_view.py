@@ -27,6 +27,7 @@ from PySide6.QtWidgets import (
     QHBoxLayout,
     QHeaderView,
     QLabel,
+    QLineEdit,
     QPushButton,
     QSizePolicy,
     QSpinBox,
@@ -200,7 +201,14 @@ def _fmt(p: float) -> str:
 
 
 class StageView(QWidget):
-    """The chain's stages at one step (see the module docstring); ``set_step(ev)`` shows it."""
+    """The chain's stages at one step (see the module docstring); ``set_step(ev)`` shows it.
+
+    Signals:
+        candidateClicked(int, int, str): (step, token id, text) of a clicked candidate other
+            than the chosen token (the tab forks there, as from the top-k chart).
+    """
+
+    candidateClicked = Signal(int, int, str)
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -226,6 +234,9 @@ class StageView(QWidget):
         vh.setSectionResizeMode(QHeaderView.ResizeMode.Fixed)
         vh.setDefaultSectionSize(self.fontMetrics().height() + 4)
         vh.setDefaultAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+        self.table.clicked.connect(lambda index: self.click_candidate(index.row()))
+        self.table.verticalHeader().sectionClicked.connect(self.click_candidate)
+        self.table.setToolTip("click a candidate to force it at this step and continue from there (a new branch)")
         self.message = QLabel()
         self.message.setWordWrap(True)
         self.message.setAlignment(Qt.AlignmentFlag.AlignCenter)
@@ -289,6 +300,18 @@ class StageView(QWidget):
         self._flush()
         return self.model.cell(row, col)
 
+    def click_candidate(self, row: int) -> bool:
+        """As a click on candidate ``row``: ask to force it (True if it is not the chosen token)."""
+        self._flush()
+        ev = self.model.step_event()
+        if ev is None or not 0 <= row < len(ev.stage_candidates):
+            return False
+        tp = ev.stage_candidates[row]
+        if tp.id == ev.token_id:
+            return False
+        self.candidateClicked.emit(ev.step, tp.id, tp.text)
+        return True
+
     def cell_text(self, row: int, col: int) -> str:
         self._flush()
         return self.model.data(self.model.index(row, col))
@@ -338,9 +361,12 @@ class StepInspector(QWidget):
 
     Signals:
         modeChanged(str): "topk" or "stages" is shown.
+        forceRequested(str): the user typed text into the "force…" field and pressed Enter
+            (the tab forces its tokens at the shown step).
     """
 
     modeChanged = Signal(str)
+    forceRequested = Signal(str)
 
     def __init__(self, chart, stages: StageView | None = None, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -380,6 +406,17 @@ class StepInspector(QWidget):
         self.sample_spin.setToolTip(tip)
         self.sample_spin.setAccelerated(True)
         self.sample_button.setEnabled(False)
+        self.force_edit = QLineEdit()
+        self.force_edit.setPlaceholderText("force…")
+        self.force_edit.setMaximumWidth(110)
+        self.force_edit.setClearButtonEnabled(True)
+        self.force_edit.setToolTip(
+            "Type text and press Enter: its tokens (as the model's tokenizer splits it) are forced at the shown "
+            "step and the decoder continues from there, in a new branch. Mind the leading space of a word "
+            "(' dog' and 'dog' are different tokens in most vocabularies). Or click an alternative's bar."
+        )
+        self.force_edit.returnPressed.connect(self._force)
+        self.force_edit.setEnabled(False)
 
         top = QHBoxLayout()
         top.setContentsMargins(4, 2, 4, 0)
@@ -387,6 +424,8 @@ class StepInspector(QWidget):
         top.addWidget(self.topk_button)
         top.addWidget(self.stages_button)
         top.addStretch(1)
+        top.addWidget(self.force_edit)
+        top.addSpacing(4)
         top.addWidget(self.sample_button)
         top.addSpacing(2)
         top.addWidget(self.sample_spin)
@@ -430,3 +469,9 @@ class StepInspector(QWidget):
     def _step_changed(self, ev: StepEvent | None) -> None:
         self.stages.set_step(ev)
         self.sample_button.setEnabled(ev is not None)
+        self.force_edit.setEnabled(ev is not None)
+
+    def _force(self) -> None:
+        text = self.force_edit.text()
+        if text:
+            self.forceRequested.emit(text)

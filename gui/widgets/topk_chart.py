@@ -141,11 +141,17 @@ def rows_for(ev: StepEvent, limit: int = 10) -> list[Row]:
 class TopKChart(QWidget):
     """Top-k bars of one StepEvent. ``set_step(ev)`` shows it; ``set_step(None)`` clears.
 
+    Clicking a bar of another token than the chosen one asks to force it at this step
+    (``alternativeClicked``; the tab forks there).
+
     Signals:
         stepChanged(object): another event (or None) is shown.
+        alternativeClicked(int, int, str): (step, token id, token text) of a clicked
+            alternative (not the chosen token, not the "other" tail).
     """
 
     stepChanged = Signal(object)
+    alternativeClicked = Signal(int, int, str)
 
     def __init__(self, limit: int = 10, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -155,6 +161,7 @@ class TopKChart(QWidget):
         self._samples: SampleResult | None = None
         self.setMinimumSize(260, 160)
         self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Expanding)
+        self.setMouseTracking(True)
 
     def sizeHint(self) -> QSize:
         return QSize(420, 300)
@@ -203,6 +210,49 @@ class TopKChart(QWidget):
         """The rows drawn (for tests and tooltips)."""
         return list(self._rows)
 
+    def _row_geometry(self) -> tuple[float, float]:
+        """(top of the first bar row, row height) in pixels, as ``paintEvent`` lays them out."""
+        lh = self.fontMetrics().height()
+        top = 4 + lh + lh + 6
+        return top, max(lh + 2, min(2 * lh, (self.height() - top - 4) / max(len(self._rows), 1)))
+
+    def row_rect(self, i: int) -> QRectF:
+        """The rectangle of row ``i`` (label and bars)."""
+        top, row_h = self._row_geometry()
+        return QRectF(0, top + i * row_h, self.width(), row_h)
+
+    def row_at(self, y: float) -> int | None:
+        """The row under widget coordinate ``y``, or None."""
+        top, row_h = self._row_geometry()
+        i = int((y - top) // row_h) if y >= top else -1
+        return i if 0 <= i < len(self._rows) and top + (i + 1) * row_h <= self.height() + 1 else None
+
+    def click_row(self, i: int) -> bool:
+        """As a click on row ``i``: ask to force its token (True if it is an alternative)."""
+        ev = self._event
+        if ev is None or not 0 <= i < len(self._rows):
+            return False
+        r = self._rows[i]
+        if r.token_id == OTHER or r.token_id == ev.token_id:
+            return False
+        self.alternativeClicked.emit(ev.step, r.token_id, r.text)
+        return True
+
+    def mousePressEvent(self, e) -> None:  # noqa: N802
+        if e.button() == Qt.MouseButton.LeftButton:
+            i = self.row_at(e.position().y())
+            if i is not None:
+                self.click_row(i)
+        super().mousePressEvent(e)
+
+    def mouseMoveEvent(self, e) -> None:  # noqa: N802
+        i = self.row_at(e.position().y())
+        alt = (i is not None and self._event is not None and self._rows[i].token_id not in (OTHER, self._event.token_id))
+        self.setCursor(Qt.CursorShape.PointingHandCursor if alt else Qt.CursorShape.ArrowCursor)
+        self.setToolTip(f"click: force {display_text(self._rows[i].text)!r} at step {self._event.step} and "
+                        "continue decoding from there (a new branch)" if alt else "")
+        super().mouseMoveEvent(e)
+
     def paintEvent(self, _e) -> None:  # noqa: N802
         p = QPainter(self)
         p.setRenderHint(QPainter.RenderHint.Antialiasing)
@@ -215,7 +265,8 @@ class TopKChart(QWidget):
         bold.setBold(True)
         ev = self._event
         title = "Top-k at the selected step" if ev is None else (
-            f"Top-k at step {ev.step}: chosen {display_text(ev.text)!r}  (entropy {ev.entropy:.2f} nats)"
+            f"Top-k at step {ev.step}: {'forced' if getattr(ev, 'forced', False) else 'chosen'} "
+            f"{display_text(ev.text)!r}  (entropy {ev.entropy:.2f} nats)"
         )
         p.setFont(bold)
         p.setPen(fg)
@@ -259,8 +310,7 @@ class TopKChart(QWidget):
         num_w = fm.horizontalAdvance(template) + 8
         bar_x = 6 + label_w
         bar_w = max(20, w - bar_x - num_w - 6)
-        n = len(self._rows)
-        row_h = max(lh + 2, min(2 * lh, (h - top - 4) / max(n, 1)))
+        top, row_h = self._row_geometry()  # the same rows the clicks hit
         for i, r in enumerate(self._rows):
             y = top + i * row_h
             if y + row_h > h + 1:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import itertools
+import re
 import threading
 import time
 
@@ -201,6 +203,44 @@ def make_step(step: int, text: str, n_frames: int = 50, layers: int = 2, heads: 
     )
 
 
+def forced_step(ev: StepEvent, token_id: int, text: str) -> StepEvent:
+    """``ev`` (a step's distribution) with ``token_id`` forced as its token: the token's
+    probabilities are the ones ``ev``'s top-k lists gave it (small if not listed); marked
+    ``forced`` where the events know the field."""
+    proc = {tp.id: tp.prob for tp in ev.topk}
+    raw = {tp.id: tp.prob for tp in ev.raw_topk}
+    extra = {"forced": True} if "forced" in StepEvent.__dataclass_fields__ else {}
+    return dataclasses.replace(ev, token_id=token_id, text=text, prob=proc.get(token_id, 0.01),
+                               raw_prob=raw.get(token_id, 0.008), rank=2, **extra)
+
+
+def fake_continuation(forced: list[int], words: list[str] = WORDS) -> list[str]:
+    """The fake decoder's words after the forced ids ``forced``: ``words`` on from there when
+    ``forced`` is their own prefix, else one word shorter (it "skips" the next word)."""
+    m = len(forced)
+    own = [VOCAB.get(w, 1) for w in words[:m]]
+    return list(words[m:]) if forced == own else list(words[m + 1:])
+
+
+class FakeBackend:
+    """What the tabs use of ``core.backends.base.Backend`` to force typed text: ``tokenize``
+    (" ?word" pieces; unknown ones get new ids) and ``token_text``."""
+
+    def __init__(self) -> None:
+        self.vocab = dict(VOCAB)
+
+    def tokenize(self, text: str) -> list[int]:
+        ids = []
+        for piece in re.findall(r" ?[^ ]+| +$", text):
+            if piece not in self.vocab:
+                self.vocab[piece] = 500 + len(self.vocab)
+            ids.append(self.vocab[piece])
+        return ids
+
+    def token_text(self, token_id: int) -> str:
+        return next((w for w, i in self.vocab.items() if i == token_id), f"<{token_id}>")
+
+
 class FakeSpeechModel:
     """Implements the SpeechModel decode contract with synthetic events.
 
@@ -221,6 +261,9 @@ class FakeSpeechModel:
         self.n_frames = n_frames
         self.encode_count = 0
         self.decode_calls = 0
+        self.backend = FakeBackend()
+        #: (segment, forced ids, reuse_cache) of each fork call
+        self.fork_calls: list[tuple[int, tuple[int, ...], bool]] = []
         self.cancelled_runs = 0
         self._seen: set[str] = set()
         self._lock = threading.Lock()
@@ -271,6 +314,49 @@ class FakeSpeechModel:
         stats = RunStats(encode_s=0.0 if cached else 0.01, decode_s=0.001 * n, n_tokens=n,
                          audio_s=len(audio) / 16000, encoder_cached=cached)
         yield Finished(text="".join(WORDS[:n]).strip(), token_ids=ids, stats=stats, reason="eos")
+
+
+    def fork(self, audio, options, *, segment=0, forced_ids=(), step_offset=0, language="auto", task="transcribe",
+             cancel=None, reuse_cache=True):
+        """Re-decode window ``segment`` with ``forced_ids`` forced after the prompt (the
+        ``SpeechModel`` fork contract): a SegmentEvent, the forced tokens from the first one
+        that differs from the original run (with ``reuse_cache``; all of them without), the
+        fake continuation (``fake_continuation``) and a Finished whose stats say how many
+        tokens the cache reused and when the first new token came."""
+        options = options.validate()
+        forced = [int(t) for t in forced_ids]
+        self.fork_calls.append((segment, tuple(forced), reuse_cache))
+        t0 = time.perf_counter()
+        n_frames = min(self.n_frames, int(np.ceil(len(audio) / 320)))
+        yield SegmentEvent(segment=0, label=f"0.0–{len(audio) / 16000:.1f} s", source_offset=0, source_len=n_frames)
+        own = [VOCAB[w] for w in WORDS]
+        reused = 0
+        while reuse_cache and reused < len(forced) - 1 and forced[reused] == own[reused]:
+            reused += 1
+        words = WORDS + ["."] * max(0, len(forced) - len(WORDS))
+        first_s = None
+        for i, tid in enumerate(forced):
+            if i < reused:
+                continue
+            yield forced_step(make_step(step_offset + i, words[i], n_frames=n_frames), tid,
+                              self.backend.token_text(tid))
+        rest = fake_continuation(forced)
+        ids = list(forced)
+        for k, w in enumerate(rest[: max(0, options.max_new_tokens - len(forced))]):
+            if cancel is not None and cancel():
+                yield Finished(text="", token_ids=ids, stats=RunStats(), cancelled=True, reason="cancelled")
+                return
+            if self.delay_s:
+                time.sleep(self.delay_s)
+            i = step_offset + len(forced) + k
+            ev = make_step(i, w, n_frames=n_frames, prob=float(np.clip(0.7 - 0.03 * k, 0.05, 1.0)))
+            first_s = first_s if first_s is not None else time.perf_counter() - t0
+            ids.append(ev.token_id)
+            yield ev
+        stats = RunStats(decode_s=time.perf_counter() - t0, n_tokens=len(ids) - reused, encoder_cached=True)
+        stats.reused_tokens = reused
+        stats.first_token_s = first_s
+        yield Finished(text="".join(self.backend.token_text(t) for t in ids).strip(), token_ids=ids, stats=stats)
 
 
 class FakeRecorder:

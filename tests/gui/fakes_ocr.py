@@ -143,6 +143,41 @@ class FakeOCRModel:
             texts.append(LINE_TEXT[:n])
         yield Finished(text="\n".join(texts), token_ids=ids, stats=RunStats(decode_s=0.001 * step, n_tokens=step))
 
+    def fork(self, image, options, *, segment, forced_ids, step_offset, lines=None, region=None, cancel=None,
+             reuse_cache=True):
+        """Re-read line ``segment`` with ``forced_ids`` forced (the ``OCRModel.fork`` contract):
+        its SegmentEvent, the forced characters (none of the original's prefix again with
+        ``reuse_cache``), then ``LINE_TEXT`` on from one past the forced length (so the branch's
+        line is one character shorter after a change), and a Finished."""
+        self.fork_calls = getattr(self, "fork_calls", []) + [(segment, tuple(forced_ids), step_offset)]
+        lines = lines if lines is not None else self.detect(image, region)
+        line = lines[segment]
+        yield SegmentEvent(segment=segment, label=f"line {segment + 1}", source_offset=0, source_len=line.n_columns)
+        own = [ord(c) for c in LINE_TEXT]
+        forced = [int(t) for t in forced_ids]
+        reused = 0
+        while reuse_cache and reused < len(forced) - 1 and forced[reused] == own[reused]:
+            reused += 1
+        same = forced == own[: len(forced)]
+        rest = LINE_TEXT[len(forced):] if same else LINE_TEXT[len(forced) + 1:]
+        ids = list(forced)
+        for k, tid in enumerate(forced + [ord(c) for c in rest]):
+            if k < reused:
+                continue
+            att = np.full((self.layers, self.heads, line.n_columns), 0.01, np.float32)
+            att[:, :, min(k, line.n_columns - 1)] = 1.0
+            ch = chr(tid)
+            tp = [TokenProb(ord(LINE_TEXT[min(k, len(LINE_TEXT) - 1)]), LINE_TEXT[min(k, len(LINE_TEXT) - 1)], 0.9),
+                  TokenProb(ord("z"), "z", 0.05)]
+            p = next((t.prob for t in tp if t.id == tid), 0.01)
+            yield StepEvent(step=step_offset + k, token_id=tid, text=ch, prob=p, raw_prob=p, topk=tp, raw_topk=tp,
+                            entropy=0.3, cross_attention=att / att.sum(-1, keepdims=True), segment=segment)
+            if k >= len(forced):
+                ids.append(tid)
+        stats = RunStats(decode_s=0.001, n_tokens=len(ids) - reused)
+        stats.reused_tokens = reused
+        yield Finished(text="".join(chr(t) for t in ids), token_ids=ids, stats=stats)
+
     def ctc_reading(self, image, line):
         self.ctc_calls += 1
         return LINE_TEXT.upper()

@@ -1,0 +1,274 @@
+"""Exploration files: a tab's branch tree as JSON, to share or to continue another day.
+
+File → Save exploration… writes, File → Open exploration… reads::
+
+    {"format": "decoding-explorer-exploration", "version": 1, "saved": "2025-…",
+     "task": "speech", "model": "whisper-tiny.en",
+     "input": {"description": "sample.wav (6.2 s audio)", "sha256": "…", "settings": {"language": "en", …}},
+     "current": 1, "selected": 7,
+     "branches": [{"id": 0, "parent": null, "fork_step": 0, "forced_ids": [], "forced_text": "",
+                   "replaced_text": "", "note": "", "options": {…DecodingOptions…},
+                   "finished": {"text", "token_ids", "reason", "cancelled", "stats"} | null,
+                   "segments": [{SegmentEvent fields}],
+                   "steps": [{StepEvent fields: step, token_id, text, prob, raw_prob,
+                              topk [[id, text, p], …], raw_topk, entropy, segment, …,
+                              stages [{name, kept, mass, probs}], "attention": {…}}]}, …]}
+
+A branch holds only its own steps (from its fork step on); the steps before come from its
+parent, as in :class:`~gui.run_state.RunState`. Cross-attention is optional: by default
+each step keeps its attention averaged over layers and heads (float16, base64; shape
+(1, 1, source columns)), so the heatmap works again after opening at a fraction of the
+size; ``attention="full"`` keeps every layer and head, ``"none"`` nothing.
+
+Opening checks the task, the model and the input's hash against the tab's own
+(:func:`check`) and says what to do when they differ. Torch-free, Qt-free except for the
+RunState the branches go into.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as _dt
+import json
+import math
+from dataclasses import fields
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from core.events import (
+    Finished,
+    RunStats,
+    SegmentEvent,
+    StageReport,
+    StepEvent,
+    TokenProb,
+)
+from core.options import DecodingOptions
+
+from .run_state import Branch, RunState
+
+FORMAT = "decoding-explorer-exploration"
+VERSION = 1
+ATTENTION_MODES = ("mean", "full", "none")
+TASK_TITLES = {"speech": "Speech", "ocr": "OCR", "translation": "Translation"}
+
+
+class ExplorationError(ValueError):
+    """An exploration file that cannot be opened here; the message says what to do."""
+
+
+# ---------------------------------------------------------------- arrays
+def _array_to_json(a: np.ndarray, dtype: str = "float16") -> dict:
+    a = np.ascontiguousarray(np.asarray(a, dtype=dtype))
+    return {"shape": list(a.shape), "dtype": dtype, "data": base64.b64encode(a.tobytes()).decode("ascii")}
+
+
+def _array_from_json(d: dict) -> np.ndarray:
+    a = np.frombuffer(base64.b64decode(d["data"]), dtype=d.get("dtype", "float16"))
+    return a.reshape(d["shape"]).astype(np.float32)
+
+
+def _num(v: float) -> float | str:
+    """A float JSON can hold (inf and nan as strings)."""
+    v = float(v)
+    return v if math.isfinite(v) else repr(v)
+
+
+# ---------------------------------------------------------------- events
+def step_to_json(ev: StepEvent, attention: str = "mean") -> dict:
+    """One StepEvent as plain JSON data (every field; ``attention`` as described above)."""
+    out: dict[str, Any] = {}
+    for f in fields(StepEvent):
+        v = getattr(ev, f.name)
+        if f.name in ("topk", "raw_topk", "stage_candidates"):
+            out[f.name] = [[tp.id, tp.text, _num(tp.prob)] for tp in v]
+        elif f.name == "stages":
+            out[f.name] = [{"name": s.name, "kept": s.kept, "mass": _num(s.mass),
+                            "probs": [_num(p) for p in np.asarray(s.probs, np.float64)]} for s in v]
+        elif f.name == "cross_attention":
+            if v is not None and attention != "none":
+                a = np.asarray(v, np.float32)
+                if attention == "mean" and a.ndim == 3:
+                    a = a.mean(axis=(0, 1), keepdims=True)
+                out["attention"] = _array_to_json(a)
+        elif isinstance(v, (bool, int, str)) or v is None:
+            out[f.name] = v
+        elif isinstance(v, (float, np.floating)):
+            out[f.name] = _num(v)
+        elif isinstance(v, np.integer):
+            out[f.name] = int(v)
+    return out
+
+
+def step_from_json(d: dict) -> StepEvent:
+    """The StepEvent of :func:`step_to_json`'s data (unknown keys ignored)."""
+    known = {f.name for f in fields(StepEvent)}
+    kw: dict[str, Any] = {k: v for k, v in d.items() if k in known and k not in ("topk", "raw_topk", "stages",
+                                                                                 "stage_candidates")}
+    for k in ("prob", "raw_prob", "entropy", "raw_entropy", "raw_varentropy", "mu"):
+        if isinstance(kw.get(k), str):
+            kw[k] = float(kw[k])
+    for k in ("topk", "raw_topk"):
+        kw[k] = [TokenProb(int(i), str(t), float(p)) for i, t, p in d.get(k, [])]
+    kw["stage_candidates"] = tuple(TokenProb(int(i), str(t), float(p)) for i, t, p in d.get("stage_candidates", []))
+    kw["stages"] = tuple(StageReport(s["name"], int(s["kept"]), float(s["mass"]),
+                                     np.array([float(p) for p in s["probs"]], np.float32)) for s in d.get("stages", []))
+    if "attention" in d:
+        kw["cross_attention"] = _array_from_json(d["attention"])
+    return StepEvent(**kw)
+
+
+def _plain_fields(obj: Any) -> dict:
+    return {f.name: getattr(obj, f.name) for f in fields(obj)}
+
+
+def _stats_to_json(st: RunStats) -> dict:
+    return {k: (_num(v) if isinstance(v, float) else v) for k, v in _plain_fields(st).items()}
+
+
+def _stats_from_json(d: dict) -> RunStats:
+    known = {f.name for f in fields(RunStats)}
+    return RunStats(**{k: (float(v) if isinstance(v, str) else v) for k, v in d.items() if k in known})
+
+
+def _finished_to_json(fin: Finished | None) -> dict | None:
+    if fin is None:
+        return None
+    return {"text": fin.text, "token_ids": [int(t) for t in fin.token_ids], "reason": fin.reason,
+            "cancelled": fin.cancelled, "stats": _stats_to_json(fin.stats)}
+
+
+def _finished_from_json(d: dict | None) -> Finished | None:
+    if d is None:
+        return None
+    return Finished(text=d["text"], token_ids=[int(t) for t in d["token_ids"]], stats=_stats_from_json(d["stats"]),
+                    cancelled=bool(d.get("cancelled", False)), reason=d.get("reason", "eos"))
+
+
+def _segment_from_json(d: dict) -> SegmentEvent:
+    known = {f.name for f in fields(SegmentEvent)}
+    return SegmentEvent(**{k: v for k, v in d.items() if k in known})
+
+
+# ---------------------------------------------------------------- whole files
+def to_json(run: RunState, *, task: str, model: str, input_description: str, input_hash: str,
+            input_settings: dict | None = None, attention: str = "mean") -> dict:
+    """The exploration in ``run`` as JSON data (see the module docstring)."""
+    if attention not in ATTENTION_MODES:
+        raise ValueError(f"attention must be one of {ATTENTION_MODES}, got {attention!r}")
+    branches = []
+    for b in run.branches():
+        opts = b.options.to_dict() if isinstance(b.options, DecodingOptions) else None
+        branches.append({
+            "id": b.id, "parent": b.parent, "fork_step": b.fork_step, "forced_ids": list(b.forced_ids),
+            "forced_text": b.forced_text, "replaced_text": b.replaced_text, "note": b.note,
+            "options": _jsonable(opts), "finished": _finished_to_json(b.finished),
+            "segments": [_plain_fields(b.segments[k]) for k in sorted(b.segments)],
+            "steps": [step_to_json(b.own[k], attention) for k in sorted(b.own)],
+        })
+    return {
+        "format": FORMAT, "version": VERSION,
+        "saved": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "task": task, "model": model,
+        "input": {"description": input_description, "sha256": input_hash, "settings": _jsonable(input_settings or {})},
+        "current": run.current_branch(), "selected": run.selected(),
+        "branches": branches,
+    }
+
+
+def _jsonable(v: Any) -> Any:
+    if isinstance(v, dict):
+        return {str(k): _jsonable(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_jsonable(x) for x in v]
+    if isinstance(v, float):
+        return _num(v)
+    return v
+
+
+def save(path: str | Path, data: dict) -> None:
+    """Write ``data`` (from :func:`to_json`) to ``path`` (UTF-8 JSON).
+
+    Raises:
+        OSError: the file cannot be written.
+    """
+    Path(path).write_text(json.dumps(data, ensure_ascii=False, separators=(",", ":")), encoding="utf-8")
+
+
+def load(path: str | Path) -> dict:
+    """Read an exploration file.
+
+    Raises:
+        ExplorationError: not readable, not JSON, not an exploration, or a newer version.
+    """
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ExplorationError(f"Cannot read {path.name}: {exc.strerror or exc}") from exc
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ExplorationError(f"{path.name} is not an exploration file (not JSON: {exc}).") from exc
+    if not isinstance(data, dict) or data.get("format") != FORMAT:
+        raise ExplorationError(f"{path.name} is not an exploration file (File → Save exploration… writes them).")
+    if int(data.get("version", 0)) > VERSION:
+        raise ExplorationError(f"{path.name} was written by a newer version (format {data.get('version')}; this "
+                               f"app reads up to {VERSION}). Update the app to open it.")
+    return data
+
+
+def check(data: dict, *, task: str, model: str | None, input_description: str | None,
+          input_hash: str | None) -> None:
+    """Refuse ``data`` unless it is for this tab's task, model and input.
+
+    Raises:
+        ExplorationError: with what to do (open the input, load the model, use the other tab).
+    """
+    want_task = data.get("task")
+    if want_task != task:
+        raise ExplorationError(f"This exploration is from the {TASK_TITLES.get(want_task, want_task)} tab; "
+                               f"open it there.")
+    inp = data.get("input", {})
+    desc = inp.get("description", "its input")
+    if input_hash is None:
+        raise ExplorationError(f"This exploration is for {desc}; open that input first, then open the exploration "
+                               "again.")
+    if inp.get("sha256") != input_hash:
+        raise ExplorationError(f"This exploration is for {desc}, but the input here is {input_description} "
+                               f"(a different content hash). Open {desc} first, then open the exploration again.")
+    want_model = data.get("model")
+    if model != want_model:
+        have = f"model {model!r}" if model else "no model"
+        raise ExplorationError(f"This exploration was made with model {want_model!r}, but the tab has {have}. "
+                               f"Load {want_model!r} first, then open the exploration again.")
+
+
+def branches_from_json(data: dict) -> list[Branch]:
+    """The branches of an exploration file, the root first.
+
+    Raises:
+        ExplorationError: the tree is broken (no root, a parent missing or listed after its child).
+    """
+    out: list[Branch] = []
+    seen: set[int] = set()
+    for d in data.get("branches", []):
+        parent = d.get("parent")
+        if (parent is None) != (not out) or (parent is not None and parent not in seen):
+            raise ExplorationError("The exploration's branch tree is broken (a branch before its parent, or no root).")
+        opts = d.get("options")
+        steps = [step_from_json(s) for s in d.get("steps", [])]
+        b = Branch(
+            id=int(d["id"]), parent=parent, fork_step=int(d.get("fork_step", 0)),
+            forced_ids=tuple(int(t) for t in d.get("forced_ids", [])), forced_text=d.get("forced_text", ""),
+            replaced_text=d.get("replaced_text", ""), note=d.get("note", ""),
+            options=DecodingOptions.from_dict(opts) if opts else None,
+            own={ev.step: ev for ev in steps},
+            segments={s.segment: s for s in (_segment_from_json(x) for x in d.get("segments", []))},
+            finished=_finished_from_json(d.get("finished")),
+        )
+        out.append(b)
+        seen.add(b.id)
+    if not out:
+        raise ExplorationError("The exploration has no branches.")
+    return out
