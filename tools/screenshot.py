@@ -7,9 +7,10 @@ selects a token, and saves one PNG per tab:
     .venv/bin/python tools/screenshot.py [--out assets] [--speech-model base]
 
 Writes ``screenshot.png`` (speech tab), ``screenshot_ocr.png``,
-``screenshot_translation.png`` and ``screenshot_chain.png`` (the speech tab sampling
-through a sampler chain, the chain-stage view of one step) (``--tabs`` picks a subset,
-e.g. ``--tabs ocr,chain``).
+``screenshot_translation.png``, ``screenshot_chain.png`` (the speech tab sampling
+through a sampler chain, the chain-stage view of one step) and ``screenshot_beam.png``
+(the translation tab's beam tree after a beam search on the sample, one node clicked; the
+window at 1280 x 800) (``--tabs`` picks a subset, e.g. ``--tabs ocr,chain``).
 """
 
 from __future__ import annotations
@@ -69,7 +70,8 @@ def main() -> int:
     p.add_argument("--ocr-model", default="bundled")
     p.add_argument("--ocr-step", type=int, default=36, help="token to select in the OCR tab")
     p.add_argument("--chain-step", type=int, default=3, help="token to select in the chain shot")
-    p.add_argument("--tabs", default="speech,ocr,translation,chain", help="comma-separated shots to take")
+    p.add_argument("--beams", type=int, default=4, help="beam width of the beam-tree shot")
+    p.add_argument("--tabs", default="speech,ocr,translation,chain,beam", help="comma-separated shots to take")
     args = p.parse_args()
     out = pathlib.Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -114,6 +116,25 @@ def main() -> int:
         tab.inspector.stages_button.click()
         _settle()
         _save(win, out / "screenshot_chain.png")
+    if "beam" in tabs:
+        from core.options import DecodingOptions
+
+        tab = win.translation_tab
+        win.resize(1280, 800)
+        win.tabs.setCurrentWidget(tab)
+        if tab.model is None:
+            _wait(tab.modelReady, lambda: tab.load_model("en-pt"))
+        beam = DecodingOptions(strategy="beam", num_beams=args.beams)
+        tab.options_panel.setOptions(beam)
+        fin = _wait(tab.decodeFinished, lambda: (tab.options_panel.setOptions(beam, emit=True), tab.load_sample()))
+        print("beam:", fin[0].text if fin else "(no result)")
+        tree = tab.beam_tree
+        tree.show_segment(0)
+        path = tree.highlighted_path(0)
+        node = tree.model.nodes[(0, path[min(6, len(path) - 2)])]
+        tab.select_step(node.step)  # a token of the output: the tree selects its node
+        _settle()
+        _save(win, out / "screenshot_beam.png")
     win.close()
     wait_all(30000)  # worker threads (e.g. the OCR tab's CTC readings) end before Qt goes
     return 0
