@@ -1,10 +1,17 @@
 """Headless commands of ``decoding-explorer`` (the console script is ``gui.app:main``, which
 opens the window when no command is given and hands the commands below to :func:`main`).
 
-    decoding-explorer transcribe FILE [--model tiny.en|base|ID_OR_DIR] [--strategy ...] [--json]
+    decoding-explorer transcribe FILE [--model tiny.en|base|ID_OR_DIR] [--prefix TEXT] [--strategy ...] [--json]
     decoding-explorer translate TEXT [--direction en-pt|pt-en|MODEL_ID_OR_DIR] [--input-file F]
-                                     [--shortlist] [--target-language CODE] [--strategy ...] [--json]
-    decoding-explorer ocr IMAGE [--model bundled|ID_OR_DIR] [--region X,Y,W,H] [--strategy ...] [--json]
+                                     [--shortlist] [--target-language CODE] [--source-prefix TEXT]
+                                     [--prefix TEXT] [--strategy ...] [--json]
+    decoding-explorer ocr IMAGE [--model bundled|ID_OR_DIR] [--region X,Y,W,H] [--prefix TEXT] [--strategy ...]
+                                [--json]
+
+``--prefix TEXT`` forces the text's tokens after the task prompt and lets the strategy
+continue (openai/whisper's ``prefix``; for translation a target prefix), in the first
+segment (window, sentence, line) only, as openai/whisper applies its prefix to the first
+window.
 
 Prints the text, or with ``--json`` a trace::
 
@@ -12,7 +19,8 @@ Prints the text, or with ``--json`` a trace::
      "tokens": [{"id", "text", "prob", "raw_prob", "entropy", "rank", "segment",
                  "topk": [{"id", "text", "prob"}],
                  "stages": [{"name", "kept", "mass"}],      # the sampler chain, in order
-                 "mu"?}],                                    # mirostat only
+                 "mu"?,                                      # mirostat only
+                 "forced"?}],                                # true for tokens forced by --prefix
      "timing": {"load_s", "encode_s", "decode_s", "tokens_per_s", "rtf"},
      "beam_tree"?: {"nodes": [{"id", "parent", "step", "token", "text", "logprob", "score",
                                "normalized", "status", "best", "eos", "row", "group", "segment"}]}}
@@ -64,6 +72,8 @@ def trace(task: str, model: str, options: DecodingOptions, events: Iterable[Even
             }
             if ev.mu is not None:
                 tok["mu"] = round(ev.mu, 6)
+            if ev.forced:
+                tok["forced"] = True
             if attention and ev.cross_attention is not None:
                 a = ev.cross_attention
                 tok["cross_attention"] = (a.mean(axis=(0, 1)) if attention == "mean" else a).round(5).tolist()
@@ -99,7 +109,8 @@ def cmd_transcribe(args: argparse.Namespace) -> int:
     except AudioError as e:
         raise CLIError(str(e)) from None
     model = SpeechModel.load(args.model)
-    events = model.decode(audio, options, language=args.language, task=args.task)
+    prefix = _prefix_ids(model, args.prefix)
+    events = model.decode(audio, options, language=args.language, task=args.task, prefix_ids=prefix)
     return _emit("transcribe", model.name, options, events, args)
 
 
@@ -125,9 +136,10 @@ def cmd_translate(args: argparse.Namespace) -> int:
     if not text.strip():
         raise CLIError("the text is empty (or only white space); give something to translate")
     options = options_from_args(args)
-    model = TranslationModel.load(args.direction, target_language=args.target_language, prefix=args.prefix,
+    model = TranslationModel.load(args.direction, target_language=args.target_language, prefix=args.source_prefix,
                                   source_language=args.source_language)
-    events = model.decode(text, options, shortlist=args.shortlist)
+    prefix = _prefix_ids(model, args.prefix)
+    events = model.decode(text, options, shortlist=args.shortlist, prefix_ids=prefix)
     name = model.name + (" (shortlist)" if args.shortlist else "")
     return _emit("translate", name, options, events, args)
 
@@ -153,8 +165,9 @@ def cmd_ocr(args: argparse.Namespace) -> int:
     region = parse_region(args.region)
     image = load_image(args.image)  # ValueError with the user message on bad files
     model = OCRModel.load(args.model)
+    prefix = _prefix_ids(model, args.prefix)
     lines = model.detect(image, region)
-    events = model.decode(image, options, lines=lines, region=region)
+    events = model.decode(image, options, lines=lines, region=region, prefix_ids=prefix)
     if not args.json:
         return _emit("ocr", model.name, options, events, args)
     out = trace("ocr", model.name, options, events, args.attention)
@@ -170,6 +183,17 @@ def cmd_ocr(args: argparse.Namespace) -> int:
     out["timing"]["detect_s"] = model.last_detect_s
     print(json.dumps(out, ensure_ascii=False, indent=1))
     return 0
+
+
+def _prefix_ids(model, text: str | None) -> list[int]:
+    """The token ids ``--prefix TEXT`` forces (the task model's ``prefix_ids``); CLIError
+    when the text gives none."""
+    if text is None:
+        return []
+    ids = model.prefix_ids(text)
+    if not ids:
+        raise CLIError(f"--prefix {text!r} gives no token {model.name} can write; give text in its alphabet")
+    return ids
 
 
 def _emit(task: str, model_name: str, options: DecodingOptions, events: Iterable[Event], args) -> int:
@@ -216,6 +240,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help=f"{' | '.join(catalog.WHISPER_BUNDLED)} (bundled) | a transformers model id or directory")
     t.add_argument("--language", default="auto", help="auto | en | de | ...")
     t.add_argument("--task", default=catalog.WHISPER_TASKS[0], choices=catalog.WHISPER_TASKS)
+    t.add_argument("--prefix", default=None, metavar="TEXT",
+                   help="force these words at the start of the transcript (first 30 s window), then continue "
+                        "(openai/whisper's prefix)")
     add_decoding_arguments(t)
     t.set_defaults(func=cmd_transcribe)
     tr = sub.add_parser("translate", help="translate text (bundled Bergamot en<->pt, or a transformers model)")
@@ -228,7 +255,10 @@ def build_parser() -> argparse.ArgumentParser:
                          "renormalised over a few hundred candidates)")
     tr.add_argument("--target-language", default=None, help="M2M100/NLLB: target language code (pt, por_Latn, ...)")
     tr.add_argument("--source-language", default=None, help="M2M100/NLLB: source language code")
-    tr.add_argument("--prefix", default=None, help="T5: source prefix (default 'translate English to German: ')")
+    tr.add_argument("--source-prefix", default=None, metavar="TEXT",
+                    help="T5: text put before every source sentence (default 'translate English to German: ')")
+    tr.add_argument("--prefix", default=None, metavar="TEXT",
+                    help="force this start of the translation (target prefix, first sentence), then continue")
     add_decoding_arguments(tr)
     tr.set_defaults(func=cmd_translate)
     o = sub.add_parser("ocr", help="read the text in an image (CRAFT lines + bundled reader or TrOCR)")
@@ -236,6 +266,8 @@ def build_parser() -> argparse.ArgumentParser:
     o.add_argument("--model", default=catalog.OCR_DEFAULT,
                    help="bundled (english_g2 + attention decoder) | a transformers TrOCR model id or directory")
     o.add_argument("--region", default=None, metavar="X,Y,W,H", help="read only this part of the image (pixels)")
+    o.add_argument("--prefix", default=None, metavar="TEXT",
+                   help="force this start of the first line's reading, then continue")
     add_decoding_arguments(o)
     o.set_defaults(func=cmd_ocr)
     return p

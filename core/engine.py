@@ -10,6 +10,14 @@ final ``Finished``. The loop is short because each role is an object (openai/whi
 
 ``EncoderCache`` keeps recent encoder outputs so that re-decoding the same input with
 other options skips the encoder (DESIGN.md: "encoding happens once per input").
+
+Forks and KV-cache reuse: ``run(..., forced_ids=...)`` forces the first generated tokens
+(``core.strategies.forced``) and the strategy continues from there. The engine keeps the
+last batch-1 run's fed token ids and final KV cache per encoder output (``KeptCache``, for
+the ``kept_caches`` most recent encoder outputs, so each segment of a segmented input has
+its own); a later run on the same ``encoded`` object whose prompt + forced ids share a
+prefix with them takes that cache, truncated to the shared prefix
+(``Backend.truncate_cache``), and feeds only the rest.
 """
 
 from __future__ import annotations
@@ -17,7 +25,8 @@ from __future__ import annotations
 import itertools
 import time
 from collections import OrderedDict
-from typing import Callable, Hashable, Iterator
+from dataclasses import dataclass
+from typing import Any, Callable, Hashable, Iterator, Sequence
 
 import torch
 
@@ -27,6 +36,26 @@ from core.options import DecodingOptions
 from core.processors import ChainContext, build_processors, split_hard_rules
 from core.report import RowReport, StepReporter, StepTensors
 from core.strategies import make_strategy
+from core.strategies.forced import ForcedTokens, check_forced_ids
+
+
+@dataclass
+class KeptCache:
+    """The KV cache a batch-1 run ended with, for the next run to reuse.
+
+    Attributes:
+        encoded: the encoder output it was computed on (reuse needs the same object).
+        ids: int64 (n,): the token ids the cache holds, prompt first (every token fed, in order).
+        cache: the backend's cache after feeding ``ids`` (batch 1).
+        hidden: float32 (n_i, d_model) chunks, n in all: the decoder's last-layer hidden
+            states of those positions (for a contrastive continuation), or None if the
+            backend gives none.
+    """
+
+    encoded: EncoderOutput
+    ids: torch.Tensor
+    cache: Any
+    hidden: list[torch.Tensor] | None
 
 
 class Engine:
@@ -34,10 +63,18 @@ class Engine:
 
     Args:
         backend: any ``core.backends.base.Backend``.
+        kept_caches: how many encoder outputs keep the KV cache of their last batch-1
+            run for reuse (``run``'s ``reuse_cache``); 0 keeps none. One lean Whisper-base
+            cache is about 11 MB (448 positions preallocated).
+
+    Attributes:
+        kept: ``id(encoded)`` -> its ``KeptCache``, least recently stored first.
     """
 
-    def __init__(self, backend: Backend):
+    def __init__(self, backend: Backend, kept_caches: int = 4):
         self.backend = backend
+        self.kept_caches = int(kept_caches)
+        self.kept: OrderedDict[int, KeptCache] = OrderedDict()
 
     def run(
         self,
@@ -49,6 +86,8 @@ class Engine:
         step_offset: int = 0,
         segment: int = 0,
         source_offset: int = 0,
+        forced_ids: Sequence[int] = (),
+        reuse_cache: bool = True,
     ) -> Iterator[Event]:
         """Decode ``encoded`` and yield events as they happen.
 
@@ -60,14 +99,38 @@ class Engine:
                 ``Finished(cancelled=True, reason="cancelled")``.
             step_offset, segment, source_offset: copied into the events (for inputs
                 decoded in several segments).
+            forced_ids: token ids forced as the first generated tokens (after the prompt),
+                each reported as a StepEvent with ``forced=True`` and its probabilities
+                under the model; then the options' strategy continues from prompt + forced
+                ids (``core.strategies.forced``: what they count as for the processors and
+                beam search's length penalty). They count against ``max_new_tokens``.
+            reuse_cache: take the KV cache the last batch-1 run on this same ``encoded``
+                object left (``self.kept[id(encoded)]``), truncated to the longest prefix its fed ids
+                share with prompt + ``forced_ids`` (keeping one shared token to feed again,
+                so the first step has logits), and feed only the rest. Forced tokens inside
+                the reused part are not reported again: the first StepEvent is the first
+                forced token after it (steps keep their numbers). Reuse happens only when
+                the backend has ``truncate_cache``, the shared prefix covers the whole
+                prompt and this run's first step is batch 1: greedy, sampling, mirostat,
+                and any strategy after forced tokens (beam, diverse beam and contrastive
+                search without forced ids start at batch > 1 and would reuse the prompt
+                alone: they skip it). The cache a run ends with is kept whatever this flag
+                says, when the run's last step was batch 1 (a run that went to beams or
+                contrastive rows keeps nothing, and leaves the older kept cache, unless it
+                took it). Reuse gives the same tokens and probabilities as no reuse (to
+                float rounding).
 
         Yields:
             StepEvent / BeamEvent per step, then exactly one Finished whose
-            ``token_ids`` are the generated ids (no prompt, no EOS).
+            ``token_ids`` are the generated ids (forced ids included; no prompt, no EOS)
+            and whose stats give ``reused_tokens`` (cache positions reused) and
+            ``first_token_s`` (seconds from the call to the first StepEvent).
 
         Raises:
-            ValueError: for invalid options or an empty prompt.
+            ValueError: for invalid options, an empty prompt, or a forced id that is EOS or
+                outside the vocabulary.
         """
+        requested = time.perf_counter()
         options.validate()
         if not prompt.prompt_ids:
             raise ValueError("the decoder prompt is empty; give at least the decoder start token")
@@ -75,24 +138,42 @@ class Engine:
         # hard rules (suppressed tokens) shape the raw distribution too; the rest only the processed one
         context = ChainContext(tokenize=self.backend.tokenize, encoder_input_ids=_source_ids(encoded, prompt))
         rules, processors = split_hard_rules(build_processors(options, prompt, len(prompt.prompt_ids), context))
+        forced = check_forced_ids(forced_ids, prompt.eos_token_id, self.backend.vocab_size)[:max_new]
         strategy = make_strategy(options)
+        if forced:
+            strategy = ForcedTokens(strategy, forced)
         report = StepReporter(
             self.backend.token_text, self.backend.decode, top_k_report=options.top_k_report,
             capture_attention=options.capture_attention, source_len=encoded.source_len,
             step_offset=step_offset, segment=segment, source_offset=source_offset,
         )
         row_reports: list[list[RowReport]] = []  # per step and beam row, for beam search's late StepEvents
+        beams_from = 0  # the step of row_reports[0] (forced steps come first)
         started = time.perf_counter()
-        cache = self.backend.init_cache(encoded, strategy.batch_size)
         input_ids = strategy.start(prompt.prompt_ids, prompt.eos_token_id, max_new)
-        new_ids = input_ids  # the prompt first, then one token per hypothesis per step
+        known = list(prompt.prompt_ids) + list(forced)
+        cache, reused, reused_hidden = self._take_kept(encoded, known, len(prompt.prompt_ids), input_ids.shape[0],
+                                                       reuse_cache)
+        first_step = max(0, reused + 1 - len(prompt.prompt_ids))  # forced tokens the reused part already holds
+        if first_step:
+            input_ids = strategy.skip(first_step, reused_hidden)
+        if cache is None:
+            cache = self.backend.init_cache(encoded, strategy.batch_size)
+        new_ids = input_ids[:, reused:]  # the prompt first, then one token per hypothesis per step
+        # what this run's cache holds, while it is batch 1 and never reordered (kept at the end)
+        kept: KeptCache | None = KeptCache(
+            encoded, torch.tensor(known[:reused], dtype=torch.long), cache,
+            None if reused and reused_hidden is None else [] if not reused else [reused_hidden[0]],
+        )
+        first_token_s = 0.0
         cancelled = False
         previous: StepTensors | None = None  # contrastive search reports a token one step late
-        for t in itertools.count():
+        for t in itertools.count(first_step):
             if cancel is not None and cancel():
                 cancelled = True
                 break
             out = self.backend.step(new_ids, cache, options.capture_attention)
+            kept = _extend(kept, input_ids, new_ids, out)
             # the raw distribution: logits with the hard rules alone
             raw_scores = rules(input_ids, out.logits)
             raw_probs = torch.softmax(raw_scores, dim=-1)
@@ -105,9 +186,11 @@ class Engine:
             update = strategy.update(input_ids, scores, probs, raw_probs, hidden_states=out.hidden_states)
             if update.emitted is not None:  # greedy / sampling / contrastive: the token is final now
                 source = current if update.emitted.step == t else previous
+                first_token_s = first_token_s or time.perf_counter() - requested
                 yield report.step_event(update.emitted, report.row_report(source, update.emitted.row))
             if update.beams is not None:  # beam search: which beam wins is known at the end
-                row_reports.append([report.row_report(current, r) for r in range(strategy.batch_size)])
+                beams_from = beams_from if row_reports else t
+                row_reports.append([report.row_report(current, r) for r in range(current.probs.shape[0])])
                 yield report.beam_event(t, *update.beams, nodes=update.nodes, rows=row_reports[-1],
                                         best=update.best_node)
             if update.done:
@@ -115,12 +198,17 @@ class Engine:
             previous = current
             cache = out.cache
             if update.beam_idx is not None:
+                kept = None  # a reordered cache (beams, contrastive rows) is not kept
                 cache = self.backend.reorder_cache(cache, update.beam_idx)
             input_ids, new_ids = update.input_ids, update.input_ids[:, -1:]
+        if kept is not None and len(kept.ids) > 0 and getattr(self.backend, "truncate_cache", None) is not None:
+            self._keep(kept)
         result = strategy.finalize()
         for rec in result.records:
-            yield report.step_event(rec, row_reports[rec.step][rec.row])
-        stats = RunStats(decode_s=time.perf_counter() - started, n_tokens=len(result.token_ids))
+            first_token_s = first_token_s or time.perf_counter() - requested
+            yield report.step_event(rec, row_reports[rec.step - beams_from][rec.row])
+        stats = RunStats(decode_s=time.perf_counter() - started, n_tokens=len(result.token_ids),
+                         reused_tokens=reused, first_token_s=first_token_s)
         yield Finished(
             text=self.backend.decode(result.token_ids),
             token_ids=result.token_ids,
@@ -128,6 +216,52 @@ class Engine:
             cancelled=cancelled,
             reason="cancelled" if cancelled else result.reason,
         )
+
+    def _take_kept(
+        self, encoded: EncoderOutput, known: list[int], prompt_len: int, batch: int, reuse: bool
+    ) -> tuple[Any, int, torch.Tensor | None]:
+        """The kept cache truncated for a run that feeds ``known`` (prompt + forced ids)
+        first, or (None, 0, None) when it cannot be reused (see ``run``'s ``reuse_cache``).
+
+        Returns:
+            (cache holding the first ``reused`` ids of ``known``, reused, their hidden states
+            float32 (1, reused, d_model) or None). The kept cache is handed over (the
+            backend may change it in place), so it leaves ``self.kept``.
+        """
+        kept, truncate = self.kept.get(id(encoded)), getattr(self.backend, "truncate_cache", None)
+        if not reuse or kept is None or kept.encoded is not encoded or batch != 1 or truncate is None:
+            return None, 0, None
+        shared = 0
+        for a, b in zip(kept.ids.tolist(), known):
+            if a != b:
+                break
+            shared += 1
+        if shared < prompt_len or shared < 2:  # another prompt, or nothing but the start token
+            return None, 0, None
+        reused = shared - 1  # feed the last shared token again: the first step needs its logits
+        del self.kept[id(encoded)]
+        hidden = torch.cat(kept.hidden, dim=0)[None, :reused] if kept.hidden else None
+        return truncate(kept.cache, reused), reused, hidden
+
+    def _keep(self, kept: KeptCache) -> None:
+        """Store ``kept`` for its encoder output, dropping the oldest beyond ``kept_caches``."""
+        self.kept[id(kept.encoded)] = kept  # kept.encoded stays referenced, so its id is not reused
+        self.kept.move_to_end(id(kept.encoded))
+        while len(self.kept) > self.kept_caches:
+            self.kept.popitem(last=False)
+
+
+def _extend(kept: KeptCache | None, input_ids: torch.Tensor, new_ids: torch.Tensor, out) -> KeptCache | None:
+    """``kept`` after a step that fed ``new_ids`` (the last columns of ``input_ids``), or
+    None once the run is not batch 1 (its cache is then not kept)."""
+    if kept is None or input_ids.shape[0] != 1:
+        return None
+    kept.ids, kept.cache = input_ids[0], out.cache
+    if kept.hidden is not None and out.hidden_states is None:
+        kept.hidden = None
+    elif kept.hidden is not None:
+        kept.hidden.append(out.hidden_states[0, -new_ids.shape[1]:])
+    return kept
 
 
 def _source_ids(encoded: EncoderOutput, prompt: DecoderPrompt) -> torch.Tensor | None:

@@ -74,6 +74,9 @@ class StepEvent:
             top tokens of every stage's distribution), with their raw probability.
         mu: a stateful sampler's state when this token was chosen (mirostat's target
             surprise mu, bits), or None.
+        forced: the token was forced (a fork, ``Engine.run(forced_ids=...)``, the CLI's
+            ``--prefix``), not chosen by the strategy; its probabilities are still the
+            model's.
     """
 
     step: int
@@ -93,6 +96,7 @@ class StepEvent:
     stages: tuple[StageReport, ...] = ()
     stage_candidates: tuple[TokenProb, ...] = ()
     mu: float | None = None
+    forced: bool = False
 
     @property
     def kept(self) -> int:
@@ -238,7 +242,9 @@ class SegmentEvent:
 
 @dataclass
 class RunStats:
-    """Timing of one run. Seconds; ``rtf`` = processing time / audio duration (speech only)."""
+    """Timing of one run. Seconds; ``rtf`` = processing time / audio duration (speech only).
+
+    ``reused_tokens`` and ``first_token_s`` are not in ``to_dict`` (the CLI's timing keys)."""
 
     load_s: float = 0.0
     encode_s: float = 0.0
@@ -246,6 +252,10 @@ class RunStats:
     n_tokens: int = 0
     audio_s: float | None = None
     encoder_cached: bool = False
+    # decoder positions taken from the previous run's KV cache instead of being computed
+    reused_tokens: int = 0
+    # seconds from the start of the run (a fork: the request) to its first StepEvent; 0.0 if none
+    first_token_s: float = 0.0
 
     @property
     def tokens_per_s(self) -> float:

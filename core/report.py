@@ -113,6 +113,7 @@ class TokenRecord:
         prob, raw_prob: its processed and raw probabilities (0..1).
         mu: a stateful sampler's state when the token was chosen (mirostat's target
             surprise mu, bits), or None.
+        forced: the token was forced (``core.strategies.forced``), not chosen.
     """
 
     step: int
@@ -121,6 +122,7 @@ class TokenRecord:
     prob: float
     raw_prob: float
     mu: float | None = None
+    forced: bool = False
 
 
 class StepReporter:
@@ -244,6 +246,7 @@ class StepReporter:
             stages=report.stages,
             stage_candidates=report.stage_candidates,
             mu=record.mu,
+            forced=record.forced,
         )
 
     def beam_event(

@@ -118,6 +118,25 @@ class Backend(Protocol):
         ...
 
 
+class TruncatableCache(Protocol):
+    """An optional part of ``Backend``: a backend with this method lets the engine reuse
+    the KV cache of a previous run on the same input (a fork continues from the common
+    prefix instead of re-running it; ``core.engine.Engine.run``'s ``reuse_cache``). The
+    engine looks it up with ``getattr(backend, "truncate_cache", None)``."""
+
+    def truncate_cache(self, cache: Any, length: int) -> Any:
+        """The cache holding only the first ``length`` decoder positions of ``cache`` (a
+        batch-1 cache from ``step``; the result may be ``cache`` changed in place, and
+        ``cache`` must not be used afterwards), ready for ``step`` to feed position
+        ``length`` on.
+
+        Raises:
+            ValueError: ``length`` outside ``[0, positions held]``, or a cache that cannot
+                be truncated (e.g. reordered).
+        """
+        ...
+
+
 def main_input(model_inputs: Mapping[str, Any] | Any, key: str) -> Any:
     """``model_inputs[key]``: the one input of a backend that takes a single tensor.
 

@@ -327,6 +327,27 @@ class HFSeq2SeqBackend:
             cache.kv = out.past_key_values
         return StepOutput(logits=logits, cross_attention=cross, cache=cache, hidden_states=hidden)
 
+    def truncate_cache(self, cache: Any, length: int) -> Any:
+        """Keep the first ``length`` decoder positions (``core.backends.base.TruncatableCache``).
+
+        Lean Whisper cache: the preallocated self-attention tensors stay, ``length`` moves
+        back (later steps overwrite the rest). Generic path: ``EncoderDecoderCache.crop``
+        on the self-attention ``DynamicCache`` (what transformers' assisted generation
+        uses to drop rejected draft tokens); the cross-attention keys/values stay.
+        The cache is changed in place and returned.
+
+        Raises:
+            ValueError: ``length`` outside ``[0, positions held]``.
+        """
+        held = cache.length if self._lean is not None else int(cache.kv.get_seq_length())
+        if not 0 <= length <= held:
+            raise ValueError(f"cannot truncate a cache of {held} positions to {length}")
+        if self._lean is not None:
+            cache.length = length
+        elif length < held:
+            cache.kv.crop(length - held)  # a negative count removes that many positions (transformers 4 and 5)
+        return cache
+
     def reorder_cache(self, cache: Any, beam_idx: torch.Tensor) -> Any:
         """Select/reorder hypotheses: ``beam_idx`` int64 (new_batch,) indexes the old batch."""
         with torch.inference_mode():

@@ -70,6 +70,8 @@ class TinyDecoderCache:
         cross_bias: additive float32 (1, 1, 1, src_len) padding mask, or None.
         shortlist_rows: int64 (k,) allowed output ids, or None for the full softmax.
         shortlist_projection: (weight float32 (256, k), bias float32 (k,)) of those rows.
+        history: the ``ssru_state`` after each processed position (``history[p]`` after
+            position p), so that ``truncate_cache`` can go back; emptied by a reorder.
     """
 
     position: int
@@ -79,6 +81,7 @@ class TinyDecoderCache:
     cross_bias: torch.Tensor | None
     shortlist_rows: torch.Tensor | None
     shortlist_projection: tuple[torch.Tensor, torch.Tensor] | None = None
+    history: tuple[list[torch.Tensor], ...] = ()
 
 
 class MarianTinyBackend:
@@ -244,10 +247,11 @@ class MarianTinyBackend:
             inputs.extend(emb[:, j] for j in range(n_new))
         state = cache.ssru_state
         attn = None
-        ys = []
+        ys, states = [], []
         for x in inputs:
             y, state, attn = m.decode_position(x, state, cache.cross_keys, cache.cross_values, cache.cross_bias)
             ys.append(y)
+            states.append(state)
         hidden = ys[0][:, None] if len(ys) == 1 else torch.stack(ys, dim=1)
         rows = cache.shortlist_rows
         if rows is None:
@@ -255,13 +259,32 @@ class MarianTinyBackend:
         else:
             logits = torch.full((batch, self.vocab_size), float("-inf"))
             logits[:, rows] = m.output_logits(y, cache.shortlist_projection)
-        new_cache = replace(cache, position=cache.position + len(inputs), ssru_state=state)
+        new_cache = replace(cache, position=cache.position + len(inputs), ssru_state=state,
+                            history=cache.history + tuple(states))
         return StepOutput(logits, attn if output_attentions else None, new_cache, hidden_states=hidden)
 
     def reorder_cache(self, cache: TinyDecoderCache, beam_idx: torch.Tensor) -> TinyDecoderCache:
         """Select hypotheses: ``beam_idx`` int64 (new_batch,) indexes the old batch."""
         # Cross-attention keys/values are per sentence (batch 1, broadcast): nothing to do.
-        return replace(cache, ssru_state=[s.index_select(0, beam_idx) for s in cache.ssru_state])
+        return replace(cache, ssru_state=[s.index_select(0, beam_idx) for s in cache.ssru_state], history=())
+
+    def truncate_cache(self, cache: TinyDecoderCache, length: int) -> TinyDecoderCache:
+        """The cache after the first ``length`` positions (the implicit start counts): the
+        SSRU states are recurrent, so they are taken from ``cache.history``
+        (``core.backends.base.TruncatableCache``). A new cache; ``cache`` is unchanged.
+
+        Raises:
+            ValueError: ``length`` outside ``[0, cache.position]``, or a reordered cache
+                (its history is gone).
+        """
+        if not 0 <= length <= cache.position:
+            raise ValueError(f"cannot truncate a cache of {cache.position} positions to {length}")
+        if len(cache.history) != cache.position:
+            raise ValueError("this cache was reordered (beam search) and has no state history to go back to")
+        if length == 0:
+            return replace(cache, position=0, ssru_state=[torch.zeros_like(s) for s in cache.ssru_state], history=())
+        return replace(cache, position=length, ssru_state=list(cache.history[length - 1]),
+                       history=cache.history[:length])
 
 
 # --------------------------------------------------------------------------------------

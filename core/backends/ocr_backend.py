@@ -181,6 +181,18 @@ class OCRAttnBackend:
         """Hypothesis ``i`` of the result is ``beam_idx[i]`` (int64 (new_batch,)) of ``cache``."""
         return cache.reorder(beam_idx)
 
+    def truncate_cache(self, cache: DecoderCache, length: int) -> DecoderCache:
+        """A cache of the first ``length`` decoder positions (self-attention keys/values
+        sliced to ``[:, :, :length]``; ``core.backends.base.TruncatableCache``).
+
+        Raises:
+            ValueError: ``length`` outside ``[0, cache.seen]``.
+        """
+        if not 0 <= length <= cache.seen:
+            raise ValueError(f"cannot truncate a cache of {cache.seen} positions to {length}")
+        cut = lambda ts: [t[:, :, :length] for t in ts]  # noqa: E731
+        return DecoderCache(cut(cache.self_k), cut(cache.self_v), cache.cross_k, cache.cross_v, cache.memory_mask)
+
     # -- text ----------------------------------------------------------------------
     def token_text(self, token_id: int) -> str:
         """The character of ``token_id`` (``<s>``, ``</s>``, ``<pad>`` for the specials)."""

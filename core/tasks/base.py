@@ -7,6 +7,10 @@ the segments and a ``prepare`` that encodes one (cached) and says its prompt and
 ``Finished``; ``RunTotals`` adds the segments up into the single ``Finished`` that ends
 the task's stream, and keeps the global step counter continuous.
 
+:func:`fork_segment` re-decodes one segment alone with forced tokens (a fork, issue 12):
+the same ``prepare`` (so the cached encoder output), the segment's original step
+numbering, and the engine's KV-cache reuse.
+
 Torch-free at import (the OCR task's image loading must not load torch).
 """
 
@@ -14,7 +18,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Generator, Iterator, Sequence, TypeVar
+from typing import Callable, Generator, Iterator, Mapping, Sequence, TypeVar
 
 from core.backends.base import DecoderPrompt, EncoderOutput
 from core.events import Event, Finished, RunStats, SegmentEvent
@@ -50,6 +54,7 @@ def decode_segments(
     join: Callable[[list[tuple[S, str]]], str],
     *,
     cancel: Callable[[], bool] | None = None,
+    forced: Mapping[int, Sequence[int]] | None = None,
 ) -> Iterator[Event]:
     """Decode ``segments`` one after another into one event stream.
 
@@ -66,6 +71,11 @@ def decode_segments(
             encode and decode times and token counts are added to it.
         join: the whole text from ``(segment, its stripped text)`` pairs, in order.
         cancel: returns True to stop.
+        forced: segment index -> token ids forced at the start of that segment's
+            generated tokens (``Engine.run``'s ``forced_ids``; the CLI's ``--prefix``
+            forces segment 0). Such a segment does not reuse a kept KV cache, so every
+            forced token is reported (reuse would leave out those the cache holds; a
+            fork, :func:`fork_segment`, is where that is wanted).
 
     Yields:
         per segment a SegmentEvent, then its StepEvents / BeamEvents; one Finished at
@@ -73,6 +83,7 @@ def decode_segments(
     """
     totals = RunTotals(stats)
     texts: list[tuple[S, str]] = []
+    begun = time.perf_counter()
     for i, segment in enumerate(segments):
         if i > 0 and cancel is not None and cancel():  # stop between segments
             totals.reason = "cancelled"
@@ -82,12 +93,14 @@ def decode_segments(
         stats.encode_s += time.perf_counter() - t0
         stats.encoder_cached = stats.encoder_cached and ready.cached
         yield ready.event
+        run_start = time.perf_counter() - begun
+        forced_ids = (forced or {}).get(i, ())
         finished = yield from run_segment(
             engine, ready.encoded, ready.prompt, options, cancel=cancel, step_offset=totals.step,
-            segment=i, source_offset=ready.event.source_offset,
+            segment=i, source_offset=ready.event.source_offset, forced_ids=forced_ids, reuse_cache=not forced_ids,
         )
         texts.append((segment, finished.text.strip()))
-        if totals.add(finished):
+        if totals.add(finished, run_start):
             break
     yield totals.finished(join(texts))
 
@@ -102,10 +115,13 @@ def run_segment(
     step_offset: int,
     segment: int,
     source_offset: int = 0,
+    forced_ids: Sequence[int] = (),
+    reuse_cache: bool = True,
 ) -> Generator[Event, None, Finished]:
     """Yield one segment's StepEvents/BeamEvents; return (not yield) its Finished.
 
-    Use as ``finished = yield from run_segment(...)``.
+    Use as ``finished = yield from run_segment(...)``. ``forced_ids`` and ``reuse_cache``
+    go to ``Engine.run``.
 
     Raises:
         RuntimeError: if the engine ended without a Finished event (a bug).
@@ -113,7 +129,7 @@ def run_segment(
     finished = None
     for event in engine.run(
         encoded, prompt, options, cancel=cancel, step_offset=step_offset, segment=segment,
-        source_offset=source_offset,
+        source_offset=source_offset, forced_ids=forced_ids, reuse_cache=reuse_cache,
     ):
         if isinstance(event, Finished):
             finished = event
@@ -122,6 +138,67 @@ def run_segment(
     if finished is None:
         raise RuntimeError("the engine ended without a Finished event")
     return finished
+
+
+def fork_segment(
+    engine,
+    segments: Sequence[S],
+    index: int,
+    prepare: Callable[[int, S], Prepared],
+    options: DecodingOptions,
+    stats: RunStats,
+    *,
+    forced_ids: Sequence[int],
+    step_offset: int,
+    cancel: Callable[[], bool] | None = None,
+    reuse_cache: bool = True,
+) -> Iterator[Event]:
+    """Re-decode segment ``index`` alone, its first generated tokens forced (a fork).
+
+    The other segments are not decoded: a caller showing the branch shows the original
+    run with this segment replaced. The segment is prepared as in the original run (its
+    encoder output comes from the task's cache), its steps are numbered from
+    ``step_offset`` (the number the segment's first token had in the original run), and
+    the engine reuses the KV cache of its last batch-1 run on this segment where it can
+    (``Engine.run``'s ``reuse_cache``): then forced tokens inside the reused part are not
+    reported again (the caller has them from the run it forks).
+
+    Args:
+        engine, segments, prepare, options: as for :func:`decode_segments`.
+        index: the segment to re-decode, ``0 <= index < len(segments)``.
+        stats: stats to fill (``load_s``, ``audio_s``; encode and decode times, tokens,
+            ``reused_tokens`` and ``first_token_s`` are set here: ``first_token_s`` counts
+            from this call, the segment's preparation included).
+        forced_ids: token ids forced first (``Engine.run``'s ``forced_ids``): typically the
+            original tokens of this segment up to the fork step, then the alternative.
+        step_offset: the segment's first step number in the original run.
+        cancel: polled between steps.
+        reuse_cache: let the engine reuse its kept KV cache.
+
+    Yields:
+        the segment's SegmentEvent, its StepEvents (forced ones with ``forced=True``) and
+        BeamEvents, and one Finished: the segment's text (stripped), its token ids (the
+        forced ones included), the stats.
+
+    Raises:
+        ValueError: ``index`` out of range; a forced id that is EOS or outside the
+            vocabulary; bad options.
+    """
+    if not 0 <= index < len(segments):
+        raise ValueError(f"segment {index} does not exist; the input has {len(segments)} segment(s)")
+    begun = time.perf_counter()
+    ready = prepare(index, segments[index])
+    stats.encode_s += time.perf_counter() - begun
+    stats.encoder_cached = stats.encoder_cached and ready.cached
+    yield ready.event
+    run_start = time.perf_counter() - begun
+    finished = yield from run_segment(
+        engine, ready.encoded, ready.prompt, options, cancel=cancel, step_offset=step_offset, segment=index,
+        source_offset=ready.event.source_offset, forced_ids=forced_ids, reuse_cache=reuse_cache,
+    )
+    totals = RunTotals(stats, step=step_offset)
+    totals.add(finished, run_start)
+    yield totals.finished(finished.text.strip())
 
 
 @dataclass
@@ -140,12 +217,17 @@ class RunTotals:
     step: int = 0
     reason: str = "eos"
 
-    def add(self, finished: Finished) -> bool:
-        """Add one segment's result; True if the run was cancelled (stop decoding)."""
+    def add(self, finished: Finished, run_start: float = 0.0) -> bool:
+        """Add one segment's result; True if the run was cancelled (stop decoding).
+        ``run_start``: seconds from the task's start to this segment's engine run (for
+        ``first_token_s``)."""
         self.token_ids.extend(finished.token_ids)
         self.step += len(finished.token_ids)
         self.stats.decode_s += finished.stats.decode_s
         self.stats.n_tokens += finished.stats.n_tokens
+        self.stats.reused_tokens += finished.stats.reused_tokens
+        if not self.stats.first_token_s and finished.stats.first_token_s:
+            self.stats.first_token_s = run_start + finished.stats.first_token_s
         self.reason = finished.reason
         return finished.cancelled
 

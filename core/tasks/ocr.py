@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import hashlib
 import time
-from typing import Callable, Generator, Iterator
+from typing import Callable, Generator, Iterator, Sequence
 
 import numpy as np
 from PIL import Image
@@ -260,6 +260,7 @@ class OCRModel:
         lines: list[TextLine] | None = None,
         region: tuple[int, int, int, int] | None = None,
         cancel: Callable[[], bool] | None = None,
+        prefix_ids: Sequence[int] = (),
     ) -> Iterator[Event]:
         """Read the image line by line into one continuous event stream.
 
@@ -270,6 +271,8 @@ class OCRModel:
             region: (x, y, w, h) to read only that part (when ``lines`` is None).
             cancel: polled between lines and between steps; when it returns True the
                 run stops (the ``Finished`` says ``cancelled``).
+            prefix_ids: token ids forced at the start of the first line's reading (see
+                :meth:`prefix_ids`), reported with ``forced=True``.
 
         Yields:
             per line ``SegmentEvent(segment=i, label="line i+1", source_offset=0,
@@ -281,8 +284,63 @@ class OCRModel:
 
         Raises:
             ValueError: "No text found in the image ..." when nothing is detected; bad
-                options; an unreadable image.
+                options; an unreadable image; a prefix id that is EOS or outside the vocabulary.
         """
+        lines, prepare = self._plan(image, options, lines, region)
+        yield from task_base.decode_segments(self._engine, lines, prepare, options,
+                                             RunStats(load_s=self.load_s, encoder_cached=True), join_lines,
+                                             cancel=cancel, forced={0: prefix_ids} if prefix_ids else None)
+
+    def fork(
+        self,
+        image,
+        options: DecodingOptions,
+        *,
+        segment: int,
+        forced_ids: Sequence[int],
+        step_offset: int,
+        lines: list[TextLine] | None = None,
+        region: tuple[int, int, int, int] | None = None,
+        cancel: Callable[[], bool] | None = None,
+        reuse_cache: bool = True,
+    ) -> Iterator[Event]:
+        """Re-read one text line with its first tokens forced (a fork).
+
+        Only line ``segment`` is decoded (from the cached encoder output); the other lines
+        are left as they were, so a branch is the original reading with this line replaced
+        (``core.tasks.base.fork_segment``). The engine reuses the KV cache of its last
+        batch-1 run on this line up to the common prefix.
+
+        Args:
+            image, options, region, cancel: as given to the :meth:`decode` that is forked.
+            lines: the lines that decode read (pass them: detecting again costs CRAFT's time).
+            segment: the line's index (``SegmentEvent.segment``).
+            forced_ids: the line's tokens to force: the original ones before the fork step
+                plus the token chosen there.
+            step_offset: the step number of the line's first token in the original run.
+            reuse_cache: allow the KV-cache reuse.
+
+        Yields:
+            the line's SegmentEvent, StepEvents numbered from ``step_offset``, BeamEvents,
+            one Finished (the line's text and token ids).
+
+        Raises:
+            ValueError: as :meth:`decode`; a line index out of range.
+        """
+        lines, prepare = self._plan(image, options, lines, region)
+        yield from task_base.fork_segment(self._engine, lines, segment, prepare, options,
+                                          RunStats(load_s=self.load_s, encoder_cached=True), forced_ids=forced_ids,
+                                          step_offset=step_offset, cancel=cancel, reuse_cache=reuse_cache)
+
+    def prefix_ids(self, text: str) -> list[int]:
+        """Token ids of a text prefix (``Backend.tokenize``: the bundled reader's
+        characters, characters it cannot write dropped; TrOCR's BPE pieces)."""
+        return self.backend.tokenize(text) if text else []
+
+    def _plan(self, image, options: DecodingOptions, lines: list[TextLine] | None,
+              region: tuple[int, int, int, int] | None):
+        """(lines, prepare) of one decode: the image's lines (detected when None) and a
+        ``prepare`` that encodes one (cached) and says its prompt and SegmentEvent."""
         options = options.validate()
         img = as_image(image)
         if lines is None:
@@ -300,9 +358,7 @@ class OCRModel:
                                  total=len(lines), kind="line")
             return task_base.Prepared(encoded, self.decoder_prompt(encoded), event, hit)
 
-        yield from task_base.decode_segments(self._engine, lines, prepare, options,
-                                             RunStats(load_s=self.load_s, encoder_cached=True), join_lines,
-                                             cancel=cancel)
+        return lines, prepare
 
     def ctc_reading(self, image, line: TextLine) -> str:
         """english_g2's own CTC reading of ``line`` (original english_g2 weights, best

