@@ -180,12 +180,15 @@ class BeamRowReport:
         entropy: of the processed distribution, nats.
         attention: float32 (source_len,): the cross-attention of the row's newest
             position, averaged over layers and heads; None if not captured.
+        raw_topk: the raw distribution's most probable tokens (softmax of the logits with
+            the hard rules only); it differs from ``topk`` when a penalty ran.
     """
 
     row: int
     topk: list[TokenProb]
     entropy: float
     attention: np.ndarray | None = None
+    raw_topk: list[TokenProb] = field(default_factory=list)
 
 
 @dataclass(frozen=True)

@@ -287,4 +287,4 @@ class StepReporter:
         attention = None
         if report.attention is not None:
             attention = report.attention.mean(axis=(0, 1), dtype=np.float32)
-        return BeamRowReport(row, report.topk, report.entropy, attention)
+        return BeamRowReport(row, report.topk, report.entropy, attention, raw_topk=report.raw_topk)

@@ -167,10 +167,12 @@ def node_info(node: BeamNode, best: bool = False) -> str:
 
 def _step_event(node: BeamNode, report: BeamRowReport | None) -> StepEvent | None:
     """The top-k chart's view of a node: the distribution of the row it came from at its step
-    (the processed one; beam search has no other), with the node's token as the chosen one."""
+    (processed, the raw one behind it), with the node's token as the chosen one."""
     if report is None:
         return None
     p = math.exp(node.logprob) if math.isfinite(node.logprob) else 0.0
     topk = list(report.topk)
-    return StepEvent(step=node.step, token_id=node.token, text=node.text, prob=p, raw_prob=0.0, topk=topk,
-                     raw_topk=topk, entropy=float(report.entropy))
+    raw_topk = list(report.raw_topk) or topk
+    raw_p = next((t.prob for t in raw_topk if t.id == node.token), 0.0)
+    return StepEvent(step=node.step, token_id=node.token, text=node.text, prob=p, raw_prob=raw_p, topk=topk,
+                     raw_topk=raw_topk, entropy=float(report.entropy))

@@ -155,6 +155,7 @@ def check_tree(events: list, fin: Finished, ranked: list[list[float]], *, num_ro
     for node, step in zip(best[1:], steps):
         report = tree.row_report(beam_events[-1].segment, node)
         assert step.step == node.step and report.topk == step.topk and report.entropy == step.entropy
+        assert report.raw_topk == step.raw_topk
         if step.cross_attention is not None:
             assert report.attention.dtype == np.float32 and report.attention.shape == step.cross_attention.shape[-1:]
             np.testing.assert_allclose(report.attention, step.cross_attention.mean(axis=(0, 1)), rtol=1e-6)
@@ -184,6 +185,18 @@ def test_beam_tree_to_max_length(monkeypatch, tiny_models, kind, num_beams):
     events, fin, ranked = _run(monkeypatch, tiny_models[kind], _options(num_beams))
     assert fin.reason == "max_tokens"
     check_tree(events, fin, ranked, num_rows=num_beams, length_penalty=1.0)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_row_reports_carry_the_raw_distribution_behind_a_penalty(monkeypatch, tiny_eos_models, kind):
+    """With a repetition penalty the processed top-k differs from the raw one; a clicked
+    node must show both (the path's StepEvents are the reference)."""
+    tiny = tiny_eos_models[kind]
+    events, fin, ranked = _run(monkeypatch, tiny, _options(3, repetition_penalty=3.0))
+    check_tree(events, fin, ranked, num_rows=3, length_penalty=1.0,
+               tiny_text=lambda i: tiny.tokenizer.convert_ids_to_tokens(i))
+    rows = [r for e in events if isinstance(e, BeamEvent) for r in e.rows]
+    assert any(r.raw_topk != r.topk for r in rows)
 
 
 def test_finished_nodes_pushed_out_are_resent_as_pruned(monkeypatch, tiny_eos_models):
