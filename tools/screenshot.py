@@ -10,7 +10,8 @@ Writes ``screenshot.png`` (speech tab), ``screenshot_ocr.png``,
 ``screenshot_translation.png``, ``screenshot_chain.png`` (the speech tab sampling
 through a sampler chain, the chain-stage view of one step) and ``screenshot_beam.png``
 (the translation tab's beam tree after a beam search on the sample, one node clicked; the
-window at 1280 x 800) (``--tabs`` picks a subset, e.g. ``--tabs ocr,chain``).
+window at 1280 x 800) and ``screenshot_fork.png`` (the speech tab after two forks of the
+greedy run, the fork diff; 1280 x 800) (``--tabs`` picks a subset, e.g. ``--tabs ocr,chain``).
 """
 
 from __future__ import annotations
@@ -71,7 +72,7 @@ def main() -> int:
     p.add_argument("--ocr-step", type=int, default=36, help="token to select in the OCR tab")
     p.add_argument("--chain-step", type=int, default=3, help="token to select in the chain shot")
     p.add_argument("--beams", type=int, default=4, help="beam width of the beam-tree shot")
-    p.add_argument("--tabs", default="speech,ocr,translation,chain,beam", help="comma-separated shots to take")
+    p.add_argument("--tabs", default="speech,ocr,translation,chain,beam,fork", help="comma-separated shots to take")
     args = p.parse_args()
     out = pathlib.Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -135,6 +136,36 @@ def main() -> int:
         tab.select_step(node.step)  # a token of the output: the tree selects its node
         _settle()
         _save(win, out / "screenshot_beam.png")
+    if "fork" in tabs:
+        tab = win.speech_tab
+        win.resize(1280, 800)
+        win.tabs.setCurrentWidget(tab)
+        if tab.model is None:
+            _wait(tab.modelReady, lambda: tab.load_model(args.speech_model))
+        from core.options import DecodingOptions
+
+        greedy = DecodingOptions()
+        fin = _wait(tab.decodeFinished, lambda: (tab.options_panel.setOptions(greedy, emit=True), tab.load_sample()))
+        print("fork root:", fin[0].text if fin else "(no result)")
+
+        def fork_at(word: str, branch: int) -> None:
+            tab.show_branch(branch)
+            step = next(e.step for e in tab.run.steps() if e.text.strip() == word)
+            tab.select_step(step)
+            alt = next(r for r in tab.topk.rows() if not r.chosen and r.token_id >= 0)
+            tab.fork(step, [alt.token_id], alt.text)
+            while tab.is_decoding():
+                _settle(50)
+            _settle()
+
+        fork_at("door", 0)
+        fork_at("test", 0)
+        tab.show_branch(1)
+        tab.fork_diff.set_branch(1)
+        tab.select_step(tab.run.branch(1).fork_step + 2)
+        tab.inspector_tabs.setCurrentWidget(tab.fork_diff)
+        _settle(400)
+        _save(win, out / "screenshot_fork.png")
     win.close()
     wait_all(30000)  # worker threads (e.g. the OCR tab's CTC readings) end before Qt goes
     return 0
