@@ -8,6 +8,11 @@ opens the window when no command is given and hands the commands below to :func:
     decoding-explorer ocr IMAGE [--model bundled|ID_OR_DIR] [--region X,Y,W,H] [--prefix TEXT] [--strategy ...]
                                 [--json]
 
+``--compare SPEC ...`` decodes 2-4 lanes side by side on one encoder pass per segment and
+prints each lane's text, log-probability, time and, with ``--reference TEXT`` /
+``--reference-file F``, its WER / CER / chrF (``core.cli_lanes``; ``--json`` gives
+``"lanes": [...]`` and ``"agreement"``).
+
 ``--prefix TEXT`` forces the text's tokens after the task prompt and lets the strategy
 continue (openai/whisper's ``prefix``; for translation a target prefix), in the first
 segment (window, sentence, line) only, as openai/whisper applies its prefix to the first
@@ -44,6 +49,7 @@ from typing import Iterable, Sequence
 from core import catalog
 from core.beam_tree import BeamTree
 from core.events import BeamEvent, Event, Finished, StepEvent
+from core.cli_lanes import add_compare_arguments, lanes_from_args, run_compare
 from core.cli_options import add_decoding_arguments, options_from_args
 from core.options import DecodingOptions
 
@@ -104,12 +110,16 @@ def cmd_transcribe(args: argparse.Namespace) -> int:
     from core.tasks.speech import SpeechModel
 
     options = options_from_args(args)
+    lanes = lanes_from_args(args, options)
     try:
         audio = load_audio(args.file)
     except AudioError as e:
         raise CLIError(str(e)) from None
     model = SpeechModel.load(args.model)
     prefix = _prefix_ids(model, args.prefix)
+    if lanes:
+        return run_compare("transcribe", model.name, options, lanes, args, lambda ls: model.decode_lanes(
+            audio, ls, language=args.language, task=args.task, prefix_ids=prefix))
     events = model.decode(audio, options, language=args.language, task=args.task, prefix_ids=prefix)
     return _emit("transcribe", model.name, options, events, args)
 
@@ -136,9 +146,14 @@ def cmd_translate(args: argparse.Namespace) -> int:
     if not text.strip():
         raise CLIError("the text is empty (or only white space); give something to translate")
     options = options_from_args(args)
+    lanes = lanes_from_args(args, options)
     model = TranslationModel.load(args.direction, target_language=args.target_language, prefix=args.source_prefix,
                                   source_language=args.source_language)
     prefix = _prefix_ids(model, args.prefix)
+    if lanes:
+        name = model.name + (" (shortlist)" if args.shortlist else "")
+        return run_compare("translate", name, options, lanes, args, lambda ls: model.decode_lanes(
+            text, ls, shortlist=args.shortlist, prefix_ids=prefix))
     events = model.decode(text, options, shortlist=args.shortlist, prefix_ids=prefix)
     name = model.name + (" (shortlist)" if args.shortlist else "")
     return _emit("translate", name, options, events, args)
@@ -162,11 +177,15 @@ def cmd_ocr(args: argparse.Namespace) -> int:
     from core.tasks.ocr import OCRModel, load_image
 
     options = options_from_args(args)
+    lanes = lanes_from_args(args, options)
     region = parse_region(args.region)
     image = load_image(args.image)  # ValueError with the user message on bad files
     model = OCRModel.load(args.model)
     prefix = _prefix_ids(model, args.prefix)
     lines = model.detect(image, region)
+    if lanes:
+        return run_compare("ocr", model.name, options, lanes, args, lambda ls: model.decode_lanes(
+            image, ls, lines=lines, region=region, prefix_ids=prefix))
     events = model.decode(image, options, lines=lines, region=region, prefix_ids=prefix)
     if not args.json:
         return _emit("ocr", model.name, options, events, args)
@@ -244,6 +263,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="force these words at the start of the transcript (first 30 s window), then continue "
                         "(openai/whisper's prefix)")
     add_decoding_arguments(t)
+    add_compare_arguments(t, "transcribe")
     t.set_defaults(func=cmd_transcribe)
     tr = sub.add_parser("translate", help="translate text (bundled Bergamot en<->pt, or a transformers model)")
     tr.add_argument("text", nargs="?", help="the text to translate (or use --input-file)")
@@ -260,6 +280,7 @@ def build_parser() -> argparse.ArgumentParser:
     tr.add_argument("--prefix", default=None, metavar="TEXT",
                     help="force this start of the translation (target prefix, first sentence), then continue")
     add_decoding_arguments(tr)
+    add_compare_arguments(tr, "translate")
     tr.set_defaults(func=cmd_translate)
     o = sub.add_parser("ocr", help="read the text in an image (CRAFT lines + bundled reader or TrOCR)")
     o.add_argument("image", help="image file: PNG, JPEG, WebP, BMP, TIFF")
@@ -269,6 +290,7 @@ def build_parser() -> argparse.ArgumentParser:
     o.add_argument("--prefix", default=None, metavar="TEXT",
                    help="force this start of the first line's reading, then continue")
     add_decoding_arguments(o)
+    add_compare_arguments(o, "ocr")
     o.set_defaults(func=cmd_ocr)
     return p
 

@@ -291,6 +291,30 @@ class OCRModel:
                                              RunStats(load_s=self.load_s, encoder_cached=True), join_lines,
                                              cancel=cancel, forced={0: prefix_ids} if prefix_ids else None)
 
+    def decode_lanes(
+        self,
+        image,
+        lanes: Sequence[DecodingOptions],
+        *,
+        lines: list[TextLine] | None = None,
+        region: tuple[int, int, int, int] | None = None,
+        cancel: Callable[[], bool] | None = None,
+        prefix_ids: Sequence[int] = (),
+    ) -> Iterator:
+        """Read the image with several options side by side on one encoder pass per line
+        (``core.lanes.decode_lanes``): ``LaneEvent`` s of every lane, interleaved, then a
+        ``LanesFinished``. Each lane's events equal :meth:`decode` with its options.
+
+        Raises:
+            ValueError: as :meth:`decode`; no lanes, or a lane's options invalid.
+        """
+        from core.lanes import check_lanes, decode_lanes
+
+        lanes = check_lanes(lanes)
+        lines, prepare = self._plan(image, lanes[0], lines, region)
+        yield from decode_lanes(self._engine, lines, prepare, lanes, RunStats(load_s=self.load_s, encoder_cached=True),
+                                join_lines, cancel=cancel, forced={0: prefix_ids} if prefix_ids else None)
+
     def fork(
         self,
         image,

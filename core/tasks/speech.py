@@ -211,6 +211,30 @@ class SpeechModel:
         yield from decode_segments(self.engine, windows, prepare, options, stats, _join, cancel=cancel,
                                    forced={0: prefix_ids} if prefix_ids else None)
 
+    def decode_lanes(
+        self,
+        audio: np.ndarray,
+        lanes: Sequence[DecodingOptions],
+        *,
+        language: str = "auto",
+        task: str = "transcribe",
+        cancel: Callable[[], bool] | None = None,
+        prefix_ids: Sequence[int] = (),
+    ) -> Iterator:
+        """Decode ``audio`` with several options side by side on one encoder pass per window
+        (``core.lanes.decode_lanes``): ``LaneEvent`` s of every lane, interleaved, then a
+        ``LanesFinished``. Each lane's events equal :meth:`decode` with its options.
+
+        Raises:
+            ValueError: as :meth:`decode`; no lanes, or a lane's options invalid.
+        """
+        from core.lanes import check_lanes, decode_lanes
+
+        lanes = check_lanes(lanes)
+        windows, prepare, stats = self._plan(audio, lanes[0], language, task)
+        yield from decode_lanes(self.engine, windows, prepare, lanes, stats, _join, cancel=cancel,
+                                forced={0: prefix_ids} if prefix_ids else None)
+
     def fork(
         self,
         audio: np.ndarray,

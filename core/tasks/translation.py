@@ -345,6 +345,29 @@ class TranslationModel:
         yield from decode_segments(engine, chunks, prepare, options, RunStats(load_s=self.load_s, encoder_cached=True),
                                    _join, cancel=cancel, forced={0: prefix_ids} if prefix_ids else None)
 
+    def decode_lanes(
+        self,
+        text: str,
+        lanes: Sequence[DecodingOptions],
+        *,
+        shortlist: bool = False,
+        cancel: Callable[[], bool] | None = None,
+        prefix_ids: Sequence[int] = (),
+    ) -> Iterator:
+        """Translate ``text`` with several options side by side on one encoder pass per
+        sentence (``core.lanes.decode_lanes``): ``LaneEvent`` s of every lane, interleaved,
+        then a ``LanesFinished``. Each lane's events equal :meth:`decode` with its options.
+
+        Raises:
+            ValueError: as :meth:`decode`; no lanes, or a lane's options invalid.
+        """
+        from core.lanes import check_lanes, decode_lanes
+
+        lanes = check_lanes(lanes)
+        chunks, prepare, engine = self._plan(text, lanes[0], shortlist)
+        yield from decode_lanes(engine, chunks, prepare, lanes, RunStats(load_s=self.load_s, encoder_cached=True),
+                                _join, cancel=cancel, forced={0: prefix_ids} if prefix_ids else None)
+
     def fork(
         self,
         text: str,

@@ -1,0 +1,1 @@
+"""Analyses over decoded runs (metrics against a reference, the logit lens, ...)."""
