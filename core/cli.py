@@ -25,7 +25,9 @@ Prints the text, or with ``--json`` a trace::
                  "topk": [{"id", "text", "prob"}],
                  "stages": [{"name", "kept", "mass"}],      # the sampler chain, in order
                  "mu"?,                                      # mirostat only
-                 "forced"?}],                                # true for tokens forced by --prefix
+                 "forced"?,                                  # true for tokens forced by --prefix
+                 "lens"?: [{"layer", "id", "text", "prob",   # --logit-lens: per decoder layer, its top token
+                            "logprob"}]}],                   #   and the emitted token's log p (null if -inf)
      "timing": {"load_s", "encode_s", "decode_s", "tokens_per_s", "rtf"},
      "beam_tree"?: {"nodes": [{"id", "parent", "step", "token", "text", "logprob", "score",
                                "normalized", "status", "best", "eos", "row", "group", "segment"}]}}
@@ -35,7 +37,10 @@ Prints the text, or with ``--json`` a trace::
 tokens on the path to it are the segment's output.)
 
 (``"cross_attention"`` per token with ``--attention``: layers x heads x source_len,
-averaged over heads and layers unless ``--attention full``). Bad input: one line
+averaged over heads and layers unless ``--attention full``. ``"lens"`` per token with
+``--logit-lens``: one entry per decoder layer, the last being the output layer, whose
+top token and probability are the raw distribution's top-1 and whose ``"logprob"`` is
+log ``"raw_prob"``; see ``core.events.LensEntry``.) Bad input: one line
 on stderr and exit status 2 (usage) or 1 (input/model errors).
 """
 
@@ -47,6 +52,7 @@ import sys
 from typing import Iterable, Sequence
 
 from core import catalog
+from core.analysis.lens import lens_json
 from core.beam_tree import BeamTree
 from core.events import BeamEvent, Event, Finished, StepEvent
 from core.cli_lanes import add_compare_arguments, lanes_from_args, run_compare
@@ -80,6 +86,8 @@ def trace(task: str, model: str, options: DecodingOptions, events: Iterable[Even
                 tok["mu"] = round(ev.mu, 6)
             if ev.forced:
                 tok["forced"] = True
+            if ev.lens:
+                tok["lens"] = lens_json(ev.lens)
             if attention and ev.cross_attention is not None:
                 a = ev.cross_attention
                 tok["cross_attention"] = (a.mean(axis=(0, 1)) if attention == "mean" else a).round(5).tolist()

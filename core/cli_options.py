@@ -118,6 +118,10 @@ def add_decoding_arguments(p: argparse.ArgumentParser) -> None:
         choices=("mean", "full"),
         help="add cross-attention to the JSON trace (mean over layers and heads, or full)",
     )
+    o.add_argument("--logit-lens", action="store_true",
+                   help="add the logit lens to every token of the JSON trace: per decoder layer (the last is the "
+                        "output layer) its top token and probability under the model's final norm and output "
+                        "projection, and the emitted token's log-probability there")
     defaults = DecodingOptions()
     for action in p._actions:  # show the default each flag falls back to
         field = _FIELD_OF.get(action.dest, action.dest)
@@ -133,7 +137,8 @@ _FIELD_OF = {
 }
 """Flags whose destination differs from the DecodingOptions field they set."""
 
-_NOT_OPTIONS = {"preset", "sampler_order", "length_decay", "strategy", "json", "attention", "bad_words", "logit_bias"}
+_NOT_OPTIONS = {"preset", "sampler_order", "length_decay", "strategy", "json", "attention", "bad_words", "logit_bias",
+                "logit_lens"}
 
 
 def options_from_args(args: argparse.Namespace) -> DecodingOptions:
@@ -173,6 +178,7 @@ def options_from_args(args: argparse.Namespace) -> DecodingOptions:
             raise ValueError(f"--length-decay START must be a whole number of tokens >= 0, got {start}")
         changes["length_decay_start"], changes["length_decay_factor"] = int(start), factor
     changes["capture_attention"] = bool(args.attention)
+    changes["capture_lens"] = bool(getattr(args, "logit_lens", False))
     options = replace(base, **changes).validate()
     left_out = [s for s in options.disabled_stages if options.stage_is_set(s)]
     if left_out:

@@ -168,11 +168,17 @@ class Engine:
         first_token_s = 0.0
         cancelled = False
         previous: StepTensors | None = None  # contrastive search reports a token one step late
+        lens_kw = {"capture_lens": True} if options.capture_lens else {}  # backends without the lens never see it
         for t in itertools.count(first_step):
             if cancel is not None and cancel():
                 cancelled = True
                 break
-            out = self.backend.step(new_ids, cache, options.capture_attention)
+            try:
+                out = self.backend.step(new_ids, cache, options.capture_attention, **lens_kw)
+            except TypeError as exc:
+                if lens_kw and "capture_lens" in str(exc):
+                    raise RuntimeError(f"{self.backend.name} gives no logit lens; turn capture_lens off") from exc
+                raise
             kept = _extend(kept, input_ids, new_ids, out)
             # the raw distribution: logits with the hard rules alone
             raw_scores = rules(input_ids, out.logits)
@@ -182,15 +188,24 @@ class Engine:
             chain_input = rules(input_ids, torch.log_softmax(out.logits, dim=-1)) if strategy.uses_log_probs else raw_scores
             scores, stages = processors.trace(input_ids, chain_input)
             probs = torch.softmax(scores, dim=-1) if processors or strategy.uses_log_probs else raw_probs
-            current = StepTensors(probs, raw_probs, out.cross_attention, stages)
+            lens = _lens_logp(rules, input_ids, out.lens_logits) if options.capture_lens else None
+            if options.capture_lens and lens is None:
+                raise RuntimeError(f"{self.backend.name} gives no logit lens; turn capture_lens off")
+            current = StepTensors(probs, raw_probs, out.cross_attention, stages, lens)
             update = strategy.update(input_ids, scores, probs, raw_probs, hidden_states=out.hidden_states)
             if update.emitted is not None:  # greedy / sampling / contrastive: the token is final now
                 source = current if update.emitted.step == t else previous
                 first_token_s = first_token_s or time.perf_counter() - requested
-                yield report.step_event(update.emitted, report.row_report(source, update.emitted.row))
+                emitted = update.emitted
+                yield report.step_event(emitted, report.row_report(source, emitted.row, (emitted.token_id,)))
             if update.beams is not None:  # beam search: which beam wins is known at the end
                 beams_from = beams_from if row_reports else t
-                row_reports.append([report.row_report(current, r) for r in range(current.probs.shape[0])])
+                # the lens of a row keeps the tokens its candidates chose (one of them may be the output's)
+                chosen: dict[int, list[int]] = {}
+                for node in (update.nodes or ()) if lens is not None else ():
+                    chosen.setdefault(node.row, []).append(node.token)
+                row_reports.append([report.row_report(current, r, chosen.get(r, ()))
+                                    for r in range(current.probs.shape[0])])
                 yield report.beam_event(t, *update.beams, nodes=update.nodes, rows=row_reports[-1],
                                         best=update.best_node)
             if update.done:
@@ -262,6 +277,16 @@ def _extend(kept: KeptCache | None, input_ids: torch.Tensor, new_ids: torch.Tens
     elif kept.hidden is not None:
         kept.hidden.append(out.hidden_states[0, -new_ids.shape[1]:])
     return kept
+
+
+def _lens_logp(rules, input_ids: torch.Tensor, lens_logits: torch.Tensor | None) -> torch.Tensor | None:
+    """The logit lens as log-probabilities, float32 (batch, layers, vocab): each layer's
+    logits with the hard rules (as the raw distribution), log_softmax; None without a lens."""
+    if lens_logits is None:
+        return None
+    b, n_layers, vocab = lens_logits.shape
+    scores = rules(input_ids.repeat_interleave(n_layers, dim=0), lens_logits.reshape(b * n_layers, vocab))
+    return torch.log_softmax(scores, dim=-1).reshape(b, n_layers, vocab)
 
 
 def _source_ids(encoded: EncoderOutput, prompt: DecoderPrompt) -> torch.Tensor | None:

@@ -43,6 +43,34 @@ class StageReport:
 
 
 @dataclass(frozen=True)
+class LensEntry:
+    """The logit lens of one decoder layer at one step (nostalgebraist 2020): what the
+    model's final norm and output projection make of that layer's output.
+
+    The distribution is raw, as ``StepEvent.raw_prob``: softmax of the layer's logits with
+    the model's hard rules (suppressed tokens) applied, temperature 1, no penalty or
+    filter. The output layer's entry is the model's own raw distribution.
+
+    Attributes:
+        layer: the decoder layer, 0-based; the last entry of ``StepEvent.lens`` is the
+            output layer (the model's own distribution).
+        id, text, prob: the layer's most probable token and its probability.
+        topk: the layer's ``top_k_report`` most probable tokens (``id``, ``prob`` first).
+        logprob: the natural log-probability at this layer of the token the step emitted
+            (``StepEvent.token_id``); -inf where a hard rule forbids it, NaN if unknown.
+            ``logprob[i] - logprob[i - 1]`` is what layer ``i`` promoted (> 0) or
+            suppressed (< 0) the token by (``core.analysis.lens.deltas``).
+    """
+
+    layer: int
+    id: int
+    text: str
+    prob: float
+    topk: list[TokenProb]
+    logprob: float
+
+
+@dataclass(frozen=True)
 class StepEvent:
     """One emitted token.
 
@@ -77,6 +105,10 @@ class StepEvent:
         forced: the token was forced (a fork, ``Engine.run(forced_ids=...)``, the CLI's
             ``--prefix``), not chosen by the strategy; its probabilities are still the
             model's.
+        lens: the logit lens of the step's distribution, one entry per decoder layer
+            (the last being the output layer), when ``DecodingOptions.capture_lens`` is on;
+            empty otherwise. For beam search, the lens of the beam row the token was
+            chosen from.
     """
 
     step: int
@@ -97,6 +129,7 @@ class StepEvent:
     stage_candidates: tuple[TokenProb, ...] = ()
     mu: float | None = None
     forced: bool = False
+    lens: list[LensEntry] = field(default_factory=list)
 
     @property
     def kept(self) -> int:

@@ -192,6 +192,9 @@ class DecodingOptions:
     top_k_report: int = 10
     # report cross-attention (layers, heads, source_len) with each step
     capture_attention: bool = True
+    # report the logit lens with each step: per decoder layer, the final norm and output
+    # projection applied to its output (StepEvent.lens); costs a projection per layer and step
+    capture_lens: bool = False
 
     def __post_init__(self) -> None:
         # settings and JSON give lists: keep the dataclass hashable and comparable

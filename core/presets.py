@@ -29,10 +29,10 @@ from core.options import LLAMA_CPP_SAMPLER_ORDER, STAGES, DecodingOptions
 FORMAT = 1
 """The user preset file format written by :func:`save_user_preset`."""
 
-KEPT_FIELDS = ("max_new_tokens", "seed", "top_k_report", "capture_attention")
+KEPT_FIELDS = ("max_new_tokens", "seed", "top_k_report", "capture_attention", "capture_lens")
 """Fields a preset leaves as they are unless it names them."""
 
-NOT_SAVED = ("top_k_report", "capture_attention")
+NOT_SAVED = ("top_k_report", "capture_attention", "capture_lens")
 """Fields a saved user preset leaves out: how much is reported, not how tokens are chosen."""
 
 

@@ -25,7 +25,7 @@ from typing import Callable, Sequence
 import numpy as np
 import torch
 
-from core.events import BeamEvent, BeamNode, BeamRowReport, Hypothesis, StageReport, StepEvent, TokenProb
+from core.events import BeamEvent, BeamNode, BeamRowReport, Hypothesis, LensEntry, StageReport, StepEvent, TokenProb
 
 RANK_LIMIT = 100
 """Ranks are exact up to this; a token ranked lower is reported as ``RANK_LIMIT + 1``
@@ -57,12 +57,16 @@ class StepTensors:
         cross_attention: float32 (batch, layers, heads, source_len_total) or None.
         stages: (stage name, scores after that stage, float32 (batch, vocab)) per
             processor of the chain, in order.
+        lens_logp: float32 (batch, decoder layers, vocab) or None: the logit lens as
+            log-probabilities (log_softmax of each layer's logits with the hard rules),
+            the last layer being the raw distribution's.
     """
 
     probs: torch.Tensor
     raw_probs: torch.Tensor
     cross_attention: torch.Tensor | None
     stages: list[tuple[str, torch.Tensor]]
+    lens_logp: torch.Tensor | None = None
 
 
 @dataclass(frozen=True)
@@ -80,6 +84,11 @@ class RowReport:
             probabilities, descending (to rank the token chosen later).
         stages: per chain stage, what it kept (see ``StageReport``).
         stage_candidates: the tokens ``stages[i].probs`` refer to.
+        lens_topk: per decoder layer, its lens's most probable tokens (the output layer's
+            is ``raw_topk``); empty without the lens.
+        lens_logp: token id -> its log-probability at each decoder layer, for the tokens
+            that may be reported from this row (the emitted one; beam search: the row's
+            candidates).
     """
 
     topk: list[TokenProb]
@@ -91,6 +100,18 @@ class RowReport:
     raw_top: np.ndarray | None = None
     stages: tuple[StageReport, ...] = ()
     stage_candidates: tuple[TokenProb, ...] = ()
+    lens_topk: tuple[list[TokenProb], ...] = ()
+    lens_logp: dict[int, tuple[float, ...]] = dataclasses.field(default_factory=dict)
+
+    def lens(self, token_id: int) -> list[LensEntry]:
+        """The lens entries of this row for the emitted ``token_id`` (empty without the lens)."""
+        logp = self.lens_logp.get(int(token_id))
+        out = []
+        for layer, top in enumerate(self.lens_topk):
+            best = top[0] if top else TokenProb(-1, "", 0.0)
+            lp = logp[layer] if logp is not None else float("nan")
+            out.append(LensEntry(layer, best.id, best.text, best.prob, top, lp))
+        return out
 
     def rank(self, raw_prob: float) -> int:
         """1-based rank of a token of raw probability ``raw_prob`` (ties share the best
@@ -175,14 +196,17 @@ class StepReporter:
             return None
         return cross_attention[row, :, :, : self.source_len].float().numpy().copy()
 
-    def row_report(self, step: StepTensors, row: int) -> RowReport:
-        """The report of hypothesis ``row`` of one step."""
+    def row_report(self, step: StepTensors, row: int, lens_tokens: Sequence[int] = ()) -> RowReport:
+        """The report of hypothesis ``row`` of one step; with the lens, the per-layer
+        log-probabilities of ``lens_tokens`` (the tokens that may be emitted from it)."""
         raw = step.raw_probs[row]
         raw_entropy = entropy_nats(raw)
         stages, candidates = self.stage_reports(raw, [(n, s[row]) for n, s in step.stages])
+        raw_topk = self.top_k(raw)
+        lens_topk, lens_logp = self.lens_report(step.lens_logp, row, raw_topk, lens_tokens)
         return RowReport(
             topk=self.top_k(step.probs[row]),
-            raw_topk=self.top_k(raw),
+            raw_topk=raw_topk,
             entropy=entropy_nats(step.probs[row]),
             attention=self.attention_row(step.cross_attention, row),
             raw_entropy=raw_entropy,
@@ -190,7 +214,35 @@ class StepReporter:
             raw_top=torch.topk(raw, min(RANK_LIMIT, raw.shape[-1])).values.numpy().copy(),
             stages=stages,
             stage_candidates=candidates,
+            lens_topk=lens_topk,
+            lens_logp=lens_logp,
         )
+
+    def lens_report(
+        self, lens_logp: torch.Tensor | None, row: int, raw_topk: list[TokenProb], tokens: Sequence[int]
+    ) -> tuple[tuple[list[TokenProb], ...], dict[int, tuple[float, ...]]]:
+        """Per decoder layer the lens's top-k of hypothesis ``row`` (the output layer's is
+        ``raw_topk``, the raw distribution's own), and per token of ``tokens`` its
+        log-probability at each layer; ((), {}) without the lens.
+
+        Args:
+            lens_logp: float32 (batch, layers, vocab) log-probabilities, or None.
+        """
+        if lens_logp is None:
+            return (), {}
+        logp = lens_logp[row]  # (layers, vocab)
+        k = min(self.top_k_report, logp.shape[-1])
+        values, ids = torch.topk(logp[:-1], k, dim=-1)
+        tops = []
+        for vs, ix in zip(values.exp().tolist(), ids.tolist()):
+            tops.append([TokenProb(i, self.token_text(i), p) for i, p in zip(ix, vs) if p > 0.0])
+        tops.append(raw_topk)
+        chosen = {}
+        if tokens:
+            uniq = list(dict.fromkeys(int(t) for t in tokens))
+            cols = logp[:, uniq].t().tolist()  # (n_tokens, layers)
+            chosen = {t: tuple(c) for t, c in zip(uniq, cols)}
+        return tuple(tops), chosen
 
     def stage_reports(
         self, raw: torch.Tensor, stages: Sequence[tuple[str, torch.Tensor]]
@@ -247,6 +299,7 @@ class StepReporter:
             stage_candidates=report.stage_candidates,
             mu=record.mu,
             forced=record.forced,
+            lens=report.lens(record.token_id),
         )
 
     def beam_event(

@@ -11,7 +11,9 @@ Writes ``screenshot.png`` (speech tab), ``screenshot_ocr.png``,
 through a sampler chain, the chain-stage view of one step) and ``screenshot_beam.png``
 (the translation tab's beam tree after a beam search on the sample, one node clicked; the
 window at 1280 x 800) and ``screenshot_fork.png`` (the speech tab after two forks of the
-greedy run, the fork diff; 1280 x 800) (``--tabs`` picks a subset, e.g. ``--tabs ocr,chain``).
+greedy run, the fork diff; 1280 x 800) and ``screenshot_lens.png`` (the speech tab's logit
+lens, layers x steps, after a greedy run with the lens captured; 1280 x 800) (``--tabs``
+picks a subset, e.g. ``--tabs ocr,chain``).
 """
 
 from __future__ import annotations
@@ -72,7 +74,8 @@ def main() -> int:
     p.add_argument("--ocr-step", type=int, default=36, help="token to select in the OCR tab")
     p.add_argument("--chain-step", type=int, default=3, help="token to select in the chain shot")
     p.add_argument("--beams", type=int, default=4, help="beam width of the beam-tree shot")
-    p.add_argument("--tabs", default="speech,ocr,translation,chain,beam,fork", help="comma-separated shots to take")
+    p.add_argument("--lens-step", type=int, default=8, help="token to select in the lens shot")
+    p.add_argument("--tabs", default="speech,ocr,translation,chain,beam,fork,lens", help="comma-separated shots to take")
     args = p.parse_args()
     out = pathlib.Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -166,6 +169,23 @@ def main() -> int:
         tab.inspector_tabs.setCurrentWidget(tab.fork_diff)
         _settle(400)
         _save(win, out / "screenshot_fork.png")
+    if "lens" in tabs:
+        from core.options import DecodingOptions
+
+        tab = win.speech_tab
+        win.resize(1280, 800)
+        win.tabs.setCurrentWidget(tab)
+        if tab.model is None:
+            _wait(tab.modelReady, lambda: tab.load_model(args.speech_model))
+        greedy = DecodingOptions()
+        tab.options_panel.setOptions(greedy)
+        tab.inspector_tabs.setCurrentWidget(tab.lens_view)
+        tab.lens_view.set_capture(True)
+        fin = _wait(tab.decodeFinished, lambda: (tab.options_panel.setOptions(greedy, emit=True), tab.load_sample()))
+        print("lens:", fin[0].text if fin else "(no result)")
+        tab.select_step(args.lens_step)
+        _settle(400)
+        _save(win, out / "screenshot_lens.png")
     win.close()
     wait_all(30000)  # worker threads (e.g. the OCR tab's CTC readings) end before Qt goes
     return 0

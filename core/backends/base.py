@@ -66,12 +66,19 @@ class StepOutput:
         hidden_states: float32 tensor (batch, new_len, d_model): the decoder's last
             layer output (after its final layer norm) for every position fed in this
             step, or None if the backend does not give it (contrastive search needs it).
+        lens_logits: the logit lens (nostalgebraist 2020) of the last input position,
+            float32 (batch, n_decoder_layers, vocab_size): row ``i`` is the model's final
+            layer norm and output projection applied to decoder layer ``i``'s output (the
+            residual stream after that layer), the last row is ``logits`` itself (the
+            same tensor values: the output layer). None unless ``step`` was called with
+            ``capture_lens=True``.
     """
 
     logits: torch.Tensor
     cross_attention: torch.Tensor | None
     cache: Any
     hidden_states: torch.Tensor | None = None
+    lens_logits: torch.Tensor | None = None
 
 
 class Backend(Protocol):
@@ -97,7 +104,12 @@ class Backend(Protocol):
 
     def step(self, input_ids: torch.Tensor, cache: Any, output_attentions: bool) -> StepOutput:
         """Feed ``input_ids`` (int64, (batch, new_len)): the tokens the cache has not
-        seen yet (the whole prompt first, then one token per step)."""
+        seen yet (the whole prompt first, then one token per step).
+
+        A backend that can give the logit lens also takes ``capture_lens: bool = False``
+        (keyword) and then fills ``StepOutput.lens_logits``; the engine passes it only
+        when ``DecodingOptions.capture_lens`` is on, so a step without it costs nothing
+        more (all bundled backends: ``hf``, ``marian_tiny``, ``ocr_backend``)."""
         ...
 
     def reorder_cache(self, cache: Any, beam_idx: torch.Tensor) -> Any:

@@ -127,10 +127,14 @@ class WhisperLeanDecoder:
         cross_v = [v.expand(batch_size, -1, -1, -1) for v in vs]
         return LeanCache(self_k, self_v, cross_k, cross_v, 0)
 
-    def step(self, input_ids: torch.Tensor, cache: LeanCache, output_attentions: bool) -> StepOutput:
+    def step(self, input_ids: torch.Tensor, cache: LeanCache, output_attentions: bool,
+             capture_lens: bool = False) -> StepOutput:
         """Feed ``input_ids`` (batch, new_len); returns last-position logits (batch, vocab),
         the decoder's output after its final layer norm for every position fed, float32
-        (batch, new_len, d_model), and, if asked, cross-attention (batch, layers, heads, src)."""
+        (batch, new_len, d_model), if asked, cross-attention (batch, layers, heads, src)
+        and, with ``capture_lens``, the logit lens of the last position (``lens_logits``
+        float32 (batch, layers, vocab): the final layer norm and ``proj_out`` applied to
+        each layer's output; the last row is ``logits``)."""
         start, new_len = cache.length, input_ids.shape[1]
         end = start + new_len
         if end > self.max_len:
@@ -143,6 +147,7 @@ class WhisperLeanDecoder:
         if causal and start > 0:
             raise ValueError("several new tokens can only be fed to an empty cache (the prompt)")
         cross_rows = []
+        layer_out = []  # the last position's residual stream after each layer (capture_lens)
         for i, layer in enumerate(self.layers):
             # self-attention with the KV cache
             h = layer.self_attn_layer_norm(x)
@@ -167,6 +172,8 @@ class WhisperLeanDecoder:
             # feed-forward
             h = layer.final_layer_norm(x)
             x = x + layer.fc2(layer.activation_fn(layer.fc1(h)))
+            if capture_lens:
+                layer_out.append(x[:, -1])
         cache.length = end
         hidden = dec.layer_norm(x)  # (batch, new_len, d_model): what proj_out is applied to
         logits = hidden[:, -1] @ self.proj_out_t
@@ -174,7 +181,20 @@ class WhisperLeanDecoder:
             logits = logits + self.proj_out_b
         logits = logits.float()
         cross = torch.stack(cross_rows, dim=1) if output_attentions else None
-        return StepOutput(logits=logits, cross_attention=cross, cache=cache, hidden_states=hidden.float())
+        lens = self._lens(layer_out[:-1], logits) if capture_lens else None
+        return StepOutput(logits=logits, cross_attention=cross, cache=cache, hidden_states=hidden.float(),
+                          lens_logits=lens)
+
+    def _lens(self, inner: list[torch.Tensor], logits: torch.Tensor) -> torch.Tensor:
+        """(batch, layers, vocab): ``proj_out(layer_norm(h))`` of the inner layers' outputs
+        ``inner`` (each (batch, d_model)), then the output layer's ``logits``."""
+        if not inner:
+            return logits[:, None]
+        h = self.decoder.layer_norm(torch.stack(inner, dim=1))  # (batch, layers - 1, d_model)
+        lens = h @ self.proj_out_t
+        if self.proj_out_b is not None:
+            lens = lens + self.proj_out_b
+        return torch.cat([lens.float(), logits[:, None]], dim=1)
 
     @staticmethod
     def reorder_cache(cache: LeanCache, beam_idx: torch.Tensor) -> LeanCache:
@@ -188,6 +208,66 @@ class WhisperLeanDecoder:
         cache.cross_k = [k[:1].expand(b, -1, -1, -1) for k in cache.cross_k]
         cache.cross_v = [v[:1].expand(b, -1, -1, -1) for v in cache.cross_v]
         return cache
+
+
+class LensHead:
+    """The logit lens of a transformers seq2seq model's decoder (nostalgebraist 2020):
+    what its output head makes of an inner decoder layer's residual stream.
+
+    ``lens(h) = head(final_norm(h))`` where ``final_norm`` is the decoder stack's last
+    norm (Whisper, M2M100, mBART ``layer_norm``; T5 ``final_layer_norm``; none for
+    post-norm decoders: Marian, BART, TrOCR) and ``head`` what the model does after the
+    decoder (T5's ``d_model ** -0.5`` scaling when it scales its decoder outputs, the
+    output embeddings, Marian/BART's ``final_logits_bias``).
+
+    Args:
+        model: the transformers encoder-decoder model.
+
+    Raises:
+        RuntimeError (on the first call): the head does not give the model's own logits
+            from the last hidden state (a model this class does not know).
+    """
+
+    def __init__(self, model: Any):
+        dec = model.get_decoder()
+        inner = getattr(getattr(dec, "model", None), "decoder", None)  # TrOCRForCausalLM wraps its stack
+        dec = inner if inner is not None else dec
+        self.norm = next((m for name in ("layer_norm", "final_layer_norm", "norm")
+                          if isinstance(m := getattr(dec, name, None), torch.nn.Module)), None)
+        self.out = model.get_output_embeddings()
+        bias = getattr(model, "final_logits_bias", None)
+        self.bias = bias if torch.is_tensor(bias) else None
+        self.scale = None
+        if hasattr(model, "model_dim"):  # T5: scale_decoder_outputs (transformers 5), tie_word_embeddings (4)
+            cfg = model.config
+            if getattr(cfg, "scale_decoder_outputs", getattr(cfg, "tie_word_embeddings", False)):
+                self.scale = model.model_dim ** -0.5
+        self.name = type(model).__name__
+        self.checked = False
+
+    def head(self, h: torch.Tensor) -> torch.Tensor:
+        """The model's logits from decoder output ``h`` (..., d_model) (after the final norm)."""
+        if self.scale is not None:
+            h = h * self.scale
+        logits = self.out(h)
+        return logits + self.bias if self.bias is not None else logits
+
+    def __call__(self, hidden_states: Sequence[torch.Tensor], logits: torch.Tensor) -> torch.Tensor:
+        """float32 (batch, layers, vocab) from transformers' ``decoder_hidden_states``
+        (embeddings, then each layer's output, the last one after the final norm; each
+        (batch, new_len, d_model)) and the model's last-position ``logits`` (batch, vocab)."""
+        if not self.checked:  # once: the head must reproduce the model's own logits
+            own = self.head(hidden_states[-1][:, -1]).float()
+            if not torch.allclose(own, logits.float(), rtol=1e-4, atol=1e-4):
+                raise RuntimeError(f"the logit lens does not know how {self.name} computes its logits")
+            self.checked = True
+        inner = [h[:, -1] for h in hidden_states[1:-1]]
+        if not inner:
+            return logits.float()[:, None]
+        h = torch.stack(inner, dim=1)
+        if self.norm is not None:
+            h = self.norm(h)
+        return torch.cat([self.head(h).float(), logits.float()[:, None]], dim=1)
 
 
 class HFSeq2SeqBackend:
@@ -222,6 +302,7 @@ class HFSeq2SeqBackend:
             except Exception:  # older transformers / models without the switch: attentions may be None
                 pass
         self._token_text: dict[int, str] = {}
+        self._lens_head: LensHead | None = None  # built on the first step that captures the lens
 
     # -- encoder -------------------------------------------------------------------
     def encode(self, model_inputs: Mapping[str, torch.Tensor]) -> EncoderOutput:
@@ -289,7 +370,8 @@ class HFSeq2SeqBackend:
             encoder_attention_mask=None if mask is None else mask.expand(batch_size, -1),
         )
 
-    def step(self, input_ids: torch.Tensor, cache: Any, output_attentions: bool) -> StepOutput:
+    def step(self, input_ids: torch.Tensor, cache: Any, output_attentions: bool,
+             capture_lens: bool = False) -> StepOutput:
         """Feed ``input_ids`` (int64 (batch, new_len)): the prompt first, then one token per step.
 
         Returns logits float32 (batch, vocab) of the last position, cross-attention
@@ -298,10 +380,15 @@ class HFSeq2SeqBackend:
         ``decoder_hidden_states[-1]``, the decoder's last layer output after its final
         layer norm (T5 scales it by d_model ** -0.5 before its tied lm_head; this is the
         unscaled tensor, as transformers' contrastive search uses it).
+
+        With ``capture_lens``, ``lens_logits`` float32 (batch, decoder layers, vocab): the
+        logit lens of the last position (``LensHead``: the decoder's final norm and the
+        model's output head applied to ``decoder_hidden_states[i]``, i = 1 .. layers - 1;
+        the last row is ``logits``).
         """
         with torch.inference_mode():
             if self._lean is not None:
-                return self._lean.step(input_ids, cache, output_attentions)
+                return self._lean.step(input_ids, cache, output_attentions, capture_lens)
             from transformers.modeling_outputs import BaseModelOutput
 
             out = self.model(
@@ -325,7 +412,12 @@ class HFSeq2SeqBackend:
                     )
                 cross = torch.stack([a[:, :, -1] for a in out.cross_attentions], dim=1).float()
             cache.kv = out.past_key_values
-        return StepOutput(logits=logits, cross_attention=cross, cache=cache, hidden_states=hidden)
+            lens = None
+            if capture_lens:
+                if self._lens_head is None:
+                    self._lens_head = LensHead(self.model)
+                lens = self._lens_head(out.decoder_hidden_states, out.logits[:, -1])
+        return StepOutput(logits=logits, cross_attention=cross, cache=cache, hidden_states=hidden, lens_logits=lens)
 
     def truncate_cache(self, cache: Any, length: int) -> Any:
         """Keep the first ``length`` decoder positions (``core.backends.base.TruncatableCache``).

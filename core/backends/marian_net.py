@@ -181,6 +181,7 @@ class MarianTinyModel:
         cross_keys: list[torch.Tensor],
         cross_values: list[torch.Tensor],
         cross_bias: torch.Tensor | None,
+        layer_outputs: list[torch.Tensor] | None = None,
     ) -> tuple[torch.Tensor, list[torch.Tensor], torch.Tensor]:
         """One decoder position for a batch of hypotheses.
 
@@ -189,6 +190,8 @@ class MarianTinyModel:
             ssru_state: per layer, float32 (batch, 256): the SSRU cell state c.
             cross_keys, cross_values: from ``cross_keys_values``, batch 1 (broadcast) or batch.
             cross_bias: additive float32 (1 or batch, 1, 1, src_len) padding mask, or None.
+            layer_outputs: if given, each layer's output (batch, 256) is appended to it
+                (the logit lens; the last one is the returned ``y``).
 
         Returns:
             (y (batch, 256) the top hidden state, new SSRU states, cross-attention
@@ -214,6 +217,8 @@ class MarianTinyModel:
             x = _ln(x + self._linear(ctx, pre + "_Wo", pre + "_bo"), self.p, pre + "_Wo_ln")
             pre = f"decoder_l{i}_ffn"
             x = _ln(x + self._ffn(x, pre), self.p, pre + "_ffn_ln")
+            if layer_outputs is not None:
+                layer_outputs.append(x)
         return x, new_state, torch.stack(attentions, dim=1)
 
     @torch.no_grad()

@@ -204,7 +204,8 @@ class MarianTinyBackend:
         return TinyDecoderCache(0, state, keys, values, bias, rows, projection)
 
     @torch.no_grad()
-    def step(self, input_ids: torch.Tensor, cache: TinyDecoderCache, output_attentions: bool) -> StepOutput:
+    def step(self, input_ids: torch.Tensor, cache: TinyDecoderCache, output_attentions: bool,
+             capture_lens: bool = False) -> StepOutput:
         """Advance the decoder.
 
         Args:
@@ -214,6 +215,7 @@ class MarianTinyBackend:
                 new_len must be >= 1.
             cache: from ``init_cache`` or the previous ``step``.
             output_attentions: also return the cross-attention of the last position.
+            capture_lens: also return the logit lens of the last position.
 
         Returns:
             StepOutput: logits float32 (batch, 32000) for the next token (-inf outside the
@@ -222,7 +224,11 @@ class MarianTinyBackend:
             decoder layer's output (after its last layer norm; what the output projection
             is applied to) of every position processed, the implicit start position
             included on a fresh cache (so positions = new_len, or new_len + 1 when the ids
-            do not begin with the virtual start token).
+            do not begin with the virtual start token). With ``capture_lens``,
+            ``lens_logits`` float32 (batch, 2, 32000): the output projection (as for the
+            logits, shortlist included) of each decoder layer's output; the decoder is
+            post-norm (each layer ends in a layer norm, none on top), so no norm is added;
+            the last row is ``logits``.
 
         Raises:
             ValueError: an empty input on a cache that already started, or a batch size
@@ -248,20 +254,33 @@ class MarianTinyBackend:
         state = cache.ssru_state
         attn = None
         ys, states = [], []
-        for x in inputs:
-            y, state, attn = m.decode_position(x, state, cache.cross_keys, cache.cross_values, cache.cross_bias)
+        layers: list[torch.Tensor] = []  # the last position's layer outputs (capture_lens)
+        for j, x in enumerate(inputs):
+            collect = layers if capture_lens and j == len(inputs) - 1 else None
+            y, state, attn = m.decode_position(x, state, cache.cross_keys, cache.cross_values, cache.cross_bias,
+                                               collect)
             ys.append(y)
             states.append(state)
         hidden = ys[0][:, None] if len(ys) == 1 else torch.stack(ys, dim=1)
-        rows = cache.shortlist_rows
-        if rows is None:
-            logits = m.output_logits(y)
-        else:
-            logits = torch.full((batch, self.vocab_size), float("-inf"))
-            logits[:, rows] = m.output_logits(y, cache.shortlist_projection)
+        logits = self._project(y, cache)
+        lens = None
+        if capture_lens:
+            inner = [self._project(h, cache)[:, None] for h in layers[:-1]]
+            lens = torch.cat(inner + [logits[:, None]], dim=1)
         new_cache = replace(cache, position=cache.position + len(inputs), ssru_state=state,
                             history=cache.history + tuple(states))
-        return StepOutput(logits, attn if output_attentions else None, new_cache, hidden_states=hidden)
+        return StepOutput(logits, attn if output_attentions else None, new_cache, hidden_states=hidden,
+                          lens_logits=lens)
+
+    def _project(self, y: torch.Tensor, cache: TinyDecoderCache) -> torch.Tensor:
+        """Logits float32 (batch, 32000) of decoder outputs ``y`` (batch, 256): the full
+        projection, or the shortlist's rows with -inf elsewhere."""
+        rows = cache.shortlist_rows
+        if rows is None:
+            return self.model.output_logits(y)
+        logits = torch.full((y.shape[0], self.vocab_size), float("-inf"))
+        logits[:, rows] = self.model.output_logits(y, cache.shortlist_projection)
+        return logits
 
     def reorder_cache(self, cache: TinyDecoderCache, beam_idx: torch.Tensor) -> TinyDecoderCache:
         """Select hypotheses: ``beam_idx`` int64 (new_batch,) indexes the old batch."""

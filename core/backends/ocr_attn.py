@@ -316,11 +316,14 @@ class OCRAttnModel(nn.Module):
         return self.lm_head(hidden), cross, new_cache
 
     def decode_hidden(
-        self, input_ids: torch.Tensor, cache: DecoderCache, output_attentions: bool = False
+        self, input_ids: torch.Tensor, cache: DecoderCache, output_attentions: bool = False,
+        layer_outputs: list[torch.Tensor] | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor | None, DecoderCache]:
         """:meth:`decode_step` without the output projection: the decoder's last layer
         output after ``final_norm``, float32 (B, T_new, d_model) (``lm_head`` of it gives
-        the logits), the cross-attention and the new cache."""
+        the logits), the cross-attention and the new cache. If ``layer_outputs`` is a
+        list, each layer's output at the last position (B, d_model), before
+        ``final_norm``, is appended to it (the logit lens)."""
         b, t_new = input_ids.shape
         past = cache.seen
         x = self.embed_tokens(input_ids) * math.sqrt(self.cfg.d_model)
@@ -349,6 +352,8 @@ class OCRAttnModel(nn.Module):
             if w is not None:
                 attns.append(w)
             x = x + layer.dropout(layer.ffn(layer.ffn_norm(x)))
+            if layer_outputs is not None:
+                layer_outputs.append(x[:, -1])
         cross = torch.stack(attns, dim=1) if output_attentions else None
         return self.final_norm(x), cross, DecoderCache(new_k, new_v, cache.cross_k, cache.cross_v, cache.memory_mask)
 

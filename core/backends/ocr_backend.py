@@ -161,20 +161,33 @@ class OCRAttnBackend:
             ex = lambda ts: [t.expand(batch_size, -1, -1, -1) for t in ts]  # noqa: E731
             return DecoderCache(ex(base.self_k), ex(base.self_v), ex(base.cross_k), ex(base.cross_v), None)
 
-    def step(self, input_ids: torch.Tensor, cache: DecoderCache, output_attentions: bool) -> StepOutput:
+    def step(self, input_ids: torch.Tensor, cache: DecoderCache, output_attentions: bool,
+             capture_lens: bool = False) -> StepOutput:
         """Feed ``input_ids`` int64 (batch, new_len) (``<s>`` first, then one character
         per step). Returns logits float32 (batch, vocab_size) of the last position,
         if asked, cross-attention float32 (batch, layers, heads, S) of that position, and
         hidden_states float32 (batch, new_len, d_model): the decoder's output after its
-        final layer norm for every position fed (``lm_head`` of it gives the logits)."""
+        final layer norm for every position fed (``lm_head`` of it gives the logits).
+        With ``capture_lens``, ``lens_logits`` float32 (batch, layers, vocab_size):
+        ``lm_head(final_norm(h))`` of each layer's output at the last position (pre-norm
+        decoder: the residual stream), the last row being ``logits``."""
+        layers: list[torch.Tensor] | None = [] if capture_lens else None
         with torch.inference_mode():
-            hidden, cross, new_cache = self.model.decode_hidden(input_ids, cache, output_attentions)
-            logits = self.model.lm_head(hidden[:, -1])
+            hidden, cross, new_cache = self.model.decode_hidden(input_ids, cache, output_attentions, layers)
+            logits = self.model.lm_head(hidden[:, -1]).float()
+            lens = None
+            if layers is not None:
+                inner = layers[:-1]
+                lens = logits[:, None]
+                if inner:
+                    h = self.model.final_norm(torch.stack(inner, dim=1))
+                    lens = torch.cat([self.model.lm_head(h).float(), lens], dim=1)
         return StepOutput(
-            logits=logits.float(),
+            logits=logits,
             cross_attention=None if cross is None else cross[:, :, :, -1].float(),
             cache=new_cache,
             hidden_states=hidden.float(),
+            lens_logits=lens,
         )
 
     def reorder_cache(self, cache: DecoderCache, beam_idx: torch.Tensor) -> DecoderCache:

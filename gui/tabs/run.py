@@ -23,6 +23,7 @@ samples, Open…, drops, settings).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from collections import deque
@@ -38,6 +39,7 @@ from ..run_state import RunState
 from ..widgets.attention_heatmap import AttentionHeatmap
 from ..widgets.beam_tree import BeamTreeView
 from ..widgets.error_banner import ErrorBanner
+from ..widgets.logit_lens import LogitLensView
 from ..widgets.options_panel import OptionsPanel
 from ..widgets.stage_view import StageView, StepInspector
 from ..widgets.step_strip import STRIP_HEIGHT, StepStrip
@@ -158,6 +160,8 @@ class RunTab(ForkMixin, QWidget):
         self.beam_tree.column_count = self.heatmap.column_count
         self.add_inspector_view(self.beam_tree, "Beam tree")
         self.show_beam_tree(False)
+        self.lens_view = LogitLensView(self.run)  # layers x steps; its Capture box re-decodes with the lens
+        self.add_inspector_view(self.lens_view, "Logit lens")
         self.input_area = self.build_input()
         self._build_layout()
 
@@ -167,6 +171,8 @@ class RunTab(ForkMixin, QWidget):
         self.stream.cleared.connect(self.strip.clear)
         self.heatmap.stepSelected.connect(self.select_step)
         self.beam_tree.stepSelected.connect(self.select_step)
+        self.lens_view.stepSelected.connect(self.select_step)
+        self.lens_view.captureChanged.connect(self._lens_capture_changed)
         self.configure_heatmap()
 
     def _build_layout(self) -> None:
@@ -369,6 +375,7 @@ class RunTab(ForkMixin, QWidget):
         except ValueError as exc:
             self.show_error(f"Invalid decoding options: {exc}")
             return
+        options = dataclasses.replace(options, capture_lens=self.lens_view.capture)  # forks inherit it
         self.clear_error()
         self._drop_queued_events()
         self.stream.clear()
@@ -519,6 +526,7 @@ class RunTab(ForkMixin, QWidget):
             self.stream.append_steps(batch)
             self.strip.append_steps(batch)
             self.heatmap.append_steps(batch)
+            self.lens_view.append_steps(batch)
 
     def _decode_finished(self, handle: WorkerHandle) -> None:
         if self._decode is handle:
@@ -529,6 +537,12 @@ class RunTab(ForkMixin, QWidget):
             return
         if not self.is_busy():
             self.busyChanged.emit(False, "")
+
+    def _lens_capture_changed(self, on: bool) -> None:
+        """The lens view's Capture box: switched on, decode again with the lens (switched
+        off, the shown run stays; later runs skip it)."""
+        if on:
+            self.request_decode()
 
     def _options_changed(self, _options: DecodingOptions) -> None:
         self.show_beam_tree(_options.strategy in BEAM_STRATEGIES)

@@ -85,7 +85,8 @@ SECTION_STAGES = {
     "Constraints": ("bad_words", "sequence_bias", "min_new_tokens", "exponential_decay_length_penalty"),
 }
 #: fields compared with the preset (the rest are about reporting, not decoding)
-MARKED_FIELDS = tuple(f.name for f in fields(DecodingOptions) if f.name not in ("top_k_report", "capture_attention"))
+MARKED_FIELDS = tuple(f.name for f in fields(DecodingOptions)
+                      if f.name not in ("top_k_report", "capture_attention", "capture_lens"))
 #: integer fields (the spin boxes give floats)
 _INT_FIELDS = {f.name for f in fields(DecodingOptions) if type(f.default) is int}
 

@@ -203,6 +203,38 @@ def make_step(step: int, text: str, n_frames: int = 50, layers: int = 2, heads: 
     )
 
 
+#: decoder layers of the fake model's logit lens (the last is the output layer)
+LENS_LAYERS = 4
+
+
+def fake_lens(ev: StepEvent, n_layers: int = LENS_LAYERS) -> list:
+    """A logit lens for ``ev`` (``core.events.LensEntry`` per layer): the early layers guess
+    another word (" cat", then " box"), the emitted token is top-1 from layer n_layers // 2
+    on, its probability grows with the layer (0.1 + 0.8 * layer / (n_layers - 1)); the last
+    layer is ``ev``'s raw distribution, as the engine reports it."""
+    from core.events import LensEntry
+
+    out = []
+    for layer in range(n_layers - 1):
+        p_tok = 0.1 + 0.8 * layer / (n_layers - 1)
+        if layer >= n_layers // 2:
+            top = [TokenProb(ev.token_id, ev.text, p_tok), TokenProb(VOCAB[" cat"], " cat", (1 - p_tok) / 2)]
+        else:
+            other = " cat" if layer == 0 else " box"
+            top = [TokenProb(VOCAB[other], other, 0.5 + 0.1 * layer), TokenProb(ev.token_id, ev.text, p_tok)]
+        out.append(LensEntry(layer, top[0].id, top[0].text, top[0].prob, top, float(np.log(p_tok))))
+    raw = ev.raw_topk
+    out.append(LensEntry(n_layers - 1, raw[0].id, raw[0].text, raw[0].prob, list(raw), float(np.log(ev.raw_prob))))
+    return out
+
+
+def with_lens(ev: StepEvent, options) -> StepEvent:
+    """``ev`` with a fake lens when ``options`` capture it (``DecodingOptions.capture_lens``)."""
+    if not getattr(options, "capture_lens", False):
+        return ev
+    return dataclasses.replace(ev, lens=fake_lens(ev))
+
+
 def forced_step(ev: StepEvent, token_id: int, text: str) -> StepEvent:
     """``ev`` (a step's distribution) with ``token_id`` forced as its token: the token's
     probabilities are the ones ``ev``'s top-k lists gave it (small if not listed); marked
@@ -261,6 +293,8 @@ class FakeSpeechModel:
         self.n_frames = n_frames
         self.encode_count = 0
         self.decode_calls = 0
+        #: the options of every decode call, in order
+        self.decode_options: list = []
         self.backend = FakeBackend()
         #: (segment, forced ids, reuse_cache) of each fork call
         self.fork_calls: list[tuple[int, tuple[int, ...], bool]] = []
@@ -275,6 +309,7 @@ class FakeSpeechModel:
         key = hashlib.sha1(np.ascontiguousarray(audio).tobytes()).hexdigest()
         with self._lock:
             self.decode_calls += 1
+            self.decode_options.append(options)
             cached = key in self._seen
             if not cached:
                 self._seen.add(key)
@@ -306,6 +341,7 @@ class FakeSpeechModel:
                 mu = 2 * options.mirostat_tau - 0.4 * i if options.strategy == "mirostat" else None
                 ev = make_step(i, WORDS[i], n_frames=n_frames, prob=float(np.clip(prob - 0.05 * i, 0.05, 1.0)),
                                chain=chain, mu=mu)
+                ev = with_lens(ev, options)
                 ids.append(ev.token_id)
                 yield ev
         except GeneratorExit:  # the GUI worker closed the generator after a cancel
@@ -338,8 +374,8 @@ class FakeSpeechModel:
         for i, tid in enumerate(forced):
             if i < reused:
                 continue
-            yield forced_step(make_step(step_offset + i, words[i], n_frames=n_frames), tid,
-                              self.backend.token_text(tid))
+            yield with_lens(forced_step(make_step(step_offset + i, words[i], n_frames=n_frames), tid,
+                                        self.backend.token_text(tid)), options)
         rest = fake_continuation(forced)
         ids = list(forced)
         for k, w in enumerate(rest[: max(0, options.max_new_tokens - len(forced))]):
@@ -349,7 +385,7 @@ class FakeSpeechModel:
             if self.delay_s:
                 time.sleep(self.delay_s)
             i = step_offset + len(forced) + k
-            ev = make_step(i, w, n_frames=n_frames, prob=float(np.clip(0.7 - 0.03 * k, 0.05, 1.0)))
+            ev = with_lens(make_step(i, w, n_frames=n_frames, prob=float(np.clip(0.7 - 0.03 * k, 0.05, 1.0))), options)
             first_s = first_s if first_s is not None else time.perf_counter() - t0
             ids.append(ev.token_id)
             yield ev

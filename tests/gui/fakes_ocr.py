@@ -19,6 +19,8 @@ import numpy as np
 
 from core.events import Finished, RunStats, SegmentEvent, StepEvent, TokenProb
 
+from .fakes import with_lens
+
 LINE_TEXT = "ab12"
 PX_PER_COLUMN = 4
 
@@ -136,8 +138,9 @@ class FakeOCRModel:
                 ch = LINE_TEXT[k]
                 tid = ord(ch)
                 tp = [TokenProb(tid, ch, 0.9), TokenProb(ord("z"), "z", 0.05)]
-                yield StepEvent(step=step, token_id=tid, text=ch, prob=0.9, raw_prob=0.8, topk=tp, raw_topk=tp,
-                                entropy=0.3, cross_attention=att / att.sum(-1, keepdims=True), segment=line.index)
+                yield with_lens(StepEvent(step=step, token_id=tid, text=ch, prob=0.9, raw_prob=0.8, topk=tp,
+                                          raw_topk=tp, entropy=0.3, cross_attention=att / att.sum(-1, keepdims=True),
+                                          segment=line.index), options)
                 ids.append(tid)
                 step += 1
             texts.append(LINE_TEXT[:n])
