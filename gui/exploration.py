@@ -164,7 +164,7 @@ def to_json(run: RunState, *, task: str, model: str, input_description: str, inp
         branches.append({
             "id": b.id, "parent": b.parent, "fork_step": b.fork_step, "forced_ids": list(b.forced_ids),
             "forced_text": b.forced_text, "replaced_text": b.replaced_text, "note": b.note,
-            "options": _jsonable(opts), "finished": _finished_to_json(b.finished),
+            "input_change": b.input_change, "options": _jsonable(opts), "finished": _finished_to_json(b.finished),
             "segments": [_plain_fields(b.segments[k]) for k in sorted(b.segments)],
             "steps": [step_to_json(b.own[k], attention) for k in sorted(b.own)],
         })
@@ -262,7 +262,7 @@ def branches_from_json(data: dict) -> list[Branch]:
             id=int(d["id"]), parent=parent, fork_step=int(d.get("fork_step", 0)),
             forced_ids=tuple(int(t) for t in d.get("forced_ids", [])), forced_text=d.get("forced_text", ""),
             replaced_text=d.get("replaced_text", ""), note=d.get("note", ""),
-            options=DecodingOptions.from_dict(opts) if opts else None,
+            input_change=str(d.get("input_change", "") or ""), options=DecodingOptions.from_dict(opts) if opts else None,
             own={ev.step: ev for ev in steps},
             segments={s.segment: s for s in (_segment_from_json(x) for x in d.get("segments", []))},
             finished=_finished_from_json(d.get("finished")),

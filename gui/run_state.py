@@ -66,6 +66,9 @@ class Branch:
         finished: how its run ended (None while it grows); for a fork the forced segment's
             ``Finished`` with the branch's whole text and token ids.
         note: what the fork reused ("KV cache reused (12 tokens)", "prefix re-run"), or "".
+        input_change: for an input what-if (``gui.tabs.whatif``), what was changed in the
+            input ("silence 1.20–1.65 s", "drop 'door'"); its segments that the change touched
+            were decoded again from that input, the others are the parent's. "" for a fork.
     """
 
     id: int
@@ -79,6 +82,7 @@ class Branch:
     segments: dict[int, SegmentEvent] = field(default_factory=dict)
     finished: Finished | None = None
     note: str = ""
+    input_change: str = ""
 
     @property
     def is_root(self) -> bool:
@@ -94,6 +98,8 @@ class Branch:
         """"original run", or the fork point: ``step 7: ' cat' → ' dog'``."""
         if self.is_root:
             return "original run"
+        if self.input_change:
+            return f"what if: {self.input_change}"
         return f"step {self.fork_step}: {self.replaced_text!r} → {self.forced_text!r}"
 
 
@@ -179,6 +185,29 @@ class RunState(QObject):
             forced_text=forced_text, replaced_text=replaced.text,
             options=options if options is not None else p.options,
             segments={k: v for k, v in self._all_segments(parent).items() if k <= replaced.segment},
+        )
+        self._branches[b.id] = b
+        self._growing = b.id
+        self.branchAdded.emit(b.id)
+        return b
+
+    def add_what_if(self, parent: int, step: int, segment: int, change: str,
+                    options: object | None = None) -> Branch:
+        """A new branch of ``parent`` whose own steps start at ``step``, the first step of
+        ``segment``: the segment (and maybe later ones) decoded again from a changed input
+        (``change`` says how). Nothing is forced. It becomes the growing branch (not the
+        current one).
+
+        Raises:
+            ValueError: ``step`` is not between 0 and the parent's length.
+        """
+        p = self._branches[parent]
+        if not 0 <= step <= self.branch_len(parent):
+            raise ValueError(f"branch {parent} has {self.branch_len(parent)} steps; a what-if cannot start at {step}")
+        b = Branch(
+            id=max(self._branches) + 1, parent=parent, fork_step=step, replaced_text="", input_change=change,
+            options=options if options is not None else p.options,
+            segments={k: v for k, v in self._all_segments(parent).items() if k < segment},
         )
         self._branches[b.id] = b
         self._growing = b.id

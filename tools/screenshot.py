@@ -12,7 +12,9 @@ through a sampler chain, the chain-stage view of one step) and ``screenshot_beam
 (the translation tab's beam tree after a beam search on the sample, one node clicked; the
 window at 1280 x 800) and ``screenshot_fork.png`` (the speech tab after two forks of the
 greedy run, the fork diff; 1280 x 800) and ``screenshot_lens.png`` (the speech tab's logit
-lens, layers x steps, after a greedy run with the lens captured; 1280 x 800) (``--tabs``
+lens, layers x steps, after a greedy run with the lens captured; 1280 x 800) and
+``screenshot_whatif.png`` / ``screenshot_noinput.png`` (the speech tab's What if view after
+silencing ``--whatif-span`` of the greedy run, then after No input; 1280 x 800) (``--tabs``
 picks a subset, e.g. ``--tabs ocr,chain``).
 """
 
@@ -75,7 +77,10 @@ def main() -> int:
     p.add_argument("--chain-step", type=int, default=3, help="token to select in the chain shot")
     p.add_argument("--beams", type=int, default=4, help="beam width of the beam-tree shot")
     p.add_argument("--lens-step", type=int, default=8, help="token to select in the lens shot")
-    p.add_argument("--tabs", default="speech,ocr,translation,chain,beam,fork,lens", help="comma-separated shots to take")
+    p.add_argument("--whatif-span", default="0.50,0.84", help="seconds T0,T1 the what-if shot silences "
+                   "(the word 'door' in the bundled sample)")
+    p.add_argument("--tabs", default="speech,ocr,translation,chain,beam,fork,lens,whatif",
+                   help="comma-separated shots to take")
     args = p.parse_args()
     out = pathlib.Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -186,9 +191,53 @@ def main() -> int:
         tab.select_step(args.lens_step)
         _settle(400)
         _save(win, out / "screenshot_lens.png")
+    if "whatif" in tabs:
+        _whatif_shots(win, args, out)
     win.close()
     wait_all(30000)  # worker threads (e.g. the OCR tab's CTC readings) end before Qt goes
     return 0
+
+
+def _whatif_shots(win, args, out: pathlib.Path) -> None:
+    """The speech tab after a greedy run on the sample: the span ``--whatif-span`` silenced
+    (What if?), then No input; the What if view, 1280 x 800."""
+    import time
+
+    from core.options import DecodingOptions
+
+    tab = win.speech_tab
+    win.resize(1280, 800)
+    win.tabs.setCurrentWidget(tab)
+    if tab.model is None:
+        _wait(tab.modelReady, lambda: tab.load_model(args.speech_model))
+    greedy = DecodingOptions()
+    fin = _wait(tab.decodeFinished, lambda: (tab.options_panel.setOptions(greedy, emit=True), tab.load_sample()))
+    print("what-if run:", fin[0].text if fin else "(no result)")
+
+    def run(action) -> None:
+        tab.whatif_result = None
+        if not action():
+            raise SystemExit("the what-if did not start: " + tab.whatif_view.mask_text())
+        deadline = time.monotonic() + 600
+        while (tab.whatif_result is None or tab.is_decoding()) and time.monotonic() < deadline:
+            _settle(50)
+        r = tab.whatif_result
+        print(f"what-if ({r.kind}): {r.done.description}:",
+              " ".join(f"{s.text.strip()}:{s.p_input:.2f}->{s.p_other:.2f}" for s in r.done.shifts))
+
+    t0, t1 = (float(v) for v in args.whatif_span.split(","))
+    tab.mask_button.setChecked(True)
+    tab.mask_span_seconds(t0, t1)
+    run(tab.run_what_if)
+    depended = tab.whatif_result.done.depending()
+    if depended:
+        tab.select_step(depended[0].step)
+    tab.inspector_tabs.setCurrentWidget(tab.whatif_view)
+    _settle(400)
+    _save(win, out / "screenshot_whatif.png")
+    run(tab.run_no_input)
+    _settle(400)
+    _save(win, out / "screenshot_noinput.png")
 
 
 if __name__ == "__main__":

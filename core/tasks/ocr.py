@@ -356,6 +356,50 @@ class OCRModel:
                                           RunStats(load_s=self.load_s, encoder_cached=True), forced_ids=forced_ids,
                                           step_offset=step_offset, cancel=cancel, reuse_cache=reuse_cache)
 
+    def what_if(self, image, options: DecodingOptions, original: Sequence, *, mask: tuple[int, int, int, int],
+                lines: list[TextLine] | None = None, region: tuple[int, int, int, int] | None = None,
+                cancel: Callable[[], bool] | None = None) -> Iterator:
+        """Blank ``mask`` ((x, y, w, h) pixels) with the image's background colour
+        (``core.whatif.blank_region``) and re-read the lines whose boxes it overlaps; score
+        their original tokens under the blanked image (``core.whatif``: a mask). The lines
+        stay those of the original run (not detected again).
+
+        Args:
+            image, options, lines, region, cancel: as given to the :meth:`decode` whose run
+                ``original`` (its StepEvents) is.
+
+        Raises:
+            ValueError: as :meth:`decode`; a mask of zero size or outside the image.
+        """
+        from core import whatif
+
+        lines, prepare = self._plan(image, options, lines, region)
+        img = as_image(image)
+        masked = whatif.blank_region(img, mask)
+        x, y, w, h = check_region(mask, img.size)
+        touched = whatif.boxes_touched([tuple(line.box) for line in lines], (x, y, w, h))
+        yield from whatif.what_if_segments(
+            self._engine, touched, lambda i: prepare(i, lines[i]), lambda i: self.encode_line(masked, lines[i])[0],
+            whatif.original_segments(original, len(lines)), options, kind="mask",
+            description=f"blank {w}×{h} px at ({x}, {y})", cancel=cancel,
+        )
+
+    def no_input(self, image, options: DecodingOptions, original: Sequence, *, lines: list[TextLine] | None = None,
+                 region: tuple[int, int, int, int] | None = None,
+                 cancel: Callable[[], bool] | None = None) -> Iterator:
+        """The decoder's language prior for the run ``original``: each line's original tokens
+        forced through the encoding of the same box in a blank image of the background colour
+        (``core.whatif``: kind "prior")."""
+        from core import whatif
+
+        lines, prepare = self._plan(image, options, lines, region)
+        blank = whatif.blank_image(as_image(image))
+        yield from whatif.what_if_segments(
+            self._engine, range(len(lines)), lambda i: prepare(i, lines[i]),
+            lambda i: self.encode_line(blank, lines[i])[0], whatif.original_segments(original, len(lines)), options,
+            kind="prior", description="no input: a blank image", cancel=cancel,
+        )
+
     def prefix_ids(self, text: str) -> list[int]:
         """Token ids of a text prefix (``Backend.tokenize``: the bundled reader's
         characters, characters it cannot write dropped; TrOCR's BPE pieces)."""

@@ -277,6 +277,72 @@ class SpeechModel:
         yield from fork_segment(self.engine, windows, segment, prepare, options, stats, forced_ids=forced_ids,
                                 step_offset=step_offset, cancel=cancel, reuse_cache=reuse_cache)
 
+    def what_if(
+        self,
+        audio: np.ndarray,
+        options: DecodingOptions,
+        original: Sequence,
+        *,
+        span: tuple[float, float],
+        language: str = "auto",
+        task: str = "transcribe",
+        cancel: Callable[[], bool] | None = None,
+    ) -> Iterator:
+        """Silence ``span`` (t0, t1 seconds) of ``audio`` and re-decode the 30 s windows it
+        touches; score the original tokens of those windows under the silenced audio
+        (``core.whatif``: a mask).
+
+        Args:
+            audio, options, language, task, cancel: as given to the :meth:`decode` whose
+                run ``original`` is (each window keeps that run's prompt, e.g. its detected
+                language).
+            original: that run's StepEvents.
+            span: (t0, t1) seconds, t0 < t1.
+
+        Yields:
+            ``core.whatif``'s mask stream (the silenced windows are encoded anew: their
+            samples, so their encoder-cache keys, changed).
+
+        Raises:
+            ValueError: as :meth:`decode`; an empty span or one outside the audio.
+        """
+        from core import whatif
+
+        windows, prepare, _stats = self._plan(audio, options, language, task)
+        t0, t1 = span
+        a, b = whatif.span_samples(len(audio), t0, t1, SAMPLE_RATE)
+        masked = whatif.silence_span(audio, t0, t1, SAMPLE_RATE)
+        touched = [i for i in range(len(windows)) if a < (i + 1) * WINDOW_SAMPLES and i * WINDOW_SAMPLES < b]
+        yield from whatif.what_if_segments(
+            self.engine, touched, lambda i: prepare(i, windows[i]),
+            lambda i: self._encode(masked[i * WINDOW_SAMPLES : i * WINDOW_SAMPLES + len(windows[i])])[0],
+            whatif.original_segments(original, len(windows)), options, kind="mask",
+            description=f"silence {a / SAMPLE_RATE:.2f}–{b / SAMPLE_RATE:.2f} s", cancel=cancel,
+        )
+
+    def no_input(
+        self,
+        audio: np.ndarray,
+        options: DecodingOptions,
+        original: Sequence,
+        *,
+        language: str = "auto",
+        task: str = "transcribe",
+        cancel: Callable[[], bool] | None = None,
+    ) -> Iterator:
+        """The decoder's language prior for the run ``original`` of ``audio``: each window's
+        original tokens forced through the encoder output of all-zero audio of the window's
+        length (``core.whatif``: kind "prior")."""
+        from core import whatif
+
+        windows, prepare, _stats = self._plan(audio, options, language, task)
+        yield from whatif.what_if_segments(
+            self.engine, range(len(windows)), lambda i: prepare(i, windows[i]),
+            lambda i: self._encode(np.zeros(len(windows[i]), np.float32))[0],
+            whatif.original_segments(original, len(windows)), options, kind="prior",
+            description="no input: silence of the same length", cancel=cancel,
+        )
+
     def prefix_ids(self, text: str) -> list[int]:
         """The token ids of a text prefix as openai/whisper forms them
         (``tokenizer.encode(" " + prefix.strip())``); [] for blank text."""

@@ -408,6 +408,132 @@ class TranslationModel:
                                 RunStats(load_s=self.load_s, encoder_cached=True), forced_ids=forced_ids,
                                 step_offset=step_offset, cancel=cancel, reuse_cache=reuse_cache)
 
+    # ---------------------------------------------------------------- what-ifs
+    def source_spans(self, text: str) -> list[tuple[int, int] | None]:
+        """Where each source token (:meth:`source_tokens`, the same order) lies in ``text``:
+        (start, end) character offsets, or None for a token that is no text there (``</s>``,
+        an unknown piece, a language token, T5's task prefix).
+
+        Each piece (``▁`` read as a space, outer spaces stripped) is looked up in ``text``
+        from the end of the previous one, at most 64 characters on; a piece the tokenizer
+        normalised beyond recognition gets None.
+        """
+        spans: list[tuple[int, int] | None] = []
+        cursor = 0
+        lead, prefix, _trail = self.source.split("")
+        n_prefix = len(lead) + len(prefix)  # T5's "translate English to German: " is no text of the input
+        for chunk in self.chunks(text):
+            for k, (tid, piece) in enumerate(zip(chunk.ids, self.source.pieces(list(chunk.ids)))):
+                s = piece.replace("▁", " ").strip()
+                special = tid in self.source.special_ids or k < n_prefix
+                j = -1 if special or not s else text.find(s, cursor, cursor + 64 + len(s))
+                if j < 0:
+                    spans.append(None)
+                    continue
+                spans.append((j, j + len(s)))
+                cursor = j + len(s)
+        return spans
+
+    def tokens_in(self, text: str, start: int, end: int, whole_words: bool = True) -> list[int]:
+        """The source token positions (:meth:`source_tokens` indices) whose characters overlap
+        ``text[start:end]`` (a selection in the text box); with ``whole_words``, every piece
+        of a word any of them belongs to ("pp" of "apples" gives "▁apple" and "s": a piece
+        continues the word before it when it touches it, has no "▁" and starts with a letter
+        or digit, so "today" and its "." stay apart)."""
+        spans = self.source_spans(text)
+        hit = {i for i, sp in enumerate(spans) if sp is not None and sp[0] < end and start < sp[1]}
+        if not whole_words or not hit:
+            return sorted(hit)
+        pieces = self.source_tokens(text)
+
+        def joins(i: int) -> bool:  # piece i continues the word of piece i - 1
+            a, b = spans[i - 1] if i > 0 else None, spans[i]
+            return (a is not None and b is not None and a[1] == b[0] and not pieces[i].startswith("▁")
+                    and pieces[i][:1].isalnum())
+
+        for i in sorted(hit):
+            j = i
+            while joins(j):
+                j -= 1
+                hit.add(j)
+            j = i + 1
+            while j < len(spans) and joins(j):
+                hit.add(j)
+                j += 1
+        return sorted(hit)
+
+    def _droppable(self, chunk: SourceChunk) -> range:
+        """The positions of ``chunk.ids`` that are source text (not its leading / trailing specials)."""
+        lead, _content, trail = self.source.split("")
+        return range(len(lead), len(chunk.ids) - len(trail))
+
+    def what_if(self, text: str, options: DecodingOptions, original: Sequence, *, drop, shortlist: bool = False,
+                cancel: Callable[[], bool] | None = None) -> Iterator:
+        """Drop the source tokens at positions ``drop`` (:meth:`source_tokens` indices) and
+        re-translate the sentences (chunks) that held them; score their original target tokens
+        under the shortened source (``core.whatif``: a mask). The other sentences are left
+        alone. The re-translation's attention gets zero columns where tokens were dropped, so
+        its columns stay the original source tokens.
+
+        Args:
+            text, options, shortlist, cancel: as given to the :meth:`decode` whose run
+                ``original`` (its StepEvents) is.
+            drop: source token positions; ``</s>`` and other specials at a sentence's ends
+                cannot be dropped (ignored).
+
+        Raises:
+            ValueError: as :meth:`decode`; nothing droppable in ``drop``.
+        """
+        from core import whatif
+
+        chunks, prepare, engine = self._plan(text, options, shortlist)
+        drop = {int(p) for p in drop}
+        kept: dict[int, list[int]] = {}
+        for i, c in enumerate(chunks):
+            gone = {k for k in self._droppable(c) if c.source_offset + k in drop}
+            if gone:
+                kept[i] = [k for k in range(len(c.ids)) if k not in gone]
+        if not kept:
+            raise ValueError("nothing to drop: select source words (not the end-of-sentence mark) first")
+        tokens = self.source_tokens(text)
+        gone = sorted(chunks[i].source_offset + k for i in kept for k in range(len(chunks[i].ids)) if k not in kept[i])
+        dropped: list[str] = []  # the dropped pieces as words: a piece without "▁" joins the one before it
+        for n, p in enumerate(gone):
+            piece = tokens[p]
+            if dropped and gone[n - 1] == p - 1 and not piece.startswith("▁"):
+                dropped[-1] += piece
+            else:
+                dropped.append(piece.replace("▁", " ").strip() or piece)
+
+        def encode_other(i: int):
+            c = chunks[i]
+            return self._encode(_replace_ids(c, [c.ids[k] for k in kept[i]]))[0]
+
+        def adapt(i: int, ev):
+            return _replace_attention(ev, whatif.expand_columns(ev.cross_attention, kept[i], len(chunks[i].ids)))
+
+        yield from whatif.what_if_segments(
+            engine, sorted(kept), lambda i: prepare(i, chunks[i]), encode_other,
+            whatif.original_segments(original, len(chunks)), options, kind="mask",
+            description="drop " + " ".join(repr(t) for t in dropped), cancel=cancel, adapt=adapt,
+        )
+
+    def no_input(self, text: str, options: DecodingOptions, original: Sequence, *, shortlist: bool = False,
+                 cancel: Callable[[], bool] | None = None) -> Iterator:
+        """The decoder's language prior for the run ``original``: each sentence's original
+        target tokens forced through the encoding of an empty source (only the model's special
+        tokens, e.g. ``</s>``; ``core.whatif``: kind "prior")."""
+        from core import whatif
+
+        chunks, prepare, engine = self._plan(text, options, shortlist)
+        lead, content, trail = self.source.split("")
+        empty = tuple(lead) + tuple(content) + tuple(trail)
+        yield from whatif.what_if_segments(
+            engine, range(len(chunks)), lambda i: prepare(i, chunks[i]),
+            lambda i: self._encode(_replace_ids(chunks[i], empty))[0], whatif.original_segments(original, len(chunks)),
+            options, kind="prior", description="no input: an empty source", cancel=cancel,
+        )
+
     def prefix_ids(self, text: str) -> list[int]:
         """Target token ids of a text prefix (``Backend.tokenize``: SentencePiece pieces,
         no ``</s>``); [] for empty text."""
@@ -452,3 +578,16 @@ def _cut(ids: list[int], max_len: int, piece: Callable[[int], str]) -> list[list
         ids = ids[cut:]
     out.append(ids)
     return out
+
+
+def _replace_ids(chunk: SourceChunk, ids) -> SourceChunk:
+    """``chunk`` with other source ids (a what-if's shortened or empty source)."""
+    import dataclasses
+
+    return dataclasses.replace(chunk, ids=tuple(int(i) for i in ids))
+
+
+def _replace_attention(ev, attention):
+    import dataclasses
+
+    return dataclasses.replace(ev, cross_attention=attention)

@@ -61,6 +61,7 @@ from .image_input import (
     mime_content,
 )
 from .ocr_run import CTCReadings, LinesDetected, Stage, read_image
+from .whatif_inputs import ImageMask
 
 COLUMN_AXIS = "encoder column of the token's own line (1 column ≈ 4 px of the line scaled to 64 px high)"
 EMPTY_MESSAGE = f"No image yet — open a {FORMATS} file, drop one here, paste a screenshot (Ctrl+V) or press Sample."
@@ -71,7 +72,7 @@ def first_image_sample(directory: Path = SAMPLES_DIR) -> Path | None:
     return first_file(IMAGE_SUFFIXES, directory)
 
 
-class OCRTab(DecodeTab):
+class OCRTab(ImageMask, DecodeTab):
     """OCR with an attention decoder (see module docstring).
 
     Signals:
@@ -170,7 +171,8 @@ class OCRTab(DecodeTab):
         for b in (self.open_button, self.paste_button, self.sample_button):
             row.addWidget(b)
         row.addSpacing(10)
-        for b in (self.fit_button, self.zoom_out_button, self.zoom_in_button, self.pan_button):
+        for b in (self.fit_button, self.zoom_out_button, self.zoom_in_button, self.pan_button,
+                  self.make_mask_button()):  # Mask: a drag blanks for the what-if (gui/tabs/whatif_inputs.py)
             row.addWidget(b)
         row.addSpacing(10)
         row.addWidget(self.whole_button)
@@ -198,7 +200,7 @@ class OCRTab(DecodeTab):
     def _build_image_and_table(self) -> QSplitter:
         """The image view (line boxes, region, attention) over the readings table."""
         self.view = ImageView()
-        self.view.regionSelected.connect(self.set_region)
+        self.view.regionSelected.connect(self.image_dragged)  # the region to read, or in Mask mode the mask
         self.fit_button.clicked.connect(self.view.fit)
         self.zoom_in_button.clicked.connect(lambda: self.view.zoom_by(1.25))
         self.zoom_out_button.clicked.connect(lambda: self.view.zoom_by(0.8))

@@ -47,6 +47,7 @@ from ..widgets.token_stream import TokenStreamView
 from ..widgets.topk_chart import TopKChart
 from ..worker import WorkerHandle, start_worker
 from .forking import ForkMixin
+from .whatif import WhatIfMixin
 
 #: the views take the events of a running decode at most once per this many ms (~30 frames/s)
 FRAME_MS = 33
@@ -75,7 +76,7 @@ class _Relay(QObject):
     text = Signal(str)
 
 
-class RunTab(ForkMixin, QWidget):
+class RunTab(ForkMixin, WhatIfMixin, QWidget):
     """The layout, the model load and the decode run of a task tab.
 
     Subclasses implement :meth:`build_input`, :meth:`load_model_object`,
@@ -155,6 +156,7 @@ class RunTab(ForkMixin, QWidget):
         self.inspector = StepInspector(self.topk, self.stages)
         self.heatmap = AttentionHeatmap()
         self._init_forking()  # the fork diff and branch tree, tabbed with the heatmap
+        self._init_whatif()  # the What if view (input masks, no input), a tab beside them
         self.beam_tree = BeamTreeView()  # a tab beside them for beam strategies (show_beam_tree)
         self.beam_tree.column_axis = self.heatmap.column_axis
         self.beam_tree.column_count = self.heatmap.column_count
@@ -429,7 +431,8 @@ class RunTab(ForkMixin, QWidget):
                 continue
             if not isinstance(ev, (StepEvent, BeamEvent, SegmentEvent)):
                 self.flush_views()
-            (self._on_fork_event if self._fork is not None else self._on_event)(ev)
+            (self._on_fork_event if self._fork is not None
+             else self._on_whatif_event if self._whatif is not None else self._on_event)(ev)
         self.flush_views()
         if self._inbox:
             self._flush_timer.start(1)  # more next turn, after timers and paints
@@ -610,6 +613,8 @@ class RunTab(ForkMixin, QWidget):
     def _end_cancelled_run(self) -> None:
         """Show the end of a run the user cancelled: the text so far marked "(cancelled)" and
         the statistics of the tokens that arrived."""
+        if self._whatif_cancelled():  # the run shown was not touched: it keeps its end
+            return
         elapsed = time.perf_counter() - self._t_first if self._t_first is not None else 0.0
         forked = self._fork_cancelled()  # a fork's branch keeps what it got
         steps = self.run.steps()

@@ -55,6 +55,7 @@ from core.options import DecodingOptions
 from ..widgets.attention_heatmap import no_si_prefix
 from .base import SAMPLES_DIR, DecodeTab, first_file
 from .recording import WARNING_STYLE, RecordingBar, RecordingError, Take
+from .whatif_inputs import SpeechMask
 
 #: shown before a multilingual model has loaded (then replaced by model.languages)
 COMMON_LANGUAGES = ("en", "de", "es", "fr", "it", "pt", "nl", "pl", "ru", "zh", "ja", "ko")
@@ -95,7 +96,7 @@ def ask_save_path(parent: QWidget | None, title: str, suggested: str) -> str:
     return path
 
 
-class SpeechTab(DecodeTab):
+class SpeechTab(SpeechMask, DecodeTab):
     """Speech-to-text with Whisper (see module docstring)."""
 
     title = "Speech"
@@ -175,6 +176,7 @@ class SpeechTab(DecodeTab):
         row = QHBoxLayout()
         row.addWidget(self.open_button)
         row.addWidget(self.sample_button)
+        row.addWidget(self.make_mask_button())  # the what-if span (gui/tabs/whatif_inputs.py)
         row.addSpacing(8)
         row.addWidget(QLabel("model"))
         row.addWidget(self.model_combo, 1)
@@ -187,7 +189,10 @@ class SpeechTab(DecodeTab):
 
     def _build_wave(self) -> pg.PlotWidget:
         """The input's waveform, seconds on the x axis (min/max envelope of long clips)."""
-        self.wave = pg.PlotWidget()
+        from ..widgets.span_select import SpanViewBox
+
+        self.wave_box = SpanViewBox()  # with Mask on, a drag selects the what-if span
+        self.wave = pg.PlotWidget(viewBox=self.wave_box)
         self.wave.setBackground(None)
         self.wave.setMinimumHeight(110)
         self.wave.setMenuEnabled(False)
@@ -201,6 +206,7 @@ class SpeechTab(DecodeTab):
         self.wave_curve.setDownsampling(auto=True, method="peak")
         self.wave_curve.setClipToView(True)
         self.wave.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Expanding)
+        self.install_span_mask()
         return self.wave
 
     def configure_heatmap(self) -> None:

@@ -48,6 +48,7 @@ from core.options import DecodingOptions
 
 from .base import SAMPLES_DIR, DecodeTab, first_file
 from .source_text import TEXT_SUFFIXES, SourceTextEdit, not_a_text_file, read_text_file
+from .whatif_inputs import SourceDrop
 
 #: what the direction box shows for the bundled models
 DIRECTION_LABELS = {"en-pt": "en → pt", "pt-en": "pt → en"}
@@ -73,7 +74,7 @@ def column_label(piece: str) -> str:
     return piece if piece else "∅"
 
 
-class TranslationTab(DecodeTab):
+class TranslationTab(SourceDrop, DecodeTab):
     """Text translation (see module docstring)."""
 
     title = "Translation"
@@ -165,6 +166,7 @@ class TranslationTab(DecodeTab):
         row = QHBoxLayout()
         row.addWidget(self.shortlist_check)
         row.addStretch(1)
+        row.addWidget(self.make_drop_button())  # the what-if's dropped words (gui/tabs/whatif_inputs.py)
         row.addWidget(self.open_button)
         row.addWidget(self.sample_button)
         row.addWidget(self.clear_button)

@@ -39,6 +39,7 @@ ZOOM_STEP = 1.25
 MIN_SCALE, MAX_SCALE = 0.02, 40.0
 BOX_COLOR = QColor(0, 122, 255)
 REGION_COLOR = QColor(255, 59, 48)
+MASK_COLOR = QColor(213, 94, 0)  # Okabe & Ito vermillion, the what-if colour
 ARGMAX_COLOR = QColor(255, 149, 0)
 
 
@@ -198,6 +199,15 @@ class ImageView(QGraphicsView):
         self.region_item.setZValue(8)
         self.region_item.hide()
         self.scene().addItem(self.region_item)
+        self.mask_item = QGraphicsRectItem()  # the what-if mask: blanked when "What if?" runs
+        mpen = QPen(MASK_COLOR, 2)
+        mpen.setCosmetic(True)
+        self.mask_item.setPen(mpen)
+        self.mask_item.setBrush(QBrush(MASK_COLOR, Qt.BrushStyle.BDiagPattern))
+        self.mask_item.setZValue(7)
+        self.mask_item.setToolTip("masked: What if? blanks this region with the image's background colour")
+        self.mask_item.hide()
+        self.scene().addItem(self.mask_item)
         self.band_item = QGraphicsRectItem()  # the rubber band while dragging
         bpen = QPen(QColor("#ffffff"), 1.5, Qt.PenStyle.DashLine)
         bpen.setCosmetic(True)
@@ -221,6 +231,7 @@ class ImageView(QGraphicsView):
         """Show ``image`` (None clears); removes boxes, region and overlay; fits it to the window."""
         self.clear_lines()
         self.set_region(None)
+        self.set_mask(None)
         self.clear_attention()
         if image is None or image.isNull():
             self._pixmap_item.setPixmap(QPixmap())
@@ -298,6 +309,19 @@ class ImageView(QGraphicsView):
     def region_rect(self) -> QRectF | None:
         """The outlined region, or None."""
         return self.region_item.rect() if self.region_item.isVisible() else None
+
+    def set_mask(self, region: tuple[int, int, int, int] | None) -> None:
+        """Hatch the what-if mask ((x, y, w, h) pixels; None hides it)."""
+        if region is None:
+            self.mask_item.hide()
+            return
+        x, y, w, h = region
+        self.mask_item.setRect(QRectF(x, y, w, h))
+        self.mask_item.show()
+
+    def mask_rect(self) -> QRectF | None:
+        """The hatched mask, or None."""
+        return self.mask_item.rect() if self.mask_item.isVisible() else None
 
     def set_attention(self, box: tuple[int, int, int, int], ranges: Sequence[tuple[float, float]], values: np.ndarray) -> None:
         """Draw one token's attention over line ``box`` (x0, y0, x1, y1): column ``i`` covers

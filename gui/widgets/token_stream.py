@@ -133,6 +133,7 @@ class TokenFlow(QWidget):
         self._by_step: dict[int, int] = {}
         self._selected: int | None = None
         self._mode = "probability"
+        self._marks: dict[int, tuple[QColor, str]] = {}  # step -> (bar colour, tooltip line): what-if marks
         self._cursor = QPoint(_GAP_WORD, _LINE_GAP)
         self._width = 400
         f = QFont(self.font())
@@ -296,6 +297,18 @@ class TokenFlow(QWidget):
         ev = None if i is None else self._items[i].event
         return None if ev is None else chip_color(ev, self._mode)
 
+    def set_marks(self, marks: dict[int, tuple[str, str]]) -> None:
+        """Underline the chips of some steps: step -> (colour, a line for the tooltip). The
+        what-ifs (``gui.tabs.whatif``) mark the tokens that depended on a masked part of the
+        input, or that the decoder's prior alone explains. The marks stay until replaced
+        (also across ``clear``, as the steps do not change when a branch is replayed)."""
+        self._marks = {int(k): (QColor(c), str(t)) for k, (c, t) in marks.items()}
+        self.update()
+
+    def marks(self) -> dict[int, tuple[str, str]]:
+        """step -> (colour name, tooltip line) of the marked chips."""
+        return {k: (c.name(), t) for k, (c, t) in self._marks.items()}
+
     # ------------------------------------------------------------- events
     def mousePressEvent(self, event) -> None:  # noqa: N802
         step = self.step_at(event.position().toPoint())
@@ -317,7 +330,8 @@ class TokenFlow(QWidget):
             step = self.step_at(e.pos())
             if step is not None:
                 ev = self._items[self._by_step[step]].event
-                QToolTip.showText(e.globalPos(), format_tooltip(ev), self)
+                mark = self._marks.get(step)
+                QToolTip.showText(e.globalPos(), format_tooltip(ev) + (f"\n{mark[1]}" if mark else ""), self)
             else:
                 QToolTip.hideText()
                 e.ignore()
@@ -349,6 +363,11 @@ class TokenFlow(QWidget):
             p.setFont(self.font())
             p.setPen(text_color_on(bg))
             p.drawText(it.rect, Qt.AlignmentFlag.AlignCenter, it.text)
+            mark = self._marks.get(ev.step)
+            if mark is not None:  # a what-if mark: a thick bar along the chip's bottom edge
+                p.setPen(Qt.PenStyle.NoPen)
+                p.setBrush(mark[0])
+                p.drawRoundedRect(QRect(it.rect.left() + 1, it.rect.bottom() - 3, it.rect.width() - 2, 4), 2, 2)
         p.end()
 
 
@@ -540,6 +559,10 @@ class TokenStreamView(QWidget):
         self._set_text("")
         self.count_label.setText("")
         self.cleared.emit()
+
+    def set_marks(self, marks: dict[int, tuple[str, str]]) -> None:
+        """Underline the chips of some steps (``TokenFlow.set_marks``)."""
+        self.flow.set_marks(marks)
 
     def set_strip(self, strip: QWidget) -> None:
         """Put ``strip`` (a thin per-step plot) between the header and the chips; the header's
