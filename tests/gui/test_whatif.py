@@ -173,6 +173,21 @@ def test_marks_belong_to_the_scored_branch_and_a_new_input_clears_the_mask(qtbot
     assert tab.whatif_mask is None and not tab.mask_span.isVisible() and "none" in tab.whatif_view.mask_text()
 
 
+def test_a_saved_exploration_keeps_the_what_if_branch(qtbot, tab, tmp_path):
+    _decoded(qtbot, tab)
+    tab.mask_span_seconds(0.32, 0.38)
+    _ran(qtbot, tab, tab.run_what_if)
+    path = tmp_path / "whatif.json"
+    assert tab.save_exploration(str(path))
+    with qtbot.waitSignal(tab.decodeFinished, timeout=5000):
+        tab.request_decode()
+    qtbot.waitUntil(lambda: not tab.is_decoding(), timeout=5000)
+    assert len(tab.run.branches()) == 1 and tab.open_exploration(str(path)), tab.errors
+    b = tab.run.branch(1)
+    assert b.label() == "what if: silence 0.32–0.38 s" and b.forced_ids == () and b.input_change
+    assert tab.run.text(1) == "The quick brown jumps over the lazy dog."
+
+
 def test_what_if_is_refused_without_a_mask_or_while_decoding(qtbot, tab):
     assert tab.run_what_if() is False and "Load a model" in tab.messages[-1]
     _decoded(qtbot, tab)
