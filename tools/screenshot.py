@@ -14,7 +14,9 @@ window at 1280 x 800) and ``screenshot_fork.png`` (the speech tab after two fork
 greedy run, the fork diff; 1280 x 800) and ``screenshot_lens.png`` (the speech tab's logit
 lens, layers x steps, after a greedy run with the lens captured; 1280 x 800) and
 ``screenshot_whatif.png`` / ``screenshot_noinput.png`` (the speech tab's What if view after
-silencing ``--whatif-span`` of the greedy run, then after No input; 1280 x 800) (``--tabs``
+silencing ``--whatif-span`` of the greedy run, then after No input; 1280 x 800) and
+``screenshot_lanes.png`` (the speech tab's Lanes view: greedy | beam 5 | sample T=0.8 | min-p
+0.1 on one encoder output, scored against the sample's transcript; 1280 x 800) (``--tabs``
 picks a subset, e.g. ``--tabs ocr,chain``).
 """
 
@@ -79,7 +81,9 @@ def main() -> int:
     p.add_argument("--lens-step", type=int, default=8, help="token to select in the lens shot")
     p.add_argument("--whatif-span", default="0.50,0.84", help="seconds T0,T1 the what-if shot silences "
                    "(the word 'door' in the bundled sample)")
-    p.add_argument("--tabs", default="speech,ocr,translation,chain,beam,fork,lens,whatif",
+    p.add_argument("--lanes", default="greedy,beam:5,sample:T=0.8,min-p:0.1",
+                   help="the lanes of the lanes shot (specs separated by commas; a spec's own commas: use ;)")
+    p.add_argument("--tabs", default="speech,ocr,translation,chain,beam,fork,lens,whatif,lanes",
                    help="comma-separated shots to take")
     args = p.parse_args()
     out = pathlib.Path(args.out)
@@ -193,6 +197,8 @@ def main() -> int:
         _save(win, out / "screenshot_lens.png")
     if "whatif" in tabs:
         _whatif_shots(win, args, out)
+    if "lanes" in tabs:
+        _lanes_shot(win, args, out)
     win.close()
     wait_all(30000)  # worker threads (e.g. the OCR tab's CTC readings) end before Qt goes
     return 0
@@ -238,6 +244,42 @@ def _whatif_shots(win, args, out: pathlib.Path) -> None:
     run(tab.run_no_input)
     _settle(400)
     _save(win, out / "screenshot_noinput.png")
+
+
+#: the bundled speech sample's transcript (assets/samples/README.md), the lanes shot's reference
+SPEECH_TRANSCRIPT = ("Open the door and turn on the lights. This is a test of the speech recognition system. "
+                     "Thank you for listening.")
+
+
+def _lanes_shot(win, args, out: pathlib.Path) -> None:
+    """The speech tab after a greedy run on the sample, then the lanes ``--lanes`` on its
+    encoder output, scored against the sample's transcript; the Lanes view, 1280 x 800."""
+    from core.options import DecodingOptions
+
+    tab = win.speech_tab
+    win.resize(1280, 800)
+    win.tabs.setCurrentWidget(tab)
+    if tab.model is None:
+        _wait(tab.modelReady, lambda: tab.load_model(args.speech_model))
+    greedy = DecodingOptions()
+    fin = _wait(tab.decodeFinished, lambda: (tab.options_panel.setOptions(greedy, emit=True), tab.load_sample()))
+    print("lanes run:", fin[0].text if fin else "(no result)")
+    while tab.is_busy():
+        _settle(50)
+    view, state = tab.lanes.view, tab.lanes.state
+    view.set_specs([s.strip().replace(";", ",") for s in args.lanes.split(",")])
+    view.set_reference(SPEECH_TRANSCRIPT)
+    _wait(state.finished, view.request_run)
+    while tab.is_busy():
+        _settle(50)
+    for k, lane in enumerate(state.lanes):
+        score = lane.score.text() if lane.score is not None else "-"
+        print(f"lane {k + 1} {lane.spec}: log p {lane.logprob:.2f}, {lane.time_s:.2f} s, {len(lane.steps)} tokens, "
+              f"{score}: {lane.text}")
+    print(f"agreement {state.mean_agreement():.2f}")
+    tab.inspector_tabs.setCurrentWidget(view)
+    _settle(400)
+    _save(win, out / "screenshot_lanes.png")
 
 
 if __name__ == "__main__":

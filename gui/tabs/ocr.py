@@ -361,6 +361,18 @@ class OCRTab(ImageMask, DecodeTab):
 
         return gen
 
+    def lanes_fn(self, lanes: list[DecodingOptions]) -> Callable[[Callable[[], bool]], Iterator[Any]]:
+        """Read the lines with every lane's options on one encoder pass per line
+        (``OCRModel.decode_lanes``; the lines detected for this image and region, detected in the
+        worker when there are none yet)."""
+        model, image, region = self.model, self.image, self.region
+        lines = self._lines_cache.get(self._key())
+
+        def gen(cancel):
+            return model.decode_lanes(image, lanes, lines=lines, region=region, cancel=cancel)
+
+        return gen
+
     def input_identity(self) -> tuple[str, str]:
         """("name (w×h px[, region …])", SHA-256 of the RGB pixels, their shape and the region)."""
         import hashlib

@@ -47,6 +47,7 @@ from ..widgets.token_stream import TokenStreamView
 from ..widgets.topk_chart import TopKChart
 from ..worker import WorkerHandle, start_worker
 from .forking import ForkMixin
+from .lanes import LanesController
 from .whatif import WhatIfMixin
 
 #: the views take the events of a running decode at most once per this many ms (~30 frames/s)
@@ -81,7 +82,8 @@ class RunTab(ForkMixin, WhatIfMixin, QWidget):
 
     Subclasses implement :meth:`build_input`, :meth:`load_model_object`,
     :meth:`decode_fn`, :meth:`has_input` and may override :meth:`model_loaded`,
-    :meth:`configure_heatmap`, :meth:`rtf_applies` and :meth:`toggle_record`.
+    :meth:`configure_heatmap`, :meth:`rtf_applies` and :meth:`toggle_record`; a tab that
+    implements :meth:`lanes_fn` runs decoding lanes (the "Lanes" tab, ``gui.tabs.lanes``).
 
     Signals:
         statusMessage(str): a transient message for the status bar.
@@ -164,6 +166,8 @@ class RunTab(ForkMixin, WhatIfMixin, QWidget):
         self.show_beam_tree(False)
         self.lens_view = LogitLensView(self.run)  # layers x steps; its Capture box re-decodes with the lens
         self.add_inspector_view(self.lens_view, "Logit lens")
+        self.lanes = LanesController(self)  # strategies side by side on one encoder output
+        self.add_inspector_view(self.lanes.view, "Lanes")
         self.input_area = self.build_input()
         self._build_layout()
 
@@ -255,6 +259,17 @@ class RunTab(ForkMixin, WhatIfMixin, QWidget):
         """
         raise NotImplementedError
 
+    def lanes_fn(self, lanes: list[DecodingOptions]) -> Callable[[Callable[[], bool]], Iterator[Any]]:
+        """The worker's generator that decodes the current input with each of ``lanes``'
+        options side by side on one encoder pass per segment (the task model's
+        ``decode_lanes``: ``LaneEvent`` s, then a ``LanesFinished``); called in the GUI
+        thread, it captures what it needs (``gui.tabs.lanes``).
+
+        Raises:
+            ValueError, RuntimeError: the input cannot be decoded; shown in the banner.
+        """
+        raise RuntimeError(f"the {self.title} tab cannot run lanes")
+
     def configure_heatmap(self) -> None:
         """Set the heatmap's column axis (``self.heatmap.set_columns``)."""
 
@@ -281,12 +296,12 @@ class RunTab(ForkMixin, WhatIfMixin, QWidget):
     def is_decoding(self) -> bool:
         """A decode is running and was not cancelled, or one waits to start (it replaces a
         run that is stopping after an option change)."""
-        return _active(self._decode) or self._pending_decode
+        return _active(self._decode) or self._pending_decode or self.lanes.running()
 
     def workers_idle(self) -> bool:
         """No worker thread of this tab runs, cancelled ones included (their threads end
         after the current decoder step)."""
-        return not any(h is not None and h.running for h in (self._load, self._decode))
+        return not any(h is not None and h.running for h in (self._load, self._decode, self.lanes.handle))
 
     def _remember_stats(self, d: dict) -> None:
         self.last_stats = dict(d)
@@ -357,6 +372,9 @@ class RunTab(ForkMixin, WhatIfMixin, QWidget):
     def request_decode(self) -> None:
         """Decode the current input with the current options (cancels a running decode first)."""
         if self.model is None or not self.has_input():
+            return
+        if self.lanes.stop_for_decode():  # one decoding thread: the run starts when the lanes stopped
+            self._pending_decode = True
             return
         if self._decode is not None and self._decode.running:
             self._pending_decode = True
@@ -559,6 +577,7 @@ class RunTab(ForkMixin, WhatIfMixin, QWidget):
         self.heatmap.clear()
         self.run.clear()
         self.beam_tree.clear()
+        self.lanes.clear()
         self._n_live = 0
         self._t_first = None
         self.statsChanged.emit(self._stats_dict(None))
@@ -595,6 +614,7 @@ class RunTab(ForkMixin, WhatIfMixin, QWidget):
         arrived, the status bar the statistics of those tokens, and the busy bar and Cancel
         button go idle (events the worker still sends are dropped).
         """
+        lanes = self.lanes.cancel()  # they keep what they got
         was_loading, was_decoding = self.is_loading(), self.is_decoding()
         self._pending_decode = False
         for h in (self._load, self._decode):
@@ -608,7 +628,7 @@ class RunTab(ForkMixin, WhatIfMixin, QWidget):
         elif was_decoding:
             self.statusMessage.emit(f"Cancelled after {self._n_live} token{'s' if self._n_live != 1 else ''}")
         self.busyChanged.emit(False, "")
-        return was_loading or was_decoding
+        return was_loading or was_decoding or lanes
 
     def _end_cancelled_run(self) -> None:
         """Show the end of a run the user cancelled: the text so far marked "(cancelled)" and
@@ -630,6 +650,7 @@ class RunTab(ForkMixin, WhatIfMixin, QWidget):
     def shutdown(self, wait_ms: int = 10000) -> None:
         """Cancel everything and wait for the worker threads (window close)."""
         self.cancel()
+        self.lanes.wait(wait_ms)
         for h in (self._load, self._decode):
             if h is not None:
                 h.wait(wait_ms)

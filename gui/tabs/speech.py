@@ -564,6 +564,16 @@ class SpeechTab(SpeechMask, DecodeTab):
 
         return gen
 
+    def lanes_fn(self, lanes: list[DecodingOptions]) -> Callable[[Callable[[], bool]], Iterator[Any]]:
+        """Decode the audio with every lane's options on one encoder pass per window
+        (``SpeechModel.decode_lanes``)."""
+        model, audio, language, task = self.model, self.audio, self.language(), self.task()
+
+        def gen(cancel):
+            return model.decode_lanes(audio, lanes, language=language, task=task, cancel=cancel)
+
+        return gen
+
     def input_identity(self) -> tuple[str, str]:
         """("name (12.34 s audio)", SHA-256 of the float32 samples)."""
         import hashlib

@@ -347,6 +347,16 @@ class TranslationTab(SourceDrop, DecodeTab):
 
         return gen
 
+    def lanes_fn(self, lanes: list[DecodingOptions]) -> Callable[[Callable[[], bool]], Iterator[Any]]:
+        """Translate the text with every lane's options on one encoder pass per sentence
+        (``TranslationModel.decode_lanes``)."""
+        model, text, shortlist = self.model, self.text(), self.shortlist()
+
+        def gen(cancel):
+            return model.decode_lanes(text, lanes, shortlist=shortlist, cancel=cancel)
+
+        return gen
+
     def input_identity(self) -> tuple[str, str]:
         """("text 'The weather…' (27 characters)", SHA-256 of the UTF-8 text)."""
         import hashlib

@@ -13,7 +13,6 @@ import math
 
 import numpy as np
 import pytest
-import torch
 
 from core.backends.hf import HFSeq2SeqBackend
 from core.engine import Engine

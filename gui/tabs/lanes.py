@@ -1,0 +1,220 @@
+"""Decoding lanes in a run tab: the worker that decodes them and its bookkeeping.
+
+:class:`LanesController` belongs to a :class:`gui.tabs.run.RunTab`. It owns the lanes'
+model (:class:`~gui.lanes_state.LanesState`) and view (:class:`~gui.widgets.lanes.LanesView`,
+the "Lanes" tab beside the heatmap). "Run lanes" builds each lane's options from the
+options panel's (``core.lane_spec.parse_lane_spec``) and decodes them in a worker thread
+with the tab's ``lanes_fn`` (the task model's ``decode_lanes``: one encoder pass per
+segment, the lanes interleaved). The lane events reach the model in batches, at most
+once per frame, as the run's events do.
+
+One model, one decoding thread: lanes asked for while the tab decodes (a run, a fork, a
+what-if) start when it ends; a new run of the tab (an option changed, another input)
+stops the lanes first (``RunTab.request_decode``), and the tab counts the lanes as
+decoding (forks wait for them). Cancel (Esc) stops them; the lanes keep what they got.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from PySide6.QtCore import QObject, QTimer
+
+from core.analysis.metrics import metric_for
+from core.lane_spec import parse_lane_spec
+from core.lanes import LaneEvent, LanesFinished
+
+from ..lanes_state import LanesState
+from ..widgets.lanes import LanesView
+from ..worker import WorkerHandle, start_worker
+
+#: the lane events reach the model at most once per this many ms
+FRAME_MS = 33
+
+
+class _Ended:
+    """Queued behind the lanes run's last event: its worker thread has ended."""
+
+    def __init__(self, handle: WorkerHandle) -> None:
+        self.handle = handle
+
+
+class LanesController(QObject):
+    """Runs a tab's lanes (module docstring).
+
+    Args:
+        tab: the ``RunTab`` (its model, options panel, ``lanes_fn``, signals).
+
+    Attributes:
+        state: the lanes' model; view: the Lanes view (added to the tab's inspector tabs).
+        handle: the running lanes worker, or None.
+    """
+
+    def __init__(self, tab: Any) -> None:
+        super().__init__(tab)
+        self.tab = tab
+        self.state = LanesState(metric_for(tab.settings_key))
+        self.view = LanesView(self.state)
+        self.handle: WorkerHandle | None = None
+        self._pending: list[str] | None = None  # specs waiting for the tab's decode to end
+        self._inbox: list = []
+        self._t0 = 0.0
+        self._timer = QTimer(self)
+        self._timer.setSingleShot(True)
+        self._timer.setInterval(FRAME_MS)
+        self._timer.timeout.connect(self._pump)
+        self.view.runRequested.connect(self.run)
+        self.view.stepClicked.connect(self._step_clicked)
+        tab.busyChanged.connect(self._busy_changed)
+
+    # ---------------------------------------------------------------- state
+    def running(self) -> bool:
+        """A lanes run is decoding and was not cancelled."""
+        h = self.handle
+        return bool(h is not None and h.running and not h.abort_requested)
+
+    def alive(self) -> bool:
+        """The lanes worker thread has not ended (it may be stopping after a cancel)."""
+        return self.handle is not None and self.handle.running
+
+    def pending(self) -> bool:
+        """Lanes wait for the tab's decode to end."""
+        return self._pending is not None
+
+    # ---------------------------------------------------------------- run
+    def run(self, specs: list[str]) -> bool:
+        """Decode the lanes ``specs`` (the options panel's options with each spec applied) on
+        the current input. While the tab decodes, they wait and start when it ends. False
+        (and a message) when they cannot start."""
+        tab = self.tab
+        try:
+            base = tab.options_panel.options()
+            lanes = [parse_lane_spec(s, base) for s in specs]
+        except ValueError as exc:
+            tab.show_error(f"Cannot run the lanes: {exc}")
+            return False
+        if tab.model is None or not tab.has_input():
+            tab.statusMessage.emit("Load a model and an input, then run the lanes.")
+            return False
+        if getattr(tab, "lanes_fn", None) is None:
+            tab.show_error(f"The {tab.title} tab cannot run lanes.")
+            return False
+        if self.running():
+            self.handle.abort()
+        if tab.is_busy() or self.alive():  # one decoding thread per model
+            self._pending = list(specs)
+            tab.statusMessage.emit("The lanes start when the current run ends.")
+            return True
+        self._start(list(specs), lanes)
+        return True
+
+    def _start(self, specs: list[str], lanes: list) -> None:
+        tab = self.tab
+        try:
+            fn = tab.lanes_fn(lanes)
+        except (ValueError, RuntimeError) as exc:
+            tab.show_error(str(exc))
+            return
+        tab.clear_error()
+        self._pending = None
+        self._inbox.clear()
+        self.state.start(specs, lanes)
+        tab.inspector_tabs.setCurrentWidget(self.view)
+        self._t0 = time.perf_counter()
+        handle = start_worker(
+            fn, on_event=self._receive, on_error=self._failed,
+            on_finished=lambda: self._receive(_Ended(handle)), name="lanes",
+        )
+        self.handle = handle
+        tab.busyChanged.emit(True, f"Decoding {len(lanes)} lanes on one encoder output…")
+
+    def _busy_changed(self, busy: bool, _message: str) -> None:
+        """The tab went idle: start the lanes that waited."""
+        if not busy and self._pending is not None and not self.alive():
+            specs, self._pending = self._pending, None
+            QTimer.singleShot(0, lambda: self.run(specs))
+
+    # ---------------------------------------------------------------- events
+    def _receive(self, ev: Any) -> None:
+        self._inbox.append(ev)
+        if not self._timer.isActive():
+            self._timer.start(FRAME_MS)
+
+    def _pump(self) -> None:
+        """Hand the batch of lane events to the model (one ``grew`` per frame)."""
+        batch, self._inbox = self._inbox, []
+        events = [e for e in batch if isinstance(e, (LaneEvent, LanesFinished))]
+        if events:
+            self.state.add_events(events)
+        done = next((e for e in events if isinstance(e, LanesFinished)), None)
+        if done is not None:
+            self._finished(done)
+        for e in batch:
+            if isinstance(e, _Ended):
+                self._ended(e.handle)
+
+    def _finished(self, done: LanesFinished) -> None:
+        st = done.stats
+        what = "cancelled" if done.cancelled else f"{len(done.lanes)} lanes, {st.n_tokens} tokens"
+        encoder = ("the encoder output of the run (cached)" if st.encoder_cached
+                   else f"one encoder pass {1000 * st.encode_s:.0f} ms")
+        self.tab.statusMessage.emit(f"Lanes: {what} · {encoder} · lanes {st.decode_s:.2f} s · "
+                                    f"agreement {done.mean_agreement:.2f}")
+
+    def _failed(self, message: str) -> None:
+        self._pump()
+        self.state.end_unfinished("error")
+        self.tab.show_error(f"The lanes failed: {message}")
+
+    def _ended(self, handle: WorkerHandle) -> None:
+        if self.handle is handle:
+            self.handle = None
+        if self.state.is_running():  # cancelled: the lanes keep what they got
+            self.state.end_unfinished("cancelled")
+        tab = self.tab
+        if tab._pending_decode and not (tab._decode is not None and tab._decode.running):
+            tab._pending_decode = False
+            tab._start_decode()  # the run that stopped the lanes
+        elif self._pending is not None and not tab.is_busy():
+            specs, self._pending = self._pending, None
+            self.run(specs)  # lanes asked for while these were stopping
+        elif not tab.is_busy():
+            tab.busyChanged.emit(False, "")
+
+    def _step_clicked(self, lane: int, ev) -> None:
+        """A lane's token clicked: its distribution in the top-k chart."""
+        self.tab.topk.set_step(ev)
+        self.tab.statusMessage.emit(f"Lane {lane + 1} ({self.state.lanes[lane].spec}), step {ev.step}: {ev.text!r}")
+
+    # ---------------------------------------------------------------- tab hooks
+    def stop_for_decode(self) -> bool:
+        """The tab starts a run: stop the lanes first. True if lanes were running (the tab
+        then starts its run when their thread ends, :meth:`_ended`)."""
+        self._pending = None
+        if not self.alive():
+            return False
+        self.cancel()
+        return True
+
+    def cancel(self) -> bool:
+        """Cancel the lanes (Esc); they keep what they got. True if some were running or waiting."""
+        was = self.running() or self._pending is not None
+        self._pending = None
+        if self.running():
+            self.handle.abort()
+            self._inbox = [e for e in self._inbox if isinstance(e, _Ended)]
+            self.state.end_unfinished("cancelled")
+            self.tab.statusMessage.emit("Lanes cancelled")
+        return was
+
+    def clear(self) -> None:
+        """The input changed: stop and forget the lanes."""
+        self.cancel()
+        self.state.clear()
+
+    def wait(self, msecs: int = 10000) -> None:
+        """Cancel and wait for the lanes thread (window close)."""
+        self.cancel()
+        if self.handle is not None:
+            self.handle.wait(msecs)
