@@ -44,6 +44,9 @@ class DecoderPrompt:
         suppress_tokens: ids whose logits are set to -inf at every step.
         begin_suppress_tokens: ids set to -inf at the first free step only.
         max_new_tokens: model limit on generated tokens (min'ed with the options').
+        timestamp_rules: Whisper decoding with timestamps: (``<|notimestamps|>`` id,
+            max initial timestamp index or None) for ``core.processors.whisper.TimestampRules``
+            (a hard rule); None when off.
     """
 
     prompt_ids: tuple[int, ...]
@@ -51,6 +54,7 @@ class DecoderPrompt:
     suppress_tokens: tuple[int, ...] = ()
     begin_suppress_tokens: tuple[int, ...] = ()
     max_new_tokens: int | None = None
+    timestamp_rules: tuple[int, int | None] | None = None
 
 
 @dataclass

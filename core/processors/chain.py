@@ -167,14 +167,19 @@ def chain_stages(
 
 
 def rules_for(prompt: DecoderPrompt, prompt_len: int) -> list:
-    """The model's hard rules: suppress tokens, then begin-suppress tokens."""
+    """The model's hard rules: suppress tokens, begin-suppress tokens, then Whisper's
+    timestamp rules (transformers' order: the timestamp rule sees the suppressed scores)."""
     from core.processors.rules import BeginSuppressTokens, SuppressTokens
+    from core.processors.whisper import TimestampRules
 
     rules: list = []
     if prompt.suppress_tokens:
         rules.append(SuppressTokens(prompt.suppress_tokens))
     if prompt.begin_suppress_tokens:
         rules.append(BeginSuppressTokens(prompt.begin_suppress_tokens, prompt_len))
+    if prompt.timestamp_rules is not None:
+        no_timestamps, max_initial = prompt.timestamp_rules
+        rules.append(TimestampRules(no_timestamps, prompt.eos_token_id, prompt_len, max_initial))
     return rules
 
 

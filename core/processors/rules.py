@@ -66,5 +66,7 @@ class BeginSuppressTokens(_TokenMask):
         return scores.masked_fill(self.mask(scores), NEG_INF)
 
 
-HARD_RULES = (SuppressTokens, BeginSuppressTokens)
+from core.processors.whisper import TimestampRules  # noqa: E402
+
+HARD_RULES = (SuppressTokens, BeginSuppressTokens, TimestampRules)
 """Processor types that are rules of the model, applied to the "raw" distribution too."""

@@ -149,16 +149,26 @@ class SpeechModel:
             self._language_cache[key] = result
         return result
 
-    def prompt(self, language: str, task: str) -> DecoderPrompt:
-        """The forced decoder prompt and Whisper's hard rules for one window."""
+    def prompt(self, language: str, task: str, timestamps: bool = False) -> DecoderPrompt:
+        """The forced decoder prompt and Whisper's hard rules for one window.
+
+        With ``timestamps`` the prompt has no ``<|notimestamps|>`` and Whisper's timestamp
+        rules (``core.processors.whisper.TimestampRules``) are a hard rule, with the
+        model's ``generation_config.max_initial_timestamp_index`` (50 = 1.0 s).
+        """
         lw = self._loaded
-        ids = tuple(lw.prompt_ids(language if self.multilingual else "en", task))
+        ids = tuple(lw.prompt_ids(language if self.multilingual else "en", task, timestamps=timestamps))
+        rules = None
+        if timestamps:
+            rules = (lw.special.notimestamps,
+                     getattr(lw.model.generation_config, "max_initial_timestamp_index", None))
         return DecoderPrompt(
             prompt_ids=ids,
             eos_token_id=lw.special.eot,
             suppress_tokens=tuple(lw.suppress_tokens),
             begin_suppress_tokens=tuple(lw.begin_suppress_tokens),
             max_new_tokens=lw.model.config.max_target_positions - len(ids),
+            timestamp_rules=rules,
         )
 
     def check_language_task(self, language: str, task: str) -> None:
@@ -183,6 +193,7 @@ class SpeechModel:
         *,
         language: str = "auto",
         task: str = "transcribe",
+        timestamps: bool = False,
         cancel: Callable[[], bool] | None = None,
         prefix_ids: Sequence[int] = (),
     ) -> Iterator[Event]:
@@ -207,7 +218,7 @@ class SpeechModel:
             ValueError: empty, too short, non-finite or wrongly shaped audio; bad options,
                 language or task; a prefix id that is EOS or outside the vocabulary.
         """
-        windows, prepare, stats = self._plan(audio, options, language, task)
+        windows, prepare, stats = self._plan(audio, options, language, task, timestamps)
         yield from decode_segments(self.engine, windows, prepare, options, stats, _join, cancel=cancel,
                                    forced={0: prefix_ids} if prefix_ids else None)
 
@@ -218,6 +229,7 @@ class SpeechModel:
         *,
         language: str = "auto",
         task: str = "transcribe",
+        timestamps: bool = False,
         cancel: Callable[[], bool] | None = None,
         prefix_ids: Sequence[int] = (),
     ) -> Iterator:
@@ -231,7 +243,7 @@ class SpeechModel:
         from core.lanes import check_lanes, decode_lanes
 
         lanes = check_lanes(lanes)
-        windows, prepare, stats = self._plan(audio, lanes[0], language, task)
+        windows, prepare, stats = self._plan(audio, lanes[0], language, task, timestamps)
         yield from decode_lanes(self.engine, windows, prepare, lanes, stats, _join, cancel=cancel,
                                 forced={0: prefix_ids} if prefix_ids else None)
 
@@ -245,6 +257,7 @@ class SpeechModel:
         step_offset: int,
         language: str = "auto",
         task: str = "transcribe",
+        timestamps: bool = False,
         cancel: Callable[[], bool] | None = None,
         reuse_cache: bool = True,
     ) -> Iterator[Event]:
@@ -273,7 +286,7 @@ class SpeechModel:
         Raises:
             ValueError: as :meth:`decode`; a window index out of range.
         """
-        windows, prepare, stats = self._plan(audio, options, language, task)
+        windows, prepare, stats = self._plan(audio, options, language, task, timestamps)
         yield from fork_segment(self.engine, windows, segment, prepare, options, stats, forced_ids=forced_ids,
                                 step_offset=step_offset, cancel=cancel, reuse_cache=reuse_cache)
 
@@ -286,6 +299,7 @@ class SpeechModel:
         span: tuple[float, float],
         language: str = "auto",
         task: str = "transcribe",
+        timestamps: bool = False,
         cancel: Callable[[], bool] | None = None,
     ) -> Iterator:
         """Silence ``span`` (t0, t1 seconds) of ``audio`` and re-decode the 30 s windows it
@@ -308,7 +322,7 @@ class SpeechModel:
         """
         from core import whatif
 
-        windows, prepare, _stats = self._plan(audio, options, language, task)
+        windows, prepare, _stats = self._plan(audio, options, language, task, timestamps)
         t0, t1 = span
         a, b = whatif.span_samples(len(audio), t0, t1, SAMPLE_RATE)
         masked = whatif.silence_span(audio, t0, t1, SAMPLE_RATE)
@@ -328,6 +342,7 @@ class SpeechModel:
         *,
         language: str = "auto",
         task: str = "transcribe",
+        timestamps: bool = False,
         cancel: Callable[[], bool] | None = None,
     ) -> Iterator:
         """The decoder's language prior for the run ``original`` of ``audio``: each window's
@@ -335,7 +350,7 @@ class SpeechModel:
         length (``core.whatif``: kind "prior")."""
         from core import whatif
 
-        windows, prepare, _stats = self._plan(audio, options, language, task)
+        windows, prepare, _stats = self._plan(audio, options, language, task, timestamps)
         yield from whatif.what_if_segments(
             self.engine, range(len(windows)), lambda i: prepare(i, windows[i]),
             lambda i: self._encode(np.zeros(len(windows[i]), np.float32))[0],
@@ -348,7 +363,7 @@ class SpeechModel:
         (``tokenizer.encode(" " + prefix.strip())``); [] for blank text."""
         return self.backend.tokenize(" " + text.strip()) if text.strip() else []
 
-    def _plan(self, audio, options: DecodingOptions, language: str, task: str):
+    def _plan(self, audio, options: DecodingOptions, language: str, task: str, timestamps: bool = False):
         """(windows, prepare, stats) of one decode: the checked audio cut into 30 s windows,
         a ``prepare`` that encodes one (cached) and says its prompt and SegmentEvent, the
         run's starting stats."""
@@ -380,7 +395,7 @@ class SpeechModel:
                                "hold no speech and the text decoded from it may be invented.")
             event = SegmentEvent(segment=i, label=label, source_offset=i * WINDOW_FRAMES, source_len=encoded.source_len,
                                  total=n_windows, kind="window", no_speech_prob=no_speech, warning=warning)
-            return Prepared(encoded, self.prompt(lang, task), event, hit)
+            return Prepared(encoded, self.prompt(lang, task, timestamps), event, hit)
 
         return windows, prepare, RunStats(load_s=self.load_s, audio_s=duration, encoder_cached=True)
 
