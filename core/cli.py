@@ -1,7 +1,7 @@
 """Headless commands of ``decoding-explorer`` (the console script is ``gui.app:main``, which
 opens the window when no command is given and hands the commands below to :func:`main`).
 
-    decoding-explorer transcribe FILE [--model tiny.en|base|ID_OR_DIR] [--prefix TEXT] [--strategy ...] [--json]
+    decoding-explorer transcribe FILE [--model tiny.en|base|ID_OR_DIR] [--prefix TEXT] [--timestamps] [--strategy ...] [--json]
     decoding-explorer translate TEXT [--direction en-pt|pt-en|MODEL_ID_OR_DIR] [--input-file F]
                                      [--shortlist] [--target-language CODE] [--source-prefix TEXT]
                                      [--prefix TEXT] [--strategy ...] [--json]
@@ -127,9 +127,21 @@ def cmd_transcribe(args: argparse.Namespace) -> int:
     prefix = _prefix_ids(model, args.prefix)
     if lanes:
         return run_compare("transcribe", model.name, options, lanes, args, lambda ls: model.decode_lanes(
-            audio, ls, language=args.language, task=args.task, prefix_ids=prefix))
-    events = model.decode(audio, options, language=args.language, task=args.task, prefix_ids=prefix)
-    return _emit("transcribe", model.name, options, events, args)
+            audio, ls, language=args.language, task=args.task, prefix_ids=prefix, timestamps=args.timestamps))
+    events = model.decode(audio, options, language=args.language, task=args.task, prefix_ids=prefix,
+                          timestamps=args.timestamps)
+    if not args.timestamps:
+        return _emit("transcribe", model.name, options, events, args)
+    events = list(events)
+    segments = model.segments(events)
+    if args.json:
+        out = trace("transcribe", model.name, options, events, args.attention)
+        out["segments"] = segments
+        print(json.dumps(out, ensure_ascii=False, indent=1))
+    else:  # as openai/whisper's CLI prints them
+        for s in segments:
+            print(f"[{s['start']:.2f} --> {s['end']:.2f}] {s['text']}")
+    return 0
 
 
 def read_text_file(path: str) -> str:
@@ -270,6 +282,9 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--prefix", default=None, metavar="TEXT",
                    help="force these words at the start of the transcript (first 30 s window), then continue "
                         "(openai/whisper's prefix)")
+    t.add_argument("--timestamps", action="store_true",
+                   help="decode with Whisper's timestamp tokens; --json gains \"segments\": [{start, end, text}] "
+                        "(seconds)")
     add_decoding_arguments(t)
     add_compare_arguments(t, "transcribe")
     t.set_defaults(func=cmd_transcribe)

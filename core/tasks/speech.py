@@ -204,6 +204,9 @@ class SpeechModel:
             options: decoding options (validated here).
             language: "auto" (detected from the first window) or a code like "en".
             task: "transcribe" or "translate" (to English; multilingual models only).
+            timestamps: decode with timestamp tokens (no ``<|notimestamps|>`` in the prompt,
+                Whisper's timestamp rules as a hard rule); they are StepEvents like any
+                token; :meth:`segments` pairs them.
             cancel: polled between steps; when it returns True the run stops.
             prefix_ids: token ids forced after the prompt of the first window (openai/whisper's
                 ``prefix``, which it also applies to the first window only; see
@@ -357,6 +360,20 @@ class SpeechModel:
             whatif.original_segments(original, len(windows)), options, kind="prior",
             description="no input: silence of the same length", cancel=cancel,
         )
+
+    def segments(self, events: Sequence) -> list[dict]:
+        """Timestamped segments ``{"start", "end", "text"}`` (seconds in the whole audio) of a
+        run decoded with ``timestamps=True``, from its StepEvents' timestamp-token pairs
+        (``core.processors.whisper.timestamp_segments``); [] without timestamp tokens."""
+        from core.events import StepEvent
+        from core.processors.whisper import timestamp_segments
+
+        per_window: dict[int, list[int]] = {}
+        for ev in events:
+            if isinstance(ev, StepEvent):
+                per_window.setdefault(ev.segment, []).append(ev.token_id)
+        return timestamp_segments(sorted(per_window.items()), self._loaded.special.notimestamps + 1,
+                                  self.backend.decode, WINDOW_S)
 
     def prefix_ids(self, text: str) -> list[int]:
         """The token ids of a text prefix as openai/whisper forms them
