@@ -36,6 +36,10 @@ Prints the text, or with ``--json`` a trace::
 ``core.beam_tree.BeamTree.to_dict``; one node per segment is ``best`` and the non-EOS
 tokens on the path to it are the segment's output.)
 
+(``"words": [{"word", "start", "end", "prob"}]`` with ``transcribe --word-timestamps``:
+seconds from the start of the audio, prob = the mean probability of the word's tokens;
+``core.cli_words``.)
+
 (``"cross_attention"`` per token with ``--attention``: layers x heads x source_len,
 averaged over heads and layers unless ``--attention full``. ``"lens"`` per token with
 ``--logit-lens``: one entry per decoder layer, the last being the output layer, whose
@@ -57,6 +61,7 @@ from core.beam_tree import BeamTree
 from core.events import BeamEvent, Event, Finished, StepEvent
 from core.cli_lanes import add_compare_arguments, lanes_from_args, run_compare
 from core.cli_options import add_decoding_arguments, options_from_args
+from core.cli_words import add_word_arguments, emit_words
 from core.options import DecodingOptions
 
 
@@ -125,6 +130,8 @@ def cmd_transcribe(args: argparse.Namespace) -> int:
         raise CLIError(str(e)) from None
     model = SpeechModel.load(args.model)
     prefix = _prefix_ids(model, args.prefix)
+    if args.word_timestamps:
+        return emit_words(model, audio, options, prefix, args)
     if lanes:
         return run_compare("transcribe", model.name, options, lanes, args, lambda ls: model.decode_lanes(
             audio, ls, language=args.language, task=args.task, prefix_ids=prefix, timestamps=args.timestamps))
@@ -287,6 +294,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "(seconds)")
     add_decoding_arguments(t)
     add_compare_arguments(t, "transcribe")
+    add_word_arguments(t)
     t.set_defaults(func=cmd_transcribe)
     tr = sub.add_parser("translate", help="translate text (bundled Bergamot en<->pt, or a transformers model)")
     tr.add_argument("text", nargs="?", help="the text to translate (or use --input-file)")

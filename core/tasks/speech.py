@@ -380,6 +380,41 @@ class SpeechModel:
         (``tokenizer.encode(" " + prefix.strip())``); [] for blank text."""
         return self.backend.tokenize(" " + text.strip()) if text.strip() else []
 
+    @property
+    def alignment_heads(self) -> list[tuple[int, int]]:
+        """The (decoder layer, head) pairs whose cross-attention follows time."""
+        return list(self._loaded.alignment_heads)
+
+    def words(self, steps: Sequence, *, end_attention: dict | None = None):
+        """Word-level timestamps of the steps decoded so far (``core.analysis.alignment``:
+        DTW over the alignment heads' cross-attention, as openai/whisper ``timing.py``).
+        ``end_attention``: window -> the end-of-text step's attention (:meth:`end_attention`);
+        without it a window's last word runs to the window's end (a run still decoding)."""
+        from core.analysis.alignment import word_timestamps
+
+        return word_timestamps(steps, self.alignment_heads, self.backend.decode, eot=self._loaded.special.eot,
+                               eot_attention=end_attention, language=self.last_language)
+
+    def end_attention(self, audio: np.ndarray, steps: Sequence, options: DecodingOptions, *,
+                      language: str = "auto", task: str = "transcribe", timestamps: bool = False) -> dict:
+        """Per window of a finished run, the cross-attention float32 (layers, heads, frames) of the
+        step that chose end-of-text (timing.py's last DTW row): the window's prompt and tokens
+        fed again in one decoder call on the cached encoder output (the events carry no step
+        for end-of-text)."""
+        import torch
+
+        windows, prepare, _stats = self._plan(audio, options, language, task, timestamps)
+        per_window: dict[int, list[int]] = {}
+        for ev in steps:
+            per_window.setdefault(ev.segment, []).append(ev.token_id)
+        rows = {}
+        for i, ids in per_window.items():
+            ready = prepare(i, windows[i])
+            fed = torch.tensor([list(ready.prompt.prompt_ids) + ids], dtype=torch.long)
+            out = self.backend.step(fed, self.backend.init_cache(ready.encoded, 1), True)
+            rows[i] = out.cross_attention[0, :, :, : ready.encoded.source_len].float().numpy().copy()
+        return rows
+
     def _plan(self, audio, options: DecodingOptions, language: str, task: str, timestamps: bool = False):
         """(windows, prepare, stats) of one decode: the checked audio cut into 30 s windows,
         a ``prepare`` that encodes one (cached) and says its prompt and SegmentEvent, the
