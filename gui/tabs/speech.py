@@ -29,6 +29,7 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QSettings, Qt
 from PySide6.QtWidgets import (
+    QCheckBox,
     QComboBox,
     QFileDialog,
     QHBoxLayout,
@@ -117,6 +118,9 @@ class SpeechTab(SpeechMask, DecodeTab):
         self._file_job = None
         self._warnings: tuple[str, ...] = ()  # about the input (e.g. a truncated file)
         super().__init__(parent)
+        from ..widgets.timestamp_marks import TimestampMarks
+
+        self.timestamp_marks = TimestampMarks(self.wave, self.run)  # segment bounds of timestamp tokens
         self._update_lang_task_enabled()
         self._update_takes()
 
@@ -173,6 +177,10 @@ class SpeechTab(SpeechMask, DecodeTab):
         self.task_combo.addItems(list(TASKS))
         self.task_combo.setToolTip("transcribe in the spoken language, or translate to English")
         self.task_combo.currentIndexChanged.connect(lambda _i: self.request_decode())
+        self.timestamps_check = QCheckBox("timestamps")
+        self.timestamps_check.setToolTip("decode with Whisper's timestamp tokens (<|0.00|> ... <|2.60|>): timestamps in "
+                                         "pairs, never decreasing, the first at most 1.0 s in")
+        self.timestamps_check.toggled.connect(lambda _on: self.request_decode())
         row = QHBoxLayout()
         row.addWidget(self.open_button)
         row.addWidget(self.sample_button)
@@ -185,6 +193,7 @@ class SpeechTab(SpeechMask, DecodeTab):
         row.addWidget(self.language_combo)
         row.addWidget(QLabel("task"))
         row.addWidget(self.task_combo)
+        row.addWidget(self.timestamps_check)
         return row
 
     def _build_wave(self) -> pg.PlotWidget:
@@ -545,11 +554,16 @@ class SpeechTab(SpeechMask, DecodeTab):
         """'transcribe' or 'translate'."""
         return self.task_combo.currentText() if self.task_combo.isEnabled() else "transcribe"
 
+    def decode_extras(self) -> dict:
+        """Keyword arguments every decode of the model gets beside language and task:
+        ``timestamps=True`` when the box is ticked (nothing otherwise)."""
+        return {"timestamps": True} if self.timestamps_check.isChecked() else {}
+
     def decode_fn(self, options: DecodingOptions) -> Callable[[Callable[[], bool]], Iterator[Any]]:
-        model, audio, language, task = self.model, self.audio, self.language(), self.task()
+        model, audio, language, task, extras = self.model, self.audio, self.language(), self.task(), self.decode_extras()
 
         def gen(cancel):
-            return model.decode(audio, options, language=language, task=task, cancel=cancel)
+            return model.decode(audio, options, language=language, task=task, cancel=cancel, **extras)
 
         return gen
 
@@ -557,20 +571,21 @@ class SpeechTab(SpeechMask, DecodeTab):
                 step_offset: int) -> Callable[[Callable[[], bool]], Iterator[Any]]:
         """Re-decode 30 s window ``segment`` with ``forced_ids`` forced (``SpeechModel.fork``)."""
         model, audio, language, task, reuse = self.model, self.audio, self.language(), self.task(), self.fork_reuse_cache
+        extras = self.decode_extras()
 
         def gen(cancel):
             return model.fork(audio, options, segment=segment, forced_ids=forced_ids, step_offset=step_offset,
-                              language=language, task=task, cancel=cancel, reuse_cache=reuse)
+                              language=language, task=task, cancel=cancel, reuse_cache=reuse, **extras)
 
         return gen
 
     def lanes_fn(self, lanes: list[DecodingOptions]) -> Callable[[Callable[[], bool]], Iterator[Any]]:
         """Decode the audio with every lane's options on one encoder pass per window
         (``SpeechModel.decode_lanes``)."""
-        model, audio, language, task = self.model, self.audio, self.language(), self.task()
+        model, audio, language, task, extras = self.model, self.audio, self.language(), self.task(), self.decode_extras()
 
         def gen(cancel):
-            return model.decode_lanes(audio, lanes, language=language, task=task, cancel=cancel)
+            return model.decode_lanes(audio, lanes, language=language, task=task, cancel=cancel, **extras)
 
         return gen
 
@@ -583,7 +598,7 @@ class SpeechTab(SpeechMask, DecodeTab):
                 hashlib.sha256(audio.tobytes()).hexdigest())
 
     def input_settings(self) -> dict:
-        return {"language": self.language(), "task": self.task()}
+        return {"language": self.language(), "task": self.task(), "timestamps": self.timestamps_check.isChecked()}
 
     def apply_input_settings(self, settings: dict) -> None:
         for key, combo in (("language", self.language_combo), ("task", self.task_combo)):
@@ -592,6 +607,9 @@ class SpeechTab(SpeechMask, DecodeTab):
                 combo.blockSignals(True)
                 combo.setCurrentIndex(i)
                 combo.blockSignals(False)
+        self.timestamps_check.blockSignals(True)
+        self.timestamps_check.setChecked(bool(settings.get("timestamps", False)))
+        self.timestamps_check.blockSignals(False)
 
     # ------------------------------------------------------------ settings
     def save_settings(self, s: QSettings) -> None:
@@ -599,6 +617,7 @@ class SpeechTab(SpeechMask, DecodeTab):
         s.setValue("speech/language", self.language_combo.currentText())
         s.setValue("speech/task", self.task_combo.currentText())
         s.setValue("speech/device", self.device_combo.currentText())
+        s.setValue("speech/timestamps", self.timestamps_check.isChecked())
 
     def restore_settings(self, s: QSettings) -> None:
         super().restore_settings(s)
@@ -611,6 +630,9 @@ class SpeechTab(SpeechMask, DecodeTab):
                 if i >= 0:
                     combo.setCurrentIndex(i)
                 combo.blockSignals(False)
+        self.timestamps_check.blockSignals(True)
+        self.timestamps_check.setChecked(str(s.value("speech/timestamps", False)).lower() == "true")
+        self.timestamps_check.blockSignals(False)
         self._update_lang_task_enabled()
 
     def shutdown(self, wait_ms: int = 10000) -> None:

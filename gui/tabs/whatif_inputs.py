@@ -97,12 +97,14 @@ class SpeechMask:
     def whatif_fn(self, options: DecodingOptions, kind: str, original: list
                   ) -> Callable[[Callable[[], bool]], Iterator[Any]]:
         model, audio, language, task, span = self.model, self.audio, self.language(), self.task(), self.whatif_mask
+        extras = self.decode_extras()  # timestamps=True when on (the original run's prompt)
         _needs(model, kind)
 
         def gen(cancel):
             if kind == "mask":
-                return model.what_if(audio, options, original, span=span, language=language, task=task, cancel=cancel)
-            return model.no_input(audio, options, original, language=language, task=task, cancel=cancel)
+                return model.what_if(audio, options, original, span=span, language=language, task=task,
+                                     cancel=cancel, **extras)
+            return model.no_input(audio, options, original, language=language, task=task, cancel=cancel, **extras)
 
         return gen
 

@@ -1,0 +1,54 @@
+"""Whisper's timestamp tokens drawn on the waveform: a dashed line at each segment start
+and end (``<|2.60|>`` in 30 s window ``w`` is at ``w * 30 + 2.60`` s), live as the tokens
+arrive. A view over ``RunState``: it redraws from the current branch's steps."""
+
+from __future__ import annotations
+
+import re
+
+import pyqtgraph as pg
+from PySide6.QtCore import Qt
+
+from core.catalog import WINDOW_S
+
+_TIMESTAMP = re.compile(r"^<\|(\d+\.\d+)\|>$")
+
+
+def timestamp_seconds(steps) -> list[float]:
+    """Seconds in the whole audio of every timestamp token among ``steps`` (StepEvents), in order."""
+    out = []
+    for ev in steps:
+        m = _TIMESTAMP.match(ev.text or "")
+        if m:
+            out.append(ev.segment * WINDOW_S + float(m.group(1)))
+    return out
+
+
+class TimestampMarks:
+    """Vertical lines on ``plot`` at the timestamps of ``run``'s current branch."""
+
+    def __init__(self, plot: pg.PlotWidget, run) -> None:
+        self.plot, self.run = plot, run
+        self.lines: list[pg.InfiniteLine] = []
+        run.stepAdded.connect(self._step_added)
+        run.cleared.connect(self.redraw)
+        run.currentBranchChanged.connect(lambda _b: self.redraw())
+
+    def seconds(self) -> list[float]:
+        """Where the lines are (seconds), left to right as decoded."""
+        return [line.value() for line in self.lines]
+
+    def _step_added(self, ev) -> None:
+        if _TIMESTAMP.match(getattr(ev, "text", "") or ""):
+            self.redraw()
+
+    def redraw(self) -> None:
+        for line in self.lines:
+            self.plot.removeItem(line)
+        self.lines = []
+        for t in sorted(set(timestamp_seconds(self.run.steps()))):
+            line = pg.InfiniteLine(pos=t, angle=90, movable=False,
+                                   pen=pg.mkPen("#d55e00", width=1, style=Qt.PenStyle.DashLine))
+            line.setToolTip(f"timestamp {t:.2f} s")
+            self.plot.addItem(line, ignoreBounds=True)
+            self.lines.append(line)
