@@ -120,7 +120,8 @@ class SpeechTab(SpeechMask, DecodeTab):
         super().__init__(parent)
         from ..widgets.timestamp_marks import TimestampMarks
 
-        self.timestamp_marks = TimestampMarks(self.wave, self.run)  # segment bounds of timestamp tokens
+        # segment bounds of timestamp tokens on the input's waveform, the heatmap's and the heatmap
+        self.timestamp_marks = TimestampMarks([self.wave, self.heatmap.wave_plot, self.heatmap.plot], self.run)
         self._update_lang_task_enabled()
         self._update_takes()
 

@@ -1,5 +1,5 @@
-"""Whisper's timestamp tokens drawn on the waveform: a dashed line at each segment start
-and end (``<|2.60|>`` in 30 s window ``w`` is at ``w * 30 + 2.60`` s), live as the tokens
+"""Whisper's timestamp tokens drawn on the waveform and the attention heatmap (both on a
+seconds axis): a dashed line at each segment start and end (``<|2.60|>`` in 30 s window ``w`` is at ``w * 30 + 2.60`` s), live as the tokens
 arrive. A view over ``RunState``: it redraws from the current branch's steps."""
 
 from __future__ import annotations
@@ -25,30 +25,32 @@ def timestamp_seconds(steps) -> list[float]:
 
 
 class TimestampMarks:
-    """Vertical lines on ``plot`` at the timestamps of ``run``'s current branch."""
+    """Vertical lines on each of ``plots`` (x in seconds) at the timestamps of ``run``'s
+    current branch."""
 
-    def __init__(self, plot: pg.PlotWidget, run) -> None:
-        self.plot, self.run = plot, run
-        self.lines: list[pg.InfiniteLine] = []
+    def __init__(self, plots, run) -> None:
+        self.plots, self.run = list(plots), run
+        self.lines: list[tuple[object, pg.InfiniteLine]] = []  # (plot, line)
         run.stepAdded.connect(self._step_added)
         run.cleared.connect(self.redraw)
         run.currentBranchChanged.connect(lambda _b: self.redraw())
 
     def seconds(self) -> list[float]:
-        """Where the lines are (seconds), left to right as decoded."""
-        return [line.value() for line in self.lines]
+        """Where the lines are (seconds), left to right (those of the first plot)."""
+        return [line.value() for plot, line in self.lines if plot is self.plots[0]]
 
     def _step_added(self, ev) -> None:
         if _TIMESTAMP.match(getattr(ev, "text", "") or ""):
             self.redraw()
 
     def redraw(self) -> None:
-        for line in self.lines:
-            self.plot.removeItem(line)
+        for plot, line in self.lines:
+            plot.removeItem(line)
         self.lines = []
         for t in sorted(set(timestamp_seconds(self.run.steps()))):
-            line = pg.InfiniteLine(pos=t, angle=90, movable=False,
-                                   pen=pg.mkPen("#d55e00", width=1, style=Qt.PenStyle.DashLine))
-            line.setToolTip(f"timestamp {t:.2f} s")
-            self.plot.addItem(line, ignoreBounds=True)
-            self.lines.append(line)
+            for plot in self.plots:
+                line = pg.InfiniteLine(pos=t, angle=90, movable=False,
+                                       pen=pg.mkPen("#d55e00", width=1, style=Qt.PenStyle.DashLine))
+                line.setToolTip(f"timestamp {t:.2f} s")
+                plot.addItem(line, ignoreBounds=True)
+                self.lines.append((plot, line))

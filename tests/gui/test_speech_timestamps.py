@@ -1,11 +1,12 @@
 """The Speech tab's "timestamps" box (issue 14 section 1) on the real bundled tiny.en:
 ticking it re-decodes with Whisper's timestamp tokens (they are tokens of the stream) and
-draws a line on the waveform at each segment bound; unticking takes them away."""
+draws a line on the waveforms and the heatmap at each segment bound; unticking takes them away."""
 
 from __future__ import annotations
 
 from types import SimpleNamespace
 
+import pyqtgraph as pg
 import pytest
 import soundfile as sf
 
@@ -48,6 +49,10 @@ def test_timestamps_box_decodes_with_timestamp_tokens_and_marks_the_waveform(qtb
     assert len(segments) >= 2
     bounds = sorted({x for s in segments for x in (s["start"], s["end"])})
     assert tab.timestamp_marks.seconds() == pytest.approx(bounds)
+    for plot in (tab.wave.getPlotItem(), tab.heatmap.wave_plot, tab.heatmap.plot):  # waveforms and heatmap
+        xs = sorted(i.value() for i in plot.items if isinstance(i, pg.InfiniteLine) and i.angle == 90
+                    and i in [line for _p, line in tab.timestamp_marks.lines])
+        assert xs == pytest.approx(bounds)
     assert tab.input_settings()["timestamps"] is True
 
     _wait_decode(qtbot, tab, lambda: tab.timestamps_check.setChecked(False))
