@@ -5,7 +5,7 @@
   non-decreasing, forced when their total probability beats every text token, the
   initial timestamp at most ``max_initial_timestamp_index``).
 * Greedy token ids equal ``generate(return_timestamps=True)``: on a tiny random Whisper and
-  (e2e) on the bundled tiny.en with the sample clip.
+  (e2e) on the bundled tiny.en with the sample clip (there beam 4 too, clean and noisy).
 * (e2e) ``transcribe --timestamps --json`` gives segments: non-decreasing, within the
   audio, their texts joined = the text; tokens keep their timestamp tokens.
 """
@@ -157,15 +157,20 @@ def _sample():
 
 
 @pytest.mark.e2e
-def test_tiny_en_greedy_with_timestamps_equals_generate(tiny_en):
+@pytest.mark.parametrize("num_beams,noise", [(1, 0.0), (4, 0.0), (4, 0.05)], ids=["greedy", "beam4", "beam4-noisy"])
+def test_tiny_en_with_timestamps_equals_generate(tiny_en, num_beams, noise):
+    import numpy as np
+
     audio = _sample()
-    events = list(tiny_en.decode(audio, DecodingOptions(max_new_tokens=96), language="en", timestamps=True))
+    audio = (audio + noise * np.random.default_rng(0).standard_normal(len(audio))).astype(np.float32)
+    options = DecodingOptions(strategy="beam" if num_beams > 1 else "greedy", num_beams=num_beams, max_new_tokens=96)
+    events = list(tiny_en.decode(audio, options, language="en", timestamps=True))
     assert isinstance(events[-1], Finished) and events[-1].reason == "eos"
     ours = [e.token_id for e in events if isinstance(e, StepEvent)]
     lw = tiny_en._loaded
     feats = lw.feature_extractor(audio, sampling_rate=16000, return_tensors="pt").input_features
     with torch.inference_mode():
-        out = lw.model.generate(input_features=feats, return_timestamps=True, do_sample=False, num_beams=1,
+        out = lw.model.generate(input_features=feats, return_timestamps=True, do_sample=False, num_beams=num_beams,
                                 max_new_tokens=96)
     seq = (out if torch.is_tensor(out) else out.sequences)[0].tolist()
     prompt = tiny_en.prompt("en", "transcribe", timestamps=True).prompt_ids
