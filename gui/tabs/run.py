@@ -429,8 +429,11 @@ class RunTab(ForkMixin, WhatIfMixin, QWidget):
         """A worker event (or the end of a run): into the inbox, which :meth:`_pump` empties
         frame by frame."""
         self._inbox.append(ev)
-        if not self._flush_timer.isActive():
-            self._flush_timer.start(FRAME_MS)
+        try:
+            if not self._flush_timer.isActive():
+                self._flush_timer.start(FRAME_MS)
+        except RuntimeError:  # the tab is gone (its C++ timer deleted) while a worker still reported
+            self._inbox.clear()
 
     def _pump(self) -> None:
         """Hand the inbox's events to ``_on_event`` in order, at most ``MAX_EVENTS_PER_FRAME``
