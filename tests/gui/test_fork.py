@@ -26,29 +26,12 @@ from gui.tabs.speech import SpeechTab
 from gui.widgets.fork_diff import align, fmt_logprob
 
 from .fakes import VOCAB, WORDS, FakeSpeechModel, make_step
-
-TONE = (0.1 * np.sin(np.arange(16000) / 16000 * 2 * np.pi * 220)).astype(np.float32)
+from .tab_helpers import TONE, decoded, speech_tab
 
 
 @pytest.fixture
 def tab(qtbot):
-    t = SpeechTab()
-    qtbot.addWidget(t)
-    t.resize(1280, 800)
-    t.show()
-    t.options_panel._timer.setInterval(20)
-    t.errors, t.messages = [], []
-    t.errorOccurred.connect(t.errors.append)
-    t.statusMessage.connect(t.messages.append)
-    t.model = FakeSpeechModel()
-    yield t
-    t.shutdown()
-
-
-def _decoded(qtbot, tab, audio=TONE, name="tone"):
-    with qtbot.waitSignal(tab.decodeFinished, timeout=5000):
-        tab.set_audio(audio, name)
-    qtbot.waitUntil(lambda: not tab.is_decoding(), timeout=5000)
+    yield from speech_tab(qtbot, FakeSpeechModel())
 
 
 def _fork(qtbot, tab, action):
@@ -115,7 +98,7 @@ def test_align_pairs_equal_runs_and_faces_gaps():
 
 # ------------------------------------------------------------------ forking in the tab
 def test_fork_from_the_topk_chart_makes_a_branch_that_grows_live(qtbot, tab):
-    _decoded(qtbot, tab)
+    decoded(qtbot, tab)
     root = tab.run.steps()
     tab.select_step(3)  # " fox"
     bid = _fork(qtbot, tab, lambda: _click_alternative(qtbot, tab, " cat"))
@@ -141,7 +124,7 @@ def test_fork_from_the_topk_chart_makes_a_branch_that_grows_live(qtbot, tab):
 
 def test_fork_without_cache_reuse_drops_the_rerun_prefix(qtbot, tab):
     tab.fork_reuse_cache = False
-    _decoded(qtbot, tab)
+    decoded(qtbot, tab)
     root = tab.run.steps()
     tab.select_step(4)
     _fork(qtbot, tab, lambda: tab.topk.click_row(1))
@@ -153,7 +136,7 @@ def test_fork_without_cache_reuse_drops_the_rerun_prefix(qtbot, tab):
 
 
 def test_fork_is_refused_for_the_same_token_and_while_decoding(qtbot, tab):
-    _decoded(qtbot, tab)
+    decoded(qtbot, tab)
     tab.select_step(2)
     chosen = next(i for i, r in enumerate(tab.topk.rows()) if r.chosen)
     assert tab.topk.click_row(chosen) is False  # the chosen token is no alternative
@@ -177,7 +160,7 @@ def test_a_fork_right_after_the_run_takes_the_run_s_last_events_first(qtbot, tab
 
 
 def test_the_force_field_tokenizes_typed_text(qtbot, tab):
-    _decoded(qtbot, tab)
+    decoded(qtbot, tab)
     tab.select_step(3)
     tab.inspector.force_edit.setText(" red dog")
     with qtbot.waitSignal(tab.forkFinished, timeout=5000):
@@ -192,7 +175,7 @@ def test_the_force_field_tokenizes_typed_text(qtbot, tab):
 
 def test_chain_stage_candidate_click_forks(qtbot, tab):
     tab.options_panel.setOptions(DecodingOptions(strategy="sample", seed=1, temperature=1.2, top_k=3))
-    _decoded(qtbot, tab)
+    decoded(qtbot, tab)
     tab.select_step(2)
     tab.inspector.set_mode("stages")
     texts = tab.stages.candidate_texts()
@@ -203,7 +186,7 @@ def test_chain_stage_candidate_click_forks(qtbot, tab):
 
 
 def test_cancelling_a_fork_keeps_its_tokens(qtbot, tab):
-    _decoded(qtbot, tab)
+    decoded(qtbot, tab)
     tab.model.delay_s = 0.05
     tab.select_step(2)
     tab.fork(2, [VOCAB[" cat"]], " cat")
@@ -217,7 +200,7 @@ def test_cancelling_a_fork_keeps_its_tokens(qtbot, tab):
 
 # ------------------------------------------------------------------ the diff and the tree
 def test_diff_shows_the_prefix_and_both_continuations_with_logprobs(qtbot, tab):
-    _decoded(qtbot, tab)
+    decoded(qtbot, tab)
     tab.select_step(3)
     _fork(qtbot, tab, lambda: _click_alternative(qtbot, tab, " cat"))
     diff = tab.fork_diff
@@ -239,7 +222,7 @@ def test_diff_shows_the_prefix_and_both_continuations_with_logprobs(qtbot, tab):
 
 
 def test_clicking_a_diff_token_selects_that_step_in_that_branch(qtbot, tab):
-    _decoded(qtbot, tab)
+    decoded(qtbot, tab)
     tab.select_step(3)
     _fork(qtbot, tab, lambda: _click_alternative(qtbot, tab, " cat"))
     tab.inspector_tabs.setCurrentWidget(tab.fork_diff)
@@ -255,7 +238,7 @@ def test_clicking_a_diff_token_selects_that_step_in_that_branch(qtbot, tab):
 
 
 def test_branch_tree_lists_branches_and_switches_the_stream(qtbot, tab):
-    _decoded(qtbot, tab)
+    decoded(qtbot, tab)
     tab.select_step(3)
     _fork(qtbot, tab, lambda: _click_alternative(qtbot, tab, " cat"))
     tab.select_step(6)
@@ -287,7 +270,7 @@ def test_branch_tree_lists_branches_and_switches_the_stream(qtbot, tab):
 
 
 def test_a_new_run_starts_a_new_exploration(qtbot, tab):
-    _decoded(qtbot, tab)
+    decoded(qtbot, tab)
     _fork(qtbot, tab, lambda: tab.fork(2, [VOCAB[" cat"]], " cat"))
     with qtbot.waitSignal(tab.decodeFinished, timeout=5000):
         tab.options_panel.setOptions(DecodingOptions(max_new_tokens=64), emit=True)
@@ -331,7 +314,7 @@ def test_ocr_fork_of_a_middle_line_keeps_the_later_lines(qtbot):
 
 # ------------------------------------------------------------------ exploration files
 def _explored(qtbot, tab):
-    _decoded(qtbot, tab)
+    decoded(qtbot, tab)
     tab.select_step(3)
     _fork(qtbot, tab, lambda: _click_alternative(qtbot, tab, " cat"))
     tab.select_step(5)
@@ -358,7 +341,7 @@ def test_save_then_open_restores_the_same_tree(qtbot, tab, tmp_path):
     other.resize(1280, 800)
     other.show()
     other.model = FakeSpeechModel()
-    _decoded(qtbot, other)
+    decoded(qtbot, other)
     assert other.open_exploration(str(path)), other.banner
     after = {b.id: (b.parent, b.fork_step, b.forced_ids, b.label(), [(e.step, e.token_id, e.text, e.prob, e.raw_prob,
                                                                         [t.id for t in e.topk], [t.prob for t in e.topk])
@@ -390,12 +373,12 @@ def test_open_refuses_another_input_or_model_and_says_what_to_do(qtbot, tab, tmp
     _explored(qtbot, tab)
     path = tmp_path / "x.json"
     assert tab.save_exploration(str(path))
-    _decoded(qtbot, tab, audio=TONE * 0.5, name="quieter.wav")
+    decoded(qtbot, tab, audio=TONE * 0.5, name="quieter.wav")
     assert not tab.open_exploration(str(path))
     msg = tab.errors[-1]
     assert "This exploration is for tone (1.00 s audio)" in msg and "Open tone (1.00 s audio) first" in msg
     assert [b.id for b in tab.run.branches()] == [0]  # nothing changed
-    _decoded(qtbot, tab)
+    decoded(qtbot, tab)
     tab.model.name = "whisper-other"
     assert not tab.open_exploration(str(path))
     assert "made with model 'fake-whisper'" in tab.errors[-1] and "Load 'fake-whisper' first" in tab.errors[-1]

@@ -14,40 +14,22 @@ from __future__ import annotations
 import math
 
 import jiwer
-import numpy as np
 import pytest
 from PySide6.QtCore import QPoint, Qt
 
 from core.options import DecodingOptions
 from gui.tabs.ocr import OCRTab
-from gui.tabs.speech import SpeechTab
 
 from .fakes import WORDS
+from .tab_helpers import TONE, decoded, speech_tab
 from .fakes_lanes import FakeLanesOCR, FakeLanesSpeech, lane_words
 
-TONE = (0.1 * np.sin(np.arange(16000) / 16000 * 2 * np.pi * 220)).astype(np.float32)
 SPECS = ["greedy", "beam:5", "sample:T=0.8", "min-p:0.1"]
 
 
 @pytest.fixture
 def tab(qtbot):
-    t = SpeechTab()
-    qtbot.addWidget(t)
-    t.resize(1280, 800)
-    t.show()
-    t.options_panel._timer.setInterval(20)
-    t.errors, t.messages = [], []
-    t.errorOccurred.connect(t.errors.append)
-    t.statusMessage.connect(t.messages.append)
-    t.model = FakeLanesSpeech()
-    yield t
-    t.shutdown()
-
-
-def _decoded(qtbot, tab, audio=TONE, name="tone"):
-    with qtbot.waitSignal(tab.decodeFinished, timeout=5000):
-        tab.set_audio(audio, name)
-    qtbot.waitUntil(lambda: not tab.is_decoding(), timeout=5000)
+    yield from speech_tab(qtbot, FakeLanesSpeech())
 
 
 def _run_lanes(qtbot, tab, specs=SPECS):
@@ -60,7 +42,7 @@ def _run_lanes(qtbot, tab, specs=SPECS):
 
 
 def test_lanes_appear_aligned_with_the_differences_marked(qtbot, tab):
-    _decoded(qtbot, tab)
+    decoded(qtbot, tab)
     encodes = tab.model.encode_count
     _run_lanes(qtbot, tab)
     view, state = tab.lanes.view, tab.lanes.state
@@ -98,7 +80,7 @@ def test_lanes_appear_aligned_with_the_differences_marked(qtbot, tab):
 
 
 def test_summary_gives_logprob_time_tokens_and_agreement(qtbot, tab):
-    _decoded(qtbot, tab)
+    decoded(qtbot, tab)
     _run_lanes(qtbot, tab)
     view, state = tab.lanes.view, tab.lanes.state
     rows = view.summary()
@@ -117,7 +99,7 @@ def test_summary_gives_logprob_time_tokens_and_agreement(qtbot, tab):
 
 
 def test_reference_gives_each_lane_its_wer(qtbot, tab):
-    _decoded(qtbot, tab)
+    decoded(qtbot, tab)
     _run_lanes(qtbot, tab)
     view, state = tab.lanes.view, tab.lanes.state
     ref = "The quick brown fox jumps over the lazy dog!"
@@ -141,7 +123,7 @@ def test_reference_gives_each_lane_its_wer(qtbot, tab):
 
 
 def test_reference_from_a_file(qtbot, tab, tmp_path):
-    _decoded(qtbot, tab)
+    decoded(qtbot, tab)
     _run_lanes(qtbot, tab, ["greedy", "sample:T=0.8"])
     f = tmp_path / "ref.txt"
     f.write_text("The quick red fox jumps over the dog.\n", encoding="utf-8")
@@ -152,7 +134,7 @@ def test_reference_from_a_file(qtbot, tab, tmp_path):
 
 
 def test_lanes_grow_live_and_interleaved(qtbot, tab):
-    _decoded(qtbot, tab)
+    decoded(qtbot, tab)
     tab.model.delay_s = 0.03
     state = tab.lanes.state
     grows = []
@@ -168,7 +150,7 @@ def test_lanes_grow_live_and_interleaved(qtbot, tab):
 
 
 def test_a_beam_lane_shows_its_search_until_its_tokens_come(qtbot, tab):
-    _decoded(qtbot, tab)
+    decoded(qtbot, tab)
     tab.model.delay_s = 0.03
     state = tab.lanes.state
     tab.lanes.view.set_specs(["greedy", "beam:3"])
@@ -181,7 +163,7 @@ def test_a_beam_lane_shows_its_search_until_its_tokens_come(qtbot, tab):
 
 
 def test_clicking_a_chip_shows_its_topk(qtbot, tab):
-    _decoded(qtbot, tab)
+    decoded(qtbot, tab)
     _run_lanes(qtbot, tab)
     canvas = tab.lanes.view.canvas
     rect, lane, ev, _d = next(c for c in canvas.chips() if c[1] == 2 and c[2].text == " red")
@@ -191,7 +173,7 @@ def test_clicking_a_chip_shows_its_topk(qtbot, tab):
 
 
 def test_bad_specs_are_marked_and_cannot_run(qtbot, tab):
-    _decoded(qtbot, tab)
+    decoded(qtbot, tab)
     view = tab.lanes.view
     view.set_specs(["greedy", "beam:x"])
     assert not view.run_button.isEnabled() and "whole number" in view.spec_boxes[1].toolTip()
@@ -211,7 +193,7 @@ def test_bad_specs_are_marked_and_cannot_run(qtbot, tab):
 
 
 def test_current_means_the_panels_options(qtbot, tab):
-    _decoded(qtbot, tab)
+    decoded(qtbot, tab)
     tab.options_panel.setOptions(DecodingOptions(strategy="sample", temperature=1.3, top_k=7, max_new_tokens=6))
     _run_lanes(qtbot, tab, ["current", "greedy"])
     cur, greedy = tab.model.lanes_calls[-1]
@@ -221,7 +203,7 @@ def test_current_means_the_panels_options(qtbot, tab):
 
 
 def test_an_option_change_stops_the_lanes_and_decodes(qtbot, tab):
-    _decoded(qtbot, tab)
+    decoded(qtbot, tab)
     tab.model.delay_s = 0.05
     state = tab.lanes.state
     tab.lanes.view.set_specs(["greedy", "sample:T=0.8"])
@@ -250,7 +232,7 @@ def test_lanes_asked_for_during_a_run_start_when_it_ends(qtbot, tab):
 
 
 def test_cancel_stops_the_lanes_keeping_their_tokens(qtbot, tab):
-    _decoded(qtbot, tab)
+    decoded(qtbot, tab)
     tab.model.delay_s = 0.05
     state = tab.lanes.state
     tab.lanes.view.set_specs(["greedy", "sample:T=0.8"])
@@ -266,10 +248,10 @@ def test_cancel_stops_the_lanes_keeping_their_tokens(qtbot, tab):
 
 
 def test_another_input_clears_the_lanes(qtbot, tab):
-    _decoded(qtbot, tab)
+    decoded(qtbot, tab)
     _run_lanes(qtbot, tab)
     assert tab.lanes.state.lanes
-    _decoded(qtbot, tab, TONE * 0.5, "quieter")
+    decoded(qtbot, tab, TONE * 0.5, "quieter")
     assert tab.lanes.state.lanes == [] and tab.lanes.view.hint.isVisible()
 
 

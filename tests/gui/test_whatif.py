@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import threading
 
-import numpy as np
 import pytest
 from PySide6.QtCore import QEvent, QPointF, Qt
 from PySide6.QtGui import QMouseEvent
@@ -22,30 +21,13 @@ from gui.tabs.speech import SpeechTab
 from gui.widgets.whatif_view import DEPEND_COLOR, PRIOR_COLOR
 
 from .fakes import WORDS
+from .tab_helpers import TONE, decoded, speech_tab
 from .fakes_whatif import LOST_P, FakeWhatIfOCR, FakeWhatIfSpeech
-
-TONE = (0.1 * np.sin(np.arange(16000) / 16000 * 2 * np.pi * 220)).astype(np.float32)
 
 
 @pytest.fixture
 def tab(qtbot):
-    t = SpeechTab()
-    qtbot.addWidget(t)
-    t.resize(1280, 800)
-    t.show()
-    t.options_panel._timer.setInterval(20)
-    t.errors, t.messages = [], []
-    t.errorOccurred.connect(t.errors.append)
-    t.statusMessage.connect(t.messages.append)
-    t.model = FakeWhatIfSpeech()
-    yield t
-    t.shutdown()
-
-
-def _decoded(qtbot, tab, audio=TONE, name="tone"):
-    with qtbot.waitSignal(tab.decodeFinished, timeout=5000):
-        tab.set_audio(audio, name)
-    qtbot.waitUntil(lambda: not tab.is_decoding(), timeout=5000)
+    yield from speech_tab(qtbot, FakeWhatIfSpeech())
 
 
 def _ran(qtbot, tab, action):
@@ -76,7 +58,7 @@ def _drag_wave(qtbot, tab, t0, t1):
 
 # ------------------------------------------------------------------ speech (fake model)
 def test_mask_button_then_a_drag_on_the_waveform_selects_the_span(qtbot, tab):
-    _decoded(qtbot, tab)
+    decoded(qtbot, tab)
     x_range = tab.wave_box.viewRange()[0]
     _drag_wave(qtbot, tab, 0.3, 0.45)  # Mask off: the waveform pans, nothing is masked
     assert tab.whatif_mask is None and not tab.mask_span.isVisible()
@@ -100,7 +82,7 @@ def test_mask_button_then_a_drag_on_the_waveform_selects_the_span(qtbot, tab):
 
 
 def test_what_if_decodes_in_the_worker_and_shows_the_branch_and_the_changes(qtbot, tab):
-    _decoded(qtbot, tab)
+    decoded(qtbot, tab)
     root = tab.run.steps()
     threads = []
     real = tab.model.what_if
@@ -142,7 +124,7 @@ def test_what_if_decodes_in_the_worker_and_shows_the_branch_and_the_changes(qtbo
 
 
 def test_no_input_marks_the_tokens_the_prior_explains(qtbot, tab):
-    _decoded(qtbot, tab)
+    decoded(qtbot, tab)
     r = _ran(qtbot, tab, lambda: qtbot.mouseClick(tab.whatif_view.noinput_button, Qt.MouseButton.LeftButton))
     assert r.kind == "prior" and r.branch is None and len(tab.run.branches()) == 1
     prone = [c.shift.text for c in tab.whatif_view.cells() if c.flagged]
@@ -155,7 +137,7 @@ def test_no_input_marks_the_tokens_the_prior_explains(qtbot, tab):
 
 
 def test_marks_belong_to_the_scored_branch_and_a_new_input_clears_the_mask(qtbot, tab):
-    _decoded(qtbot, tab)
+    decoded(qtbot, tab)
     tab.mask_span_seconds(0.32, 0.38)
     _ran(qtbot, tab, tab.run_what_if)
     assert list(tab.stream.flow.marks()) == [3]
@@ -169,12 +151,12 @@ def test_marks_belong_to_the_scored_branch_and_a_new_input_clears_the_mask(qtbot
     assert tab.whatif_result is None and tab.stream.flow.marks() == {} and tab.whatif_view.cells() == []
     assert tab.whatif_mask == pytest.approx((0.32, 0.38)) and tab.mask_span.isVisible()
     # another input: the mask goes too
-    _decoded(qtbot, tab, TONE * 0.5, "quieter")
+    decoded(qtbot, tab, TONE * 0.5, "quieter")
     assert tab.whatif_mask is None and not tab.mask_span.isVisible() and "none" in tab.whatif_view.mask_text()
 
 
 def test_a_saved_exploration_keeps_the_what_if_branch(qtbot, tab, tmp_path):
-    _decoded(qtbot, tab)
+    decoded(qtbot, tab)
     tab.mask_span_seconds(0.32, 0.38)
     _ran(qtbot, tab, tab.run_what_if)
     path = tmp_path / "whatif.json"
@@ -190,7 +172,7 @@ def test_a_saved_exploration_keeps_the_what_if_branch(qtbot, tab, tmp_path):
 
 def test_what_if_is_refused_without_a_mask_or_while_decoding(qtbot, tab):
     assert tab.run_what_if() is False and "Load a model" in tab.messages[-1]
-    _decoded(qtbot, tab)
+    decoded(qtbot, tab)
     assert not tab.whatif_view.whatif_button.isEnabled()
     assert tab.run_what_if() is False and "Mask part of the input first" in tab.messages[-1]
     tab.model.delay_s = 0.05
@@ -202,7 +184,7 @@ def test_what_if_is_refused_without_a_mask_or_while_decoding(qtbot, tab):
 
 
 def test_cancelling_a_what_if_leaves_the_run_as_it_was(qtbot, tab):
-    _decoded(qtbot, tab)
+    decoded(qtbot, tab)
     fin = tab.run.branch(0).finished
     tab.model.whatif_delay_s = 0.1
     tab.mask_span_seconds(0.0, 0.15)
@@ -218,7 +200,7 @@ def test_cancelling_a_what_if_leaves_the_run_as_it_was(qtbot, tab):
 
 
 def test_what_if_view_fits_at_1280x800(qtbot, tab):
-    _decoded(qtbot, tab)
+    decoded(qtbot, tab)
     tab.mask_span_seconds(0.32, 0.38)
     _ran(qtbot, tab, tab.run_what_if)
     tab.inspector_tabs.setCurrentWidget(tab.whatif_view)

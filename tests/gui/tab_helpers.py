@@ -1,0 +1,38 @@
+"""What the GUI test files that drive a speech tab with a fake model share: the tone
+input, a tab at 1280x800 that records its errors and status messages, and a decode that
+waits until the run has ended."""
+
+from __future__ import annotations
+
+from typing import Any, Iterator
+
+import numpy as np
+
+from gui.tabs.speech import SpeechTab
+
+TONE = (0.1 * np.sin(np.arange(16000) / 16000 * 2 * np.pi * 220)).astype(np.float32)
+"""One second of a 220 Hz tone at 16 kHz, float32."""
+
+
+def speech_tab(qtbot, model: Any) -> Iterator[SpeechTab]:
+    """A shown SpeechTab (1280x800, 20 ms debounce) using ``model``, with ``errors`` and
+    ``messages`` lists collecting its signals; shut down afterwards. Use with ``yield from``
+    in a fixture."""
+    t = SpeechTab()
+    qtbot.addWidget(t)
+    t.resize(1280, 800)
+    t.show()
+    t.options_panel._timer.setInterval(20)
+    t.errors, t.messages = [], []
+    t.errorOccurred.connect(t.errors.append)
+    t.statusMessage.connect(t.messages.append)
+    t.model = model
+    yield t
+    t.shutdown()
+
+
+def decoded(qtbot, tab, audio=TONE, name="tone") -> None:
+    """Set ``audio`` and wait for its run to finish."""
+    with qtbot.waitSignal(tab.decodeFinished, timeout=5000):
+        tab.set_audio(audio, name)
+    qtbot.waitUntil(lambda: not tab.is_decoding(), timeout=5000)
