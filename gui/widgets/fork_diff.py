@@ -40,6 +40,7 @@ from core.events import StepEvent
 from ..run_state import RunState, plain_text, token_logprob
 from .colors import prob_color, text_color_on
 from .token_stream import display_text
+from .wrap_canvas import WrapCanvas
 
 #: the colours that tell the two sequences apart (Okabe & Ito: blue, vermillion)
 SIDE_COLORS = ("#0072B2", "#D55E00")
@@ -82,7 +83,7 @@ def fmt_logprob(v: float) -> str:
     return "−∞" if v == -math.inf else f"{v:.2f}".replace("-", "−")
 
 
-class _AlignCanvas(QWidget):
+class _AlignCanvas(WrapCanvas):
     """The aligned continuations, two chip rows per wrapped line (parent above, branch below)."""
 
     chipClicked = Signal(int, int)  # side (0 parent, 1 branch), step
@@ -96,18 +97,17 @@ class _AlignCanvas(QWidget):
         self._chips: list[tuple[QRect, int, StepEvent]] = []
         self._boxes: list[QRect] = []
         self._rows: list[int] = []
-        self._width = 400
         self.setMouseTracking(True)
         self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Minimum)
 
     def set_columns(self, columns: list[Column], sides: tuple[int, int], forced: set[int]) -> None:
         self.columns, self.sides, self.forced = columns, sides, forced
-        self._relayout()
+        self.relayout()
 
     def _chip_h(self) -> int:
         return self.fontMetrics().height() + 2 * _PAD
 
-    def _relayout(self) -> None:
+    def relayout(self) -> None:
         """Place the columns left to right, wrapping at the width; two chip rows per line."""
         fm = self.fontMetrics()
         h = self._chip_h()
@@ -127,18 +127,7 @@ class _AlignCanvas(QWidget):
                     self._chips.append((QRect(x, y + side * (h + 2), w, h), side, ev))
             x += w + _GAP
         height = y + 2 * h + 10
-        if self.minimumHeight() != height:
-            self.setMinimumHeight(height)
-        self.update()
-
-    def resizeEvent(self, e) -> None:  # noqa: N802
-        if e.size().width() != self._width:
-            self._width = max(120, e.size().width())
-            self._relayout()
-        super().resizeEvent(e)
-
-    def sizeHint(self) -> QSize:
-        return QSize(self._width, self.minimumHeight())
+        self.set_content_height(height)
 
     def chips(self) -> list[tuple[QRect, int, StepEvent]]:
         """(rect, side, event) of every chip drawn."""

@@ -10,7 +10,7 @@ box. Clicking a chip emits ``chipClicked(lane, StepEvent)``.
 
 from __future__ import annotations
 
-from PySide6.QtCore import QRect, QSize, Qt, Signal
+from PySide6.QtCore import QRect, Qt, Signal
 from PySide6.QtGui import QColor, QFont, QPainter, QPen
 from PySide6.QtWidgets import QSizePolicy, QToolTip, QWidget
 
@@ -19,6 +19,7 @@ from core.events import StepEvent
 from ..lanes_state import LanesState
 from .colors import prob_color, text_color_on
 from .token_stream import display_text
+from .wrap_canvas import WrapCanvas
 
 #: one colour per lane (Okabe & Ito: blue, vermillion, bluish green, reddish purple)
 LANE_COLORS = ("#0072B2", "#D55E00", "#009E73", "#CC79A7")
@@ -27,7 +28,7 @@ DIFF_COLOR = "#E69F00"
 _PAD, _GAP, _GUTTER, _ROW_GAP = 4, 3, 22, 2
 
 
-class LanesCanvas(QWidget):
+class LanesCanvas(WrapCanvas):
     """The lanes aligned to lane 1: one chip row per lane, wrapped into blocks."""
 
     chipClicked = Signal(int, object)  # lane, StepEvent
@@ -39,7 +40,6 @@ class LanesCanvas(QWidget):
         self._chips: list[tuple[QRect, int, StepEvent, bool]] = []  # rect, lane, event, differs
         self._gaps: list[tuple[QRect, int]] = []
         self._blocks: list[int] = []  # y of each wrapped block
-        self._width = 400
         self.setMouseTracking(True)
         self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Minimum)
 
@@ -69,18 +69,7 @@ class LanesCanvas(QWidget):
                     self._chips.append((rect, k, lanes[k].steps[i], self.state.differs(col, k)))
             x += w + _GAP
         height = (y + block_h) if n else 10
-        if self.minimumHeight() != height:
-            self.setMinimumHeight(height)
-        self.update()
-
-    def resizeEvent(self, e) -> None:  # noqa: N802
-        if e.size().width() != self._width:
-            self._width = max(120, e.size().width())
-            self.relayout()
-        super().resizeEvent(e)
-
-    def sizeHint(self) -> QSize:
-        return QSize(self._width, self.minimumHeight())
+        self.set_content_height(height)
 
     def chips(self) -> list[tuple[QRect, int, StepEvent, bool]]:
         """(rect, lane, event, differs from lane 1) of every chip drawn."""

@@ -44,6 +44,7 @@ from core.events import StepEvent
 from .colors import prob_color, text_color_on
 from .fork_diff import align
 from .token_stream import display_text
+from .wrap_canvas import WrapCanvas
 
 #: the marks in the token stream and the outlines here (Okabe & Ito: vermillion, reddish purple)
 DEPEND_COLOR = "#D55E00"
@@ -81,7 +82,7 @@ class Cell:
     flagged: bool
 
 
-class _ShiftCanvas(QWidget):
+class _ShiftCanvas(WrapCanvas):
     """The cells, wrapping like text (chip over a small line of numbers)."""
 
     cellClicked = Signal(int)
@@ -92,7 +93,6 @@ class _ShiftCanvas(QWidget):
         self.shifts: list = []
         self.selected: int | None = None
         self._cells: list[Cell] = []
-        self._width = 400
         self._small = QFont(self.font())
         self._small.setPointSizeF(max(6.5, self.font().pointSizeF() - 2))
         self.setMouseTracking(True)
@@ -100,9 +100,9 @@ class _ShiftCanvas(QWidget):
 
     def set_shifts(self, kind: str, shifts: list) -> None:
         self.kind, self.shifts = kind, list(shifts)
-        self._relayout()
+        self.relayout()
 
-    def _relayout(self) -> None:
+    def relayout(self) -> None:
         fm, sm = self.fontMetrics(), QFontMetrics(self._small)
         chip_h = fm.height() + 2 * _PAD
         cell_h = chip_h + sm.height() + 2
@@ -123,18 +123,7 @@ class _ShiftCanvas(QWidget):
             x += w + _GAP
             prev_seg = s.segment
         height = y + cell_h + _GAP if self.shifts else 10
-        if self.minimumHeight() != height:
-            self.setMinimumHeight(height)
-        self.update()
-
-    def resizeEvent(self, e) -> None:  # noqa: N802
-        if e.size().width() != self._width:
-            self._width = max(120, e.size().width())
-            self._relayout()
-        super().resizeEvent(e)
-
-    def sizeHint(self) -> QSize:
-        return QSize(self._width, self.minimumHeight())
+        self.set_content_height(height)
 
     def cells(self) -> list[Cell]:
         return list(self._cells)
