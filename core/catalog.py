@@ -23,6 +23,9 @@ WHISPER_TASKS = ("transcribe", "translate")
 #: a window whose no-speech probability is above this is flagged
 #: (openai/whisper transcribe() no_speech_threshold)
 NO_SPEECH_WARN = 0.6
+#: how many (language, probability) pairs a window's SegmentEvent keeps (the CLI trace shows
+#: them all, the Speech tab's bars the top 5)
+LANGUAGE_PROBS_KEPT = 10
 #: audio file suffixes the app opens
 AUDIO_SUFFIXES = (".wav", ".flac", ".ogg", ".mp3")
 

@@ -272,6 +272,10 @@ class SegmentEvent:
     # speech: probability of Whisper's no-speech token at the start of the window
     # (openai/whisper decoding.py: softmax of the logits after <|startoftranscript|>); None elsewhere
     no_speech_prob: float | None = None
+    # speech, multilingual models: the language distribution at <|startoftranscript|> (softmax over the
+    # language tokens, or over the candidate languages asked for), (code, probability) best first, the top
+    # ``core.catalog.LANGUAGE_PROBS_KEPT``; () for English-only models and other tasks
+    language_probs: tuple[tuple[str, float], ...] = ()
     # something the user should know about this segment's output ("" = nothing), shown in the window
     warning: str = ""
 

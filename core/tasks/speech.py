@@ -18,7 +18,7 @@ from typing import Callable, Iterator, Sequence
 import numpy as np
 
 from core.backends.base import DecoderPrompt
-from core.catalog import FRAME_S, MIN_AUDIO_S, NO_SPEECH_WARN, SAMPLE_RATE, WINDOW_S
+from core.catalog import FRAME_S, LANGUAGE_PROBS_KEPT, MIN_AUDIO_S, NO_SPEECH_WARN, SAMPLE_RATE, WINDOW_S
 from core.catalog import WHISPER_BUNDLED as BUNDLED
 from core.catalog import WHISPER_DEFAULT as DEFAULT_MODEL
 from core.catalog import WHISPER_TASKS as TASKS
@@ -64,7 +64,8 @@ class SpeechModel:
         self._cache = EncoderCache(max_items=cache_size)
         self.encode_count = 0
         self.last_language: str | None = None
-        self._language_cache: dict[str, tuple[str, float]] = {}
+        # window key -> (logits of the language tokens float32 (n_languages,), no-speech probability)
+        self._language_cache: dict = {}
 
     @classmethod
     def load(cls, name: str = DEFAULT_MODEL, progress: Callable[[str], None] | None = None) -> "SpeechModel":
@@ -100,19 +101,71 @@ class SpeechModel:
         encoded, hit = self._cache.get_or_encode(key, run)
         return encoded, hit, key
 
-    def detect_language(self, encoded, key=None) -> tuple[str, float]:
+    def detect_language(self, encoded, key=None, candidate_languages: Sequence[str] | None = None) -> tuple[str, float]:
         """Most probable language of an encoded window and its probability.
 
         One decoder step on <|startoftranscript|>; softmax restricted to the language
-        tokens (as openai/whisper ``detect_language`` does).
+        tokens (as openai/whisper ``detect_language`` does), or to ``candidate_languages``.
 
         Raises:
-            ValueError: for an English-only model (it has no language to detect).
+            ValueError: for an English-only model (it has no language to detect); an
+                unknown candidate code.
         """
         if not self.multilingual:
             raise ValueError(f"{self.name} is English-only; there is no language to detect")
-        language, p, _ = self._sot_step(encoded, key)
+        language, p, _ = self._sot_step(encoded, key, self.candidates(candidate_languages))
         return language, p
+
+    def language_probs(self, audio: np.ndarray, *, window: int = 0,
+                       candidate_languages: Sequence[str] | None = None) -> dict[str, float]:
+        """The language distribution of one 30 s window of ``audio``: code -> probability,
+        best first, summing to 1 over the model's languages or over ``candidate_languages``.
+
+        As openai/whisper ``decoding.py`` ``detect_language``: one decoder step on
+        <|startoftranscript|>, softmax over the logits of the language tokens only (a subset
+        of them when candidates are given, as users of whisper/faster-whisper restrict it).
+        The encoder output and the step are cached per window.
+
+        Args:
+            audio: float32 (n_samples,), 16 kHz mono.
+            window: the window's index (window i covers i*30 s .. (i+1)*30 s).
+            candidate_languages: codes ("en", "de", ...) or one comma-separated string;
+                None/empty = all the model's languages.
+
+        Returns:
+            {} for an English-only model (it has no language tokens).
+
+        Raises:
+            ValueError: bad audio, a window past the audio's end, an unknown candidate code.
+        """
+        if not self.multilingual:
+            return {}
+        cands = self.candidates(candidate_languages)
+        audio = _check_audio(audio)
+        n_windows = math.ceil(len(audio) / WINDOW_SAMPLES)
+        if not 0 <= window < n_windows:
+            raise ValueError(f"window {window} is outside the audio's {n_windows} window(s); give 0..{n_windows - 1}")
+        encoded, _hit, key = self._encode(audio[window * WINDOW_SAMPLES : (window + 1) * WINDOW_SAMPLES])
+        return self._language_distribution(encoded, key, cands)
+
+    def candidates(self, candidate_languages: Sequence[str] | str | None) -> tuple[str, ...] | None:
+        """The checked candidate languages (deduplicated, in the order given), or None for
+        "all": None, an empty sequence/string, and any value on an English-only model (it
+        has no language choice, so the restriction does not apply).
+
+        Raises:
+            ValueError: a code the model does not know (the message lists the valid ones).
+        """
+        if candidate_languages is None or not self.multilingual:
+            return None
+        if isinstance(candidate_languages, str):
+            candidate_languages = candidate_languages.replace(",", " ").split()
+        codes = tuple(dict.fromkeys(str(c).strip().lower() for c in candidate_languages if str(c).strip()))
+        unknown = [c for c in codes if c not in self._loaded.lang_token_ids]
+        if unknown:
+            raise ValueError(f"unknown candidate language(s) {', '.join(map(repr, unknown))}; "
+                             f"use codes {self.name} knows: {', '.join(self.languages)}")
+        return codes or None
 
     def no_speech_prob(self, encoded, key=None) -> float | None:
         """Probability of Whisper's no-speech token after <|startoftranscript|> (0..1), or
@@ -123,11 +176,38 @@ class SpeechModel:
         ``transcribe()`` treats a window as silence when it is > 0.6 (and the average
         log-probability < -1).
         """
-        return self._sot_step(encoded, key)[2]
+        return self._sot_logits(encoded, key)[1]
 
-    def _sot_step(self, encoded, key=None) -> tuple[str | None, float, float | None]:
+    def _sot_step(self, encoded, key=None, candidates: tuple[str, ...] | None = None
+                  ) -> tuple[str | None, float, float | None]:
         """(detected language or None, its probability, no-speech probability) from one
-        decoder step on <|startoftranscript|>; cached by the window's key."""
+        decoder step on <|startoftranscript|>; the language among ``candidates`` (checked
+        codes, :meth:`candidates`) when given. Cached by the window's key."""
+        probs = self._language_distribution(encoded, key, candidates)
+        language, p = next(iter(probs.items())) if probs else (None, 0.0)
+        return language, p, self._sot_logits(encoded, key)[1]
+
+    def _language_distribution(self, encoded, key=None, candidates: tuple[str, ...] | None = None) -> dict[str, float]:
+        """code -> probability, best first (ties in token order): the softmax over the
+        language-token logits of ``candidates`` (all languages when None); {} English-only."""
+        import torch
+
+        if not self.multilingual:
+            return {}
+        logits = self._sot_logits(encoded, key)[0]
+        codes = list(candidates) if candidates else self.languages
+        idx = [self._language_index[c] for c in codes]
+        probs = torch.softmax(torch.from_numpy(logits[idx]), dim=-1).tolist()
+        return dict(sorted(zip(codes, probs), key=lambda kv: -kv[1]))
+
+    @property
+    def _language_index(self) -> dict[str, int]:
+        return {c: i for i, c in enumerate(self.languages)}
+
+    def _sot_logits(self, encoded, key=None) -> tuple[np.ndarray, float | None]:
+        """(float32 logits of the language tokens in ``self.languages`` order, shape
+        (n_languages,) — (0,) for English-only models; no-speech probability or None) of
+        one decoder step on <|startoftranscript|>; cached by the window's key."""
         if key is not None and key in self._language_cache:
             return self._language_cache[key]
         import torch
@@ -136,15 +216,13 @@ class SpeechModel:
         cache = self.backend.init_cache(encoded, 1)
         out = self.backend.step(torch.tensor([[lw.special.sot]]), cache, output_attentions=False)
         logits = out.logits[0].float()
-        language, p = None, 0.0
+        lang = np.zeros(0, np.float32)
         if self.multilingual:
             ids = torch.tensor([lw.lang_token_ids[c] for c in self.languages])
-            probs = torch.softmax(logits[ids], dim=-1)
-            best = int(torch.argmax(probs))
-            language, p = self.languages[best], float(probs[best])
+            lang = logits[ids].detach().cpu().numpy().astype(np.float32, copy=True)
         ns = lw.special.no_speech
         no_speech = float(torch.softmax(logits, dim=-1)[ns]) if ns is not None else None
-        result = (language, p, no_speech)
+        result = (lang, no_speech)
         if key is not None:
             self._language_cache[key] = result
         return result
@@ -171,8 +249,10 @@ class SpeechModel:
             timestamp_rules=rules,
         )
 
-    def check_language_task(self, language: str, task: str) -> None:
-        """Raise ValueError for a language/task the model cannot do."""
+    def check_language_task(self, language: str, task: str, candidate_languages: Sequence[str] | None = None) -> None:
+        """Raise ValueError for a language/task the model cannot do, or an unknown
+        candidate language (:meth:`candidates`)."""
+        self.candidates(candidate_languages)
         if task not in TASKS:
             raise ValueError(f"task must be 'transcribe' or 'translate', got {task!r}")
         if not self.multilingual:
@@ -194,6 +274,7 @@ class SpeechModel:
         language: str = "auto",
         task: str = "transcribe",
         timestamps: bool = False,
+        candidate_languages: Sequence[str] | None = None,
         cancel: Callable[[], bool] | None = None,
         prefix_ids: Sequence[int] = (),
     ) -> Iterator[Event]:
@@ -203,6 +284,9 @@ class SpeechModel:
             audio: float32 array (n_samples,), 16 kHz mono, values in [-1, 1].
             options: decoding options (validated here).
             language: "auto" (detected from the first window) or a code like "en".
+            candidate_languages: restrict detection to these codes (the softmax over their
+                language tokens only; :meth:`candidates`); None = all; ignored by English-only
+                models and when ``language`` is given.
             task: "transcribe" or "translate" (to English; multilingual models only).
             timestamps: decode with timestamp tokens (no ``<|notimestamps|>`` in the prompt,
                 Whisper's timestamp rules as a hard rule); they are StepEvents like any
@@ -221,7 +305,7 @@ class SpeechModel:
             ValueError: empty, too short, non-finite or wrongly shaped audio; bad options,
                 language or task; a prefix id that is EOS or outside the vocabulary.
         """
-        windows, prepare, stats = self._plan(audio, options, language, task, timestamps)
+        windows, prepare, stats = self._plan(audio, options, language, task, timestamps, candidate_languages)
         yield from decode_segments(self.engine, windows, prepare, options, stats, _join, cancel=cancel,
                                    forced={0: prefix_ids} if prefix_ids else None)
 
@@ -233,6 +317,7 @@ class SpeechModel:
         language: str = "auto",
         task: str = "transcribe",
         timestamps: bool = False,
+        candidate_languages: Sequence[str] | None = None,
         cancel: Callable[[], bool] | None = None,
         prefix_ids: Sequence[int] = (),
     ) -> Iterator:
@@ -246,7 +331,7 @@ class SpeechModel:
         from core.lanes import check_lanes, decode_lanes
 
         lanes = check_lanes(lanes)
-        windows, prepare, stats = self._plan(audio, lanes[0], language, task, timestamps)
+        windows, prepare, stats = self._plan(audio, lanes[0], language, task, timestamps, candidate_languages)
         yield from decode_lanes(self.engine, windows, prepare, lanes, stats, _join, cancel=cancel,
                                 forced={0: prefix_ids} if prefix_ids else None)
 
@@ -261,6 +346,7 @@ class SpeechModel:
         language: str = "auto",
         task: str = "transcribe",
         timestamps: bool = False,
+        candidate_languages: Sequence[str] | None = None,
         cancel: Callable[[], bool] | None = None,
         reuse_cache: bool = True,
     ) -> Iterator[Event]:
@@ -289,7 +375,7 @@ class SpeechModel:
         Raises:
             ValueError: as :meth:`decode`; a window index out of range.
         """
-        windows, prepare, stats = self._plan(audio, options, language, task, timestamps)
+        windows, prepare, stats = self._plan(audio, options, language, task, timestamps, candidate_languages)
         yield from fork_segment(self.engine, windows, segment, prepare, options, stats, forced_ids=forced_ids,
                                 step_offset=step_offset, cancel=cancel, reuse_cache=reuse_cache)
 
@@ -303,6 +389,7 @@ class SpeechModel:
         language: str = "auto",
         task: str = "transcribe",
         timestamps: bool = False,
+        candidate_languages: Sequence[str] | None = None,
         cancel: Callable[[], bool] | None = None,
     ) -> Iterator:
         """Silence ``span`` (t0, t1 seconds) of ``audio`` and re-decode the 30 s windows it
@@ -325,7 +412,7 @@ class SpeechModel:
         """
         from core import whatif
 
-        windows, prepare, _stats = self._plan(audio, options, language, task, timestamps)
+        windows, prepare, _stats = self._plan(audio, options, language, task, timestamps, candidate_languages)
         t0, t1 = span
         a, b = whatif.span_samples(len(audio), t0, t1, SAMPLE_RATE)
         masked = whatif.silence_span(audio, t0, t1, SAMPLE_RATE)
@@ -346,6 +433,7 @@ class SpeechModel:
         language: str = "auto",
         task: str = "transcribe",
         timestamps: bool = False,
+        candidate_languages: Sequence[str] | None = None,
         cancel: Callable[[], bool] | None = None,
     ) -> Iterator:
         """The decoder's language prior for the run ``original`` of ``audio``: each window's
@@ -353,7 +441,7 @@ class SpeechModel:
         length (``core.whatif``: kind "prior")."""
         from core import whatif
 
-        windows, prepare, _stats = self._plan(audio, options, language, task, timestamps)
+        windows, prepare, _stats = self._plan(audio, options, language, task, timestamps, candidate_languages)
         yield from whatif.what_if_segments(
             self.engine, range(len(windows)), lambda i: prepare(i, windows[i]),
             lambda i: self._encode(np.zeros(len(windows[i]), np.float32))[0],
@@ -396,14 +484,15 @@ class SpeechModel:
                                eot_attention=end_attention, language=self.last_language)
 
     def end_attention(self, audio: np.ndarray, steps: Sequence, options: DecodingOptions, *,
-                      language: str = "auto", task: str = "transcribe", timestamps: bool = False) -> dict:
+                      language: str = "auto", task: str = "transcribe", timestamps: bool = False,
+                      candidate_languages: Sequence[str] | None = None) -> dict:
         """Per window of a finished run, the cross-attention float32 (layers, heads, frames) of the
         step that chose end-of-text (timing.py's last DTW row): the window's prompt and tokens
         fed again in one decoder call on the cached encoder output (the events carry no step
         for end-of-text)."""
         import torch
 
-        windows, prepare, _stats = self._plan(audio, options, language, task, timestamps)
+        windows, prepare, _stats = self._plan(audio, options, language, task, timestamps, candidate_languages)
         per_window: dict[int, list[int]] = {}
         for ev in steps:
             per_window.setdefault(ev.segment, []).append(ev.token_id)
@@ -415,12 +504,14 @@ class SpeechModel:
             rows[i] = out.cross_attention[0, :, :, : ready.encoded.source_len].float().numpy().copy()
         return rows
 
-    def _plan(self, audio, options: DecodingOptions, language: str, task: str, timestamps: bool = False):
+    def _plan(self, audio, options: DecodingOptions, language: str, task: str, timestamps: bool = False,
+              candidate_languages: Sequence[str] | None = None):
         """(windows, prepare, stats) of one decode: the checked audio cut into 30 s windows,
         a ``prepare`` that encodes one (cached) and says its prompt and SegmentEvent, the
         run's starting stats."""
         options = options.validate()
-        self.check_language_task(language, task)
+        self.check_language_task(language, task, candidate_languages)
+        cands = self.candidates(candidate_languages)
         audio = _check_audio(audio)
         duration = len(audio) / SAMPLE_RATE
         n_windows = math.ceil(len(audio) / WINDOW_SAMPLES)
@@ -432,7 +523,8 @@ class SpeechModel:
             encoded, hit, key = self._encode(window)
             span = f"{i * WINDOW_S:.1f}–{min(duration, (i + 1) * WINDOW_S):.1f} s"
             label = span
-            detected, p, no_speech = self._sot_step(encoded, key)
+            detected, p, no_speech = self._sot_step(encoded, key, cands)
+            probs = self._language_distribution(encoded, key, cands)
             if self.multilingual and language == "auto":
                 lang = detected
                 label += f" · language {lang} ({p:.0%})"
@@ -446,7 +538,8 @@ class SpeechModel:
                     warning = (f"{span}: the model's no-speech probability is {no_speech:.0%}, so this audio may "
                                "hold no speech and the text decoded from it may be invented.")
             event = SegmentEvent(segment=i, label=label, source_offset=i * WINDOW_FRAMES, source_len=encoded.source_len,
-                                 total=n_windows, kind="window", no_speech_prob=no_speech, warning=warning)
+                                 total=n_windows, kind="window", no_speech_prob=no_speech, warning=warning,
+                                 language_probs=tuple(list(probs.items())[:LANGUAGE_PROBS_KEPT]))
             return Prepared(encoded, self.prompt(lang, task, timestamps), event, hit)
 
         return windows, prepare, RunStats(load_s=self.load_s, audio_s=duration, encoder_cached=True)
