@@ -24,3 +24,19 @@ def one_torch_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="session")
+def whisper_base():
+    """The bundled multilingual whisper-base, loaded once per session (~5 s)."""
+    from core.tasks.speech import SpeechModel
+
+    return SpeechModel.load("base")
+
+
+@pytest.fixture(scope="session")
+def whisper_tiny_en():
+    """The bundled English-only whisper-tiny.en, loaded once per session (~2 s)."""
+    from core.tasks.speech import SpeechModel
+
+    return SpeechModel.load("tiny.en")
