@@ -39,8 +39,9 @@ import numpy as np
 
 from core.catalog import FRAME_S
 
-__all__ = ["Word", "alignment_matrix", "dtw", "median_filter", "merge_punctuations", "split_to_word_tokens",
-           "word_timestamps", "PREPEND_PUNCTUATIONS", "APPEND_PUNCTUATIONS"]
+__all__ = ["Alignment", "Word", "WindowPath", "align", "alignment_matrix", "dtw", "median_filter",
+           "merge_punctuations", "split_to_word_tokens", "word_timestamps", "PREPEND_PUNCTUATIONS",
+           "APPEND_PUNCTUATIONS"]
 
 #: openai/whisper add_word_timestamps' defaults
 PREPEND_PUNCTUATIONS = "\"'“¿([{-"
@@ -69,6 +70,38 @@ class Word:
     prob: float
     tokens: tuple[int, ...] = ()
     steps: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class WindowPath:
+    """The DTW path of one window: which token row each frame was given to.
+
+    Attributes:
+        segment: the window (``StepEvent.segment``).
+        source_offset: the window's first encoder frame in the whole audio.
+        steps: the ``StepEvent.step`` of each DTW row (the window's text tokens in order);
+            the end-of-text row, when it was given, is ``-1``.
+        rows, frames: int64 (n,) the path's points, (row index into ``steps``, frame within
+            the window), from (0, 0) to (last row, last frame), both non-decreasing.
+    """
+
+    segment: int
+    source_offset: int
+    steps: tuple[int, ...]
+    rows: np.ndarray
+    frames: np.ndarray
+
+    def seconds(self, frame_s: float = FRAME_S) -> np.ndarray:
+        """float64 (n,): each path point's frame as seconds in the whole audio (frame start)."""
+        return (self.source_offset + self.frames) * frame_s
+
+
+@dataclass(frozen=True)
+class Alignment:
+    """What :func:`align` finds: the words and, per window, the DTW path they came from."""
+
+    words: list[Word]
+    paths: list[WindowPath]
 
 
 def median_filter(x: np.ndarray, width: int) -> np.ndarray:
@@ -113,28 +146,27 @@ def dtw(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Cheapest monotonic path through cost matrix ``x`` (N, M) from (0, 0) to (N-1, M-1);
     returns (row indices, column indices) along it.
 
-    A plain numpy/Python copy of openai/whisper ``timing.py`` ``dtw_cpu`` + ``backtrace``
-    (there numba-compiled): the same step order (diagonal, then up, then left on ties) and
-    float32 cost accumulation, so the path is the same.
+    The same path as openai/whisper ``timing.py`` ``dtw_cpu`` + ``backtrace`` (there
+    numba-compiled): the same step order (diagonal, then up, then left on ties) and float32
+    cost accumulation. The cost fills one anti-diagonal (i + j = d) at a time in numpy, as
+    timing.py's ``dtw_cuda`` does (each cell needs only the two diagonals before it), so a
+    100 x 1500 matrix takes milliseconds, not a Python loop over every cell.
     """
     n, m = x.shape
     cost = np.full((n + 1, m + 1), np.inf, dtype=np.float32)
     trace = -np.ones((n + 1, m + 1), dtype=np.float32)
     cost[0, 0] = 0
     xs = np.asarray(x, dtype=np.float64)  # timing.py: dtw_cpu(x.double())
-    for j in range(1, m + 1):
-        for i in range(1, n + 1):
-            c0, c1, c2 = cost[i - 1, j - 1], cost[i - 1, j], cost[i, j - 1]
-            if c0 < c1 and c0 < c2:
-                c, t = c0, 0
-            elif c1 < c0 and c1 < c2:
-                c, t = c1, 1
-            else:
-                c, t = c2, 2
-            cost[i, j] = xs[i - 1, j - 1] + c
-            trace[i, j] = t
+    for d in range(2, n + m + 1):  # cells (i, j), 1 <= i <= n, 1 <= j <= m, i + j = d
+        i = np.arange(max(1, d - m), min(n, d - 1) + 1)
+        j = d - i
+        c0, c1, c2 = cost[i - 1, j - 1], cost[i - 1, j], cost[i, j - 1]
+        t = np.where((c0 < c1) & (c0 < c2), 0, np.where((c1 < c0) & (c1 < c2), 1, 2))
+        c = np.where(t == 0, c0, np.where(t == 1, c1, c2))
+        cost[i, j] = xs[i - 1, j - 1] + c  # float64 sum stored as float32, as dtw_cpu
+        trace[i, j] = t
     # backtrace
-    i, j = n, m
+    i, j = int(n), int(m)
     trace[0, :] = 2
     trace[:, 0] = 1
     path = []
@@ -216,7 +248,7 @@ def merge_punctuations(words: list[dict], prepended: str = PREPEND_PUNCTUATIONS,
         j += 1
 
 
-def word_timestamps(
+def align(
     steps: Sequence,
     alignment_heads: Sequence[tuple[int, int]],
     decode: Callable[[Sequence[int]], str],
@@ -228,8 +260,8 @@ def word_timestamps(
     frame_s: float = FRAME_S,
     prepend_punctuations: str = PREPEND_PUNCTUATIONS,
     append_punctuations: str = APPEND_PUNCTUATIONS,
-) -> list[Word]:
-    """Words with start and end times from the steps decoded so far.
+) -> Alignment:
+    """Words with start and end times from the steps decoded so far, and the DTW paths.
 
     Args:
         steps: the run's StepEvents (any order of segments; each needs its
@@ -245,7 +277,8 @@ def word_timestamps(
         medfilt_width, frame_s: the median filter width; seconds per encoder frame.
 
     Returns:
-        the words in order (empty when no step has text).
+        the words in order (empty when no step has text) and one :class:`WindowPath` per
+        window with text, in window order.
 
     Raises:
         ValueError: a step without cross-attention (capture it: ``capture_attention``), or
@@ -257,27 +290,44 @@ def word_timestamps(
             continue
         by_segment.setdefault(ev.segment, []).append(ev)
     words: list[Word] = []
+    paths: list[WindowPath] = []
     for segment in sorted(by_segment):
         evs = sorted(by_segment[segment], key=lambda e: e.step)
         end_row = (eot_attention or {}).get(segment)
-        words.extend(_segment_words(evs, alignment_heads, decode, end_row, language, medfilt_width, frame_s,
-                                    prepend_punctuations, append_punctuations))
-    return words
+        seg_words, path = _segment_words(evs, alignment_heads, decode, end_row, language, medfilt_width, frame_s,
+                                         prepend_punctuations, append_punctuations)
+        words.extend(seg_words)
+        paths.append(path)
+    return Alignment(words, paths)
 
 
-def _segment_words(evs, heads, decode, end_row, language, medfilt_width, frame_s, prepend, append) -> list[Word]:
+def word_timestamps(
+    steps: Sequence,
+    alignment_heads: Sequence[tuple[int, int]],
+    decode: Callable[[Sequence[int]], str],
+    **kwargs,
+) -> list[Word]:
+    """The words of :func:`align` (same arguments: ``eot``, ``eot_attention``, ``language``,
+    ``medfilt_width``, ``frame_s``, ``prepend_punctuations``, ``append_punctuations``)."""
+    return align(steps, alignment_heads, decode, **kwargs).words
+
+
+def _segment_words(evs, heads, decode, end_row, language, medfilt_width, frame_s, prepend,
+                   append) -> tuple[list[Word], WindowPath]:
     """timing.py ``find_alignment`` + the parts of ``add_word_timestamps`` that need no
-    segment timestamps, for one window's steps."""
+    segment timestamps, for one window's steps: its words and its DTW path."""
     if any(ev.cross_attention is None for ev in evs):
         raise ValueError("word timestamps need each token's cross-attention; decode with capture_attention on")
     rows = [ev.cross_attention for ev in evs] + ([end_row] if end_row is not None else [])
     frames = min(r.shape[-1] for r in rows)
     matrix = alignment_matrix(np.stack([r[..., :frames] for r in rows]), heads, medfilt_width)
     text_indices, time_indices = dtw(-matrix)
+    path = WindowPath(evs[0].segment, int(evs[0].source_offset),
+                      tuple(ev.step for ev in evs) + ((-1,) if end_row is not None else ()), text_indices, time_indices)
     ids = [ev.token_id for ev in evs]
     texts, word_ids = split_to_word_tokens(ids, decode, language)
     if not texts:
-        return []
+        return [], path
     boundaries = np.pad(np.cumsum([len(t) for t in word_ids]), (1, 0))
     jumps = np.pad(np.diff(text_indices), (1, 0), constant_values=1).astype(bool)
     jump_times = time_indices[jumps] * frame_s
@@ -300,7 +350,7 @@ def _segment_words(evs, heads, decode, end_row, language, medfilt_width, frame_s
             out.append(Word(entry["word"], offset + entry["start"], offset + entry["end"], entry["prob"],
                             tuple(entry["tokens"]), step_ids))
         k += n
-    return out
+    return out, path
 
 
 def _cut_long_sentence_ends(entries: list[dict]) -> None:

@@ -15,7 +15,7 @@ import torch
 import torch.nn.functional as F
 
 from core.analysis import alignment
-from core.analysis.alignment import (Word, alignment_matrix, dtw, median_filter, merge_punctuations,
+from core.analysis.alignment import (Word, align, alignment_matrix, dtw, median_filter, merge_punctuations,
                                      split_to_word_tokens, word_timestamps)
 from core.events import StepEvent
 
@@ -199,6 +199,39 @@ def test_synthetic_diagonal_attention_gives_its_times():
     assert word_timestamps(steps[:2] + [_step(9, 50, att(0, 5))], [(0, 0)], decode, eot=9)[0].word == " a"
     with pytest.raises(ValueError, match="cross-attention"):
         word_timestamps([_step(0, 1, None)], [(0, 0)], decode)
+
+
+def test_align_gives_the_words_and_each_windows_dtw_path():
+    """``align``: the same words as ``word_timestamps``, and per window the DTW path (row ->
+    frame) that DTW over minus the alignment matrix takes; other heads, another path."""
+    frames, spans = 60, [(0, 10), (10, 30), (30, 45)]
+    pieces = {1: " a", 2: " b", 3: " c", 9: "<eot>"}
+    decode = lambda ids: "".join(pieces[i] for i in ids)  # noqa: E731
+
+    def att(a, b, other=(50, 60)):  # head (0, 0) hears a..b, head (1, 1) always other
+        row = np.full((2, 2, frames), 1e-3, np.float32)
+        row[0, 0, a:b] = 1.0
+        row[1, 1, other[0]:other[1]] = 1.0
+        return row / row.sum(-1, keepdims=True)
+
+    steps = [_step(i, t, att(a, b)) for i, (t, (a, b)) in enumerate(zip([1, 2, 3], spans))]
+    steps += [_step(3, 1, att(0, 20), segment=1, offset=1500)]
+    steps.insert(1, _step(7, 50, att(0, 5)))  # a timestamp token: not a row of the path
+    ends = {0: att(45, 60)}
+    got = align(steps, [(0, 0)], decode, eot=9, eot_attention=ends)
+    assert got.words == word_timestamps(steps, [(0, 0)], decode, eot=9, eot_attention=ends)
+    assert [(p.segment, p.source_offset, p.steps) for p in got.paths] == [(0, 0, (0, 1, 2, -1)), (1, 1500, (3,))]
+    path = got.paths[0]
+    text = [s for s in steps if s.segment == 0 and s.token_id < 9]
+    matrix = alignment_matrix(np.stack([s.cross_attention for s in text] + [ends[0]]), [(0, 0)])
+    rows, cols = dtw(-matrix)
+    assert np.array_equal(path.rows, rows) and np.array_equal(path.frames, cols)
+    # the path enters each token's row where that token is heard (the word starts)
+    assert [int(path.frames[np.argmax(path.rows == k)]) for k in range(4)] == [0, 10, 30, 45]
+    assert path.seconds()[0] == 0.0 and got.paths[1].seconds()[0] == pytest.approx(30.0)
+    # heads that hear nothing of the words: the path goes elsewhere
+    other = align(steps, [(1, 1)], decode, eot=9, eot_attention=ends).paths[0]
+    assert not np.array_equal(other.frames, path.frames)
 
 
 # ---------------------------------------------------------------- the bundled models, the sample clip
