@@ -332,4 +332,59 @@ class Finished:
     reason: str = "eos"  # "eos" | "max_tokens" | "cancelled"
 
 
-Event = Union[StepEvent, BeamEvent, SegmentEvent, Finished]
+@dataclass(frozen=True)
+class AttemptEvent:
+    """One decoding attempt of a long-form window ended (``core.tasks.longform``; openai/whisper
+    ``decode_with_fallback``). It follows the attempt's StepEvents; when
+    ``kept_in_transcript`` is False those steps are taken back (drop the window's steps
+    from ``step_offset`` on) and the next attempt, if any, is numbered from the same step.
+
+    Attributes:
+        segment: the window's index (its SegmentEvent's ``segment``).
+        attempt: 0 for the first try, 1 for the first fallback, ...
+        temperature: the attempt's temperature (0.0 = the options' own strategy).
+        step_offset: the step number of the attempt's first token.
+        steps: the attempt's StepEvents (kept so a failed attempt can be shown as a lane).
+        token_ids: its generated ids (timestamps included, EOS not).
+        text: its text (timestamps left out).
+        compression_ratio: gzip ratio of the text (> 2.4: repetition).
+        avg_logprob: (sum of the tokens' and end-of-text's log-probabilities) / (tokens + 1),
+            under Whisper's rule-filtered distribution at temperature 1.
+        no_speech_prob: no-speech probability at <|startoftranscript|> (None: no such token).
+        entropy: entropy (nats) of the counts of the last 32 tokens (whisper.cpp).
+        verdict: "accepted", "fallback" (failed a threshold: redone at the next temperature,
+            or kept when it was the last one) or "silence" (skipped as no speech).
+        reasons: one line per threshold crossed.
+        kept_in_transcript: its steps stay in the run.
+        kept_tokens: how many of its tokens the transcript holds (the rest, after the last
+            timestamp pair, is decoded again in the next window).
+        seek: the window's start in mel frames (10 ms); start, end: the window in seconds.
+        end_attention: float32 (layers, heads, frames): the cross-attention at the
+            end-of-text step (openai timing.py's last row), or None.
+        segments: the timestamped segments it adds, ``{"start", "end", "tokens", "text"}``
+            (seconds); () when not kept.
+    """
+
+    segment: int
+    attempt: int
+    temperature: float
+    step_offset: int
+    steps: tuple = ()
+    token_ids: tuple[int, ...] = ()
+    text: str = ""
+    compression_ratio: float = 0.0
+    avg_logprob: float = 0.0
+    no_speech_prob: float | None = None
+    entropy: float = 0.0
+    verdict: str = "accepted"
+    reasons: tuple[str, ...] = ()
+    kept_in_transcript: bool = True
+    kept_tokens: int = 0
+    seek: int = 0
+    start: float = 0.0
+    end: float = 0.0
+    end_attention: np.ndarray | None = None
+    segments: tuple[dict, ...] = ()
+
+
+Event = Union[StepEvent, BeamEvent, SegmentEvent, AttemptEvent, Finished]

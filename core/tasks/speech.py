@@ -227,15 +227,26 @@ class SpeechModel:
             self._language_cache[key] = result
         return result
 
-    def prompt(self, language: str, task: str, timestamps: bool = False) -> DecoderPrompt:
+    def prompt(self, language: str, task: str, timestamps: bool = False, previous: Sequence[int] = ()) -> DecoderPrompt:
         """The forced decoder prompt and Whisper's hard rules for one window.
 
         With ``timestamps`` the prompt has no ``<|notimestamps|>`` and Whisper's timestamp
         rules (``core.processors.whisper.TimestampRules``) are a hard rule, with the
         model's ``generation_config.max_initial_timestamp_index`` (50 = 1.0 s).
+        ``previous``: token ids of the text before this window (long-form conditioning,
+        ``core.tasks.longform``): the prompt then starts ``<|startofprev|>`` + their last
+        223 (``max_target_positions // 2 - 1``, as openai/whisper and transformers cut them).
+
+        Raises:
+            ValueError: ``previous`` given but the vocabulary has no ``<|startofprev|>``.
         """
         lw = self._loaded
         ids = tuple(lw.prompt_ids(language if self.multilingual else "en", task, timestamps=timestamps))
+        if previous:
+            if lw.special.sot_prev is None:
+                raise ValueError(f"{self.name} has no <|startofprev|> token, so it cannot be given previous text")
+            cut = lw.model.config.max_target_positions // 2 - 1
+            ids = (lw.special.sot_prev, *list(previous)[-cut:], *ids)
         rules = None
         if timestamps:
             rules = (lw.special.notimestamps,
@@ -448,6 +459,24 @@ class SpeechModel:
             whatif.original_segments(original, len(windows)), options, kind="prior",
             description="no input: silence of the same length", cancel=cancel,
         )
+
+    def transcribe(self, audio: np.ndarray, options: DecodingOptions, longform=None, *, language: str = "auto",
+                   task: str = "transcribe", cancel: Callable[[], bool] | None = None) -> Iterator:
+        """Long-form transcription as openai/whisper ``transcribe()``: seek by timestamps,
+        previous-text conditioning, temperature fallback, silence skipping
+        (``core.tasks.longform.transcribe``; ``longform``: a ``LongFormOptions``, None = defaults).
+
+        Yields:
+            SegmentEvent per window, StepEvents/BeamEvents and an AttemptEvent per attempt
+            (an attempt not kept takes its steps back), one Finished.
+
+        Raises:
+            ValueError: bad audio, options, language or task.
+        """
+        from core.tasks.longform import LongFormOptions, transcribe
+
+        yield from transcribe(self, audio, options, longform or LongFormOptions(), language=language, task=task,
+                              cancel=cancel)
 
     def segments(self, events: Sequence) -> list[dict]:
         """Timestamped segments ``{"start", "end", "text"}`` (seconds in the whole audio) of a
