@@ -36,6 +36,10 @@ Prints the text, or with ``--json`` a trace::
 ``core.beam_tree.BeamTree.to_dict``; one node per segment is ``best`` and the non-EOS
 tokens on the path to it are the segment's output.)
 
+(``"language_probs": {"en": 0.97, ...}`` for a multilingual Whisper: the first window's
+language distribution at <|startoftranscript|>, its top 10, over ``--language-candidates``
+when given.)
+
 (``"words": [{"word", "start", "end", "prob"}]`` with ``transcribe --word-timestamps``:
 seconds from the start of the audio, prob = the mean probability of the word's tokens;
 ``core.cli_words``.)
@@ -58,7 +62,7 @@ from typing import Iterable, Sequence
 from core import catalog
 from core.analysis.lens import lens_json
 from core.beam_tree import BeamTree
-from core.events import BeamEvent, Event, Finished, StepEvent
+from core.events import BeamEvent, Event, Finished, SegmentEvent, StepEvent
 from core.cli_lanes import add_compare_arguments, lanes_from_args, run_compare
 from core.cli_options import add_decoding_arguments, options_from_args
 from core.cli_words import add_word_arguments, emit_words
@@ -74,7 +78,10 @@ def trace(task: str, model: str, options: DecodingOptions, events: Iterable[Even
     tokens: list[dict] = []
     finished: Finished | None = None
     tree = BeamTree()
+    language_probs: dict[str, float] | None = None
     for ev in events:
+        if isinstance(ev, SegmentEvent) and language_probs is None and ev.language_probs:
+            language_probs = {code: round(p, 6) for code, p in ev.language_probs}  # the first window's
         if isinstance(ev, StepEvent):
             tok = {
                 "id": ev.token_id,
@@ -115,6 +122,8 @@ def trace(task: str, model: str, options: DecodingOptions, events: Iterable[Even
     }
     if len(tree):
         out["beam_tree"] = tree.to_dict()
+    if language_probs:
+        out["language_probs"] = language_probs
     return out
 
 
@@ -134,9 +143,10 @@ def cmd_transcribe(args: argparse.Namespace) -> int:
         return emit_words(model, audio, options, prefix, args)
     if lanes:
         return run_compare("transcribe", model.name, options, lanes, args, lambda ls: model.decode_lanes(
-            audio, ls, language=args.language, task=args.task, prefix_ids=prefix, timestamps=args.timestamps))
+            audio, ls, language=args.language, task=args.task, prefix_ids=prefix, timestamps=args.timestamps,
+            candidate_languages=args.language_candidates))
     events = model.decode(audio, options, language=args.language, task=args.task, prefix_ids=prefix,
-                          timestamps=args.timestamps)
+                          timestamps=args.timestamps, candidate_languages=args.language_candidates)
     if not args.timestamps:
         return _emit("transcribe", model.name, options, events, args)
     events = list(events)
@@ -286,6 +296,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help=f"{' | '.join(catalog.WHISPER_BUNDLED)} (bundled) | a transformers model id or directory")
     t.add_argument("--language", default="auto", help="auto | en | de | ...")
     t.add_argument("--task", default=catalog.WHISPER_TASKS[0], choices=catalog.WHISPER_TASKS)
+    t.add_argument("--language-candidates", default=None, metavar="CODES",
+                   help="detect the language among these only, e.g. en,de,fr (softmax over their language tokens; "
+                        "English-only models ignore it); --json gives \"language_probs\" of the first window")
     t.add_argument("--prefix", default=None, metavar="TEXT",
                    help="force these words at the start of the transcript (first 30 s window), then continue "
                         "(openai/whisper's prefix)")

@@ -30,7 +30,8 @@ def emit_words(model, audio, options, prefix: list[int], args: argparse.Namespac
     from core.cli import trace
 
     options = replace(options, capture_attention=True)
-    kw = {"language": args.language, "task": args.task, "timestamps": bool(getattr(args, "timestamps", False))}
+    kw = {"language": args.language, "task": args.task, "timestamps": bool(getattr(args, "timestamps", False)),
+          "candidate_languages": getattr(args, "language_candidates", None)}
     events = list(model.decode(audio, options, prefix_ids=prefix, **kw))
     steps = [ev for ev in events if isinstance(ev, StepEvent)]
     rows = word_rows(model.words(steps, end_attention=model.end_attention(audio, steps, options, **kw)))
