@@ -114,6 +114,8 @@ class RunState(QObject):
         branchAdded(int): a branch was created (a fork, or a restored exploration's branch).
         branchChanged(int): a branch got new steps, its end or a note.
         currentBranchChanged(int): another branch is the current one.
+        stepsRetracted(int, int): (branch, first step) a branch's steps from that step on were
+            taken back (a long-form attempt that failed, :meth:`retract`); views redraw it.
     """
 
     stepAdded = Signal(object)
@@ -122,6 +124,7 @@ class RunState(QObject):
     branchAdded = Signal(int)
     branchChanged = Signal(int)
     currentBranchChanged = Signal(int)
+    stepsRetracted = Signal(int, int)
 
     def __init__(self, parent: QObject | None = None) -> None:
         super().__init__(parent)
@@ -152,6 +155,25 @@ class RunState(QObject):
             self._latest[b.id] = ev.step
         self.stepAdded.emit(ev)
         self.branchChanged.emit(b.id)
+
+    def retract(self, segment: int, step_offset: int) -> int:
+        """Take back the growing branch's steps of ``segment`` from ``step_offset`` on: a
+        long-form attempt that was not kept (``core.events.AttemptEvent``; the next attempt
+        is numbered from the same step). Emits ``stepsRetracted(branch, step_offset)`` when
+        steps went. Returns how many steps were removed."""
+        b = self._branches[self._growing]
+        gone = [k for k, ev in b.own.items() if k >= step_offset and ev.segment == segment]
+        for k in gone:
+            del b.own[k]
+        if not gone:
+            return 0
+        if b.own:
+            self._latest[b.id] = max(b.own)
+        else:
+            self._latest.pop(b.id, None)
+        self.stepsRetracted.emit(b.id, step_offset)
+        self.branchChanged.emit(b.id)
+        return len(gone)
 
     def add_segment(self, ev: SegmentEvent) -> None:
         """Keep the SegmentEvent of a segment of the growing branch."""

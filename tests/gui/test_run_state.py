@@ -50,3 +50,22 @@ def test_tab_fills_the_run_state(qtbot):
     tab.discard_input()
     assert len(tab.run) == 0
     tab.shutdown()
+
+
+def test_retract_takes_an_attempts_steps_back(qtbot):
+    """A long-form attempt that was not kept: its steps (window 1 from step 3 on) go, the
+    earlier window's stay, the next attempt is numbered from the same step."""
+    import dataclasses
+
+    run = RunState()
+    retracted = []
+    run.stepsRetracted.connect(lambda b, s: retracted.append((b, s)))
+    for i, w in enumerate(WORDS[:3]):
+        run.add(make_step(i, w))
+    for i, w in enumerate(WORDS[3:6], start=3):
+        run.add(dataclasses.replace(make_step(i, w), segment=1))
+    assert run.retract(1, 3) == 3
+    assert retracted == [(0, 3)] and [ev.step for ev in run.steps()] == [0, 1, 2] and run.latest() == 2
+    assert run.retract(1, 3) == 0 and retracted == [(0, 3)]  # nothing left to take back: no signal
+    run.add(dataclasses.replace(make_step(3, " cat"), segment=1))
+    assert run.text(0) == "The quick brown cat" and run.latest() == 3
