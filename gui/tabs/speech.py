@@ -122,6 +122,7 @@ class SpeechTab(SpeechMask, DecodeTab):
 
         # segment bounds of timestamp tokens on the input's waveform, the heatmap's and the heatmap
         self.timestamp_marks = TimestampMarks([self.wave, self.heatmap.wave_plot, self.heatmap.plot], self.run)
+        self.language_bars.follow(self.run, self.candidates_edit)  # the current window's language probabilities
         self._update_lang_task_enabled()
         self._update_takes()
 
@@ -143,7 +144,13 @@ class SpeechTab(SpeechMask, DecodeTab):
         lay.addLayout(row_title)
         lay.addWidget(self._build_recording_bar())
         lay.addLayout(self._build_files_row())
-        lay.addWidget(self._build_wave(), 1)
+        from ..widgets.language_bars import LanguageBars
+
+        wave_row = QHBoxLayout()
+        wave_row.addWidget(self._build_wave(), 1)
+        self.language_bars = LanguageBars()
+        wave_row.addWidget(self.language_bars, 0, Qt.AlignmentFlag.AlignTop)
+        lay.addLayout(wave_row, 1)
         return w
 
     def _build_recording_bar(self) -> RecordingBar:
@@ -174,6 +181,10 @@ class SpeechTab(SpeechMask, DecodeTab):
         self.language_combo.addItems(["auto", *COMMON_LANGUAGES])
         self.language_combo.setToolTip("spoken language ('auto' = detect from the first 30 s)")
         self.language_combo.currentIndexChanged.connect(lambda _i: self.request_decode())
+        from ..widgets.language_bars import CandidatesEdit
+
+        self.candidates_edit = CandidatesEdit()
+        self.candidates_edit.candidatesChanged.connect(lambda _c: self.request_decode())
         self.task_combo = QComboBox()
         self.task_combo.addItems(list(TASKS))
         self.task_combo.setToolTip("transcribe in the spoken language, or translate to English")
@@ -192,6 +203,7 @@ class SpeechTab(SpeechMask, DecodeTab):
         row.addWidget(self.load_button)
         row.addWidget(QLabel("language"))
         row.addWidget(self.language_combo)
+        row.addWidget(self.candidates_edit)
         row.addWidget(QLabel("task"))
         row.addWidget(self.task_combo)
         row.addWidget(self.timestamps_check)
@@ -532,6 +544,7 @@ class SpeechTab(SpeechMask, DecodeTab):
         i = self.language_combo.findText(cur)
         self.language_combo.setCurrentIndex(max(0, i))
         self.language_combo.blockSignals(False)
+        self.candidates_edit.set_languages(langs if getattr(model, "multilingual", False) else None)
         self._update_lang_task_enabled()
 
     def _update_lang_task_enabled(self, name: str | None = None) -> None:
@@ -539,7 +552,7 @@ class SpeechTab(SpeechMask, DecodeTab):
             multi = bool(getattr(self.model, "multilingual", True))
         else:
             multi = not is_english_only(name if name is not None else self.model_combo.currentText())
-        for c in (self.language_combo, self.task_combo):
+        for c in (self.language_combo, self.task_combo, self.candidates_edit):
             c.setEnabled(multi)
             c.setToolTip(c.toolTip() if multi else "English-only model: transcribes English only")
         if not multi:
@@ -557,8 +570,12 @@ class SpeechTab(SpeechMask, DecodeTab):
 
     def decode_extras(self) -> dict:
         """Keyword arguments every decode of the model gets beside language and task:
-        ``timestamps=True`` when the box is ticked (nothing otherwise)."""
-        return {"timestamps": True} if self.timestamps_check.isChecked() else {}
+        ``timestamps=True`` when the box is ticked, ``candidate_languages`` when the field has
+        codes and the model is multilingual (nothing otherwise)."""
+        extras = {"timestamps": True} if self.timestamps_check.isChecked() else {}
+        if self.candidates_edit.isEnabled() and self.candidates_edit.codes():
+            extras["candidate_languages"] = self.candidates_edit.codes()
+        return extras
 
     def decode_fn(self, options: DecodingOptions) -> Callable[[Callable[[], bool]], Iterator[Any]]:
         model, audio, language, task, extras = self.model, self.audio, self.language(), self.task(), self.decode_extras()
@@ -599,7 +616,8 @@ class SpeechTab(SpeechMask, DecodeTab):
                 hashlib.sha256(audio.tobytes()).hexdigest())
 
     def input_settings(self) -> dict:
-        return {"language": self.language(), "task": self.task(), "timestamps": self.timestamps_check.isChecked()}
+        return {"language": self.language(), "task": self.task(), "timestamps": self.timestamps_check.isChecked(),
+                "language_candidates": ", ".join(self.candidates_edit.codes())}
 
     def apply_input_settings(self, settings: dict) -> None:
         for key, combo in (("language", self.language_combo), ("task", self.task_combo)):
@@ -611,6 +629,7 @@ class SpeechTab(SpeechMask, DecodeTab):
         self.timestamps_check.blockSignals(True)
         self.timestamps_check.setChecked(bool(settings.get("timestamps", False)))
         self.timestamps_check.blockSignals(False)
+        self.candidates_edit.set_codes(str(settings.get("language_candidates", "")))
 
     # ------------------------------------------------------------ settings
     def save_settings(self, s: QSettings) -> None:
@@ -619,6 +638,7 @@ class SpeechTab(SpeechMask, DecodeTab):
         s.setValue("speech/task", self.task_combo.currentText())
         s.setValue("speech/device", self.device_combo.currentText())
         s.setValue("speech/timestamps", self.timestamps_check.isChecked())
+        s.setValue("speech/language_candidates", ", ".join(self.candidates_edit.codes()))
 
     def restore_settings(self, s: QSettings) -> None:
         super().restore_settings(s)
@@ -634,6 +654,7 @@ class SpeechTab(SpeechMask, DecodeTab):
         self.timestamps_check.blockSignals(True)
         self.timestamps_check.setChecked(str(s.value("speech/timestamps", False)).lower() == "true")
         self.timestamps_check.blockSignals(False)
+        self.candidates_edit.set_codes(str(s.value("speech/language_candidates", "") or ""))
         self._update_lang_task_enabled()
 
     def shutdown(self, wait_ms: int = 10000) -> None:
