@@ -123,6 +123,10 @@ class SpeechTab(SpeechMask, DecodeTab):
         # segment bounds of timestamp tokens on the input's waveform, the heatmap's and the heatmap
         self.timestamp_marks = TimestampMarks([self.wave, self.heatmap.wave_plot, self.heatmap.plot], self.run)
         self.language_bars.follow(self.run, self.candidates_edit)  # the current window's language probabilities
+        from .word_timing import WordTimingController
+
+        # word bands on the waveform, the DTW path on the heatmap, the alignment-head picker
+        self.word_timing = WordTimingController(self, self.word_timing_check)
         self._update_lang_task_enabled()
         self._update_takes()
 
@@ -193,6 +197,9 @@ class SpeechTab(SpeechMask, DecodeTab):
         self.timestamps_check.setToolTip("decode with Whisper's timestamp tokens (<|0.00|> ... <|2.60|>): timestamps in "
                                          "pairs, never decreasing, the first at most 1.0 s in")
         self.timestamps_check.toggled.connect(lambda _on: self.request_decode())
+        from .word_timing import word_timing_checkbox
+
+        self.word_timing_check = word_timing_checkbox()
         row = QHBoxLayout()
         row.addWidget(self.open_button)
         row.addWidget(self.sample_button)
@@ -207,6 +214,7 @@ class SpeechTab(SpeechMask, DecodeTab):
         row.addWidget(QLabel("task"))
         row.addWidget(self.task_combo)
         row.addWidget(self.timestamps_check)
+        row.addWidget(self.word_timing_check)
         return row
 
     def _build_wave(self) -> pg.PlotWidget:
