@@ -18,7 +18,7 @@ import re
 from typing import Sequence
 
 from PySide6.QtCore import QRectF, QSize, Qt, Signal
-from PySide6.QtGui import QColor, QFont, QPainter, QPen
+from PySide6.QtGui import QColor, QFont, QFontMetrics, QPainter, QPen
 from PySide6.QtWidgets import QLineEdit, QSizePolicy, QWidget
 
 from .colors import prob_color
@@ -51,7 +51,8 @@ class CandidatesEdit(QLineEdit):
         self.setPlaceholderText("all languages")
         self.setToolTip(_CANDIDATES_TIP)
         self.setClearButtonEnabled(True)
-        self.setMaximumWidth(130)
+        self.setMinimumWidth(self.fontMetrics().horizontalAdvance("all languages") + 28)  # the text and clear button
+        self.setMaximumWidth(150)
         self._known: set[str] | None = None  # None: no model loaded, accept anything
         self._last: tuple[str, ...] = ()
         self.editingFinished.connect(self._finished)
@@ -115,6 +116,7 @@ class LanguageBars(QWidget):
             return
         self._probs, self._window, self._restricted = probs, window, restricted
         self.setVisible(bool(probs))
+        self.updateGeometry()  # the title's width may have changed
         lines = [f"{c}: {p:.4f}" for c, p in probs]
         self.setToolTip("Whisper's language probabilities at <|startoftranscript|>"
                         + (f" (window {window + 1})" if window is not None else "")
@@ -157,7 +159,10 @@ class LanguageBars(QWidget):
     # ------------------------------------------------------------ painting
     def sizeHint(self) -> QSize:  # noqa: N802
         lh = self.fontMetrics().height()
-        return QSize(150, 6 + (lh + 2) + TOP_N * (lh + 3))
+        bold = QFont(self.font())
+        bold.setBold(True)
+        title_w = QFontMetrics(bold).horizontalAdvance(self.title()) + 8
+        return QSize(min(240, max(150, title_w)), 6 + (lh + 2) + TOP_N * (lh + 3))
 
     def paintEvent(self, _e) -> None:  # noqa: N802
         p = QPainter(self)
