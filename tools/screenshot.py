@@ -16,8 +16,9 @@ lens, layers x steps, after a greedy run with the lens captured; 1280 x 800) and
 ``screenshot_whatif.png`` / ``screenshot_noinput.png`` (the speech tab's What if view after
 silencing ``--whatif-span`` of the greedy run, then after No input; 1280 x 800) and
 ``screenshot_lanes.png`` (the speech tab's Lanes view: greedy | beam 5 | sample T=0.8 | min-p
-0.1 on one encoder output, scored against the sample's transcript; 1280 x 800) (``--tabs``
-picks a subset, e.g. ``--tabs ocr,chain``).
+0.1 on one encoder output, scored against the sample's transcript; 1280 x 800) and
+``screenshot_words.png`` (the speech tab with word timing on: word bands on the waveform, the
+DTW path over the heatmap; 1280 x 800) (``--tabs`` picks a subset, e.g. ``--tabs ocr,chain``).
 """
 
 from __future__ import annotations
@@ -83,7 +84,8 @@ def main() -> int:
                    "(the word 'door' in the bundled sample)")
     p.add_argument("--lanes", default="greedy,beam:5,sample:T=0.8,min-p:0.1",
                    help="the lanes of the lanes shot (specs separated by commas; a spec's own commas: use ;)")
-    p.add_argument("--tabs", default="speech,ocr,translation,chain,beam,fork,lens,whatif,lanes",
+    p.add_argument("--words-step", type=int, default=8, help="token to select in the word-timing shot")
+    p.add_argument("--tabs", default="speech,ocr,translation,chain,beam,fork,lens,whatif,lanes,words",
                    help="comma-separated shots to take")
     args = p.parse_args()
     out = pathlib.Path(args.out)
@@ -199,6 +201,8 @@ def main() -> int:
         _whatif_shots(win, args, out)
     if "lanes" in tabs:
         _lanes_shot(win, args, out)
+    if "words" in tabs:
+        _words_shot(win, args, out)
     win.close()
     wait_all(30000)  # worker threads (e.g. the OCR tab's CTC readings) end before Qt goes
     return 0
@@ -280,6 +284,31 @@ def _lanes_shot(win, args, out: pathlib.Path) -> None:
     tab.inspector_tabs.setCurrentWidget(view)
     _settle(400)
     _save(win, out / "screenshot_lanes.png")
+
+
+def _words_shot(win, args, out: pathlib.Path) -> None:
+    """The speech tab with word timing on after a greedy run on the sample: the word bands
+    on the waveform (with the end-of-text row), the DTW path over the heatmap, token
+    ``--words-step`` selected; 1280 x 800."""
+    from core.options import DecodingOptions
+
+    tab = win.speech_tab
+    win.resize(1280, 800)
+    win.tabs.setCurrentWidget(tab)
+    if tab.model is None:
+        _wait(tab.modelReady, lambda: tab.load_model(args.speech_model))
+    tab.word_timing_check.setChecked(True)
+    fin = _wait(tab.decodeFinished, lambda: (tab.options_panel.setOptions(DecodingOptions(), emit=True),
+                                             tab.load_sample()))
+    print("words run:", fin[0].text if fin else "(no result)")
+    while tab.is_busy() or tab.word_timing.busy() or not tab.word_timing.final:
+        _settle(50)
+    for w in tab.word_timing.bands.words():
+        print(f"{w.start:6.2f} {w.end:6.2f} {w.word}")
+    tab.inspector_tabs.setCurrentWidget(tab.heatmap)
+    tab.select_step(args.words_step)
+    _settle(400)
+    _save(win, out / "screenshot_words.png")
 
 
 if __name__ == "__main__":

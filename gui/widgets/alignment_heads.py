@@ -18,7 +18,7 @@ WHAT = ("Alignment heads: the cross-attention heads whose attention follows time
         "on their mean). Word timing runs DTW over the heads ticked here.")
 #: a ticked head's button (the model's own default heads are also bold)
 _STYLE = ("QToolButton { padding: 0px; min-width: 20px; max-width: 22px; min-height: 16px; max-height: 18px; }"
-          "QToolButton:checked { background: #ff2d55; color: white; border: 1px solid #a3001f; }")
+          "QToolButton:checked { background: #c030c0; color: white; border: 1px solid #701070; }")
 
 
 class AlignmentHeadPicker(QWidget):

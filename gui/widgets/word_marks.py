@@ -28,7 +28,7 @@ from core.catalog import FRAME_S
 _TINTS = (QColor(0, 158, 115, 60), QColor(86, 180, 233, 60))
 _OPEN = QColor(230, 159, 0, 70)
 _EDGE = QColor(0, 90, 70, 160)
-PATH_COLOR = "#ff2d55"
+PATH_COLOR = "#ff4dff"  # magenta: not in viridis, not the red of the selected row
 
 
 class WordBands(QObject):
@@ -48,7 +48,8 @@ class WordBands(QObject):
         self._words: list = []
         self._open = False
         self.plot.scene().sigMouseClicked.connect(self._clicked)
-        self.plot.vb.sigYRangeChanged.connect(lambda *_a: self._place())
+        self.plot.vb.sigRangeChanged.connect(lambda *_a: self._place())
+        self.plot.vb.sigResized.connect(lambda *_a: self._place())
 
     # ---------------------------------------------------------------- API
     def set_words(self, words: Sequence, open_last: bool = False) -> None:
@@ -60,6 +61,9 @@ class WordBands(QObject):
             band = QGraphicsRectItem()
             band.setZValue(-5)
             label = pg.TextItem(anchor=(0, 0), color="#1b4d3e")
+            font = label.textItem.font()
+            font.setPointSizeF(max(6.0, font.pointSizeF() * 0.85))
+            label.setFont(font)
             label.setZValue(5)
             self.plot.addItem(band, ignoreBounds=True)
             self.plot.addItem(label, ignoreBounds=True)
@@ -119,11 +123,14 @@ class WordBands(QObject):
 
     # ------------------------------------------------------------ internals
     def _place(self) -> None:
-        """Bands the full height of the view; labels at its top (inside)."""
+        """Bands the full height of the view; labels at its top (inside), shown where the
+        band is wide enough for them at the current zoom (the band's tooltip has the word)."""
         (_x0, _x1), (y0, y1) = self.plot.vb.viewRange()
+        px = self.plot.vb.viewPixelSize()[0] if self.plot.vb.width() > 0 else 0.0  # seconds per pixel
         for w, band, label in zip(self._words, self._bands, self._labels):
             band.setRect(QRectF(w.start, y0, max(w.end - w.start, 1e-3), y1 - y0))
             label.setPos(w.start, y1)
+            label.setVisible(label.textItem.boundingRect().width() * px <= (w.end - w.start) + 6 * px)
 
     def _clicked(self, mev) -> None:
         if not self._words or mev.button() != Qt.MouseButton.LeftButton:
