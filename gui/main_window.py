@@ -190,18 +190,32 @@ class MainWindow(QMainWindow):
         self.quit_action = act("Quit", ["Ctrl+Q"], self.close)
         self.save_exploration_action = act("Save exploration…", ["Ctrl+Shift+S"], lambda: self.save_exploration())
         self.open_exploration_action = act("Open exploration…", ["Ctrl+Shift+O"], lambda: self.open_exploration())
-        for a, tip in ((self.save_exploration_action, "Save the current tab's branches (forks), with the input's "
+        self.export_action = act("Export…", ["Ctrl+E"], lambda: self.export_transcript())
+        for a, tip in ((self.export_action, "Export the Speech tab's last run as a transcript or subtitles: "
+                        "txt, srt, vtt, tsv or json (as openai/whisper writes them)"),
+                       (self.save_exploration_action, "Save the current tab's branches (forks), with the input's "
                         "hash, the model and the options, as a JSON file"),
                        (self.open_exploration_action, "Open a saved exploration on the same input and model")):
             a.setToolTip(tip)
             a.setStatusTip(tip)
         menu = self.menuBar().addMenu("&File")
         menu.addAction(self.open_action)
+        menu.addAction(self.export_action)
         menu.addSeparator()
         menu.addAction(self.save_exploration_action)
         menu.addAction(self.open_exploration_action)
         menu.addSeparator()
         menu.addAction(self.quit_action)
+
+    def export_transcript(self, path: str | None = None) -> bool:
+        """File → Export…: the current tab's last run as txt/srt/vtt/tsv/json (the Speech tab,
+        ``gui.tabs.longform``); other tabs say where it works."""
+        tab = self.current_tab()
+        export = getattr(tab, "export_transcript", None)
+        if export is None:
+            self.show_message("Export writes transcripts and subtitles of speech: use it in the Speech tab.")
+            return False
+        return export(path)
 
     # ----------------------------------------------------------- explorations
     def _exploration_dir(self) -> str:

@@ -55,6 +55,7 @@ from core.options import DecodingOptions
 
 from ..widgets.attention_heatmap import no_si_prefix
 from .base import SAMPLES_DIR, DecodeTab, first_file
+from .longform import LongFormMixin
 from .recording import WARNING_STYLE, RecordingBar, RecordingError, Take
 from .whatif_inputs import SpeechMask
 
@@ -97,7 +98,7 @@ def ask_save_path(parent: QWidget | None, title: str, suggested: str) -> str:
     return path
 
 
-class SpeechTab(SpeechMask, DecodeTab):
+class SpeechTab(LongFormMixin, SpeechMask, DecodeTab):
     """Speech-to-text with Whisper (see module docstring)."""
 
     title = "Speech"
@@ -127,6 +128,7 @@ class SpeechTab(SpeechMask, DecodeTab):
 
         # word bands on the waveform, the DTW path on the heatmap, the alignment-head picker
         self.word_timing = WordTimingController(self, self.word_timing_check)
+        self.init_longform()  # long-form runs: attempts, window marks, export (gui/tabs/longform.py)
         self._update_lang_task_enabled()
         self._update_takes()
 
@@ -141,6 +143,7 @@ class SpeechTab(SpeechMask, DecodeTab):
         row_title = QHBoxLayout()
         row_title.addWidget(title, 0, Qt.AlignmentFlag.AlignTop)
         row_title.addWidget(self.info_label, 1)
+        self.add_longform_controls(row_title)  # windows: auto | long-form | fixed 30 s
         w = QWidget()
         lay = QVBoxLayout(w)
         lay.setContentsMargins(6, 6, 6, 6)
@@ -586,6 +589,8 @@ class SpeechTab(SpeechMask, DecodeTab):
         return extras
 
     def decode_fn(self, options: DecodingOptions) -> Callable[[Callable[[], bool]], Iterator[Any]]:
+        if self.longform_active():
+            return self.longform_fn(options)  # SpeechModel.transcribe: seek, conditioning, fallback
         model, audio, language, task, extras = self.model, self.audio, self.language(), self.task(), self.decode_extras()
 
         def gen(cancel):
@@ -608,6 +613,8 @@ class SpeechTab(SpeechMask, DecodeTab):
     def lanes_fn(self, lanes: list[DecodingOptions]) -> Callable[[Callable[[], bool]], Iterator[Any]]:
         """Decode the audio with every lane's options on one encoder pass per window
         (``SpeechModel.decode_lanes``)."""
+        if self.longform_refusal("Lanes"):
+            raise RuntimeError(self.longform_refusal("Lanes"))
         model, audio, language, task, extras = self.model, self.audio, self.language(), self.task(), self.decode_extras()
 
         def gen(cancel):
@@ -647,6 +654,7 @@ class SpeechTab(SpeechMask, DecodeTab):
         s.setValue("speech/device", self.device_combo.currentText())
         s.setValue("speech/timestamps", self.timestamps_check.isChecked())
         s.setValue("speech/language_candidates", ", ".join(self.candidates_edit.codes()))
+        self.save_longform_settings(s)
 
     def restore_settings(self, s: QSettings) -> None:
         super().restore_settings(s)
@@ -663,6 +671,7 @@ class SpeechTab(SpeechMask, DecodeTab):
         self.timestamps_check.setChecked(str(s.value("speech/timestamps", False)).lower() == "true")
         self.timestamps_check.blockSignals(False)
         self.candidates_edit.set_codes(str(s.value("speech/language_candidates", "") or ""))
+        self.restore_longform_settings(s)
         self._update_lang_task_enabled()
 
     def shutdown(self, wait_ms: int = 10000) -> None:

@@ -1,0 +1,244 @@
+"""Long-form transcription in the Speech tab (issue 14 §3): the windows choice, the run,
+the attempts, taking failed attempts back, File → Export.
+
+A mixin of :class:`gui.tabs.speech.SpeechTab` (the speech tab keeps only small hooks):
+
+- the "windows" box and the "long-form ▾" settings (``gui.widgets.longform_panel``) sit in
+  the files row; a long-form run calls ``SpeechModel.transcribe`` (openai/whisper
+  ``transcribe()``: seek, previous-text conditioning, temperature fallback) in the worker;
+- each ``core.events.AttemptEvent`` goes to the Attempts view (``gui.widgets.attempts_view``)
+  and the waveform's window marks (``gui.widgets.window_marks``); an attempt that was not
+  kept is taken back from the run (``RunState.retract``), and the token stream, step strip,
+  heatmap and lens are redrawn from the run's steps (:meth:`LongFormMixin._steps_retracted`);
+- File → Export… (:meth:`LongFormMixin.export_transcript`) writes txt/srt/vtt/tsv/json with
+  ``core.output_writers.render``: a long-form run's ``core.tasks.longform.result_dict``, or
+  the timestamp segments of a run decoded with timestamps (``SpeechModel.segments``);
+- forks, input what-ifs and lanes re-decode fixed 30 s windows (``SpeechModel.fork`` /
+  ``what_if`` / ``decode_lanes``), so they are refused on a long-form run, with the reason in
+  the status bar, until the core takes ``longform=`` there (then set
+  :data:`LONGFORM_EXPLORING` and route them in :meth:`LongFormMixin.longform_refusal`).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+from PySide6.QtWidgets import QFileDialog, QHBoxLayout, QLabel, QWidget
+
+from core.catalog import SAMPLE_RATE
+from core.events import AttemptEvent, Finished, StepEvent
+from core.options import DecodingOptions
+
+from ..widgets.attempts_view import AttemptsView, attempt_kind
+from ..widgets.longform_panel import LongFormPanel
+from ..widgets.window_marks import WindowMarks
+
+#: forks, what-ifs and lanes follow a long-form run's windows (False until the core's fork
+#: and what_if take ``longform=``)
+LONGFORM_EXPLORING = False
+EXPORT_FILTERS = "SubRip subtitles (*.srt);;WebVTT subtitles (*.vtt);;Text (*.txt);;Tab-separated (*.tsv);;JSON (*.json)"
+
+
+def ask_export_path(parent: QWidget | None, suggested: str) -> str:
+    """Ask where to export the transcript (``QFileDialog``); "" when the user cancels. The
+    suffix picks the format (tests replace this function)."""
+    path, chosen = QFileDialog.getSaveFileName(parent, "Export transcript", suggested, EXPORT_FILTERS)
+    if path and not Path(path).suffix and chosen:
+        path += chosen[chosen.rfind("*.") + 1: -1]
+    return path
+
+
+class LongFormMixin:
+    """Long-form runs, attempts and export for the Speech tab (see the module docstring).
+    The tab calls :meth:`add_longform_controls` while building its files row and
+    :meth:`init_longform` at the end of its ``__init__``."""
+
+    # ------------------------------------------------------------ building
+    def add_longform_controls(self, row: QHBoxLayout) -> None:
+        """Put the windows box and the "long-form ▾" button into ``row``."""
+        self.longform_panel = LongFormPanel(self)
+        row.addWidget(QLabel("windows"))
+        row.addWidget(self.longform_panel.mode_combo)
+        row.addWidget(self.longform_panel.button)
+
+    def init_longform(self) -> None:
+        """The Attempts tab, the window marks and the run-state hooks (after the layout exists)."""
+        self._lf_run = False  # the current run is long-form
+        self._lf_attempts: list[AttemptEvent] = []
+        self._lf_finished: Finished | None = None
+        self._lf_language: str | None = None
+        self.attempts_view = AttemptsView()
+        self.add_inspector_view(self.attempts_view, "Attempts")
+        self.inspector_tabs.setTabVisible(self.inspector_tabs.indexOf(self.attempts_view), False)
+        self.window_marks = WindowMarks([self.wave, self.heatmap.wave_plot])
+        self.longform_panel.changed.connect(self.request_decode)
+        self.run.stepsRetracted.connect(self._steps_retracted)
+        self.run.cleared.connect(self._longform_cleared)
+
+    # ------------------------------------------------------------ the run
+    def longform_active(self) -> bool:
+        """The next run is long-form: the windows box says so (auto: audio over 30 s)."""
+        audio = getattr(self, "audio", None)
+        return audio is not None and self.longform_panel.uses_longform(len(audio) / SAMPLE_RATE)
+
+    def longform_fn(self, options: DecodingOptions) -> Callable[[Callable[[], bool]], Iterator[Any]]:
+        """The worker's generator of a long-form run (``SpeechModel.transcribe``).
+
+        Raises:
+            ValueError: bad long-form settings (shown in the banner).
+        """
+        lf = self.longform_panel.options()
+        model, audio, language, task = self.model, self.audio, self.language(), self.task()
+        self._lf_run, self._lf_language = True, language
+        self._set_attempts_tab(True)
+
+        def gen(cancel):
+            return model.transcribe(audio, options, longform=lf, language=language, task=task, cancel=cancel)
+
+        return gen
+
+    def _on_event(self, ev: Any) -> None:
+        if isinstance(ev, AttemptEvent):
+            self._take_attempt(ev)
+            return
+        if isinstance(ev, Finished) and self._lf_run:
+            self._lf_finished = ev
+            self._lf_language = getattr(self.model, "last_language", None) or self._lf_language
+        super()._on_event(ev)
+
+    def _take_attempt(self, ev: AttemptEvent) -> None:
+        """One attempt ended: list it, mark its window, and take its steps back when it was
+        not kept (the next attempt is numbered from the same step)."""
+        self._lf_attempts.append(ev)
+        self.attempts_view.add(ev)
+        self.window_marks.add(ev)
+        if not ev.kept_in_transcript:
+            self.run.retract(ev.segment, ev.step_offset)
+        failed = sum(attempt_kind(a) != "accepted" for a in self._lf_attempts)
+        i = self.inspector_tabs.indexOf(self.attempts_view)
+        self.inspector_tabs.setTabText(i, f"Attempts ⚠{failed}" if failed else "Attempts")
+
+    def _steps_retracted(self, branch: int, step: int) -> None:
+        """Steps from ``step`` on were taken back: redraw the stream, strip, heatmap and lens
+        from the run's steps (each window's label line first, even a window with no steps left)."""
+        if branch != self.run.current_branch():
+            return
+        self._view_queue = [e for e in self._view_queue if not (isinstance(e, StepEvent) and e.step >= step)]
+        steps = self.run.branch_steps(branch)
+        by_seg: dict[int, list[StepEvent]] = {}
+        for e in steps:
+            by_seg.setdefault(e.segment, []).append(e)
+        queue: list = []
+        for sev in self.run.segments(branch):
+            queue.append(sev)
+            queue.extend(by_seg.pop(sev.segment, []))
+        queue.extend(e for seg in sorted(by_seg) for e in by_seg[seg])
+        self._view_queue = []
+        self.stream.clear()  # the step strip follows (stream.cleared)
+        self.heatmap.clear()
+        self.lens_view.clear()
+        self._view_queue = queue
+        self.flush_views()
+        if self.run.selected() is None:
+            self.topk.set_step(self.run.step(self.run.latest()))
+
+    def _longform_cleared(self) -> None:
+        """A new run (or no input): forget the attempts and marks."""
+        self._lf_run, self._lf_attempts, self._lf_finished = False, [], None
+        self.attempts_view.clear()
+        self.window_marks.clear()
+        self._set_attempts_tab(False)
+
+    def _set_attempts_tab(self, on: bool) -> None:
+        i = self.inspector_tabs.indexOf(self.attempts_view)
+        self.inspector_tabs.setTabText(i, "Attempts")
+        if not on and self.inspector_tabs.currentIndex() == i:
+            self.inspector_tabs.setCurrentWidget(self.heatmap)
+        self.inspector_tabs.setTabVisible(i, on)
+
+    def show_attempts(self) -> None:
+        """Bring the Attempts tab to the front."""
+        self.inspector_tabs.setCurrentWidget(self.attempts_view)
+
+    # ------------------------------------------------------------ exploring a long-form run
+    def longform_refusal(self, what: str) -> str:
+        """Why ``what`` ("Forks", "What-ifs", "Lanes") cannot run on the current run ("" if it can)."""
+        if LONGFORM_EXPLORING or not (self._lf_run or self.longform_active()):
+            return ""
+        return (f"{what} decode fixed 30 s windows and cannot follow a long-form run's seek and fallback yet: "
+                "set windows to 'fixed 30 s' to use them.")
+
+    def _fork_refusal(self, ev, token_ids) -> str:
+        return self.longform_refusal("Forks") or super()._fork_refusal(ev, token_ids)
+
+    def _whatif_refusal(self, kind: str, parent: int) -> str:
+        return self.longform_refusal("What-ifs") or super()._whatif_refusal(kind, parent)
+
+    # ------------------------------------------------------------ export
+    def export_result(self) -> dict:
+        """The last run as openai/whisper ``transcribe()``'s result dict.
+
+        Raises:
+            ValueError: no run, a run still going, or a run without times (one line: what to do).
+        """
+        if not self.has_input() or self.model is None or (not len(self.run) and self._lf_finished is None):
+            raise ValueError("Nothing to export yet: open or record audio, load a model and decode it first.")
+        if self._lf_run:
+            if self._lf_finished is None:
+                raise ValueError("The long-form run is still decoding: wait for it to end, then export.")
+            from core.tasks.longform import result_dict
+
+            return result_dict(self._lf_attempts + [self._lf_finished], self._lf_language)
+        segments = self.model.segments(self.run.steps())
+        if not segments:
+            raise ValueError("This run has no times to export: set windows to 'long-form' (or tick 'timestamps'), "
+                             "then decode again.")
+        return {"text": self.run.text(self.run.current_branch()), "language": self.language(),
+                "segments": [{"id": i, "seek": 0, "start": s["start"], "end": s["end"],
+                              "text": " " + s["text"].strip(), "tokens": []} for i, s in enumerate(segments)]}
+
+    def export_transcript(self, path: str | None = None) -> bool:
+        """File → Export…: write the last run as txt/srt/vtt/tsv/json (the file's suffix picks
+        it; ``core.output_writers.render``). Asks where when ``path`` is None. Errors go to
+        the banner as one line. True when written."""
+        from core.output_writers import FORMATS, render
+
+        try:
+            result = self.export_result()
+        except ValueError as exc:
+            self.show_error(str(exc))
+            return False
+        if path is None:
+            from PySide6.QtCore import QSettings
+
+            folder = Path(str(QSettings().value("speech/export_dir", str(Path.home()))))
+            path = ask_export_path(self, str(folder / f"{Path(self.source_name).stem or 'transcript'}.srt"))
+            if not path:
+                return False
+        path = Path(path)
+        fmt = path.suffix.lstrip(".").lower()
+        if fmt not in FORMATS:
+            self.show_error(f"Cannot export {path.name}: name the file .{', .'.join(FORMATS)}")
+            return False
+        try:
+            text = render(result, fmt)
+            path.write_text(text, encoding="utf-8", newline="\n")
+        except (OSError, ValueError) as exc:
+            self.show_error(f"Could not export {path.name}: {exc}")
+            return False
+        from PySide6.QtCore import QSettings
+
+        QSettings().setValue("speech/export_dir", str(path.parent))
+        self.clear_error()
+        self.statusMessage.emit(f"Exported {len(result['segments'])} segments to {path.name}")
+        return True
+
+    # ------------------------------------------------------------ settings
+    def save_longform_settings(self, s) -> None:
+        for key, value in self.longform_panel.settings().items():
+            s.setValue(f"speech/longform/{key}", value)
+
+    def restore_longform_settings(self, s) -> None:
+        keys = self.longform_panel.settings().keys()
+        self.longform_panel.apply_settings({k: s.value(f"speech/longform/{k}") for k in keys})

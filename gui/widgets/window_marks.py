@@ -1,0 +1,80 @@
+"""Long-form windows that fell back or were skipped, drawn on the waveform (issue 14 §3).
+
+A tinted span over the window's seconds (``AttemptEvent.start`` .. ``end``) with a label:
+orange "fell back → T=0.2" when the window needed more than one attempt (red
+"repetition → T=0.4" when an attempt failed as a repetition loop), grey "silence" when it was
+skipped. Windows accepted at the first try are not marked. The spans take no mouse input.
+"""
+
+from __future__ import annotations
+
+import pyqtgraph as pg
+from PySide6.QtGui import QColor
+
+from core.events import AttemptEvent
+
+from .attempts_view import attempt_kind
+
+#: (fill, label colour) per mark kind
+MARK_COLORS = {"fallback": ("#E69F00", "#8a5a00"), "repetition": ("#D55E00", "#8a3300"),
+               "silence": ("#888888", "#444444")}
+
+
+class WindowMarks:
+    """Tinted spans with labels on each of ``plots`` (x in seconds), one per window that fell
+    back or was skipped."""
+
+    def __init__(self, plots) -> None:
+        self.plots = list(plots)
+        self._items: list[tuple[object, object]] = []  # (plot, item)
+        self._windows: dict[int, list[AttemptEvent]] = {}
+        self._marks: dict[int, tuple[str, str, float, float]] = {}  # window -> kind, label, start, end
+
+    def clear(self) -> None:
+        for plot, item in self._items:
+            plot.removeItem(item)
+        self._items = []
+        self._windows = {}
+        self._marks = {}
+
+    def add(self, ev: AttemptEvent) -> None:
+        """Take one attempt; redraw its window's mark when the window is marked."""
+        tries = self._windows.setdefault(ev.segment, [])
+        tries.append(ev)
+        failed = [a for a in tries if attempt_kind(a) != "accepted"]
+        if not failed:
+            return
+        if ev.verdict == "silence":
+            kind, label = "silence", "silence — skipped"
+        else:
+            kind = "repetition" if any(attempt_kind(a) == "repetition" for a in failed) else "fallback"
+            label = f"{'repetition' if kind == 'repetition' else 'fell back'} → T={ev.temperature:g}"
+        self._marks[ev.segment] = (kind, label, ev.start, ev.end)
+        self._redraw()
+
+    def marks(self) -> dict[int, tuple[str, str, float, float]]:
+        """window -> (kind, label, start s, end s) of every marked window."""
+        return dict(self._marks)
+
+    def _redraw(self) -> None:
+        for plot, item in self._items:
+            plot.removeItem(item)
+        self._items = []
+        for kind, label, start, end in self._marks.values():
+            fill, ink = MARK_COLORS[kind]
+            for plot in self.plots:
+                color = QColor(fill)
+                color.setAlpha(55)
+                region = pg.LinearRegionItem((start, end), movable=False, brush=color,
+                                             pen=pg.mkPen(fill, width=1))
+                region.setZValue(-5)
+                region.setToolTip(label)
+                for line in region.lines:
+                    line.setToolTip(label)
+                plot.addItem(region, ignoreBounds=True)
+                text = pg.TextItem(label, color=ink, anchor=(0, 0))
+                vb = plot.getViewBox() if hasattr(plot, "getViewBox") else plot.plotItem.getViewBox()
+                y_top = vb.viewRange()[1][1]
+                text.setPos(start, y_top)
+                plot.addItem(text, ignoreBounds=True)
+                self._items += [(plot, region), (plot, text)]
