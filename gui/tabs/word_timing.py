@@ -78,6 +78,7 @@ class WordTimingController(QObject):
         run.stepAdded.connect(lambda _ev: self.schedule())
         run.cleared.connect(self._cleared)
         run.currentBranchChanged.connect(lambda _b: self.schedule())
+        run.stepsRetracted.connect(lambda *_a: self.schedule())  # a long-form attempt taken back
         tab.decodeFinished.connect(lambda fin: self._run_ended(fin))
         tab.forkFinished.connect(lambda _b: self._run_ended(None))
         check.toggled.connect(self._toggled)
