@@ -9,18 +9,20 @@ import re
 import pyqtgraph as pg
 from PySide6.QtCore import Qt
 
-from core.catalog import WINDOW_S
+from core.catalog import FRAME_S
 
 _TIMESTAMP = re.compile(r"^<\|(\d+\.\d+)\|>$")
 
 
 def timestamp_seconds(steps) -> list[float]:
-    """Seconds in the whole audio of every timestamp token among ``steps`` (StepEvents), in order."""
+    """Seconds in the whole audio of every timestamp token among ``steps`` (StepEvents), in order:
+    the window's start (``source_offset`` encoder frames of 20 ms: ``segment`` x 30 s for fixed
+    windows, the seek for long-form windows) plus the token's time."""
     out = []
     for ev in steps:
         m = _TIMESTAMP.match(ev.text or "")
         if m:
-            out.append(ev.segment * WINDOW_S + float(m.group(1)))
+            out.append(round(ev.source_offset * FRAME_S, 3) + float(m.group(1)))
     return out
 
 
@@ -33,6 +35,7 @@ class TimestampMarks:
         self.lines: list[tuple[object, pg.InfiniteLine]] = []  # (plot, line)
         run.stepAdded.connect(self._step_added)
         run.cleared.connect(self.redraw)
+        run.stepsRetracted.connect(lambda _b, _s: self.redraw())  # a long-form attempt taken back
         run.currentBranchChanged.connect(lambda _b: self.redraw())
 
     def seconds(self) -> list[float]:

@@ -17,9 +17,11 @@ SLOW_MS = 240_000
 
 
 def test_timestamp_seconds_reads_timestamp_tokens_of_every_window():
-    steps = [SimpleNamespace(text=t, segment=s) for t, s in
+    steps = [SimpleNamespace(text=t, segment=s, source_offset=1500 * s) for t, s in
              [("<|0.00|>", 0), (" Hi", 0), ("<|2.60|>", 0), ("<|1.20|>", 1), ("<|notimestamps|>", 1), ("<", 1)]]
     assert timestamp_seconds(steps) == [0.0, 2.6, 31.2]
+    # a long-form window starts at its seek (mel frame 2468 = encoder frame 1234 = 24.68 s), not at 30 s
+    assert timestamp_seconds([SimpleNamespace(text="<|1.20|>", segment=1, source_offset=1234)]) == [25.88]
 
 
 def _wait_decode(qtbot, tab, action):
