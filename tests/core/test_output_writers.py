@@ -162,6 +162,16 @@ def test_line_width_and_count():
         "01:02:05.600 --> 01:02:06.900\nLate one.\n\n")
 
 
+def test_long_pause_starts_a_cue():
+    # long_pause = timing["start"] - last > 3.0 with last = the previous word's START:
+    # "two" starts 3.1 s after "one" starts (only 2.9 s after it ends) -> new cue;
+    # "three" starts 2.9 s after "two" starts -> same cue, same line (width 100).
+    result = {"segments": [segment(0, 0.0, 6.2, " one two three", [
+        word(" one", 0.0, 0.2), word(" two", 3.1, 3.3), word(" three", 6.0, 6.2)])]}
+    assert render(result, "vtt", max_line_width=100, max_line_count=5) == (
+        "WEBVTT\n\n00:00.000 --> 00:00.200\none\n\n00:03.100 --> 00:06.200\ntwo three\n\n")
+
+
 def test_line_width_alone_wraps_inside_segments():
     # max_line_width without max_line_count: preserve_segments stays on, lines wrap at 12.
     assert render(WITH_WORDS, "srt", max_line_width=12) == (
