@@ -363,6 +363,7 @@ class AttemptEvent:
             end-of-text step (openai timing.py's last row), or None.
         segments: the timestamped segments it adds, ``{"start", "end", "tokens", "text"}``
             (seconds); () when not kept.
+        loudest_db: the window's loudest 20 ms frame in dBFS (-inf: digital silence).
     """
 
     segment: int
@@ -385,6 +386,7 @@ class AttemptEvent:
     end: float = 0.0
     end_attention: np.ndarray | None = None
     segments: tuple[dict, ...] = ()
+    loudest_db: float = 0.0
 
 
 Event = Union[StepEvent, BeamEvent, SegmentEvent, AttemptEvent, Finished]

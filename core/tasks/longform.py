@@ -62,7 +62,7 @@ INPUT_STRIDE = 2
 #: 0.02 s per timestamp tick
 TIME_PRECISION = 0.02
 
-__all__ = ["LongFormOptions", "compression_ratio", "split_window", "token_entropy", "transcribe",
+__all__ = ["LongFormOptions", "compression_ratio", "loudest_db", "split_window", "token_entropy", "transcribe",
            "transcript_events", "result_dict"]
 
 
@@ -84,6 +84,12 @@ class LongFormOptions:
         condition_on_previous_text: prompt each window with the previous windows' tokens.
         initial_prompt: text given as the previous text of the first window ("" = none).
         sample_len: most tokens generated per window (openai: ``n_ctx // 2`` = 224).
+        silence_db: also skip a window whose no-speech probability is above
+            ``no_speech_threshold`` when its loudest 20 ms frame is below this level (dBFS),
+            whatever its log-probability: Whisper tends to write "you" or "Thank you." over
+            digital silence with an average log-probability near -0.7, which openai's rule
+            alone keeps. Ours, in the manner of stable-ts's loudness-based silence
+            suppression; None switches it off (then the rule is openai's exactly).
     """
 
     temperatures: tuple[float, ...] = (0.0, 0.2, 0.4, 0.6, 0.8, 1.0)
@@ -94,6 +100,7 @@ class LongFormOptions:
     condition_on_previous_text: bool = True
     initial_prompt: str = ""
     sample_len: int = 224
+    silence_db: float | None = -50.0
 
     def validate(self) -> "LongFormOptions":
         """Return self, or raise ValueError naming the field that is out of range."""
@@ -107,6 +114,8 @@ class LongFormOptions:
             raise ValueError(f"no_speech_threshold must be in [0, 1], got {self.no_speech_threshold}")
         if self.entropy_threshold is not None and self.entropy_threshold < 0:
             raise ValueError(f"entropy_threshold must be >= 0, got {self.entropy_threshold}")
+        if self.silence_db is not None and not -200 <= self.silence_db <= 0:
+            raise ValueError(f"silence_db must be in -200..0 dBFS, got {self.silence_db}")
         if not 1 <= self.sample_len <= 440:
             raise ValueError(f"sample_len must be in 1..440 tokens, got {self.sample_len}")
         return self
@@ -127,6 +136,17 @@ def token_entropy(tokens: Sequence[int], last: int = 32) -> float:
         return 0.0
     n = len(window)
     return float(-sum(c / n * math.log(c / n) for c in Counter(window).values()))
+
+
+def loudest_db(samples: np.ndarray, frame: int = 320) -> float:
+    """Level in dBFS of the loudest ``frame``-sample frame (RMS; 320 samples = 20 ms at
+    16 kHz) of float32 audio in [-1, 1]; -inf for all-zero or empty audio."""
+    if samples.size == 0:
+        return float("-inf")
+    n = max(1, samples.size // frame)
+    frames = samples[: n * frame].reshape(n, -1) if samples.size >= frame else samples.reshape(1, -1)
+    rms = float(np.sqrt(np.max(np.mean(np.square(frames, dtype=np.float64), axis=1))))
+    return 20 * math.log10(rms) if rms > 0 else float("-inf")
 
 
 def split_window(tokens: Sequence[int], timestamp_begin: int, seek_frames: int, time_offset: float):
@@ -232,6 +252,7 @@ def transcribe(
         prompt = model.prompt(lang, task, timestamps=True, previous=previous)
         prompt = replace(prompt, max_new_tokens=min(longform.sample_len, prompt.max_new_tokens or longform.sample_len))
         no_speech = _no_speech_prob(model, encoded, prompt.prompt_ids)
+        level = loudest_db(audio[seek * SAMPLE_RATE // MEL_PER_S: (seek + n_frames) * SAMPLE_RATE // MEL_PER_S])
         stats.encode_s += time.perf_counter() - t0
         stats.encoder_cached = stats.encoder_cached and hit
         start_s, end_s = seek / MEL_PER_S, (seek + n_frames) / MEL_PER_S
@@ -257,7 +278,7 @@ def transcribe(
                     steps.append(ev)
                 yield ev
             tokens = list(finished.token_ids)
-            attempt = _judge(model, encoded, prompt, tokens, steps, finished, no_speech, longform)
+            attempt = _judge(model, encoded, prompt, tokens, steps, finished, no_speech, level, longform)
             last = k == len(longform.temperatures) - 1
             keep = finished.cancelled or attempt["verdict"] == "accepted" or (last and attempt["verdict"] == "fallback")
             segments, advance, kept = split_window(tokens, timestamp_begin, n_frames, start_s)
@@ -269,7 +290,7 @@ def transcribe(
                 compression_ratio=attempt["compression_ratio"], avg_logprob=attempt["avg_logprob"],
                 no_speech_prob=no_speech, entropy=attempt["entropy"], verdict=attempt["verdict"],
                 reasons=tuple(attempt["reasons"]), kept_in_transcript=keep, kept_tokens=kept,
-                seek=seek, start=start_s, end=end_s, end_attention=attempt["end_attention"],
+                seek=seek, start=start_s, end=end_s, end_attention=attempt["end_attention"], loudest_db=level,
                 segments=tuple({"start": s["start"], "end": s["end"], "tokens": tuple(s["tokens"]),
                                 "text": model.backend.decode(s["tokens"]).strip()} for s in segments),
             )
@@ -339,7 +360,7 @@ def _no_speech_prob(model, encoded, prompt_ids: Sequence[int]) -> float | None:
     return float(torch.softmax(out.logits[0].float(), dim=-1)[sp.no_speech])
 
 
-def _judge(model, encoded, prompt, tokens, steps, finished, no_speech, lf) -> dict:
+def _judge(model, encoded, prompt, tokens, steps, finished, no_speech, level, lf) -> dict:
     """The fallback decision of one attempt (openai ``decode_with_fallback``).
 
     The average log-probability is openai's ``sum_logprobs / (len(tokens) + 1)``: the
@@ -373,11 +394,13 @@ def _judge(model, encoded, prompt, tokens, steps, finished, no_speech, lf) -> di
         reasons.append(f"token entropy {entropy:.2f} < {lf.entropy_threshold:g} nats (repetition)")
     if reasons:
         verdict = "fallback"
-    if (lf.no_speech_threshold is not None and no_speech is not None and lf.logprob_threshold is not None
-            and no_speech > lf.no_speech_threshold and avg_logprob < lf.logprob_threshold):
-        verdict = "silence"
-        reasons = [f"no-speech probability {no_speech:.2f} > {lf.no_speech_threshold:g} and average "
-                   f"log-probability {avg_logprob:.2f} < {lf.logprob_threshold:g}"]
+    if lf.no_speech_threshold is not None and no_speech is not None and no_speech > lf.no_speech_threshold:
+        said = f"no-speech probability {no_speech:.2f} > {lf.no_speech_threshold:g}"
+        if lf.logprob_threshold is not None and avg_logprob < lf.logprob_threshold:
+            verdict, reasons = "silence", [f"{said} and average log-probability {avg_logprob:.2f} < "
+                                           f"{lf.logprob_threshold:g}"]
+        elif lf.silence_db is not None and level < lf.silence_db:
+            verdict, reasons = "silence", [f"{said} and the loudest 20 ms is {level:.0f} dBFS < {lf.silence_db:g}"]
     return {"avg_logprob": avg_logprob, "compression_ratio": ratio, "entropy": entropy, "verdict": verdict,
             "reasons": reasons, "end_attention": end_attention}
 
