@@ -142,6 +142,22 @@ def test_forks_what_ifs_and_lanes_are_refused_on_a_long_form_run(qtbot, tab):
         tab.lanes_fn([])
 
 
+def test_file_export_reaches_the_speech_tab_only(qtbot, settings, monkeypatch):
+    from gui.main_window import MainWindow
+
+    win = MainWindow(settings=settings, autoload=False)
+    qtbot.addWidget(win)
+    calls = []
+    monkeypatch.setattr(win.speech_tab, "export_transcript", lambda path=None: calls.append(path) or True)
+    assert win.export_action in win.menuBar().actions()[0].menu().actions()
+    win.tabs.setCurrentWidget(win.speech_tab)
+    win.export_action.trigger()
+    assert calls == [None]
+    win.tabs.setCurrentWidget(win.ocr_tab)
+    assert not win.export_transcript() and calls == [None]
+    assert "Speech tab" in win.statusBar().currentMessage()
+
+
 @pytest.mark.e2e
 def test_real_tiny_en_long_form_equals_transcribe(qtbot, whisper_tiny_en):
     """A > 30 s clip (the bundled sample three times) decoded long-form in the tab ends with
