@@ -64,6 +64,7 @@ from core.analysis.lens import lens_json
 from core.beam_tree import BeamTree
 from core.events import BeamEvent, Event, Finished, SegmentEvent, StepEvent
 from core.cli_lanes import add_compare_arguments, lanes_from_args, run_compare
+from core.cli_longform import add_longform_arguments, check_writer_options, longform_options, run_longform, use_longform
 from core.cli_options import add_decoding_arguments, options_from_args
 from core.cli_words import add_word_arguments, emit_words
 from core.options import DecodingOptions
@@ -137,8 +138,20 @@ def cmd_transcribe(args: argparse.Namespace) -> int:
         audio = load_audio(args.file)
     except AudioError as e:
         raise CLIError(str(e)) from None
+    longform = use_longform(args, len(audio) / catalog.SAMPLE_RATE)
+    if longform:
+        if lanes:
+            raise CLIError("--compare decodes plain 30 s windows; add --windows fixed (long-form is not compared yet)")
+        if args.timestamps:
+            raise CLIError("long-form decoding always uses timestamps; --timestamps is for --windows fixed")
+        longform_options(args)  # a bad threshold fails before the model loads
+        check_writer_options(args)
+    elif args.output_format:
+        raise CLIError("--output-format needs long-form decoding; drop --windows fixed")
     model = SpeechModel.load(args.model)
     prefix = _prefix_ids(model, args.prefix)
+    if longform:
+        return run_longform(model, audio, options, prefix, args)
     if args.word_timestamps:
         return emit_words(model, audio, options, prefix, args)
     if lanes:
@@ -308,6 +321,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_decoding_arguments(t)
     add_compare_arguments(t, "transcribe")
     add_word_arguments(t)
+    add_longform_arguments(t)
     t.set_defaults(func=cmd_transcribe)
     tr = sub.add_parser("translate", help="translate text (bundled Bergamot en<->pt, or a transformers model)")
     tr.add_argument("text", nargs="?", help="the text to translate (or use --input-file)")

@@ -50,7 +50,7 @@ from typing import Callable, Iterator, Sequence
 
 import numpy as np
 
-from core.catalog import SAMPLE_RATE
+from core.catalog import LANGUAGE_PROBS_KEPT, SAMPLE_RATE
 from core.events import AttemptEvent, BeamEvent, Finished, RunStats, SegmentEvent, StepEvent
 from core.options import DecodingOptions
 from core.tasks.base import RunTotals
@@ -199,6 +199,8 @@ def transcribe(
     language: str = "auto",
     task: str = "transcribe",
     cancel: Callable[[], bool] | None = None,
+    candidate_languages: Sequence[str] | None = None,
+    prefix_ids: Sequence[int] = (),
 ) -> Iterator:
     """Decode audio of any length as openai/whisper ``transcribe()`` (module docstring).
 
@@ -211,6 +213,9 @@ def transcribe(
         language: "auto" (detected once, on the first window, as openai) or a code.
         task: "transcribe" or "translate".
         cancel: polled between steps and windows.
+        candidate_languages: detect the language among these only (``SpeechModel.candidates``).
+        prefix_ids: token ids forced at the start of the first window's text (openai's
+            ``prefix``; ``Engine.run``'s ``forced_ids``), on its every attempt.
 
     Yields:
         per window a SegmentEvent (``source_offset`` = the window's start in encoder frames,
@@ -224,7 +229,8 @@ def transcribe(
 
     options = options.validate()
     longform = longform.validate()
-    model.check_language_task(language, task)
+    model.check_language_task(language, task, candidate_languages)
+    candidates = model.candidates(candidate_languages)
     audio = _check_audio(audio)
     lw = model._loaded
     timestamp_begin = lw.special.notimestamps + 1
@@ -245,8 +251,9 @@ def transcribe(
         n_frames = min(N_FRAMES, total_frames - seek)
         t0 = time.perf_counter()
         encoded, hit = _encode_window(model, mel, audio_key, seek, n_frames)
+        probs = model._language_distribution(encoded, None, candidates) if window == 0 else {}
         if lang is None:
-            lang = model._sot_step(encoded)[0]
+            lang = next(iter(probs))
         model.last_language = lang
         previous = history[reset_since:] if longform.condition_on_previous_text else []
         prompt = model.prompt(lang, task, timestamps=True, previous=previous)
@@ -260,7 +267,7 @@ def transcribe(
                            + (f" · language {lang}" if model.multilingual else "")
                            + (f" · no speech {no_speech:.0%}" if no_speech is not None else ""),
                            source_offset=seek // INPUT_STRIDE, source_len=encoded.source_len, kind="window",
-                           no_speech_prob=no_speech)
+                           no_speech_prob=no_speech, language_probs=tuple(list(probs.items())[:LANGUAGE_PROBS_KEPT]))
         attempt, step_offset = None, totals.step
         for k, temperature in enumerate(longform.temperatures):
             run_options = options if temperature == 0 else replace(
@@ -270,7 +277,9 @@ def transcribe(
             finished = None
             run_start = time.perf_counter() - begun
             for ev in model.engine.run(encoded, prompt, run_options, cancel=cancel, step_offset=step_offset,
-                                       segment=window, source_offset=seek // INPUT_STRIDE):
+                                       segment=window, source_offset=seek // INPUT_STRIDE,
+                                       forced_ids=prefix_ids if window == 0 else (),
+                                       reuse_cache=not (window == 0 and prefix_ids)):
                 if isinstance(ev, Finished):
                     finished = ev
                     continue

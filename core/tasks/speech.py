@@ -461,7 +461,8 @@ class SpeechModel:
         )
 
     def transcribe(self, audio: np.ndarray, options: DecodingOptions, longform=None, *, language: str = "auto",
-                   task: str = "transcribe", cancel: Callable[[], bool] | None = None) -> Iterator:
+                   task: str = "transcribe", cancel: Callable[[], bool] | None = None,
+                   candidate_languages: Sequence[str] | None = None, prefix_ids: Sequence[int] = ()) -> Iterator:
         """Long-form transcription as openai/whisper ``transcribe()``: seek by timestamps,
         previous-text conditioning, temperature fallback, silence skipping
         (``core.tasks.longform.transcribe``; ``longform``: a ``LongFormOptions``, None = defaults).
@@ -476,7 +477,7 @@ class SpeechModel:
         from core.tasks.longform import LongFormOptions, transcribe
 
         yield from transcribe(self, audio, options, longform or LongFormOptions(), language=language, task=task,
-                              cancel=cancel)
+                              cancel=cancel, candidate_languages=candidate_languages, prefix_ids=prefix_ids)
 
     def segments(self, events: Sequence) -> list[dict]:
         """Timestamped segments ``{"start", "end", "text"}`` (seconds in the whole audio) of a
