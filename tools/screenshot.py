@@ -18,7 +18,11 @@ silencing ``--whatif-span`` of the greedy run, then after No input; 1280 x 800) 
 ``screenshot_lanes.png`` (the speech tab's Lanes view: greedy | beam 5 | sample T=0.8 | min-p
 0.1 on one encoder output, scored against the sample's transcript; 1280 x 800) and
 ``screenshot_words.png`` (the speech tab with word timing on: word bands on the waveform, the
-DTW path over the heatmap; 1280 x 800) (``--tabs`` picks a subset, e.g. ``--tabs ocr,chain``).
+DTW path over the heatmap; 1280 x 800) and ``screenshot_longform.png`` (the speech tab after a
+long-form run of tiny.en on the sample followed by espeak-ng sentences (over 30 s), with fallback forced by
+``--longform-logprob``: the windows that fell back tinted on the waveform, the Attempts view with
+a failed attempt opened beside the one that replaced it; 1280 x 800) (``--tabs`` picks a subset,
+e.g. ``--tabs ocr,chain``).
 """
 
 from __future__ import annotations
@@ -85,7 +89,11 @@ def main() -> int:
     p.add_argument("--lanes", default="greedy,beam:5,sample:T=0.8,min-p:0.1",
                    help="the lanes of the lanes shot (specs separated by commas; a spec's own commas: use ;)")
     p.add_argument("--words-step", type=int, default=8, help="token to select in the word-timing shot")
-    p.add_argument("--tabs", default="speech,ocr,translation,chain,beam,fork,lens,whatif,lanes,words",
+    p.add_argument("--longform-model", default="tiny.en", help="model of the long-form shot")
+    p.add_argument("--longform-logprob", type=float, default=-0.25,
+                   help="the long-form shot's log-prob threshold (high: windows fall back)")
+    p.add_argument("--longform-temperatures", default="0, 0.4, 0.8", help="the long-form shot's temperature ladder")
+    p.add_argument("--tabs", default="speech,ocr,translation,chain,beam,fork,lens,whatif,lanes,words,longform",
                    help="comma-separated shots to take")
     args = p.parse_args()
     out = pathlib.Path(args.out)
@@ -203,6 +211,8 @@ def main() -> int:
         _lanes_shot(win, args, out)
     if "words" in tabs:
         _words_shot(win, args, out)
+    if "longform" in tabs:
+        _longform_shot(win, args, out)
     win.close()
     wait_all(30000)  # worker threads (e.g. the OCR tab's CTC readings) end before Qt goes
     return 0
@@ -309,6 +319,61 @@ def _words_shot(win, args, out: pathlib.Path) -> None:
     tab.select_step(args.words_step)
     _settle(400)
     _save(win, out / "screenshot_words.png")
+
+
+#: spoken by espeak-ng after the sample in the long-form shot (distinct sentences: joining the
+#: sample to itself would be a true repetition, which the compression-ratio check flags)
+LONGFORM_SENTENCES = (
+    "The weather station on the hill records wind speed every ten minutes.",
+    "Last winter the river froze twice, and the ferry stopped running for a week.",
+    "Our library opens at nine on weekdays and closes early on Sunday afternoons.",
+    "Please bring a pencil, a calculator and your student card to the exam.",
+    "The orchestra will rehearse the second movement again before the concert.",
+)
+
+
+def _longform_shot(win, args, out: pathlib.Path) -> None:
+    """The speech tab after a long-form run (``--longform-model`` on the sample followed by
+    espeak-ng sentences, over 30 s; greedy, seed 0, log-prob threshold ``--longform-logprob`` so windows fall back, the
+    no-speech check off): the
+    fell-back windows tinted on the waveform, the Attempts view with the first failed attempt
+    opened beside its replacement; 1280 x 800."""
+    import numpy as np
+
+    from core.audio import open_audio
+    from core.options import DecodingOptions
+
+    tab = win.speech_tab
+    win.resize(1280, 800)
+    win.tabs.setCurrentWidget(tab)
+    _wait(tab.modelReady, lambda: tab.load_model(args.longform_model))
+    while tab.is_busy():
+        _settle(50)
+    from tests.helpers.speech import synth_speech  # espeak-ng (Debian package)
+
+    audio = open_audio(tab.sample_path()).audio
+    clip = np.concatenate([audio] + [synth_speech(t) for t in LONGFORM_SENTENCES])
+    panel = tab.longform_panel
+    panel.mode_combo.blockSignals(True)
+    panel.mode_combo.setCurrentIndex(1)  # long-form (seek, fallback)
+    panel.mode_combo.blockSignals(False)
+    panel.temperatures_edit.setText(args.longform_temperatures)
+    panel.threshold_spins["logprob_threshold"].setValue(args.longform_logprob)
+    panel.threshold_checks["no_speech_threshold"].setChecked(False)  # so the raised log-prob bar skips no speech
+    fin = _wait(tab.decodeFinished, lambda: (tab.options_panel.setOptions(DecodingOptions(seed=0), emit=False),
+                                             tab.set_audio(clip, f"{tab.sample_path().name} + espeak")))
+    print("long-form run:", fin[0].text if fin else "(no result)")
+    while tab.is_busy():
+        _settle(50)
+    view = tab.attempts_view
+    for a in view.attempts():
+        print(f"window {a.segment} {a.start:.2f}-{a.end:.2f} s try {a.attempt} T={a.temperature:g} "
+              f"cr {a.compression_ratio:.2f} logp {a.avg_logprob:.2f} -> {a.verdict} {a.reasons}")
+    tab.show_attempts()
+    failed = next((r for r in range(len(view.attempts())) if view.row_kind(r) != "accepted"), 0)
+    view.open_row(failed)
+    _settle(400)
+    _save(win, out / "screenshot_longform.png")
 
 
 if __name__ == "__main__":
