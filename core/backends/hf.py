@@ -476,3 +476,22 @@ class HFSeq2SeqBackend:
     def tokenize(self, text: str) -> list[int]:
         """Token ids of ``text``, no special tokens (for bad words and logit bias)."""
         return list(self.tokenizer.encode(text, add_special_tokens=False))
+
+    # -- teacher forcing -----------------------------------------------------------
+    def forced_logits(self, encoded: EncoderOutput, ids: Sequence[int]) -> torch.Tensor:
+        """Teacher forcing in one decoder call: ``ids`` (the prompt, then the tokens to score)
+        fed at once on a fresh cache over ``encoded``; float32 (len(ids), vocab), row i = the
+        logits of the token after ``ids[: i + 1]`` (the output head, ``LensHead.head``, on
+        every position's decoder output). Used by ``core.analysis.refine`` to score a window's
+        tokens under muted audio in one pass.
+
+        Raises:
+            ValueError: no ids, or more than the decoder holds.
+        """
+        if len(ids) == 0:
+            raise ValueError("forced_logits needs at least one id (the prompt)")
+        out = self.step(torch.tensor([list(ids)], dtype=torch.long), self.init_cache(encoded, 1), False)
+        with torch.inference_mode():
+            if self._lens_head is None:
+                self._lens_head = LensHead(self.model)
+            return self._lens_head.head(out.hidden_states[0].to(self.model.dtype)).float()

@@ -62,7 +62,7 @@ INPUT_STRIDE = 2
 #: 0.02 s per timestamp tick
 TIME_PRECISION = 0.02
 
-__all__ = ["LongFormOptions", "compression_ratio", "loudest_db", "split_window", "token_entropy", "transcribe",
+__all__ = ["LongFormOptions", "WindowPlan", "encode_audio", "plan_of_run", "window_samples", "compression_ratio", "loudest_db", "split_window", "token_entropy", "transcribe",
            "transcript_events", "result_dict"]
 
 
@@ -119,6 +119,65 @@ class LongFormOptions:
         if not 1 <= self.sample_len <= 440:
             raise ValueError(f"sample_len must be in 1..440 tokens, got {self.sample_len}")
         return self
+
+
+@dataclass(frozen=True)
+class WindowPlan:
+    """Where one window of a long-form run sat, so the run can be forked, re-scored
+    (what-if) or aligned later on the same encoder output and prompt.
+
+    Attributes:
+        seek: its first mel frame (10 ms); n_frames: the mel frames it covers (<= 3000).
+        prompt: its DecoderPrompt (previous text included).
+        event: its SegmentEvent.
+    """
+
+    seek: int
+    n_frames: int
+    prompt: object
+    event: SegmentEvent
+
+
+def window_samples(plan: WindowPlan) -> tuple[int, int]:
+    """(first, end) sample of the audio a window covers (16 kHz)."""
+    per = SAMPLE_RATE // MEL_PER_S
+    return plan.seek * per, (plan.seek + plan.n_frames) * per
+
+
+def encode_audio(model, audio: np.ndarray, plan: WindowPlan):
+    """The EncoderOutput of ``plan``'s window of ``audio`` (another version of the run's
+    audio, e.g. with a span silenced): the whole clip's log-mel, cut as the run cut it."""
+    key = hashlib.sha1(np.ascontiguousarray(audio).tobytes()).hexdigest()
+    return _encode_window(model, _log_mel(model, audio), key, plan.seek, plan.n_frames)[0]
+
+
+def plan_of_run(model, audio: np.ndarray, options: DecodingOptions, language: str, task: str,
+                candidate_languages=None):
+    """(windows, prepare, stats) of the last long-form run on ``audio`` (as
+    ``SpeechModel._plan`` gives for fixed windows): its :class:`WindowPlan` s and a
+    ``prepare`` giving each window's cached encoder output, prompt and SegmentEvent, so
+    ``fork_segment`` and ``core.whatif`` work on a long-form run.
+
+    Raises:
+        ValueError: this audio has not been transcribed long-form by this model.
+    """
+    from core.tasks.base import Prepared
+    from core.tasks.speech import _check_audio
+
+    options.validate()
+    model.check_language_task(language, task, candidate_languages)
+    audio = _check_audio(audio)
+    key = hashlib.sha1(np.ascontiguousarray(audio).tobytes()).hexdigest()
+    plans = getattr(model, "_longform_plans", {}).get(key)
+    if not plans:
+        raise ValueError("this audio has no long-form run to go back to; transcribe it long-form first")
+    mel = _log_mel(model, audio)
+
+    def prepare(i: int, plan: WindowPlan) -> Prepared:
+        encoded, hit = _encode_window(model, mel, key, plan.seek, plan.n_frames)
+        return Prepared(encoded, plan.prompt, plan.event, hit)
+
+    return list(plans), prepare, RunStats(load_s=model.load_s, audio_s=len(audio) / SAMPLE_RATE, encoder_cached=True)
 
 
 def compression_ratio(text: str) -> float:
@@ -244,6 +303,8 @@ def transcribe(
     lang = None if (model.multilingual and language == "auto") else (language if model.multilingual else "en")
     texts: list[str] = []
     seek, window, begun = 0, 0, time.perf_counter()
+    plans: list[WindowPlan] = []
+    model._longform_plans = {audio_key: plans}  # the last long-form run (fork / what-if go back to it)
     while seek < total_frames:
         if cancel is not None and cancel():
             totals.reason = "cancelled"
@@ -263,11 +324,13 @@ def transcribe(
         stats.encode_s += time.perf_counter() - t0
         stats.encoder_cached = stats.encoder_cached and hit
         start_s, end_s = seek / MEL_PER_S, (seek + n_frames) / MEL_PER_S
-        yield SegmentEvent(segment=window, label=f"{start_s:.2f}–{end_s:.2f} s · seek {seek}"
+        announce = SegmentEvent(segment=window, label=f"{start_s:.2f}–{end_s:.2f} s · seek {seek}"
                            + (f" · language {lang}" if model.multilingual else "")
                            + (f" · no speech {no_speech:.0%}" if no_speech is not None else ""),
                            source_offset=seek // INPUT_STRIDE, source_len=encoded.source_len, kind="window",
                            no_speech_prob=no_speech, language_probs=tuple(list(probs.items())[:LANGUAGE_PROBS_KEPT]))
+        plans.append(WindowPlan(seek, n_frames, prompt, announce))
+        yield announce
         attempt, step_offset = None, totals.step
         for k, temperature in enumerate(longform.temperatures):
             run_options = options if temperature == 0 else replace(

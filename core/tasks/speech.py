@@ -360,6 +360,7 @@ class SpeechModel:
         candidate_languages: Sequence[str] | None = None,
         cancel: Callable[[], bool] | None = None,
         reuse_cache: bool = True,
+        longform: bool = False,
     ) -> Iterator[Event]:
         """Re-decode one 30 s window of ``audio`` with its first tokens forced (a fork).
 
@@ -376,6 +377,8 @@ class SpeechModel:
                 the fork step plus the token chosen there.
             step_offset: the step number of the window's first token in the original run.
             reuse_cache: allow the KV-cache reuse.
+            longform: the run forked was :meth:`transcribe` (its last run on this audio):
+                its windows, encoder outputs and prompts (previous text included) are used.
 
         Yields:
             the window's SegmentEvent, StepEvents numbered from ``step_offset`` (forced
@@ -386,7 +389,8 @@ class SpeechModel:
         Raises:
             ValueError: as :meth:`decode`; a window index out of range.
         """
-        windows, prepare, stats = self._plan(audio, options, language, task, timestamps, candidate_languages)
+        windows, prepare, stats = self._plan(audio, options, language, task, timestamps, candidate_languages,
+                                             longform)
         yield from fork_segment(self.engine, windows, segment, prepare, options, stats, forced_ids=forced_ids,
                                 step_offset=step_offset, cancel=cancel, reuse_cache=reuse_cache)
 
@@ -402,6 +406,7 @@ class SpeechModel:
         timestamps: bool = False,
         candidate_languages: Sequence[str] | None = None,
         cancel: Callable[[], bool] | None = None,
+        longform: bool = False,
     ) -> Iterator:
         """Silence ``span`` (t0, t1 seconds) of ``audio`` and re-decode the 30 s windows it
         touches; score the original tokens of those windows under the silenced audio
@@ -413,6 +418,8 @@ class SpeechModel:
                 language).
             original: that run's StepEvents.
             span: (t0, t1) seconds, t0 < t1.
+            longform: ``original`` is a :meth:`transcribe` run (its windows are re-encoded
+                from the silenced audio's log-mel, cut where the run cut it).
 
         Yields:
             ``core.whatif``'s mask stream (the silenced windows are encoded anew: their
@@ -423,14 +430,21 @@ class SpeechModel:
         """
         from core import whatif
 
-        windows, prepare, _stats = self._plan(audio, options, language, task, timestamps, candidate_languages)
+        windows, prepare, _stats = self._plan(audio, options, language, task, timestamps, candidate_languages,
+                                              longform)
         t0, t1 = span
         a, b = whatif.span_samples(len(audio), t0, t1, SAMPLE_RATE)
         masked = whatif.silence_span(audio, t0, t1, SAMPLE_RATE)
-        touched = [i for i in range(len(windows)) if a < (i + 1) * WINDOW_SAMPLES and i * WINDOW_SAMPLES < b]
+        ranges = self._window_ranges(windows, longform)
+        touched = [i for i, (lo, hi) in enumerate(ranges) if a < hi and lo < b]
+        if longform:
+            from core.tasks.longform import encode_audio
+
+            encode = lambda i: encode_audio(self, masked, windows[i])  # noqa: E731
+        else:
+            encode = lambda i: self._encode(masked[ranges[i][0]: ranges[i][1]])[0]  # noqa: E731
         yield from whatif.what_if_segments(
-            self.engine, touched, lambda i: prepare(i, windows[i]),
-            lambda i: self._encode(masked[i * WINDOW_SAMPLES : i * WINDOW_SAMPLES + len(windows[i])])[0],
+            self.engine, touched, lambda i: prepare(i, windows[i]), encode,
             whatif.original_segments(original, len(windows)), options, kind="mask",
             description=f"silence {a / SAMPLE_RATE:.2f}–{b / SAMPLE_RATE:.2f} s", cancel=cancel,
         )
@@ -446,16 +460,20 @@ class SpeechModel:
         timestamps: bool = False,
         candidate_languages: Sequence[str] | None = None,
         cancel: Callable[[], bool] | None = None,
+        longform: bool = False,
     ) -> Iterator:
         """The decoder's language prior for the run ``original`` of ``audio``: each window's
         original tokens forced through the encoder output of all-zero audio of the window's
-        length (``core.whatif``: kind "prior")."""
+        length (``core.whatif``: kind "prior"). ``longform``: ``original`` is a
+        :meth:`transcribe` run."""
         from core import whatif
 
-        windows, prepare, _stats = self._plan(audio, options, language, task, timestamps, candidate_languages)
+        windows, prepare, _stats = self._plan(audio, options, language, task, timestamps, candidate_languages,
+                                              longform)
+        ranges = self._window_ranges(windows, longform)
         yield from whatif.what_if_segments(
             self.engine, range(len(windows)), lambda i: prepare(i, windows[i]),
-            lambda i: self._encode(np.zeros(len(windows[i]), np.float32))[0],
+            lambda i: self._encode(np.zeros(min(ranges[i][1], len(audio)) - ranges[i][0], np.float32))[0],
             whatif.original_segments(original, len(windows)), options, kind="prior",
             description="no input: silence of the same length", cancel=cancel,
         )
@@ -521,14 +539,15 @@ class SpeechModel:
 
     def end_attention(self, audio: np.ndarray, steps: Sequence, options: DecodingOptions, *,
                       language: str = "auto", task: str = "transcribe", timestamps: bool = False,
-                      candidate_languages: Sequence[str] | None = None) -> dict:
+                      candidate_languages: Sequence[str] | None = None, longform: bool = False) -> dict:
         """Per window of a finished run, the cross-attention float32 (layers, heads, frames) of the
         step that chose end-of-text (timing.py's last DTW row): the window's prompt and tokens
         fed again in one decoder call on the cached encoder output (the events carry no step
-        for end-of-text)."""
+        for end-of-text). ``longform``: ``steps`` are a :meth:`transcribe` run's."""
         import torch
 
-        windows, prepare, _stats = self._plan(audio, options, language, task, timestamps, candidate_languages)
+        windows, prepare, _stats = self._plan(audio, options, language, task, timestamps, candidate_languages,
+                                              longform)
         per_window: dict[int, list[int]] = {}
         for ev in steps:
             per_window.setdefault(ev.segment, []).append(ev.token_id)
@@ -540,11 +559,25 @@ class SpeechModel:
             rows[i] = out.cross_attention[0, :, :, : ready.encoded.source_len].float().numpy().copy()
         return rows
 
+    @staticmethod
+    def _window_ranges(windows, longform: bool) -> list[tuple[int, int]]:
+        """(first, end) sample of each window of a :meth:`_plan`."""
+        if longform:
+            from core.tasks.longform import window_samples
+
+            return [window_samples(w) for w in windows]
+        return [(i * WINDOW_SAMPLES, i * WINDOW_SAMPLES + len(w)) for i, w in enumerate(windows)]
+
     def _plan(self, audio, options: DecodingOptions, language: str, task: str, timestamps: bool = False,
-              candidate_languages: Sequence[str] | None = None):
+              candidate_languages: Sequence[str] | None = None, longform: bool = False):
         """(windows, prepare, stats) of one decode: the checked audio cut into 30 s windows,
         a ``prepare`` that encodes one (cached) and says its prompt and SegmentEvent, the
-        run's starting stats."""
+        run's starting stats. ``longform``: the windows of the last :meth:`transcribe` run on
+        this audio (``core.tasks.longform.plan_of_run``)."""
+        if longform:
+            from core.tasks.longform import plan_of_run
+
+            return plan_of_run(self, audio, options, language, task, candidate_languages)
         options = options.validate()
         self.check_language_task(language, task, candidate_languages)
         cands = self.candidates(candidate_languages)
@@ -579,6 +612,43 @@ class SpeechModel:
             return Prepared(encoded, self.prompt(lang, task, timestamps), event, hit)
 
         return windows, prepare, RunStats(load_s=self.load_s, audio_s=duration, encoder_cached=True)
+
+    def refine_words(self, audio: np.ndarray, steps: Sequence, words: Sequence, options: DecodingOptions, *,
+                     refine=None, language: str = "auto", task: str = "transcribe", timestamps: bool = False,
+                     candidate_languages: Sequence[str] | None = None, cancel: Callable[[], bool] | None = None,
+                     progress: Callable[[int, int], None] | None = None) -> list:
+        """The DTW ``words`` of the run ``steps`` of ``audio`` with their boundaries moved to where
+        muting the audio starts to hurt each word (``core.analysis.refine``, as stable-ts
+        ``refine()``): each window's tokens forced through its audio with spans silenced,
+        re-encoded (not cached). ``refine``: ``RefineOptions``. Cancelled: ``words`` as given.
+
+        Raises:
+            ValueError: as :meth:`decode`; bad refine options.
+        """
+        import torch
+
+        from core.analysis.refine import RefineWindow, forced_token_probs
+        from core.analysis.refine import refine_words as refine_pass
+
+        windows, prepare, _stats = self._plan(audio, options, language, task, timestamps, candidate_languages)
+        per_window: dict[int, list] = {}
+        for ev in sorted(steps, key=lambda e: e.step):
+            per_window.setdefault(ev.segment, []).append(ev)
+        parts = [RefineWindow(i, windows[i], i * WINDOW_S, tuple(ev.step for ev in evs))
+                 for i, evs in sorted(per_window.items()) if i < len(windows)]
+        ids = {i: [ev.token_id for ev in evs] for i, evs in per_window.items()}
+
+        def score(window, samples):
+            ready = prepare(window.index, windows[window.index])
+            encoded = ready.encoded
+            if samples is not None:  # silenced audio: encoded anew, kept out of the cache
+                frames = min(WINDOW_FRAMES, math.ceil(len(samples) / SAMPLES_PER_FRAME))
+                encoded = self.backend.encode({"input_features": self._features(samples),
+                                               "source_len": torch.tensor(frames)})
+            return forced_token_probs(self.backend, encoded, ready.prompt, ids[window.index])
+
+        return refine_pass(words, parts, score, refine, decode=self.backend.decode, sample_rate=SAMPLE_RATE,
+                           cancel=cancel, progress=progress)
 
 
 def _join(done) -> str:

@@ -232,6 +232,34 @@ def test_previous_text_and_initial_prompt_go_into_the_prompt(whisper_tiny_en, lo
     assert all(p == [sp.sot] for p in spy.prompts)
 
 
+def test_fork_what_if_and_end_attention_go_back_to_the_long_form_windows(whisper_tiny_en, long_clip):
+    model = whisper_tiny_en
+    events = list(model.transcribe(long_clip, DecodingOptions()))
+    attempts = [ev for ev in events if isinstance(ev, AttemptEvent) and ev.kept_in_transcript]
+    second = attempts[1]
+    steps = list(second.steps)
+    k = 6  # fork at the 7th token of the second window with the model's own token: greedy again
+    forked = list(model.fork(long_clip, DecodingOptions(), segment=1, forced_ids=[s.token_id for s in steps[: k + 1]],
+                             step_offset=second.step_offset, longform=True))
+    seg = forked[0]
+    assert isinstance(seg, SegmentEvent) and seg.source_offset == second.seek // 2  # the run's window, not 30 s
+    assert forked[-1].token_ids == list(second.token_ids)
+    rows = model.end_attention(long_clip, steps, DecodingOptions(), longform=True)
+    np.testing.assert_allclose(rows[1], second.end_attention, atol=1e-5)
+    # silence the first sentence: only window 0 is touched and its words lose probability
+    what = list(model.what_if(long_clip, DecodingOptions(), [s for a in attempts for s in a.steps],
+                              span=(0.0, 4.0), longform=True))
+    assert {ev.segment for ev in what if isinstance(ev, SegmentEvent)} == {0}
+    from core.whatif import WhatIfScores
+
+    (scores,) = [ev for ev in what if isinstance(ev, WhatIfScores)]
+    lighthouse = [sh for sh in scores.shifts if "light" in sh.text]
+    assert lighthouse and all(sh.p_other < sh.p_input for sh in lighthouse)  # silenced: no longer heard
+    assert abs(scores.shifts[0].p_input - attempts[0].steps[0].raw_prob) < 1e-4  # the run's own prompt and window
+    with pytest.raises(ValueError, match="long-form first"):
+        list(model.fork(long_clip[:-1600], DecodingOptions(), segment=0, forced_ids=[], step_offset=0, longform=True))
+
+
 def test_cancel_stops_between_steps(whisper_tiny_en, long_clip):
     seen = []
     events = []
