@@ -8,6 +8,12 @@ opens the window when no command is given and hands the commands below to :func:
     decoding-explorer ocr IMAGE [--model bundled|ID_OR_DIR] [--region X,Y,W,H] [--prefix TEXT] [--strategy ...]
                                 [--json]
 
+``transcribe`` decodes long-form as openai/whisper ``transcribe()`` when the audio is longer
+than 30 s or ``--output-format`` is given (``--windows auto``; ``long-form`` / ``fixed`` force
+one): seek by timestamps, previous-text conditioning, temperature fallback, silence skipped;
+``[start --> end] text`` per segment, ``-f txt|vtt|srt|tsv|json|all -o DIR`` writes files, and
+``--json`` adds ``"language"``, ``"segments"`` and ``"attempts"`` (``core.cli_longform``).
+
 ``--compare SPEC ...`` decodes 2-4 lanes side by side on one encoder pass per segment and
 prints each lane's text, log-probability, time and, with ``--reference TEXT`` /
 ``--reference-file F``, its WER / CER / chrF (``core.cli_lanes``; ``--json`` gives
