@@ -21,8 +21,9 @@ A mixin of :class:`gui.tabs.speech.SpeechTab` (the speech tab keeps only small h
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 from PySide6.QtWidgets import QFileDialog, QHBoxLayout, QLabel, QWidget
 

@@ -9,8 +9,9 @@ How Whisper walks through audio longer than its 30 s window:
 - **fixed 30 s**: the audio cut every 30 s, each window decoded once (``SpeechModel.decode``).
 
 The long-form settings (condition on previous text, initial prompt, temperature ladder and
-the four thresholds, each of which can be switched off) sit in a popup behind the
-"long-form ▾" button, so they take no height in the input area. :meth:`LongFormPanel.options`
+the thresholds — compression ratio, log-probability, no-speech, entropy, loudness — each of
+which can be switched off) sit in a popup behind the "long-form ▾" button, so they take no
+height in the input area. :meth:`LongFormPanel.options`
 gives a ``core.tasks.longform.LongFormOptions``; :meth:`~LongFormPanel.settings` /
 :meth:`~LongFormPanel.apply_settings` are what the tab persists.
 """
@@ -36,15 +37,15 @@ from core.catalog import WINDOW_S
 #: the choices of the windows box, in order
 MODES = ("auto", "long-form (seek, fallback)", "fixed 30 s")
 MODE_TIPS = (
-    f"long-form when the audio is longer than {WINDOW_S:g} s (as transformers' generate() does), "
-    f"plain {WINDOW_S:g} s windows otherwise",
-    "openai/whisper transcribe(): SEEK — each window starts at the last complete timestamp pair of the previous "
-    "one, so no word is cut in half; CONDITIONING — the previous windows' text is fed as a <|startofprev|> prompt; "
-    "FALLBACK — a window whose text compresses too well (a repetition loop), whose average log-probability is too "
-    "low or whose token entropy is too low is decoded again at the next temperature; a window that looks silent "
-    "(high no-speech probability and low log-probability) is skipped",
-    f"cut the audio every {WINDOW_S:g} s and decode each window once with the options on the right "
-    "(no seek, no previous text, no fallback)",
+    (f"long-form when the audio is longer than {WINDOW_S:g} s (as transformers' generate() does), "
+     f"plain {WINDOW_S:g} s windows otherwise"),
+    ("openai/whisper transcribe(): SEEK — each window starts at the last complete timestamp pair of the previous "
+     "one, so no word is cut in half; CONDITIONING — the previous windows' text is fed as a <|startofprev|> prompt; "
+     "FALLBACK — a window whose text compresses too well (a repetition loop), whose average log-probability is too "
+     "low or whose token entropy is too low is decoded again at the next temperature; a window that looks silent "
+     "(high no-speech probability and low log-probability) is skipped"),
+    (f"cut the audio every {WINDOW_S:g} s and decode each window once with the options on the right "
+     "(no seek, no previous text, no fallback)"),
 )
 DEFAULT_TEMPERATURES = "0.0, 0.2, 0.4, 0.6, 0.8, 1.0"
 #: (key, label, default, minimum, maximum, step, tooltip) of each threshold
@@ -54,11 +55,15 @@ THRESHOLDS = (
     ("logprob_threshold", "avg log-prob <", -1.0, -100.0, 0.0, 0.1,
      "redo a window whose average token log-probability is below this (the model was unsure)"),
     ("no_speech_threshold", "no-speech >", 0.6, 0.0, 1.0, 0.05,
-     "skip a window as silence when its no-speech probability is above this AND its average log-probability is "
-     "below the log-prob threshold (needs the log-prob threshold on)"),
+     ("skip a window as silence when its no-speech probability is above this AND its average log-probability "
+      "is below the log-prob threshold (needs the log-prob threshold on)")),
     ("entropy_threshold", "token entropy <", 2.4, 0.0, 10.0, 0.1,
-     "redo a window of more than 32 tokens whose last 32 tokens' entropy (nats) is below this: a few tokens "
-     "repeating (whisper.cpp --entropy-thold)"),
+     ("redo a window of more than 32 tokens whose last 32 tokens' entropy (nats) is below this: a few tokens "
+      "repeating (whisper.cpp --entropy-thold)")),
+    ("silence_db", "loudest frame < dBFS", -50.0, -200.0, 0.0, 1.0,
+     ("also skip a window as silence when its no-speech probability is above the no-speech threshold and its "
+      "loudest 20 ms frame is quieter than this, whatever its log-probability (ours, after stable-ts; off = "
+      "openai's rule exactly)")),
 )
 
 

@@ -74,7 +74,6 @@ class FakeLongFormModel(FakeSpeechModel):
         silent = steps(SILENT, len(KEPT), 1, 0.2)
         yield from silent
         yield attempt(1, 0, 0.0, silent, compression_ratio=0.4, avg_logprob=-1.6, no_speech_prob=0.9, entropy=0.0,
-                      verdict="silence", reasons=("no-speech probability 0.90 > 0.6 and average log-probability "
-                                                  "-1.60 < -1",), kept_in_transcript=False)
+                      verdict="silence", reasons=("no-speech probability 0.90 > 0.6 and average log-probability -1.60 < -1",), kept_in_transcript=False)
         stats = RunStats(decode_s=0.01, n_tokens=len(KEPT), audio_s=len(audio) / 16000, encoder_cached=False)
         yield Finished(text=TEXT, token_ids=[e.token_id for e in kept], stats=stats, reason="eos")

@@ -114,6 +114,7 @@ def test_settings_persist_and_reach_transcribe(qtbot, tab, settings):
     assert (lf.condition_on_previous_text, lf.initial_prompt, lf.temperatures) == (False, "Glossary: Whisper.",
                                                                                   (0.0, 0.5))
     assert lf.entropy_threshold is None and lf.logprob_threshold == -0.5 and lf.compression_ratio_threshold == 2.4
+    assert lf.silence_db == -50.0
     tab.save_settings(settings)
     settings.sync()
     other = SpeechTab()
@@ -179,8 +180,8 @@ def test_real_tiny_en_long_form_equals_transcribe(qtbot, whisper_tiny_en):
         t.set_audio(clip, "sample x3")
     qtbot.waitUntil(lambda: not t.is_decoding(), timeout=600_000)
     fin = blocker.args[0]
-    want = [ev for ev in whisper_tiny_en.transcribe(clip, t.options_panel.options(), LongFormOptions(),
-                                                     language="en") if isinstance(ev, Finished)][0]
+    want = next(ev for ev in whisper_tiny_en.transcribe(clip, t.options_panel.options(), LongFormOptions(),
+                                                         language="en") if isinstance(ev, Finished))
     assert t._lf_run and fin.text == want.text and fin.text
     assert t.attempts_view.table.rowCount() >= 2  # at least two windows
     kept = sum(a.kept_tokens if a.kept_in_transcript else 0 for a in t.attempts_view.attempts())
