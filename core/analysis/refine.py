@@ -34,7 +34,10 @@ stable-ts ``get_prob``), or the product of its text tokens' ("all"); punctuation
 watched. Known bias: Whisper still hears a word whose first few tens of ms or quiet tail are
 muted, so refined starts come a little late and ends a little early.
 
-No torch here: the task gives a ``score`` callable (window, audio or None) -> probabilities.
+Reuses the input what-if machinery (``core.whatif``): the muted spans are its ``span_samples``
+and the scores equal its ``score_tokens`` raw probabilities (a test checks), computed in one
+decoder call instead of one engine step per token. No torch here: the task gives a ``score``
+callable (window, audio or None) -> probabilities (``SpeechModel.refine_words``).
 """
 
 from __future__ import annotations

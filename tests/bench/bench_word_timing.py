@@ -7,11 +7,14 @@ espeak-ng, its silence trimmed with sox, the words joined with random gaps of 0.
 --word-timestamps`` prints). transformers: ``generate(return_token_timestamps=True)`` on the
 same model and audio, token i spanning ``token_timestamps[i - 1]``..``[i]`` as
 transformers' tokenizer reads them (``_decode_asr``), a word from its first token's start to
-its last token's end. Words are matched by their text (lower case,
-no punctuation, aligned by difflib; words decoded otherwise are left out and counted). Prints the mean
-|start| and |end| error in seconds. Not a pass/fail test.
+its last token's end. Refined: ours moved by the refine pass (``SpeechModel.refine_words``, as
+``transcribe --word-timestamps --refine``; its time per clip is printed). Words are matched by
+their text (lower case, no punctuation, aligned by difflib; words decoded otherwise are left out
+and counted). Prints the mean |start| and |end| error in seconds and the mean signed error
+(negative: too early). Not a pass/fail test.
 
     .venv/bin/python tests/bench/bench_word_timing.py [--model tiny.en|base] [--clips N] [--seed S]
+        [--no-refine] [--max-drop F] [--watch edge|all] [--precision S] [--reach S]
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ import random
 import subprocess
 import sys
 import tempfile
+import time
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
@@ -31,6 +35,7 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 from core.analysis.alignment import split_to_word_tokens  # noqa: E402
+from core.analysis.refine import RefineOptions  # noqa: E402
 from core.audio import load_audio  # noqa: E402
 from core.events import StepEvent  # noqa: E402
 from core.options import DecodingOptions  # noqa: E402
@@ -70,11 +75,18 @@ def norm(word: str) -> str:
     return "".join(c for c in word.lower() if c.isalnum())
 
 
-def ours(model: SpeechModel, audio) -> list[tuple[str, float, float]]:
+def ours(model: SpeechModel, audio, refine: RefineOptions | None = None):
+    """(DTW words, refined words or None, refine seconds) as (word, start, end) tuples."""
     options = DecodingOptions(capture_attention=True)
     steps = [ev for ev in model.decode(audio, options, language="en") if isinstance(ev, StepEvent)]
     words = model.words(steps, end_attention=model.end_attention(audio, steps, options, language="en"))
-    return [(w.word, w.start, w.end) for w in words]
+    refined, seconds = None, 0.0
+    if refine is not None:
+        t0 = time.perf_counter()
+        refined = model.refine_words(audio, steps, words, options, refine=refine, language="en")
+        seconds = time.perf_counter() - t0
+        refined = [(w.word, w.start, w.end) for w in refined]
+    return [(w.word, w.start, w.end) for w in words], refined, seconds
 
 
 def transformers_words(model: SpeechModel, audio) -> list[tuple[str, float, float]]:
@@ -99,13 +111,13 @@ def transformers_words(model: SpeechModel, audio) -> list[tuple[str, float, floa
 
 
 def errors(found, truth):
-    """(|start| errors, |end| errors) of the truth's words found (matched by difflib on their
+    """(start errors, end errors) in seconds, signed (found - truth), of the truth's words found (matched by difflib on their
     normalised text; words decoded otherwise are left out), and how many were missed."""
     found = [f for f in found if norm(f[0])]
     matcher = difflib.SequenceMatcher(a=[norm(f[0]) for f in found], b=[norm(w) for w, _, _ in truth],
                                       autojunk=False)
     pairs = [(found[b.a + k], truth[b.b + k]) for b in matcher.get_matching_blocks() for k in range(b.size)]
-    return [abs(f[1] - t[1]) for f, t in pairs], [abs(f[2] - t[2]) for f, t in pairs], len(truth) - len(pairs)
+    return [f[1] - t[1] for f, t in pairs], [f[2] - t[2] for f, t in pairs], len(truth) - len(pairs)
 
 
 def main() -> None:
@@ -113,25 +125,48 @@ def main() -> None:
     ap.add_argument("--model", default="tiny.en")
     ap.add_argument("--clips", type=int, default=8)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--no-refine", action="store_true", help="skip the refine pass (it re-encodes ~20 times a clip)")
+    ap.add_argument("--max-drop", type=float, default=RefineOptions.max_drop)
+    ap.add_argument("--watch", default=RefineOptions.watch)
+    ap.add_argument("--precision", type=float, default=RefineOptions.precision)
+    ap.add_argument("--reach", type=float, default=RefineOptions.reach)
     args = ap.parse_args()
-    torch.set_num_threads(max(1, torch.get_num_threads()))
+    torch.set_num_threads(1)  # the machine's cores are shared; refine times are one thread's
     model = SpeechModel.load(args.model)
+    refine = None if args.no_refine else RefineOptions(precision=args.precision, max_drop=args.max_drop,
+                                                        watch=args.watch, reach=args.reach).validate()
     rng = random.Random(args.seed)
-    results = {"ours (DTW)": ([], [], 0), "transformers token timestamps": ([], [], 0)}
+    names = ("ours (DTW)", "ours refined", "transformers token timestamps")
+    results = {name: ([], [], 0) for name in names}
+    refine_s = []
     with tempfile.TemporaryDirectory() as d:
         tmp = pathlib.Path(d)
         for c in range(args.clips):
             words = rng.sample(VOCAB, rng.randint(6, 10))
             audio, truth = make_clip(words, rng, tmp)
-            for name, fn in (("ours (DTW)", ours), ("transformers token timestamps", transformers_words)):
-                err = errors(fn(model, audio), truth)
+            dtw, refined, seconds = ours(model, audio, refine)
+            found = {names[0]: dtw, names[1]: refined, names[2]: transformers_words(model, audio)}
+            for name, f in found.items():
+                if f is None:
+                    continue
+                err = errors(f, truth)
                 s, e, missed = results[name]
                 results[name] = (s + err[0], e + err[1], missed + err[2])
-            print(f"clip {c + 1}: {' '.join(words)}", flush=True)
+            if refined is not None:
+                refine_s.append((seconds, len(audio) / SR))
+            print(f"clip {c + 1}: {' '.join(words)}" + (f"  (refine {seconds:.1f} s)" if refined else ""), flush=True)
     print(f"\n{model.name}, {args.clips} clips, gaps 0.15-0.4 s")
     for name, (s, e, missed) in results.items():
-        print(f"{name:32s} mean |start| {np.mean(s):.3f} s  mean |end| {np.mean(e):.3f} s  "
-              f"median |start| {np.median(s):.3f} s  ({len(s)} words; {missed} decoded otherwise, left out)")
+        if not s:
+            continue
+        s, e = np.array(s), np.array(e)
+        print(f"{name:30s} mean |start| {np.mean(np.abs(s)):.3f} s  mean |end| {np.mean(np.abs(e)):.3f} s  "
+              f"median |start| {np.median(np.abs(s)):.3f} s  signed mean start {np.mean(s):+.3f} end {np.mean(e):+.3f}"
+              f"  ({len(s)} words; {missed} decoded otherwise, left out)")
+    if refine_s:
+        secs, durs = np.array(refine_s).T
+        print(f"refine: {secs.mean():.1f} s per clip (mean of {len(secs)}, clips of {durs.mean():.1f} s on average, "
+              f"one torch thread, RTF {secs.sum() / durs.sum():.2f}; {refine})")
 
 
 if __name__ == "__main__":
