@@ -197,3 +197,15 @@ def test_forced_probs_equal_the_engines_forced_steps(tiny_models, kind, lean):
     assert forced_token_probs(backend, encoded, tiny.prompt, []).shape == (0,)
     with pytest.raises(ValueError, match="at least one id"):
         backend.forced_logits(encoded, [])
+
+
+def test_cli_refine_refuses_long_form(tmp_path, capsys):
+    """Long-form runs (seek-cut windows) are not refined yet: one clear error before any model loads."""
+    import soundfile as sf
+
+    from core import cli
+
+    path = tmp_path / "tone.wav"
+    sf.write(path, (0.1 * np.sin(np.arange(2 * SR) * 0.05)).astype(np.float32), SR)
+    code = cli.main(["transcribe", str(path), "--model", "tiny.en", "--refine", "--windows", "long-form"])
+    assert code != 0 and "--refine works on fixed 30 s windows" in capsys.readouterr().err
