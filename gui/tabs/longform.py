@@ -37,7 +37,7 @@ from ..widgets.window_marks import WindowMarks
 
 #: forks, what-ifs and lanes follow a long-form run's windows (False until the core's fork
 #: and what_if take ``longform=``)
-LONGFORM_EXPLORING = False
+LONGFORM_EXPLORING = True
 EXPORT_FILTERS = "SubRip subtitles (*.srt);;WebVTT subtitles (*.vtt);;Text (*.txt);;Tab-separated (*.tsv);;JSON (*.json)"
 
 
@@ -162,10 +162,26 @@ class LongFormMixin:
         """Bring the Attempts tab to the front."""
         self.inspector_tabs.setCurrentWidget(self.attempts_view)
 
+    def alignment_input(self, steps: list) -> tuple[list, dict | None]:
+        """(steps, end rows or None) for word timing (``gui.tabs.word_timing``): on a long-form
+        run's main branch, each finished window's transcript steps (the tail after its last
+        timestamp pair, decoded again in the next window, left out) and its end row from the
+        AttemptEvent (end-of-text attention, or the first dropped token's when a tail was
+        dropped; as ``core.cli_longform.longform_words``); otherwise ``steps`` unchanged."""
+        if not self._lf_run or self.run.current_branch() != 0:
+            return steps, None
+        kept = {a.segment: a for a in self._lf_attempts if a.kept_in_transcript}
+        out = [ev for ev in steps if ev.segment not in kept
+               or ev.step < kept[ev.segment].step_offset + kept[ev.segment].kept_tokens]
+        rows = {seg: a.end_attention if a.kept_tokens == len(a.steps) else a.steps[a.kept_tokens].cross_attention
+                for seg, a in kept.items() if a.kept_tokens}
+        return out, rows
+
     # ------------------------------------------------------------ exploring a long-form run
     def longform_refusal(self, what: str) -> str:
-        """Why ``what`` ("Forks", "What-ifs", "Lanes") cannot run on the current run ("" if it can)."""
-        if LONGFORM_EXPLORING or not (self._lf_run or self.longform_active()):
+        """Why ``what`` ("Forks", "What-ifs", "Lanes") cannot run on the current run ("" if it can):
+        forks and what-ifs go back to the run's own windows (``longform=True``); lanes do not."""
+        if (LONGFORM_EXPLORING and what != "Lanes") or not (self._lf_run or self.longform_active()):
             return ""
         return (f"{what} decode fixed 30 s windows and cannot follow a long-form run's seek and fallback yet: "
                 "set windows to 'fixed 30 s' to use them.")

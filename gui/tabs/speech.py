@@ -586,12 +586,15 @@ class SpeechTab(LongFormMixin, SpeechMask, DecodeTab):
         extras = {"timestamps": True} if self.timestamps_check.isChecked() else {}
         if self.candidates_edit.isEnabled() and self.candidates_edit.codes():
             extras["candidate_languages"] = self.candidates_edit.codes()
+        if getattr(self, "_lf_run", False):  # fork / what-if / end rows go back to the long-form run's windows
+            extras = {"longform": True, **{k: v for k, v in extras.items() if k != "timestamps"}}
         return extras
 
     def decode_fn(self, options: DecodingOptions) -> Callable[[Callable[[], bool]], Iterator[Any]]:
         if self.longform_active():
             return self.longform_fn(options)  # SpeechModel.transcribe: seek, conditioning, fallback
-        model, audio, language, task, extras = self.model, self.audio, self.language(), self.task(), self.decode_extras()
+        model, audio, language, task = self.model, self.audio, self.language(), self.task()
+        extras = {k: v for k, v in self.decode_extras().items() if k != "longform"}
 
         def gen(cancel):
             return model.decode(audio, options, language=language, task=task, cancel=cancel, **extras)

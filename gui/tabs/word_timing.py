@@ -197,6 +197,10 @@ class WordTimingController(QObject):
         model = self.tab.model
         ids = tuple(ev.token_id for ev in steps)
         end = self._end_rows[1] if self._end_rows is not None and self._end_rows[0] == ids else None
+        longform = getattr(self.tab, "alignment_input", None)
+        if longform is not None:  # a long-form run: its transcript's steps, the end rows its attempts carry
+            steps, rows = longform(steps)
+            end = rows if rows is not None else end
         growing = self.tab.run.branch(self.tab.run.current_branch()).finished is None
 
         def gen(_cancel):
@@ -230,6 +234,9 @@ class WordTimingController(QObject):
         if not self.enabled() or (fin is not None and getattr(fin, "cancelled", False)):
             return
         tab = self.tab
+        if getattr(tab, "_lf_run", False) and tab.run.current_branch() == 0:
+            self.schedule()  # a long-form run's attempts carry their end-of-text rows
+            return
         steps = list(tab.run.steps())
         if not steps or tab.audio is None:
             return

@@ -35,9 +35,15 @@ class FakeLongFormModel(FakeSpeechModel):
     def __init__(self, **kwargs):
         super().__init__(**kwargs)
         self.transcribe_calls: list = []
+        self.fork_longform: list[bool] = []
 
     def segments(self, events):
         return []
+
+    def fork(self, audio, options, *, longform=False, **kwargs):
+        """The fake fork, recording whether it was asked for the long-form run's windows."""
+        self.fork_longform.append(longform)
+        return super().fork(audio, options, **kwargs)
 
     def transcribe(self, audio, options, longform=None, *, language="auto", task="transcribe", cancel=None):
         options = options.validate()

@@ -133,12 +133,12 @@ def test_bad_temperatures_are_one_line_in_the_banner(qtbot, tab):
     assert "'hot' is not a number" in tab.errors[-1] and "\n" not in tab.errors[-1]
 
 
-def test_forks_what_ifs_and_lanes_are_refused_on_a_long_form_run(qtbot, tab):
+def test_forks_go_back_to_the_long_form_windows_and_lanes_are_refused(qtbot, tab):
     _longform(tab)
     decoded(qtbot, tab)
-    assert not tab.fork(2, [tab.model.backend.tokenize(" cat")[0]], " cat")
-    assert "fixed 30 s" in tab.messages[-1] and len(tab.run.branches()) == 1
-    assert not tab.run_no_input() and "What-ifs" in tab.messages[-1]
+    assert tab.fork(2, [tab.model.backend.tokenize(" cat")[0]], " cat")
+    qtbot.waitUntil(lambda: len(tab.run.branches()) == 2 and tab.run.branch(1).finished is not None, timeout=5000)
+    assert tab.model.fork_longform == [True]  # SpeechModel.fork(longform=True): the run's seek and prompts
     with pytest.raises(RuntimeError, match="Lanes decode fixed 30 s windows"):
         tab.lanes_fn([])
 
@@ -188,3 +188,18 @@ def test_real_tiny_en_long_form_equals_transcribe(qtbot, whisper_tiny_en):
     assert kept <= len(t.run.steps())
     assert isinstance(t.options_panel.options(), DecodingOptions)
     t.shutdown()
+
+
+def test_word_timing_aligns_the_transcript_without_each_window_tail(qtbot, tab):
+    import dataclasses
+
+    _longform(tab)
+    decoded(qtbot, tab)
+    steps = list(tab.run.steps())
+    i = next(k for k, a in enumerate(tab._lf_attempts) if a.kept_in_transcript)
+    accepted = tab._lf_attempts[i]
+    assert tab.alignment_input(steps)[0] == steps  # the whole window is in the transcript
+    tab._lf_attempts[i] = dataclasses.replace(accepted, kept_tokens=8)  # the last 3 tokens: a tail decoded again
+    kept, rows = tab.alignment_input(steps)
+    assert [ev.step for ev in kept] == [ev.step for ev in steps][:8]
+    assert rows[0] is accepted.steps[8].cross_attention  # the end row: the query after the last kept token
