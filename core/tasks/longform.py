@@ -267,7 +267,8 @@ def transcribe(
         model: a loaded ``core.tasks.speech.SpeechModel``.
         audio: float32 (n_samples,), 16 kHz mono in [-1, 1].
         options: the decoding options of the temperature-0 attempt (greedy or beam
-            search); attempts at temperature > 0 sample with ``strategy="sample"``.
+            search); attempts at temperature > 0 sample with ``strategy="sample"``. Their
+            ``max_new_tokens`` is replaced by ``longform.sample_len`` (per window).
         longform: thresholds, fallback temperatures, conditioning, initial prompt.
         language: "auto" (detected once, on the first window, as openai) or a code.
         task: "transcribe" or "translate".
@@ -286,8 +287,10 @@ def transcribe(
     """
     from core.tasks.speech import _check_audio
 
-    options = options.validate()
     longform = longform.validate()
+    # a window may hold up to sample_len tokens, as openai's sample_len (the options' max_new_tokens is
+    # the GUI's per-run slider, often lower: a dense 30 s window needs ~150 tokens with timestamps)
+    options = replace(options, max_new_tokens=longform.sample_len).validate()
     model.check_language_task(language, task, candidate_languages)
     candidates = model.candidates(candidate_languages)
     audio = _check_audio(audio)

@@ -104,6 +104,7 @@ class RecordingBar(QWidget):
         self.level_meter.setToolTip("input level while recording")
         self.mic_label = QLabel()
         self.mic_label.setStyleSheet(WARNING_STYLE)
+        self.mic_label.setWordWrap(True)  # a long "no microphone" note must not widen the window
         self.takes_combo = QComboBox()
         self.takes_combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
         self.takes_combo.setMinimumContentsLength(13)

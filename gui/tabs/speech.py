@@ -140,17 +140,25 @@ class SpeechTab(LongFormMixin, SpeechMask, DecodeTab):
         self.info_label.setTextFormat(Qt.TextFormat.PlainText)
         title = QLabel("<b>Input</b>")
         title.setToolTip("audio: record, open or drop a wav/flac/ogg/mp3 file anywhere on this tab")
-        row_title = QHBoxLayout()
+        files_row = self._build_files_row()
+        row_title = QHBoxLayout()  # what the input is, and how it is spoken
         row_title.addWidget(title, 0, Qt.AlignmentFlag.AlignTop)
         row_title.addWidget(self.info_label, 1)
-        self.add_longform_controls(row_title)  # windows: auto | long-form | fixed 30 s
+        for widget in (QLabel("language"), self.language_combo, self.candidates_edit, QLabel("task"), self.task_combo):
+            row_title.addWidget(widget)
+        row_decoding = QHBoxLayout()  # how Whisper decodes it (rows kept narrow: usable at 1280 px)
+        self.add_longform_controls(row_decoding)  # windows: auto | long-form | fixed 30 s
+        row_decoding.addWidget(self.timestamps_check)
+        row_decoding.addWidget(self.word_timing_check)
+        row_decoding.addStretch(1)
         w = QWidget()
         lay = QVBoxLayout(w)
         lay.setContentsMargins(6, 6, 6, 6)
         lay.setSpacing(4)
         lay.addLayout(row_title)
         lay.addWidget(self._build_recording_bar())
-        lay.addLayout(self._build_files_row())
+        lay.addLayout(files_row)
+        lay.addLayout(row_decoding)
         from ..widgets.language_bars import LanguageBars
 
         wave_row = QHBoxLayout()
@@ -175,7 +183,8 @@ class SpeechTab(LongFormMixin, SpeechMask, DecodeTab):
         return bar
 
     def _build_files_row(self) -> QHBoxLayout:
-        """Open…, Sample, the model picker, language and task."""
+        """Open…, Sample, Mask and the model picker; makes the language, task, timestamps and
+        word-timing controls too (:meth:`build_input` places them)."""
         self.make_file_buttons(
             "Open an audio file: wav, flac, ogg, mp3 (Ctrl+O); or drop one here",
             f"Load the bundled sample clip from {SAMPLES_DIR}",
@@ -211,13 +220,6 @@ class SpeechTab(LongFormMixin, SpeechMask, DecodeTab):
         row.addWidget(QLabel("model"))
         row.addWidget(self.model_combo, 1)
         row.addWidget(self.load_button)
-        row.addWidget(QLabel("language"))
-        row.addWidget(self.language_combo)
-        row.addWidget(self.candidates_edit)
-        row.addWidget(QLabel("task"))
-        row.addWidget(self.task_combo)
-        row.addWidget(self.timestamps_check)
-        row.addWidget(self.word_timing_check)
         return row
 
     def _build_wave(self) -> pg.PlotWidget:

@@ -97,6 +97,17 @@ def test_window_fits_its_screen(qtbot, settings):
     assert w.width() <= avail.width() and w.height() <= avail.height()
 
 
+def test_window_is_usable_at_1280_wide(qtbot, settings):
+    """No tab's controls may push the window past a 1280 px screen (the speech tab's rows
+    once needed 1533 px)."""
+    w = MainWindow(settings=settings, autoload=False)
+    qtbot.addWidget(w)
+    w.show()
+    assert w.minimumSizeHint().width() <= 1280
+    for i in range(w.tabs.count()):
+        assert w.tabs.widget(i).minimumSizeHint().width() <= 1280 - 16, w.tabs.tabText(i)
+
+
 def test_heatmap_time_axis_fits_each_input(qtbot, window):
     tab = window.speech_tab
     tab.model = FakeSpeechModel(n_frames=1500)
