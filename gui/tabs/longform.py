@@ -27,8 +27,8 @@ from typing import Any
 
 from PySide6.QtWidgets import QFileDialog, QHBoxLayout, QLabel, QWidget
 
-from core.catalog import SAMPLE_RATE
-from core.events import AttemptEvent, Finished, StepEvent
+from core.catalog import FRAME_S, SAMPLE_RATE
+from core.events import AttemptEvent, Finished, SegmentEvent, StepEvent
 from core.options import DecodingOptions
 
 from ..widgets.attempts_view import AttemptsView, attempt_kind
@@ -103,6 +103,11 @@ class LongFormMixin:
         if isinstance(ev, AttemptEvent):
             self._take_attempt(ev)
             return
+        if isinstance(ev, SegmentEvent) and self._lf_run and self.audio is not None:
+            # long-form windows move with seek, so their number is not known ahead: progress in seconds
+            start, total = ev.source_offset * FRAME_S, len(self.audio) / SAMPLE_RATE
+            self.busyChanged.emit(True, f"Decoding window {ev.segment + 1} ({start:.0f} of {total:.0f} s)…")
+            self.progressChanged.emit(int(start), max(1, int(total)))
         if isinstance(ev, Finished) and self._lf_run:
             self._lf_finished = ev
             self._lf_language = getattr(self.model, "last_language", None) or self._lf_language

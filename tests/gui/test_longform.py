@@ -203,3 +203,15 @@ def test_word_timing_aligns_the_transcript_without_each_window_tail(qtbot, tab):
     kept, rows = tab.alignment_input(steps)
     assert [ev.step for ev in kept] == [ev.step for ev in steps][:8]
     assert rows[0] is accepted.steps[8].cross_attention  # the end row: the query after the last kept token
+
+
+def test_progress_counts_seconds_of_a_long_form_run(qtbot, tab):
+    _longform(tab)
+    seen = []
+    tab.progressChanged.connect(lambda done, total: seen.append((done, total)))
+    messages = []
+    tab.busyChanged.connect(lambda busy, message: messages.append(message))
+    decoded(qtbot, tab)
+    total = int(len(tab.audio) / 16000)
+    assert seen[:2] == [(0, max(1, total)), (30, max(1, total))]  # window 1 at 0 s, window 2 at its seek (30 s)
+    assert any(m.startswith("Decoding window 2 (30 of") for m in messages)
