@@ -19,10 +19,11 @@ tab's ``RunState`` and signals, and needs only ``model.alignment_heads``,
 from __future__ import annotations
 
 from PySide6.QtCore import QObject, QTimer, Signal
-from PySide6.QtWidgets import QCheckBox, QHBoxLayout, QLabel, QMenu, QToolButton, QWidget, QWidgetAction
+from PySide6.QtWidgets import QCheckBox, QHBoxLayout, QLabel, QWidget
 
 from ..widgets.alignment_heads import WHAT as HEADS_WHAT
 from ..widgets.alignment_heads import AlignmentHeadPicker
+from ..widgets.popup_button import popup_button
 from ..widgets.word_marks import PATH_COLOR, DtwPath, WordBands
 
 #: ms to wait after a token before aligning (coalesces a frame's tokens into one update)
@@ -121,15 +122,7 @@ class WordTimingController(QObject):
         legend.setToolTip(CHECK_TIP)
         self.status = QLabel("")
         self.status.setToolTip(HEADS_WHAT)
-        self.heads_button = QToolButton()
-        self.heads_button.setText("alignment heads")
-        self.heads_button.setToolTip(HEADS_WHAT)
-        self.heads_button.setPopupMode(QToolButton.ToolButtonPopupMode.InstantPopup)
-        menu = QMenu(self.heads_button)
-        action = QWidgetAction(menu)
-        action.setDefaultWidget(self.picker)
-        menu.addAction(action)
-        self.heads_button.setMenu(menu)
+        self.heads_button = popup_button("alignment heads", HEADS_WHAT, self.picker)
         self.picker.headsChanged.connect(lambda _h: self._show_status())
         lay.addWidget(legend)
         lay.addWidget(self.status, 1)

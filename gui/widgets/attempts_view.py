@@ -22,12 +22,10 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QBrush, QColor
 from PySide6.QtWidgets import (
     QAbstractItemView,
-    QHeaderView,
     QLabel,
     QScrollArea,
     QSplitter,
     QStyle,
-    QTableWidget,
     QTableWidgetItem,
     QVBoxLayout,
     QWidget,
@@ -35,8 +33,11 @@ from PySide6.QtWidgets import (
 
 from core.events import AttemptEvent
 
-from .fork_diff import _AlignCanvas as AlignCanvas  # the fork diff's two-row chip canvas
+from .fork_diff import (
+    _AlignCanvas as AlignCanvas,  # the fork diff's two-row chip canvas
+)
 from .fork_diff import align
+from .popup_button import read_only_table
 
 COLUMNS = ("window", "try", "T", "compr.", "avg logp", "no-speech", "entropy", "verdict", "why")
 #: row tint and icon per kind of attempt (Okabe & Ito orange / vermillion, a light grey)
@@ -85,15 +86,9 @@ class AttemptsView(QWidget):
         self._attempts: list[AttemptEvent] = []
         self.note = QLabel(EMPTY)
         self.note.setWordWrap(True)
-        self.table = QTableWidget(0, len(COLUMNS))
-        self.table.setHorizontalHeaderLabels(list(COLUMNS))
-        self.table.verticalHeader().hide()
-        self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        self.table = read_only_table(COLUMNS, stretch_last=True)
         self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
         self.table.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
-        header = self.table.horizontalHeader()
-        header.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
-        header.setStretchLastSection(True)
         self.table.cellClicked.connect(lambda row, _col: self.open_row(row))
         for i, tip in enumerate(("the window's span in the audio (s)", "attempt number (0 = first try)",
                                  "temperature (0 = the options' strategy, > 0 = sampling)",

@@ -26,13 +26,12 @@ from PySide6.QtWidgets import (
     QFormLayout,
     QHBoxLayout,
     QLineEdit,
-    QMenu,
-    QToolButton,
     QWidget,
-    QWidgetAction,
 )
 
 from core.catalog import WINDOW_S
+
+from .popup_button import popup_button
 
 #: the choices of the windows box, in order
 MODES = ("auto", "long-form (seek, fallback)", "fixed 30 s")
@@ -147,16 +146,9 @@ class LongFormPanel(QObject):
         self.prompt_edit.editingFinished.connect(self.changed.emit)
         self.temperatures_edit.editingFinished.connect(self.changed.emit)
 
-        self.button = QToolButton()
-        self.button.setText("long-form ▾")
-        self.button.setToolTip("long-form settings: previous-text conditioning, initial prompt, temperature ladder "
-                               "and the fallback / silence thresholds (openai/whisper transcribe())")
-        self.button.setPopupMode(QToolButton.ToolButtonPopupMode.InstantPopup)
-        menu = QMenu(self.button)
-        action = QWidgetAction(menu)
-        action.setDefaultWidget(self.form)
-        menu.addAction(action)
-        self.button.setMenu(menu)
+        self.button = popup_button("long-form ▾", "long-form settings: previous-text conditioning, initial prompt, "
+                                   "temperature ladder and the fallback / silence thresholds (openai/whisper "
+                                   "transcribe())", self.form)
         self._mode_changed()
 
     # ------------------------------------------------------------ queries
