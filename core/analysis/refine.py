@@ -7,21 +7,23 @@ of a word that maintains an acceptable probability"): the DTW words (``core.anal
 alignment``) give each boundary a first guess; this pass moves it to where muting starts to
 hurt the word.
 
-For the **start** of word k, the audio from ``lo`` (its DTW start) up to a candidate time t is
+For the **start** of word k, the audio from ``lo`` (its DTW start, or up to ``outward`` earlier
+but never before the previous word's end) up to a candidate time t is
 silenced and the window's original tokens are forced through the re-encoded audio (teacher
 forcing, one decoder call: ``HFSeq2SeqBackend.forced_logits``). While t lies before the word,
 its watched probability stays near its probability under the real audio; once t cuts into the
 word it falls. The start is the latest t at which the probability has not fallen by more than
 ``max_drop`` (relative), found by bisection on ``[lo, min(DTW end, lo + reach)]`` to
-``precision`` seconds. The **end** is the mirror image: the audio from t up to ``hi`` (the next
-word's refined start, or the window's end) is silenced, and the end is the earliest t that
-keeps the word. Starts run first so that the end searches never mute the next word.
+``precision`` seconds. The **end** is the mirror image: the audio from t up to ``hi`` (its DTW
+end, or up to ``outward`` later but never past the next word's refined start or the window's
+end) is silenced, and the end is the earliest t that keeps the word. Starts run first so that
+the end searches do not mute the next word.
 
 As in stable-ts, words of even and odd index are muted in two separate copies of the audio
 (rows), so the muting for one word never touches the span its neighbours' searches mute, and
 all words of a window move one bisection step per round: a round costs two encoder passes
 (even/odd rows) whatever the number of words; ``ceil(log2((reach + outward) / precision))``
-rounds per kind (5 for the defaults), so about 21 encoder passes per 30 s window.
+rounds per kind (5 for reach 0.5 s, outward 0), so about 21 encoder passes per 30 s window.
 
 As stable-ts, this tightens words (the latest start and earliest end that keep the word): DTW
 words are contiguous, each pause given to the word after it, so DTW starts come early and ends
@@ -70,13 +72,19 @@ class RefineOptions:
         watch: "edge" or "all" (:data:`WATCH`).
         min_prob: a word whose watched probability under the real audio is below this keeps
             its DTW times (the model barely heard it; its fall says little).
-        steps: "s" (starts), "e" (ends) or "se" (both, starts first).
+        steps: the passes in order, up to 4 of "s" (starts) and "e" (ends): "se" = starts, then
+            ends up to the refined next starts (stable-ts's default); "ses" runs the starts
+            again from the refined previous ends (a DTW start inside the previous word's tail
+            cannot move in the first pass: muting there hurts this word from the first
+            candidate on).
         reach: seconds; a boundary moves at most this far into its word (start later, end
             earlier) from its DTW time.
-        outward: seconds it may move the other way (start earlier, end later); 0 = tighten
-            only, as stable-ts (DTW words are contiguous: the pause before a word is given to
-            it, so DTW starts come early and ends late, and muting into a neighbour word
-            lowers this word's probability too, which a search outward would take for its edge).
+        outward: seconds it may move the other way (start earlier, end later), never past the
+            neighbouring word's boundary (the previous word's end, the next word's refined
+            start): muting into a neighbour lowers this word's probability too, which a search
+            would take for this word's edge. 0 = tighten only, as stable-ts. DTW words are
+            contiguous (each pause given to the word after it), so outward matters for ends
+            (and a window's first word) only.
     """
 
     precision: float = 0.02
@@ -85,7 +93,7 @@ class RefineOptions:
     min_prob: float = 0.05
     steps: str = "se"
     reach: float = 0.5
-    outward: float = 0.0
+    outward: float = 0.3
 
     def validate(self) -> "RefineOptions":
         """Return self, or raise ValueError saying which field is out of range."""
@@ -99,8 +107,8 @@ class RefineOptions:
             raise ValueError(f"min_prob must be in [0, 1), got {self.min_prob}")
         if not (self.precision < self.reach <= 5.0) or not (0.0 <= self.outward <= 5.0):
             raise ValueError(f"reach must be precision-5 s and outward 0-5 s, got {self.reach}, {self.outward}")
-        if self.steps not in ("s", "e", "se"):
-            raise ValueError(f"steps must be 's', 'e' or 'se', got {self.steps!r}")
+        if not self.steps or set(self.steps) - {"s", "e"} or len(self.steps) > 4:
+            raise ValueError(f"steps must be up to 4 of 's' and 'e' ('se', 'ses', ...), got {self.steps!r}")
         return self
 
 
@@ -245,9 +253,9 @@ def _searches(words, idx, window: RefineWindow, where, probs: np.ndarray, kind: 
               decode, sample_rate: int) -> list[_Search]:
     """The window's searches of one kind ("s"/"e"), their reference probabilities from ``probs``.
 
-    A start is searched in [the previous word's middle, the word's end], an end in [the word's
-    start, the next word's start (refined when starts ran first)]; both within ``reach`` of the
-    boundary's current time.
+    A start is searched in [max(the previous word's end, start - outward), min(the word's end,
+    start + reach)], an end in [max(the word's start, end - reach), min(the next word's start
+    (refined when starts ran first), end + outward)].
     """
     length = len(window.audio) / sample_rate
     searches = []
@@ -262,8 +270,9 @@ def _searches(words, idx, window: RefineWindow, where, probs: np.ndarray, kind: 
             continue
         start, end = word.start - window.offset, word.end - window.offset
         if kind == "s":  # mute lo..t: harmless at lo, hurts by the word's end
-            lo = _mid(words[idx[k - 1]]) - window.offset if k else 0.0
-            lo, bad = max(lo, start - options.outward), min(end, start + options.reach)
+            lo = words[idx[k - 1]].end - window.offset if k else 0.0  # never inside the word before
+            lo = max(lo, start - options.outward)
+            bad = min(end, max(start, lo) + options.reach)
             if bad - lo >= options.precision:
                 searches.append(_Search(i, "s", k % 2, lo, good=lo, bad=bad, tokens=tokens, ref=ref))
         else:  # mute t..hi: harmless at hi, hurts from the word's start

@@ -14,7 +14,7 @@ and counted). Prints the mean |start| and |end| error in seconds and the mean si
 (negative: too early). Not a pass/fail test.
 
     .venv/bin/python tests/bench/bench_word_timing.py [--model tiny.en|base] [--clips N] [--seed S]
-        [--no-refine] [--max-drop F] [--watch edge|all] [--precision S] [--reach S]
+        [--no-refine] [--max-drop F] [--watch edge|all] [--precision S] [--reach S] [--outward S] [--steps se|ses]
 """
 
 from __future__ import annotations
@@ -130,11 +130,14 @@ def main() -> None:
     ap.add_argument("--watch", default=RefineOptions.watch)
     ap.add_argument("--precision", type=float, default=RefineOptions.precision)
     ap.add_argument("--reach", type=float, default=RefineOptions.reach)
+    ap.add_argument("--outward", type=float, default=RefineOptions.outward)
+    ap.add_argument("--steps", default=RefineOptions.steps)
     args = ap.parse_args()
     torch.set_num_threads(1)  # the machine's cores are shared; refine times are one thread's
     model = SpeechModel.load(args.model)
     refine = None if args.no_refine else RefineOptions(precision=args.precision, max_drop=args.max_drop,
-                                                        watch=args.watch, reach=args.reach).validate()
+                                                        watch=args.watch, reach=args.reach,
+                                                        outward=args.outward, steps=args.steps).validate()
     rng = random.Random(args.seed)
     names = ("ours (DTW)", "ours refined", "transformers token timestamps")
     results = {name: ([], [], 0) for name in names}

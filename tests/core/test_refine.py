@@ -209,3 +209,15 @@ def test_cli_refine_refuses_long_form(tmp_path, capsys):
     sf.write(path, (0.1 * np.sin(np.arange(2 * SR) * 0.05)).astype(np.float32), SR)
     code = cli.main(["transcribe", str(path), "--model", "tiny.en", "--refine", "--windows", "long-form"])
     assert code != 0 and "--refine works on fixed 30 s windows" in capsys.readouterr().err
+
+
+def test_outward_lets_an_early_dtw_end_move_out_to_the_word_end():
+    """A DTW end inside its word (base does this) moves out to the true end with ``outward``;
+    with outward 0 (tighten only, as stable-ts) it cannot pass the DTW end."""
+    truth = [(0.30, 0.70), (1.00, 1.40)]
+    words, window, score, _ = synthetic(truth)
+    words = [replace(words[0], end=0.55), replace(words[1], start=0.55, end=1.2)]
+    out = refine_words(words, [window], score, RefineOptions(outward=0.3))
+    assert abs(out[0].end - 0.70) <= 0.02 and abs(out[1].end - 1.40) <= 0.02
+    tight = refine_words(words, [window], score, RefineOptions(outward=0.0))
+    assert tight[0].end <= 0.55 and tight[1].end <= 1.2
