@@ -245,10 +245,6 @@ def refine_words(
     return out
 
 
-def _mid(word: Word) -> float:
-    return 0.5 * (word.start + word.end)
-
-
 def _searches(words, idx, window: RefineWindow, where, probs: np.ndarray, kind: str, options: RefineOptions,
               decode, sample_rate: int) -> list[_Search]:
     """The window's searches of one kind ("s"/"e"), their reference probabilities from ``probs``.
