@@ -355,7 +355,7 @@ def _longform_shot(win, args, out: pathlib.Path) -> None:
     clip = np.concatenate([audio] + [synth_speech(t) for t in LONGFORM_SENTENCES])
     panel = tab.longform_panel
     panel.mode_combo.blockSignals(True)
-    panel.mode_combo.setCurrentIndex(1)  # long-form (seek, fallback)
+    panel.mode_combo.setCurrentIndex(1)  # long-form
     panel.mode_combo.blockSignals(False)
     panel.temperatures_edit.setText(args.longform_temperatures)
     panel.threshold_spins["logprob_threshold"].setValue(args.longform_logprob)

@@ -146,11 +146,9 @@ class SpeechTab(LongFormMixin, SpeechMask, DecodeTab):
         row_title.addWidget(self.info_label, 1)
         for widget in (QLabel("language"), self.language_combo, self.candidates_edit, QLabel("task"), self.task_combo):
             row_title.addWidget(widget)
-        row_decoding = QHBoxLayout()  # how Whisper decodes it (rows kept narrow: usable at 1280 px)
-        self.add_longform_controls(row_decoding)  # windows: auto | long-form | fixed 30 s
-        row_decoding.addWidget(self.timestamps_check)
-        row_decoding.addWidget(self.word_timing_check)
-        row_decoding.addStretch(1)
+        self.add_longform_controls(row_title)  # windows: auto | long-form | fixed 30 s (rows narrow: 1280 px)
+        files_row.addWidget(self.timestamps_check)
+        files_row.addWidget(self.word_timing_check)
         w = QWidget()
         lay = QVBoxLayout(w)
         lay.setContentsMargins(6, 6, 6, 6)
@@ -158,7 +156,6 @@ class SpeechTab(LongFormMixin, SpeechMask, DecodeTab):
         lay.addLayout(row_title)
         lay.addWidget(self._build_recording_bar())
         lay.addLayout(files_row)
-        lay.addLayout(row_decoding)
         from ..widgets.language_bars import LanguageBars
 
         wave_row = QHBoxLayout()

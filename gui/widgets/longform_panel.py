@@ -4,7 +4,7 @@ How Whisper walks through audio longer than its 30 s window:
 
 - **auto**: long-form when the audio is longer than 30 s (as transformers' ``generate()``
   switches to its long-form loop), plain 30 s windows otherwise;
-- **long-form (seek, fallback)**: openai/whisper ``transcribe()``
+- **long-form**: openai/whisper ``transcribe()``
   (``core.tasks.longform.transcribe``): seek, conditioning and temperature fallback;
 - **fixed 30 s**: the audio cut every 30 s, each window decoded once (``SpeechModel.decode``).
 
@@ -34,7 +34,7 @@ from core.catalog import WINDOW_S
 from .popup_button import popup_button
 
 #: the choices of the windows box, in order
-MODES = ("auto", "long-form (seek, fallback)", "fixed 30 s")
+MODES = ("auto", "long-form", "fixed 30 s")
 MODE_TIPS = (
     (f"long-form when the audio is longer than {WINDOW_S:g} s (as transformers' generate() does), "
      f"plain {WINDOW_S:g} s windows otherwise"),

@@ -21,7 +21,7 @@ def tab(qtbot):
 
 
 def _longform(tab) -> None:
-    tab.longform_panel.mode_combo.setCurrentIndex(1)  # long-form (seek, fallback)
+    tab.longform_panel.mode_combo.setCurrentIndex(1)  # long-form
 
 
 def test_failed_attempts_are_taken_back_and_listed(qtbot, tab):
