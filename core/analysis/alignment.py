@@ -271,8 +271,9 @@ def align(
         decode: token ids -> text (the backend's ``decode``).
         eot: the end-of-text id; steps with ids >= it (timestamps) are left out.
         eot_attention: segment -> float32 (layers, heads, frames): the attention of the step
-            that chose end-of-text (timing.py's last row); without it the segment's last word
-            ends at the window's end.
+            that chose end-of-text (timing.py's last row); without it (decoding goes on) the
+            segment is aligned over the frames its tokens have listened to so far
+            (:func:`listened_frames`) and its last word ends there.
         language: the language code (words of zh, ja, th, lo, my, yue split by character).
         medfilt_width, frame_s: the median filter width; seconds per encoder frame.
 
@@ -320,6 +321,8 @@ def _segment_words(evs, heads, decode, end_row, language, medfilt_width, frame_s
         raise ValueError("word timestamps need each token's cross-attention; decode with capture_attention on")
     rows = [ev.cross_attention for ev in evs] + ([end_row] if end_row is not None else [])
     frames = min(r.shape[-1] for r in rows)
+    if end_row is None:  # decoding goes on: align up to where the tokens so far have listened
+        frames = listened_frames([r[..., :frames] for r in rows], heads)
     matrix = alignment_matrix(np.stack([r[..., :frames] for r in rows]), heads, medfilt_width)
     text_indices, time_indices = dtw(-matrix)
     path = WindowPath(evs[0].segment, int(evs[0].source_offset),
@@ -331,7 +334,7 @@ def _segment_words(evs, heads, decode, end_row, language, medfilt_width, frame_s
     boundaries = np.pad(np.cumsum([len(t) for t in word_ids]), (1, 0))
     jumps = np.pad(np.diff(text_indices), (1, 0), constant_values=1).astype(bool)
     jump_times = time_indices[jumps] * frame_s
-    if end_row is None:  # no end-of-text row: the last token runs to the window's end
+    if end_row is None:  # no end-of-text row: the last token runs to where the tokens have listened
         jump_times = np.append(jump_times, frames * frame_s)
     starts, ends = jump_times[boundaries[:-1]], jump_times[boundaries[1:]]
     probs = [float(ev.raw_prob) for ev in evs]
@@ -351,6 +354,26 @@ def _segment_words(evs, heads, decode, end_row, language, medfilt_width, frame_s
                             tuple(entry["tokens"]), step_ids))
         k += n
     return out, path
+
+
+#: encoder frames (20 ms) a live alignment reaches past the latest frame its tokens attend to most
+LIVE_MARGIN_FRAMES = 10
+
+
+def listened_frames(rows: Sequence[np.ndarray], heads: Sequence[tuple[int, int]]) -> int:
+    """How many frames a window's live alignment covers: the latest frame any token so far
+    attends to most (mean over the alignment heads), plus :data:`LIVE_MARGIN_FRAMES`, at most
+    all of them. Ours, not timing.py's (which aligns finished text only): while decoding
+    goes on, the last word then ends near where the decoder is listening and grows with
+    each token, instead of running to the end of the window.
+
+    Args:
+        rows: float32 (layers, heads, frames) per token, equal frames.
+        heads: (layer, head) pairs.
+    """
+    frames = rows[0].shape[-1]
+    peaks = [int(np.argmax(np.mean([r[layer, head] for layer, head in heads], axis=0))) for r in rows]
+    return int(min(frames, max(peaks) + 1 + LIVE_MARGIN_FRAMES))
 
 
 def _cut_long_sentence_ends(entries: list[dict]) -> None:

@@ -191,10 +191,13 @@ def test_synthetic_diagonal_attention_gives_its_times():
     assert [(round(w.start, 2), round(w.end, 2)) for w in words] == [
         (0.0, 0.4), (0.4, 1.0), (1.0, 1.4), (30.0, 30.4), (30.4, 31.0)]
     assert [round(w.prob, 2) for w in words[:3]] == [0.1, 0.2, 0.3] and words[1].steps == (1,)
-    # live (no end-of-text row): the last word runs to the window's end
-    # (spans of equal width: frames 40-100 look the same from both tokens, std 0 -> 0, not NaN)
+    # live (no end-of-text row): the window is aligned up to where its tokens listened most
+    # (frame 20 for ' b') + LIVE_MARGIN_FRAMES, so the last word ends there and grows with the next token
     live = word_timestamps([_step(0, 1, att(0, 20)), _step(1, 2, att(20, 40))], [(0, 0), (1, 1)], decode, eot=9)
-    assert [(round(w.start, 2), round(w.end, 2)) for w in live] == [(0.0, 0.4), (0.4, 2.0)]
+    assert [(round(w.start, 2), round(w.end, 2)) for w in live] == [(0.0, 0.4), (0.4, 0.62)]
+    longer = word_timestamps([_step(0, 1, att(0, 20)), _step(1, 2, att(20, 40)), _step(2, 3, att(40, 60))],
+                             [(0, 0), (1, 1)], decode, eot=9)
+    assert [round(w.end, 2) for w in longer] == [0.4, 0.8, 1.02]  # ' b' closed where ' c' began
     # special tokens (ids >= eot) are left out
     assert word_timestamps(steps[:2] + [_step(9, 50, att(0, 5))], [(0, 0)], decode, eot=9)[0].word == " a"
     with pytest.raises(ValueError, match="cross-attention"):
