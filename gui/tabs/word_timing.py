@@ -61,6 +61,9 @@ class WordTimingController(QObject):
         self.tab, self.check = tab, check
         self.picker = AlignmentHeadPicker()
         self.bar = self._build_bar()
+        from .refine_words import RefineAction
+
+        self.refine = RefineAction(self)  # the bar's "refine" button (stable-ts refine, on demand)
         tab.heatmap.add_below(self.bar)
         self.bands = WordBands(tab.wave, self)
         self.path = DtwPath(tab.heatmap)
@@ -164,6 +167,8 @@ class WordTimingController(QObject):
     def _cleared(self) -> None:
         self._timer.stop()
         self._again = False
+        if self.refine.running():
+            self.refine.toggle()  # a new run: the refine of the old one is cancelled
         for job in (self._job, self._end_job):
             if _active(job):
                 job.abort()

@@ -65,3 +65,10 @@ class FakeWordModel(FakeSpeechModel):
         self.end_calls += 1
         n = steps[-1].cross_attention.shape[-1]
         return {0: timed_attention(len(steps), n)}
+
+    def refine_words(self, audio, steps, words, options, *, cancel=None, **_kwargs):
+        """A stand-in refine: every word 0.05 s later at both ends (``refine_calls`` counts)."""
+        import dataclasses
+
+        self.refine_calls = getattr(self, "refine_calls", 0) + 1
+        return [dataclasses.replace(w, start=w.start + 0.05, end=w.end + 0.05) for w in words]

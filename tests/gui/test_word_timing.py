@@ -162,3 +162,19 @@ def test_real_tiny_en_bands_equal_the_models_words_with_end_of_text(qtbot, whisp
         assert len(xs) > 0 and ys[-1] == tab.heatmap.row_count() - 0.5
     finally:
         next(gen, None)
+
+
+def test_refine_button_draws_the_refined_words(qtbot, tab):
+    tab.word_timing_check.setChecked(True)
+    refine = tab.word_timing.refine
+    refine.button.click()  # before any run: refused, with the reason
+    assert "finished run" in tab.word_timing.status.text()
+    decoded(qtbot, tab)
+    _settled(qtbot, tab)
+    before = tab.word_timing.bands.spans()
+    with qtbot.waitSignal(refine.refined, timeout=5000):
+        refine.button.click()
+    after = tab.word_timing.bands.spans()
+    assert tab.model.refine_calls == 1 and len(after) == len(before)
+    assert all(abs(a0 - b0 - 0.05) < 1e-9 and abs(a1 - b1 - 0.05) < 1e-9 for (a0, a1), (b0, b1) in zip(after, before))
+    assert "refined" in tab.word_timing.status.text() and refine.button.text() == "refine"

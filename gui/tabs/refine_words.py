@@ -1,0 +1,91 @@
+"""The word-timing bar's **refine** button: the finished run's DTW words refined on demand
+in the manner of stable-ts ``refine()`` (``core.analysis.refine`` through
+``SpeechModel.refine_words``: spans around each word boundary muted, the run's own tokens
+forced through the muted audio, each boundary moved to where the word's probability starts
+to drop). It re-encodes the audio ~20 times per 30 s window, so it runs in a worker; a second
+click cancels it. Fixed 30 s windows only (the core's refine does not follow a long-form
+run's seek yet).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from PySide6.QtCore import QObject, Signal
+from PySide6.QtWidgets import QToolButton
+
+TIP = ("Refine the word boundaries (stable-ts refine()): mute the audio around each boundary, force this run's "
+       "tokens through it and move the boundary to where the word's probability drops. About 20 encoder passes "
+       "per 30 s window, seconds to a minute; click again to cancel.")
+
+
+class RefineAction(QObject):
+    """A "refine" button added to ``controller``'s bar (``gui.tabs.word_timing.WordTimingController``).
+
+    Signals:
+        refined(list): the refined words (``core.analysis.alignment.Word``), drawn as the bands.
+    """
+
+    refined = Signal(list)
+
+    def __init__(self, controller):
+        super().__init__(controller)
+        self.controller = controller
+        self.button = QToolButton()
+        self.button.setText("refine")
+        self.button.setToolTip(TIP)
+        self.button.clicked.connect(self.toggle)
+        controller.bar.layout().addWidget(self.button)
+        self._job = None
+
+    def running(self) -> bool:
+        return self._job is not None and self._job.running
+
+    def refusal(self) -> str:
+        """Why refine cannot run now ("" if it can)."""
+        c, tab = self.controller, self.controller.tab
+        if getattr(tab, "_lf_run", False):
+            return "refine works on fixed 30 s windows for now: set windows to 'fixed 30 s'"
+        if c.alignment is None or not c.final or not c.alignment.words:
+            return "refine needs a finished run's words: let the run end with word timing on"
+        if tab.run.current_branch() != 0:
+            return "refine works on the run itself, not on a fork: select the first branch"
+        return ""
+
+    def toggle(self) -> None:
+        """Start refining the drawn words, or cancel a refine that is running."""
+        from ..worker import start_worker
+
+        if self.running():
+            self._job.abort()
+            self._finish("refine cancelled")
+            return
+        c, tab = self.controller, self.controller.tab
+        why = self.refusal()
+        if why:
+            c._show_status(why)
+            return
+        model, audio, steps, words = tab.model, tab.audio, list(tab.run.steps()), list(c.alignment.words)
+        options = tab.run.branch(0).options
+        kw = {k: v for k, v in tab.decode_extras().items() if k != "longform"}
+        kw.update(language=tab.language(), task=tab.task())
+
+        def gen(cancel):
+            yield model.refine_words(audio, steps, words, replace(options, capture_attention=True), cancel=cancel,
+                                     **kw)
+
+        self._job = start_worker(gen, on_event=self._got, on_error=lambda m: self._finish(f"refine failed: {m}"),
+                                 name="refine")
+        self.button.setText("cancel refine")
+        c._show_status("refining: muting around each word boundary…")
+
+    def _got(self, words) -> None:
+        c = self.controller
+        c.bands.set_words(words, open_last=False)
+        self._finish(f"{len(words)} words refined (stable-ts refine)")
+        self.refined.emit(list(words))
+
+    def _finish(self, note: str) -> None:
+        self._job = None
+        self.button.setText("refine")
+        self.controller._show_status(note)
