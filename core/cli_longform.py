@@ -110,10 +110,11 @@ def check_writer_options(args: argparse.Namespace) -> None:
                   max_words_per_line=args.max_words_per_line)
 
 
-def longform_words(model, events) -> list:
+def longform_words(model, events, audio=None) -> list:
     """Word timestamps of a long-form run's transcript (DTW, ``SpeechModel.words``): the kept
     tokens of each window, its end row the end-of-text attention or, when the window's tail
-    was dropped, the attention of the first dropped token (the query after the last kept one)."""
+    was dropped, the attention of the first dropped token (the query after the last kept one);
+    moved off silence when ``audio`` is given."""
     steps, end = [], {}
     for ev in events:
         if isinstance(ev, AttemptEvent) and ev.kept_in_transcript and ev.kept_tokens:
@@ -121,7 +122,7 @@ def longform_words(model, events) -> list:
             steps.extend(kept)
             end[ev.segment] = ev.end_attention if ev.kept_tokens == len(ev.steps) else \
                 ev.steps[ev.kept_tokens].cross_attention
-    return model.words(steps, end_attention=end)
+    return model.words(steps, end_attention=end, audio=audio)
 
 
 def attach_words(result: dict, words) -> None:
@@ -180,7 +181,7 @@ def run_longform(model, audio, options, prefix: list[int], args: argparse.Namesp
                   + (f" ({'; '.join(ev.reasons)})" if ev.reasons else ""), file=sys.stderr, flush=True)
     kept = transcript_events(events)
     result = result_dict(kept, model.last_language)
-    words = longform_words(model, kept) if args.word_timestamps else []
+    words = longform_words(model, kept, None if args.no_silence_snap else audio) if args.word_timestamps else []
     if args.word_timestamps:
         attach_words(result, words)
     if args.output_format:

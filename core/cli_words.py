@@ -17,6 +17,10 @@ def add_word_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--word-timestamps", action="store_true",
                         help="time each word by DTW over the alignment heads' cross-attention (openai/whisper "
                              "timing.py); --json gains \"words\": [{word, start, end, prob}] in seconds")
+    parser.add_argument("--no-silence-snap", action="store_true",
+                        help="keep the DTW times as they are; by default a word's start (end) moves off the quiet "
+                             "audio before (after) it (20 ms frames 35 dB below the loudest, or within 6 dB of the "
+                             "noise floor; core.analysis.silence)")
     parser.add_argument("--refine", action=_Refine, nargs=0,
                         help="(implies --word-timestamps) then move each word's start and end to where muting the "
                              "audio starts to lower its probability (as stable-ts refine(); about 20 extra encoder "
@@ -54,7 +58,8 @@ def emit_words(model, audio, options, prefix: list[int], args: argparse.Namespac
           "candidate_languages": getattr(args, "language_candidates", None)}
     events = list(model.decode(audio, options, prefix_ids=prefix, **kw))
     steps = [ev for ev in events if isinstance(ev, StepEvent)]
-    words = model.words(steps, end_attention=model.end_attention(audio, steps, options, **kw))
+    words = model.words(steps, end_attention=model.end_attention(audio, steps, options, **kw),
+                        audio=None if getattr(args, "no_silence_snap", False) else audio)
     if getattr(args, "refine", False):
         rows = word_rows(model.refine_words(audio, steps, words, options, **kw), dtw=words)
     else:

@@ -521,21 +521,29 @@ class SpeechModel:
         """The (decoder layer, head) pairs whose cross-attention follows time."""
         return list(self._loaded.alignment_heads)
 
-    def words(self, steps: Sequence, *, end_attention: dict | None = None, heads: Sequence | None = None):
+    def words(self, steps: Sequence, *, end_attention: dict | None = None, heads: Sequence | None = None,
+              audio: np.ndarray | None = None):
         """Word-level timestamps of the steps decoded so far (``core.analysis.alignment``:
         DTW over the alignment heads' cross-attention, as openai/whisper ``timing.py``).
         ``end_attention``: window -> the end-of-text step's attention (:meth:`end_attention`);
-        without it a window's last word runs to the window's end (a run still decoding).
-        ``heads``: (layer, head) pairs to align on instead of :attr:`alignment_heads`."""
-        return self.alignment(steps, end_attention=end_attention, heads=heads).words
+        without it a window's last word ends where the decoder has listened so far (a run
+        still decoding). ``heads``: (layer, head) pairs to align on instead of
+        :attr:`alignment_heads`. ``audio``: the run's audio; given, the words are moved off
+        silence (``core.analysis.silence.snap_words``)."""
+        return self.alignment(steps, end_attention=end_attention, heads=heads, audio=audio).words
 
-    def alignment(self, steps: Sequence, *, end_attention: dict | None = None, heads: Sequence | None = None):
+    def alignment(self, steps: Sequence, *, end_attention: dict | None = None, heads: Sequence | None = None,
+                  audio: np.ndarray | None = None):
         """The words of :meth:`words` and each window's DTW path (``core.analysis.alignment.align``:
         an ``Alignment``). Numpy only (no model call): safe off the decoding thread."""
-        from core.analysis.alignment import align
+        from dataclasses import replace as _replace
 
-        return align(steps, self.alignment_heads if heads is None else list(heads), self.backend.decode,
-                     eot=self._loaded.special.eot, eot_attention=end_attention, language=self.last_language)
+        from core.analysis.alignment import align
+        from core.analysis.silence import snap_words
+
+        found = align(steps, self.alignment_heads if heads is None else list(heads), self.backend.decode,
+                      eot=self._loaded.special.eot, eot_attention=end_attention, language=self.last_language)
+        return found if audio is None else _replace(found, words=snap_words(found.words, audio))
 
     def end_attention(self, audio: np.ndarray, steps: Sequence, options: DecodingOptions, *,
                       language: str = "auto", task: str = "transcribe", timestamps: bool = False,

@@ -192,7 +192,7 @@ class WordTimingController(QObject):
             self.clear()
             self._show_status("this run has no cross-attention: decode again")
             return
-        model = self.tab.model
+        model, audio = self.tab.model, self.tab.audio
         ids = tuple(ev.token_id for ev in steps)
         end = self._end_rows[1] if self._end_rows is not None and self._end_rows[0] == ids else None
         longform = getattr(self.tab, "alignment_input", None)
@@ -202,7 +202,7 @@ class WordTimingController(QObject):
         growing = self.tab.run.branch(self.tab.run.current_branch()).finished is None
 
         def gen(_cancel):
-            yield model.alignment(steps, end_attention=end, heads=heads)
+            yield model.alignment(steps, end_attention=end, heads=heads, audio=audio)  # words moved off silence
 
         self._job = start_worker(gen, on_event=lambda a: self._show(a, end is not None, growing),
                                  on_error=lambda m: self._show_status(m),

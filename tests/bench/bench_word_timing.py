@@ -35,6 +35,7 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 from core.analysis.alignment import split_to_word_tokens  # noqa: E402
+from core.analysis.silence import snap_words  # noqa: E402
 from core.analysis.refine import RefineOptions  # noqa: E402
 from core.audio import load_audio  # noqa: E402
 from core.events import StepEvent  # noqa: E402
@@ -76,17 +77,19 @@ def norm(word: str) -> str:
 
 
 def ours(model: SpeechModel, audio, refine: RefineOptions | None = None):
-    """(DTW words, refined words or None, refine seconds) as (word, start, end) tuples."""
+    """(DTW words, DTW words moved off silence, refined words or None, refine seconds) as
+    (word, start, end) tuples."""
     options = DecodingOptions(capture_attention=True)
     steps = [ev for ev in model.decode(audio, options, language="en") if isinstance(ev, StepEvent)]
     words = model.words(steps, end_attention=model.end_attention(audio, steps, options, language="en"))
+    snapped = [(w.word, w.start, w.end) for w in snap_words(words, audio)]
     refined, seconds = None, 0.0
     if refine is not None:
         t0 = time.perf_counter()
-        refined = model.refine_words(audio, steps, words, options, refine=refine, language="en")
+        refined = model.refine_words(audio, steps, snap_words(words, audio), options, refine=refine, language="en")
         seconds = time.perf_counter() - t0
         refined = [(w.word, w.start, w.end) for w in refined]
-    return [(w.word, w.start, w.end) for w in words], refined, seconds
+    return [(w.word, w.start, w.end) for w in words], snapped, refined, seconds
 
 
 def transformers_words(model: SpeechModel, audio) -> list[tuple[str, float, float]]:
@@ -125,6 +128,8 @@ def main() -> None:
     ap.add_argument("--model", default="tiny.en")
     ap.add_argument("--clips", type=int, default=8)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--noise-db", type=float, default=None,
+                    help="add white noise at this RMS level (dBFS) to every clip (pauses are then not digital silence)")
     ap.add_argument("--no-refine", action="store_true", help="skip the refine pass (it re-encodes ~20 times a clip)")
     ap.add_argument("--max-drop", type=float, default=RefineOptions.max_drop)
     ap.add_argument("--watch", default=RefineOptions.watch)
@@ -139,7 +144,7 @@ def main() -> None:
                                                         watch=args.watch, reach=args.reach,
                                                         outward=args.outward, steps=args.steps).validate()
     rng = random.Random(args.seed)
-    names = ("ours (DTW)", "ours refined", "transformers token timestamps")
+    names = ("ours (DTW)", "ours snapped + refined", "transformers token timestamps", "ours (DTW) + silence snap")
     results = {name: ([], [], 0) for name in names}
     refine_s = []
     with tempfile.TemporaryDirectory() as d:
@@ -147,8 +152,11 @@ def main() -> None:
         for c in range(args.clips):
             words = rng.sample(VOCAB, rng.randint(6, 10))
             audio, truth = make_clip(words, rng, tmp)
-            dtw, refined, seconds = ours(model, audio, refine)
-            found = {names[0]: dtw, names[1]: refined, names[2]: transformers_words(model, audio)}
+            if args.noise_db is not None:
+                noise = np.random.default_rng(c).standard_normal(len(audio)).astype(np.float32)
+                audio = np.clip(audio + noise * 10 ** (args.noise_db / 20), -1, 1).astype(np.float32)
+            dtw, snapped, refined, seconds = ours(model, audio, refine)
+            found = {names[0]: dtw, names[1]: refined, names[2]: transformers_words(model, audio), names[3]: snapped}
             for name, f in found.items():
                 if f is None:
                     continue
@@ -158,7 +166,8 @@ def main() -> None:
             if refined is not None:
                 refine_s.append((seconds, len(audio) / SR))
             print(f"clip {c + 1}: {' '.join(words)}" + (f"  (refine {seconds:.1f} s)" if refined else ""), flush=True)
-    print(f"\n{model.name}, {args.clips} clips, gaps 0.15-0.4 s")
+    print(f"\n{model.name}, {args.clips} clips, gaps 0.15-0.4 s"
+          + (f", white noise at {args.noise_db:g} dBFS" if args.noise_db is not None else ", digital silence between words"))
     for name, (s, e, missed) in results.items():
         if not s:
             continue

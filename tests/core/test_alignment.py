@@ -336,9 +336,16 @@ def test_cli_word_timestamps_json(tiny_en, capsys):
     out = json.loads(capsys.readouterr().out)
     from core.options import DecodingOptions
 
-    expected = model.words(steps, end_attention=model.end_attention(audio, steps, DecodingOptions()))
+    ends = model.end_attention(audio, steps, DecodingOptions())
+    expected = model.words(steps, end_attention=ends, audio=audio)  # moved off silence, as the CLI does by default
     assert [w["word"] for w in out["words"]] == [w.word for w in expected]
     assert [(w["start"], w["end"]) for w in out["words"]] == [(round(w.start, 3), round(w.end, 3)) for w in expected]
+    assert cli.main(["transcribe", str(SAMPLE), "--model", "tiny.en", "--word-timestamps", "--json",
+                     "--no-silence-snap"]) == 0
+    raw = json.loads(capsys.readouterr().out)["words"]
+    dtw = model.words(steps, end_attention=ends)
+    assert [(w["start"], w["end"]) for w in raw] == [(round(w.start, 3), round(w.end, 3)) for w in dtw]
+    assert raw != out["words"]  # the sample's pauses moved some boundaries
     assert set(out["words"][0]) == {"word", "start", "end", "prob"}
     assert "cross_attention" not in out["tokens"][0]  # captured for the words, not printed without --attention
     assert cli.main(["transcribe", str(SAMPLE), "--model", "tiny.en", "--word-timestamps"]) == 0

@@ -52,12 +52,13 @@ class FakeWordModel(FakeSpeechModel):
                 ev = dataclasses.replace(ev, cross_attention=timed_attention(ev.step, ev.cross_attention.shape[-1]))
             yield ev
 
-    def alignment(self, steps, *, end_attention=None, heads=None):
+    def alignment(self, steps, *, end_attention=None, heads=None, audio=None):
+        """``align`` on the made-up attention (``audio`` ignored: no snapping to the tone's loudness)."""
         self.alignment_calls.append(list(heads or self.alignment_heads))
         decode = lambda ids: "".join(self.backend.token_text(i) for i in ids)  # noqa: E731
         return align(steps, list(heads or self.alignment_heads), decode, eot_attention=end_attention)
 
-    def words(self, steps, *, end_attention=None, heads=None):
+    def words(self, steps, *, end_attention=None, heads=None, audio=None):
         return self.alignment(steps, end_attention=end_attention, heads=heads).words
 
     def end_attention(self, audio, steps, options, **_kwargs):

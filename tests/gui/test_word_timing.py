@@ -153,7 +153,7 @@ def test_real_tiny_en_bands_equal_the_models_words_with_end_of_text(qtbot, whisp
         assert tab.word_timing.final
         steps = [ev for ev in tab.run.steps() if isinstance(ev, StepEvent)]
         options = tab.run.branch(0).options
-        expected = model.words(steps, end_attention=model.end_attention(audio, steps, options))
+        expected = model.words(steps, end_attention=model.end_attention(audio, steps, options), audio=audio)
         bands = tab.word_timing.bands
         assert [w.word for w in bands.words()] == [w.word for w in expected] and len(expected) > 10
         assert np.allclose(bands.spans(), [(w.start, w.end) for w in expected])

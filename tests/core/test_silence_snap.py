@@ -1,0 +1,50 @@
+"""Word boundaries moved off silence (core/analysis/silence.py)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from core.analysis.alignment import Word
+from core.analysis.silence import frame_levels_db, snap_words
+
+SR = 16000
+
+
+def _tone(seconds: float, amp: float = 0.3) -> np.ndarray:
+    t = np.arange(int(seconds * SR)) / SR
+    return (amp * np.sin(2 * np.pi * 300 * t)).astype(np.float32)
+
+
+def _clip(noise_db: float | None = None) -> np.ndarray:
+    """0.5 s pause, a 0.4 s 'word', 0.3 s pause, a 0.5 s 'word', 0.4 s pause."""
+    z = lambda s: np.zeros(int(s * SR), np.float32)  # noqa: E731
+    audio = np.concatenate([z(0.5), _tone(0.4), z(0.3), _tone(0.5), z(0.4)])
+    if noise_db is not None:
+        audio = audio + np.random.default_rng(0).standard_normal(len(audio)).astype(np.float32) * 10 ** (noise_db / 20)
+    return audio
+
+
+@pytest.mark.parametrize("noise_db", [None, -45.0])
+def test_starts_and_ends_leave_the_pauses(noise_db):
+    # DTW-like times: each word starts where the pause before it starts and ends late
+    words = [Word(" a", 0.0, 1.0, 0.9), Word(" b", 1.0, 1.9, 0.8)]
+    out = snap_words(words, _clip(noise_db))
+    assert [(round(w.start, 2), round(w.end, 2)) for w in out] == [(0.5, 0.9), (1.2, 1.7)]
+    assert [w.word for w in out] == [" a", " b"] and out[0].prob == 0.9
+    assert all(type(w.start) is float and type(w.end) is float for w in out)  # plain floats (Qt takes no numpy bool)
+
+
+def test_quiet_words_and_silence_are_left_alone():
+    audio = _clip()
+    inside = [Word(" pause", 0.1, 0.4, 0.5)]  # all quiet: unchanged
+    assert snap_words(inside, audio) == inside
+    assert snap_words([Word(" a", 0.6, 0.8, 0.5)], audio)[0].start == 0.6  # already on sound
+    assert snap_words([Word(" a", 0.0, 1.0, 0.5)], np.zeros(SR * 2, np.float32))[0].start == 0.0
+    with pytest.raises(ValueError, match="quiet_db"):
+        snap_words(inside, audio, quiet_db=3.0)
+
+
+def test_frame_levels_db():
+    levels = frame_levels_db(np.concatenate([np.zeros(320, np.float32), np.full(320, 0.1, np.float32)]))
+    assert levels[0] == -np.inf and levels[1] == pytest.approx(-20.0)
