@@ -8,8 +8,9 @@ as the previous word's sound ends, so a word often starts at the beginning of th
 before it (on espeak clips with 0.15-0.4 s pauses, base's starts were 0.29 s off on
 average). The audio says where the pause is: 20 ms frames whose RMS level is more than
 ``quiet_db`` below the clip's loudest frame count as silence, and a word's start (end)
-moves forward (back) over them, never past the other end. Words whose whole span is quiet
-keep their times.
+moves forward (back) over them, never past the other end; when a span holds the edge of a
+neighbouring word beyond a pause of 0.1 s or more, the word keeps its longest sound. Words
+whose whole span is quiet keep their times.
 """
 
 from __future__ import annotations
@@ -28,6 +29,8 @@ __all__ = ["QUIET_DB", "frame_levels_db", "snap_words"]
 QUIET_DB = -35.0
 #: ... and so are frames less than this far above the noise floor (dB)
 ABOVE_FLOOR_DB = 6.0
+#: quiet at least this long (s) between two sounds in a word's span is a pause between words
+MIN_PAUSE_S = 0.1
 
 
 def frame_levels_db(audio: np.ndarray, frame: int = int(SAMPLE_RATE * FRAME_S)) -> np.ndarray:
@@ -43,7 +46,7 @@ def frame_levels_db(audio: np.ndarray, frame: int = int(SAMPLE_RATE * FRAME_S)) 
 
 
 def snap_words(words: Sequence, audio: np.ndarray, *, quiet_db: float = QUIET_DB,
-               above_floor_db: float | None = ABOVE_FLOOR_DB, frame_s: float = FRAME_S,
+               above_floor_db: float | None = ABOVE_FLOOR_DB, min_pause_s: float = MIN_PAUSE_S, frame_s: float = FRAME_S,
                sample_rate: int = SAMPLE_RATE) -> list:
     """``words`` (``core.analysis.alignment.Word``) with starts and ends moved off silence.
 
@@ -53,6 +56,9 @@ def snap_words(words: Sequence, audio: np.ndarray, *, quiet_db: float = QUIET_DB
         quiet_db: a frame quieter than the loudest frame by more than this (dB, < 0) is silence.
         above_floor_db: so is a frame less than this far above the noise floor (the 10th
             percentile of the frame levels: pauses in a recording with steady noise); None = off.
+        min_pause_s: quiet shorter than this inside a span is part of the word (a stop
+            consonant's closure); a span holding sound, a pause at least this long and more
+            sound keeps its longest sound (the rest is the neighbouring word's edge).
 
     Returns:
         new Word objects (same order); a word whose span holds no loud frame is unchanged.
@@ -70,15 +76,33 @@ def snap_words(words: Sequence, audio: np.ndarray, *, quiet_db: float = QUIET_DB
         floor = np.percentile(np.maximum(levels, -120.0), 10)  # digital silence counts as -120 dBFS
         threshold = max(threshold, floor + above_floor_db)
     loud = levels >= threshold
+    min_gap = max(1, int(round(min_pause_s / frame_s)))
     out = []
     for w in words:
         a = max(0, int(math.floor(w.start / frame_s + 1e-6)))
         b = min(len(loud), int(math.ceil(w.end / frame_s - 1e-6)))
-        idx = np.flatnonzero(loud[a:b])
-        if b <= a or not len(idx):
+        runs = _sounds(loud[a:b], min_gap)
+        if b <= a or not runs:
             out.append(w)
             continue
-        start = float(max(w.start, (a + int(idx[0])) * frame_s))
-        end = float(min(w.end, (a + int(idx[-1]) + 1) * frame_s))
+        first, last = max(runs, key=lambda r: r[1] - r[0])  # the word's sound; bits of its neighbours are smaller
+        start = float(max(w.start, (a + first) * frame_s))
+        end = float(min(w.end, (a + last) * frame_s))
         out.append(replace(w, start=start, end=max(end, start)))
     return out
+
+
+def _sounds(loud: np.ndarray, min_gap: int) -> list[tuple[int, int]]:
+    """(first, end) frame index pairs of the stretches of loud frames in ``loud``, two
+    stretches joined when the quiet between them is shorter than ``min_gap`` frames (a stop
+    consonant's closure inside a word is not a pause)."""
+    idx = np.flatnonzero(loud)
+    if not len(idx):
+        return []
+    runs = [[int(idx[0]), int(idx[0]) + 1]]
+    for i in idx[1:]:
+        if i - runs[-1][1] < min_gap:
+            runs[-1][1] = int(i) + 1
+        else:
+            runs.append([int(i), int(i) + 1])
+    return [(x, y) for x, y in runs]

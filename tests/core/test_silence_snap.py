@@ -48,3 +48,13 @@ def test_quiet_words_and_silence_are_left_alone():
 def test_frame_levels_db():
     levels = frame_levels_db(np.concatenate([np.zeros(320, np.float32), np.full(320, 0.1, np.float32)]))
     assert levels[0] == -np.inf and levels[1] == pytest.approx(-20.0)
+
+
+def test_a_neighbours_edge_beyond_a_pause_is_left_out_and_a_closure_is_kept():
+    audio = _clip()  # sounds at 0.5-0.9 s and 1.2-1.7 s
+    # DTW ended ' a' 40 ms into ' b' and started ' b' 40 ms before ' a' ended
+    out = snap_words([Word(" a", 0.3, 1.24, 0.9), Word(" b", 0.86, 1.8, 0.8)], audio)
+    assert [(round(w.start, 2), round(w.end, 2)) for w in out] == [(0.5, 0.9), (1.2, 1.7)]
+    closure = np.concatenate([_tone(0.2), np.zeros(int(0.06 * SR), np.float32), _tone(0.2), np.zeros(SR, np.float32)])
+    (w,) = snap_words([Word(" apple", 0.0, 0.8, 0.9)], closure)  # a 60 ms stop inside the word stays in it
+    assert (round(w.start, 2), round(w.end, 2)) == (0.0, 0.46)
