@@ -32,18 +32,16 @@ SAMPLE = Path(__file__).resolve().parents[2] / "assets" / "samples" / "speech_en
 SAMPLE_RATE = 16_000
 
 
-@pytest.fixture(scope="module")
-def tiny_en():
-    from core.tasks.speech import SpeechModel
+@pytest.fixture
+def tiny_en(whisper_tiny_en):
+    """The session's tiny.en (tests/conftest.py): each model loads once per run."""
+    return whisper_tiny_en
 
-    return SpeechModel.load("tiny.en")
 
-
-@pytest.fixture(scope="module")
-def base():
-    from core.tasks.speech import SpeechModel
-
-    return SpeechModel.load("base")
+@pytest.fixture
+def base(whisper_base):
+    """The session's base."""
+    return whisper_base
 
 
 def _features(sm, audio):
