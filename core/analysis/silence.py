@@ -31,6 +31,8 @@ QUIET_DB = -35.0
 ABOVE_FLOOR_DB = 6.0
 #: quiet at least this long (s) between two sounds in a word's span is a pause between words
 MIN_PAUSE_S = 0.1
+#: how far (s) a word ending (starting) inside a sound may grow to that sound's end (start)
+REACH_S = 0.3
 
 
 def frame_levels_db(audio: np.ndarray, frame: int = int(SAMPLE_RATE * FRAME_S)) -> np.ndarray:
@@ -46,7 +48,8 @@ def frame_levels_db(audio: np.ndarray, frame: int = int(SAMPLE_RATE * FRAME_S)) 
 
 
 def snap_words(words: Sequence, audio: np.ndarray, *, quiet_db: float = QUIET_DB,
-               above_floor_db: float | None = ABOVE_FLOOR_DB, min_pause_s: float = MIN_PAUSE_S, frame_s: float = FRAME_S,
+               above_floor_db: float | None = ABOVE_FLOOR_DB, min_pause_s: float = MIN_PAUSE_S,
+               reach_s: float = REACH_S, frame_s: float = FRAME_S,
                sample_rate: int = SAMPLE_RATE) -> list:
     """``words`` (``core.analysis.alignment.Word``) with starts and ends moved off silence.
 
@@ -59,6 +62,8 @@ def snap_words(words: Sequence, audio: np.ndarray, *, quiet_db: float = QUIET_DB
         min_pause_s: quiet shorter than this inside a span is part of the word (a stop
             consonant's closure); a span holding sound, a pause at least this long and more
             sound keeps its longest sound (the rest is the neighbouring word's edge).
+        reach_s: a span that ends (starts) inside a sound grows to that sound's end (start),
+            by at most this much and never into the next (previous) word.
 
     Returns:
         new Word objects (same order); a word whose span holds no loud frame is unchanged.
@@ -89,6 +94,34 @@ def snap_words(words: Sequence, audio: np.ndarray, *, quiet_db: float = QUIET_DB
         start = float(max(w.start, (a + first) * frame_s))
         end = float(min(w.end, (a + last) * frame_s))
         out.append(replace(w, start=start, end=max(end, start)))
+    return _extend(out, loud, min_gap, frame_s, reach_s)
+
+
+def _extend(words: list, loud: np.ndarray, min_gap: int, frame_s: float, reach_s: float) -> list:
+    """A word whose span ends (starts) inside a sound is extended to where that sound ends
+    (starts), at most ``reach_s`` and never into its neighbour's span: DTW sometimes ends a
+    word before its sound does (base: ends 0.09 s early on average)."""
+    reach = int(round(reach_s / frame_s))
+    out = list(words)
+    for i, w in enumerate(out):
+        nxt = out[i + 1].start if i + 1 < len(out) else len(loud) * frame_s
+        prv = out[i - 1].end if i > 0 else 0.0
+        e = int(math.ceil(w.end / frame_s - 1e-6))
+        if 0 < e <= len(loud) and loud[e - 1]:
+            k, quiet = e, 0
+            while k < min(len(loud), e + reach) and quiet < min_gap:
+                quiet = 0 if loud[k] else quiet + 1
+                k += 1
+            end = min(nxt, (k - quiet) * frame_s)
+            out[i] = w = replace(w, end=float(max(w.end, end)))
+        b = int(math.floor(w.start / frame_s + 1e-6))
+        if 0 <= b < len(loud) and loud[b]:
+            k, quiet = b, 0
+            while k > max(0, b - reach) and quiet < min_gap:
+                quiet = 0 if loud[k - 1] else quiet + 1
+                k -= 1
+            start = max(prv, (k + quiet) * frame_s)
+            out[i] = replace(w, start=float(min(w.start, start)))
     return out
 
 

@@ -39,7 +39,8 @@ def test_quiet_words_and_silence_are_left_alone():
     audio = _clip()
     inside = [Word(" pause", 0.1, 0.4, 0.5)]  # all quiet: unchanged
     assert snap_words(inside, audio) == inside
-    assert snap_words([Word(" a", 0.6, 0.8, 0.5)], audio)[0].start == 0.6  # already on sound
+    inner = snap_words([Word(" a", 0.6, 0.8, 0.5)], audio)[0]  # inside a sound, nothing around it: the whole sound
+    assert (round(inner.start, 2), round(inner.end, 2)) == (0.5, 0.9)
     assert snap_words([Word(" a", 0.0, 1.0, 0.5)], np.zeros(SR * 2, np.float32))[0].start == 0.0
     with pytest.raises(ValueError, match="quiet_db"):
         snap_words(inside, audio, quiet_db=3.0)
@@ -58,3 +59,13 @@ def test_a_neighbours_edge_beyond_a_pause_is_left_out_and_a_closure_is_kept():
     closure = np.concatenate([_tone(0.2), np.zeros(int(0.06 * SR), np.float32), _tone(0.2), np.zeros(SR, np.float32)])
     (w,) = snap_words([Word(" apple", 0.0, 0.8, 0.9)], closure)  # a 60 ms stop inside the word stays in it
     assert (round(w.start, 2), round(w.end, 2)) == (0.0, 0.46)
+
+
+def test_a_span_ending_inside_a_sound_grows_to_its_end_but_not_into_the_next_word():
+    audio = _clip()  # sounds at 0.5-0.9 s and 1.2-1.7 s
+    out = snap_words([Word(" a", 0.4, 0.8, 0.9), Word(" b", 1.3, 1.5, 0.8)], audio)
+    assert [(round(w.start, 2), round(w.end, 2)) for w in out] == [(0.5, 0.9), (1.2, 1.7)]
+    # two words in one sound (no pause between them): the first ends where the second starts
+    one = np.concatenate([np.zeros(SR // 2, np.float32), _tone(1.0), np.zeros(SR // 2, np.float32)])
+    out = snap_words([Word(" x", 0.5, 0.8, 0.9), Word(" y", 0.9, 1.3, 0.8)], one)
+    assert [(round(w.start, 2), round(w.end, 2)) for w in out] == [(0.5, 0.9), (0.9, 1.5)]
