@@ -9,6 +9,7 @@ import argparse
 import json
 from dataclasses import replace
 
+from core.analysis.silence import snap_words
 from core.events import Finished, StepEvent
 
 
@@ -58,10 +59,12 @@ def emit_words(model, audio, options, prefix: list[int], args: argparse.Namespac
           "candidate_languages": getattr(args, "language_candidates", None)}
     events = list(model.decode(audio, options, prefix_ids=prefix, **kw))
     steps = [ev for ev in events if isinstance(ev, StepEvent)]
-    words = model.words(steps, end_attention=model.end_attention(audio, steps, options, **kw),
-                        audio=None if getattr(args, "no_silence_snap", False) else audio)
-    if getattr(args, "refine", False):
-        rows = word_rows(model.refine_words(audio, steps, words, options, **kw), dtw=words)
+    snap = not getattr(args, "no_silence_snap", False)
+    dtw = model.words(steps, end_attention=model.end_attention(audio, steps, options, **kw))
+    words = snap_words(dtw, audio) if snap else dtw
+    if getattr(args, "refine", False):  # refine DTW's words, then (by default) move them off silence
+        refined = model.refine_words(audio, steps, dtw, options, **kw)
+        rows = word_rows(snap_words(refined, audio) if snap else refined, dtw=dtw)
     else:
         rows = word_rows(words)
     if args.json:

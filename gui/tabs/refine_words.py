@@ -70,9 +70,11 @@ class RefineAction(QObject):
         kw = {k: v for k, v in tab.decode_extras().items() if k != "longform"}
         kw.update(language=tab.language(), task=tab.task())
 
-        def gen(cancel):
-            yield model.refine_words(audio, steps, words, replace(options, capture_attention=True), cancel=cancel,
-                                     **kw)
+        def gen(cancel):  # refined, then moved off silence as the drawn words are (core.analysis.silence)
+            from core.analysis.silence import snap_words
+
+            yield snap_words(model.refine_words(audio, steps, words, replace(options, capture_attention=True),
+                                                cancel=cancel, **kw), audio)
 
         self._job = start_worker(gen, on_event=self._got, on_error=lambda m: self._finish(f"refine failed: {m}"),
                                  name="refine")

@@ -86,7 +86,7 @@ def ours(model: SpeechModel, audio, refine: RefineOptions | None = None):
     refined, seconds = None, 0.0
     if refine is not None:
         t0 = time.perf_counter()
-        refined = model.refine_words(audio, steps, snap_words(words, audio), options, refine=refine, language="en")
+        refined = snap_words(model.refine_words(audio, steps, words, options, refine=refine, language="en"), audio)
         seconds = time.perf_counter() - t0
         refined = [(w.word, w.start, w.end) for w in refined]
     return [(w.word, w.start, w.end) for w in words], snapped, refined, seconds
@@ -144,7 +144,7 @@ def main() -> None:
                                                         watch=args.watch, reach=args.reach,
                                                         outward=args.outward, steps=args.steps).validate()
     rng = random.Random(args.seed)
-    names = ("ours (DTW)", "ours snapped + refined", "transformers token timestamps", "ours (DTW) + silence snap")
+    names = ("ours (DTW)", "ours refined + snap", "transformers token timestamps", "ours (DTW) + silence snap")
     results = {name: ([], [], 0) for name in names}
     refine_s = []
     with tempfile.TemporaryDirectory() as d:

@@ -169,7 +169,7 @@ def test_cli_refine_json_keeps_the_dtw_times(clip_run, tmp_path, monkeypatch, ca
     monkeypatch.setattr(SpeechModel, "load", classmethod(lambda cls, name="", progress=None: model))
     monkeypatch.setattr(SpeechModel, "refine_words", lambda self, audio, steps, words, options, **kw:
                         [replace(w, start=w.start + 0.01, end=w.end - 0.01) for w in words])
-    assert cli.main(["transcribe", str(path), "--model", "tiny.en", "--refine", "--json"]) == 0
+    assert cli.main(["transcribe", str(path), "--model", "tiny.en", "--refine", "--json", "--no-silence-snap"]) == 0
     out = json.loads(capsys.readouterr().out)["words"]
     assert out and set(out[0]) == {"word", "start", "end", "prob", "dtw_start", "dtw_end"}
     assert all(abs(w["start"] - w["dtw_start"] - 0.01) < 2e-3 and abs(w["dtw_end"] - w["end"] - 0.01) < 2e-3
