@@ -359,6 +359,8 @@ def transcribe(
             segments, advance, kept = split_window(tokens, timestamp_begin, n_frames, start_s)
             if not keep:
                 segments, advance, kept = [], n_frames, 0
+            segments = [{"start": s["start"], "end": s["end"], "tokens": tuple(s["tokens"]),
+                         "text": model.backend.decode(s["tokens"]).strip()} for s in segments]
             yield AttemptEvent(
                 segment=window, attempt=k, temperature=temperature, step_offset=step_offset, steps=tuple(steps),
                 token_ids=tuple(tokens), text=model.backend.decode(tokens).strip(),
@@ -366,22 +368,19 @@ def transcribe(
                 no_speech_prob=no_speech, entropy=attempt["entropy"], verdict=attempt["verdict"],
                 reasons=tuple(attempt["reasons"]), kept_in_transcript=keep, kept_tokens=kept,
                 seek=seek, start=start_s, end=end_s, end_attention=attempt["end_attention"], loudest_db=level,
-                segments=tuple({"start": s["start"], "end": s["end"], "tokens": tuple(s["tokens"]),
-                                "text": model.backend.decode(s["tokens"]).strip()} for s in segments),
+                segments=tuple(segments),
             )
             if keep or attempt["verdict"] == "silence":
                 break
             stats.decode_s += finished.stats.decode_s  # a failed attempt's time counts too
-        if finished.cancelled:
-            totals.add(replace(finished, token_ids=tokens[:kept]), run_start)
-            break
         totals.add(replace(finished, token_ids=tokens[:kept]), run_start)
+        if finished.cancelled:
+            break
         totals.step = step_offset + (len(steps) if keep else 0)
         for s in segments:
             history.extend(s["tokens"])
-            text = model.backend.decode(s["tokens"]).strip()
-            if text:
-                texts.append(text)
+            if s["text"]:
+                texts.append(s["text"])
         if not longform.condition_on_previous_text or temperature > 0.5:
             reset_since = len(history)
         seek += advance
