@@ -4,6 +4,7 @@ arrive. A view over ``RunState``: it redraws from the current branch's steps."""
 
 from __future__ import annotations
 
+import bisect
 import re
 
 import pyqtgraph as pg
@@ -43,17 +44,30 @@ class TimestampMarks:
         return [line.value() for plot, line in self.lines if plot is self.plots[0]]
 
     def _step_added(self, ev) -> None:
-        if _TIMESTAMP.match(getattr(ev, "text", "") or ""):
-            self.redraw()
+        """A new timestamp gets its line (a segment's closing and the next one's opening
+        timestamp share one); the others stay (a redraw per timestamp was O(n^2) on long-form runs)."""
+        for t in timestamp_seconds([ev]):
+            self._add(t)
 
     def redraw(self) -> None:
         for plot, line in self.lines:
             plot.removeItem(line)
         self.lines = []
-        for t in sorted(set(timestamp_seconds(self.run.steps()))):
-            for plot in self.plots:
-                line = pg.InfiniteLine(pos=t, angle=90, movable=False,
-                                       pen=pg.mkPen("#d55e00", width=1, style=Qt.PenStyle.DashLine))
-                line.setToolTip(f"timestamp {t:.2f} s")
-                plot.addItem(line, ignoreBounds=True)
-                self.lines.append((plot, line))
+        for t in timestamp_seconds(self.run.steps()):
+            self._add(t)
+
+    def _add(self, t: float) -> None:
+        """A dashed line at ``t`` seconds on every plot, unless one is there already; the
+        first plot's lines stay sorted left to right."""
+        drawn = self.seconds()
+        if t in drawn:
+            return
+        at = bisect.bisect(drawn, t) * len(self.plots)
+        new = []
+        for plot in self.plots:
+            line = pg.InfiniteLine(pos=t, angle=90, movable=False,
+                                   pen=pg.mkPen("#d55e00", width=1, style=Qt.PenStyle.DashLine))
+            line.setToolTip(f"timestamp {t:.2f} s")
+            plot.addItem(line, ignoreBounds=True)
+            new.append((plot, line))
+        self.lines[at:at] = new
