@@ -334,8 +334,9 @@ class DynamicTemperature:
 
 class TopA:
     """Top-a (BlinkDL, RWKV; no paper): remove tokens with p < top_a · p_max², where p is
-    softmax(scores) per row, keeping at least ``min_tokens_to_keep``. As webui
-    ``TopALogitsWarper`` (modules/sampler_hijack.py). top_a = 0 removes nothing.
+    softmax(scores) per row, keeping at least ``min_tokens_to_keep`` (the best ones; among
+    tied scores the lower token ids). As webui ``TopALogitsWarper``
+    (modules/sampler_hijack.py). top_a = 0 removes nothing; a flat row is kept whole.
 
     Args:
         top_a: in [0, 1] (0 = off).
@@ -359,8 +360,10 @@ class TopA:
         p_max = probs.max(dim=-1, keepdim=True).values
         remove = probs < p_max * p_max * self.top_a
         if self.min_tokens_to_keep > 1:
-            top = torch.topk(scores, min(self.min_tokens_to_keep, scores.shape[-1]), dim=-1).indices
-            remove = remove.scatter(1, top, False)
+            # spare the min_tokens_to_keep best in webui's sorted order; a stable sort breaks
+            # ties by token id (torch.topk's pick among tied scores is arbitrary)
+            order = torch.sort(scores, dim=-1, descending=True, stable=True).indices
+            remove = remove.scatter(1, order[:, : self.min_tokens_to_keep], False)
         return scores.masked_fill(remove, NEG_INF)
 
 

@@ -563,3 +563,119 @@ def test_stage_names():
 def test_bad_arguments_raise(make):
     with pytest.raises(ValueError):
         make()
+
+
+# ---------------------------------------------------------------- flat rows and exact ties ---
+# A flat row (every finite score equal: sigma = 0, entropy = log n) and rows with exact ties
+# at the top, in the middle and at a filter's boundary. Every filter is compared with its
+# reference on each row and must leave at least one finite token per row: a filter that
+# removes every token leaves nothing to sample.
+
+FLAT_ROWS = {
+    "zeros5": [[0.0] * 5],
+    "flat50": [[3.7] * 50],
+    "flat1000_negative": [[-2.5] * 1000],
+    "flat_with_inf": [[1.0, -INF, 1.0, 1.0, -INF], [-INF, -2.0, -2.0, -INF, -2.0]],
+    "flat_two": [[4.0, 4.0]],
+    "one_finite": [[-INF, -INF, 0.5, -INF]],
+}
+TIE_ROWS = {
+    "tied_top": [[3.0, 3.0, 1.0, 0.0, -1.0]],
+    "tied_middle": [[2.0, 1.0, 1.0, 1.0, 0.0, -INF]],
+    "tied_bottom": [[5.0, 1.0, 0.0, 0.0, 0.0]],
+    "tied_pairs": [[1.0, 2.0, 2.0, 1.0, 0.0, 0.0]],
+    "rounded_randn": torch.round(torch.randn(2, 40, generator=torch.Generator().manual_seed(3)) * 2).tolist(),
+}
+EDGE_ROWS = {**FLAT_ROWS, **TIE_ROWS}
+
+
+def _edge(name: str) -> torch.Tensor:
+    return torch.tensor(EDGE_ROWS[name], dtype=torch.float32)
+
+
+def _keeps_one_per_row(out: torch.Tensor) -> None:
+    assert torch.isfinite(out).any(dim=-1).all(), f"a row came out all -inf: {out.tolist()}"
+
+
+@pytest.mark.parametrize("row", FLAT_ROWS)
+@pytest.mark.parametrize("n", [0.3, 1.0, 3.5])
+def test_top_n_sigma_keeps_a_flat_row_whole(row, n):
+    """sigma = 0: the threshold is the max itself, which every finite token reaches."""
+    scores = _edge(row)
+    ours = TopNSigma(n)(_ids(scores.shape[0]), scores)
+    _same(ours, [ref_top_n_sigma(r, n) for r in scores.tolist()], rtol=0, atol=0)
+    assert torch.equal(ours, scores)
+
+
+@pytest.mark.parametrize("row", EDGE_ROWS)
+@pytest.mark.parametrize("n", [0.0, 0.3, 1.0, 3.5])
+def test_top_n_sigma_flat_and_tied_rows_match_llama_cpp(row, n):
+    scores = _edge(row)
+    ours = TopNSigma(n)(_ids(scores.shape[0]), scores)
+    _same(ours, [ref_top_n_sigma(r, n) for r in scores.tolist()], rtol=0, atol=0)
+    _keeps_one_per_row(ours)
+    _kept_is_prefix(scores, ours)  # a tie is kept or removed as a whole
+
+
+@pytest.mark.parametrize("row", EDGE_ROWS)
+@pytest.mark.parametrize("threshold", [0.0, 0.1, 0.2, 0.25, 1 / 3, 0.5])
+@pytest.mark.parametrize("min_keep", [1, 2, 5])
+def test_xtc_flat_and_tied_rows_match_llama_cpp(row, threshold, min_keep):
+    scores = _edge(row)
+    batch = scores.shape[0]
+    ours = XTC(1.0, threshold, seed=0, min_tokens_to_keep=min_keep)(_ids(batch), scores)
+    chances = torch.rand(batch, generator=torch.Generator().manual_seed(0)).tolist()
+    _same(ours, [ref_xtc(r, 1.0, threshold, min_keep, c) for r, c in zip(scores.tolist(), chances)], rtol=0, atol=0)
+    _keeps_one_per_row(ours)
+    for b in range(batch):  # never fewer finite tokens than min_keep, unless the row had fewer
+        assert int(torch.isfinite(ours[b]).sum()) >= min(min_keep, int(torch.isfinite(scores[b]).sum()))
+
+
+def test_xtc_on_a_flat_row_keeps_exactly_one_of_the_tied_top_choices():
+    # five tokens at p = 0.2 >= 0.1: all are top choices, all but the last go
+    out = XTC(1.0, 0.1, seed=0)(_ids(1), _edge("zeros5"))
+    assert int(torch.isfinite(out).sum()) == 1
+
+
+@pytest.mark.parametrize("row", EDGE_ROWS)
+@pytest.mark.parametrize("top_a", [0.1, 0.5, 1.0])
+@pytest.mark.parametrize("min_keep", [1, 3])
+def test_top_a_flat_and_tied_rows_match_webui(row, top_a, min_keep):
+    scores = _edge(row)
+    ours = TopA(top_a, min_keep)(_ids(scores.shape[0]), scores)
+    _same(ours, [ref_top_a(r, top_a, min_keep) for r in scores.tolist()], rtol=0, atol=0)
+    _keeps_one_per_row(ours)
+    if row in FLAT_ROWS:  # p = p_max >= top_a * p_max^2: a flat row is kept whole
+        assert torch.equal(ours, scores)
+
+
+@pytest.mark.parametrize("row", EDGE_ROWS)
+@pytest.mark.parametrize("z", [0.0, 0.5, 0.95])
+@pytest.mark.parametrize("min_keep", [1, 3])
+def test_tfs_flat_and_tied_rows_match_webui(row, z, min_keep):
+    scores = _edge(row)
+    ours = TailFree(z, min_keep)(_ids(scores.shape[0]), scores)
+    for b, r in enumerate(scores.tolist()):
+        want, cdf = ref_tfs(r, z, min_keep)
+        for i, x in enumerate(want):
+            if math.isinf(x) != math.isinf(ours[b, i].item()):
+                assert abs(cdf[i] - z) < 1e-5, (b, i, cdf[i])  # float32 cumsum on z
+    _keeps_one_per_row(ours)
+
+
+@pytest.mark.parametrize("row", EDGE_ROWS)
+@pytest.mark.parametrize("temp,delta,exponent", [(1.0, 1.0, 1.0), (0.5, 0.5, 1.0), (1.0, 0.5, 0.0), (0.7, 2.0, 2.0)])
+def test_dynatemp_flat_and_tied_rows_match_llama_cpp(row, temp, delta, exponent):
+    scores = _edge(row)
+    ours = DynamicTemperature(temp, delta, exponent)(_ids(scores.shape[0]), scores)
+    _same(ours, [ref_dynatemp(r, temp, delta, exponent) for r in scores.tolist()])
+    _keeps_one_per_row(ours)
+
+
+@pytest.mark.parametrize("row", EDGE_ROWS)
+@pytest.mark.parametrize("factor,curve", [(0.5, 1.0), (2.0, 3.0)])
+def test_quadratic_flat_and_tied_rows_match_webui(row, factor, curve):
+    scores = _edge(row)
+    ours = QuadraticSampling(factor, curve)(_ids(scores.shape[0]), scores)
+    _same(ours, [ref_quadratic(r, factor, curve) for r in scores.tolist()], rtol=1e-5, atol=1e-4)
+    _keeps_one_per_row(ours)

@@ -486,3 +486,66 @@ def test_bad_arguments_raise_clear_errors(make, match):
 def test_bad_call_arguments_raise_clear_errors(processor, match):
     with pytest.raises(ValueError, match=match):
         processor(_input_ids(0, 3), torch.zeros(3, 50))
+
+
+# ---------------------------------------------------------------- flat rows and exact ties
+# Every finite score equal (a flat row: entropy log n, every p = p_max) or exact ties at
+# the top, in the middle and at a filter's boundary. Each filter must equal transformers'
+# and leave at least one finite token per row (a row of only -inf has nothing to sample).
+
+_NEG = float("-inf")
+EDGE_ROWS = {
+    "zeros5": [[0.0] * 5],
+    "flat50": [[3.7] * 50],
+    "flat1000_negative": [[-2.5] * 1000],
+    "flat_with_inf": [[1.0, _NEG, 1.0, 1.0, _NEG], [_NEG, -2.0, -2.0, _NEG, -2.0]],
+    "flat_two": [[4.0, 4.0]],
+    "one_finite": [[_NEG, _NEG, 0.5, _NEG]],
+    "tied_top": [[3.0, 3.0, 1.0, 0.0, -1.0]],
+    "tied_middle": [[2.0, 1.0, 1.0, 1.0, 0.0, _NEG]],
+    "tied_bottom": [[5.0, 1.0, 0.0, 0.0, 0.0]],
+    "tied_pairs": [[1.0, 2.0, 2.0, 1.0, 0.0, 0.0]],
+    "halves": [[math.log(0.4), math.log(0.2), math.log(0.2), math.log(0.1), math.log(0.1)]],
+}
+EDGE_WARPERS = {
+    "top_k": [(lambda k=k, m=m: (TopK(k, m), tlp.TopKLogitsWarper(k, min_tokens_to_keep=m)))
+              for k in (1, 2, 3, 100) for m in (1, 3)],
+    "top_p": [(lambda p=p, m=m: (TopP(p, m), tlp.TopPLogitsWarper(p, min_tokens_to_keep=m)))
+              for p in (0.01, 0.3, 0.5, 0.6, 0.9) for m in (1, 3)],
+    "min_p": [(lambda p=p, m=m: (MinP(p, m), tlp.MinPLogitsWarper(p, min_tokens_to_keep=m)))
+              for p in (0.05, 0.5, 1.0) for m in (1, 3)],
+    "typical_p": [(lambda p=p, m=m: (TypicalP(p, m), tlp.TypicalLogitsWarper(p, min_tokens_to_keep=m)))
+                  for p in (1e-4, 0.2, 0.5, 0.9) for m in (1, 3)],
+    "epsilon_cutoff": [(lambda e=e, m=m: (EpsilonCutoff(e, m), tlp.EpsilonLogitsWarper(e, min_tokens_to_keep=m)))
+                       for e in (3e-4, 0.1, 0.2, 0.5, 0.9999) for m in (1, 3)],
+    "eta_cutoff": [(lambda e=e, m=m: (EtaCutoff(e, m), tlp.EtaLogitsWarper(e, min_tokens_to_keep=m)))
+                   for e in (4e-3, 0.3, 0.9999) for m in (1, 3)],
+    "top_h": [(lambda h=h: (TopH(h), tlp.TopHLogitsWarper(h))) for h in (1e-3, 0.4, 1.0)],
+}
+
+
+@pytest.mark.parametrize("row", EDGE_ROWS)
+@pytest.mark.parametrize("warper", EDGE_WARPERS)
+def test_flat_and_tied_rows_match_transformers_and_keep_a_token(row, warper):
+    scores = torch.tensor(EDGE_ROWS[row], dtype=torch.float32)
+    ids = torch.zeros(scores.shape[0], 3, dtype=torch.long)
+    for make in EDGE_WARPERS[warper]:
+        ours, theirs = make()
+        out = ours(ids, scores.clone())
+        _same(out, theirs(ids, scores.clone()))
+        assert torch.isfinite(out).any(dim=-1).all(), f"{warper} left a row all -inf: {out.tolist()}"
+        assert not torch.isfinite(out[~torch.isfinite(scores)]).any()
+
+
+@pytest.mark.parametrize(
+    "warper",
+    [TopK(1), MinP(1.0), MinP(0.5), EpsilonCutoff(0.9999), EtaCutoff(0.9999), TypicalP(0.5)],
+    ids=lambda w: w.name,
+)
+def test_a_flat_row_keeps_every_token_where_the_rule_compares_values(warper):
+    """On a flat row every token ties with the best, so a rule that compares a token's
+    own score or probability with a threshold keeps them all: top-k's k-th best score,
+    min-p's min_p * p_max, epsilon's and eta's min_keep-th best (the ties are spared),
+    typical's distance from the entropy (0 for every token, all tied with the last kept)."""
+    scores = torch.full((2, 7), 1.25)
+    assert torch.equal(warper(torch.zeros(2, 3, dtype=torch.long), scores), scores)
