@@ -62,6 +62,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from typing import Iterable, Sequence
 
@@ -362,9 +363,30 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+#: options whose value may start with "-" and a digit (argparse takes "-10,-10,50,50" for an option)
+NEGATIVE_VALUE_OPTIONS = ("--region",)
+
+
+def _attach_negative_values(argv: list[str]) -> list[str]:
+    """``--region -10,-10,500,500`` as ``--region=-10,-10,500,500``: argparse reads a value that
+    starts with "-" as the next option ("expected one argument"); a region partly left of or
+    above the image is valid (it is clipped)."""
+    out: list[str] = []
+    i = 0
+    while i < len(argv):
+        a = argv[i]
+        if a in NEGATIVE_VALUE_OPTIONS and i + 1 < len(argv) and re.match(r"-\d", argv[i + 1]):
+            out.append(f"{a}={argv[i + 1]}")
+            i += 2
+            continue
+        out.append(a)
+        i += 1
+    return out
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point. Returns the exit status."""
-    argv = list(sys.argv[1:] if argv is None else argv)
+    argv = _attach_negative_values(list(sys.argv[1:] if argv is None else argv))
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command is None:
