@@ -69,3 +69,36 @@ def test_a_span_ending_inside_a_sound_grows_to_its_end_but_not_into_the_next_wor
     one = np.concatenate([np.zeros(SR // 2, np.float32), _tone(1.0), np.zeros(SR // 2, np.float32)])
     out = snap_words([Word(" x", 0.5, 0.8, 0.9), Word(" y", 0.9, 1.3, 0.8)], one)
     assert [(round(w.start, 2), round(w.end, 2)) for w in out] == [(0.5, 0.9), (0.9, 1.5)]
+
+
+def _two_sounds(pause_s: float) -> np.ndarray:
+    """A 0.2 s sound, ``pause_s`` of digital silence, a 0.3 s sound, 0.5 s of silence
+    (every length a whole number of 20 ms frames, so the pause is exactly ``pause_s``)."""
+    z = lambda s: np.zeros(int(round(s * SR)), np.float32)  # noqa: E731
+    return np.concatenate([_tone(0.2), z(pause_s), _tone(0.3), z(0.5)])
+
+
+@pytest.mark.parametrize(
+    "pause_s,is_pause",
+    [(0.06, False), (0.08, False), (0.1, True), (0.12, True), (0.3, True)],
+)
+def test_quiet_of_exactly_the_minimum_pause_splits_a_span(pause_s, is_pause):
+    """MIN_PAUSE_S = 0.1 s: quiet >= 0.1 s inside a span is a pause between words (the span
+    keeps its longest sound, the 0.3 s one); shorter quiet is a stop's closure inside the
+    word. Exactly 0.1 s (5 frames of 20 ms) is a pause."""
+    audio = _two_sounds(pause_s)
+    second = 0.2 + pause_s
+    (w,) = snap_words([Word(" word", 0.0, second + 0.3, 0.9)], audio)
+    got = (round(w.start, 2), round(w.end, 2))
+    assert got == ((round(second, 2), round(second + 0.3, 2)) if is_pause else (0.0, round(second + 0.3, 2)))
+
+
+@pytest.mark.parametrize("pause_s,is_pause", [(0.08, False), (0.1, True), (0.12, True)])
+def test_a_span_grows_over_a_closure_but_not_over_a_pause_of_exactly_the_minimum(pause_s, is_pause):
+    """A span ending inside the first sound grows to that sound's end; it goes on over quiet
+    shorter than 0.1 s (the same word) and stops at a pause of exactly 0.1 s."""
+    audio = _two_sounds(pause_s)
+    (w,) = snap_words([Word(" word", 0.0, 0.1, 0.9)], audio)
+    # REACH_S = 0.3 s from the span's end (0.1 s) reaches 0.4 s: into the second sound only
+    # when the quiet is a closure
+    assert round(w.end, 2) == (0.2 if is_pause else 0.4)
