@@ -6,10 +6,12 @@ so the GUI thread can keep them without touching model state.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Union
 
 import numpy as np
+
+from core.spill import Spilled, SpillFile
 
 
 @dataclass(frozen=True)
@@ -70,6 +72,24 @@ class LensEntry:
     logprob: float
 
 
+class _AttentionField:
+    """Storage of ``StepEvent.cross_attention``: the array itself, or, once the event was
+    :meth:`~StepEvent.spill_attention`-ed, a :class:`core.spill.Spilled` handle that every
+    read loads back (float32, rounded to float16). Readers always get an array or None."""
+
+    def __set_name__(self, owner, name: str) -> None:
+        self.slot = f"_{name}_stored"
+
+    def __get__(self, obj, objtype=None):
+        if obj is None:
+            return None  # the dataclass default
+        v = obj.__dict__.get(self.slot)
+        return v.load() if isinstance(v, Spilled) else v
+
+    def __set__(self, obj, value) -> None:
+        obj.__dict__[self.slot] = value
+
+
 @dataclass(frozen=True)
 class StepEvent:
     """One emitted token.
@@ -88,7 +108,9 @@ class StepEvent:
         raw_topk: the same for the raw distribution.
         entropy: entropy of the processed distribution, nats.
         cross_attention: float32 array (layers, heads, source_len) — the new token's
-            attention over the encoder positions, or None if not captured.
+            attention over the encoder positions, or None if not captured. A long run's
+            views may move it to disk (:meth:`spill_attention`); reading it then loads it
+            back (a new float32 array, values rounded to float16).
         segment: index of the input segment (audio window, image line, sentence).
         source_offset: for segmented inputs, the position of this segment's column 0
             in the whole input, in the source's unit (encoder frames, pixels, tokens).
@@ -119,7 +141,7 @@ class StepEvent:
     topk: list[TokenProb]
     raw_topk: list[TokenProb]
     entropy: float
-    cross_attention: np.ndarray | None = None
+    cross_attention: np.ndarray | None = _AttentionField()
     segment: int = 0
     source_offset: int = 0
     rank: int = 1
@@ -135,6 +157,55 @@ class StepEvent:
     def kept(self) -> int:
         """Tokens left with probability > 0 after the whole chain (0 = not reported)."""
         return self.stages[-1].kept if self.stages else 0
+
+    @property
+    def has_attention(self) -> bool:
+        """Whether the event carries cross-attention (in memory or spilled), without loading it."""
+        return self.__dict__.get("_cross_attention_stored") is not None
+
+    @property
+    def attention_shape(self) -> tuple[int, ...] | None:
+        """The cross-attention's shape (None when not captured), without loading a spilled one."""
+        v = self.__dict__.get("_cross_attention_stored")
+        return None if v is None else tuple(np.shape(v) if not isinstance(v, Spilled) else v.shape)
+
+    @property
+    def attention_spilled(self) -> bool:
+        """Whether the cross-attention was moved to disk (:meth:`spill_attention`)."""
+        return isinstance(self.__dict__.get("_cross_attention_stored"), Spilled)
+
+    @property
+    def attention_nbytes(self) -> int:
+        """Bytes of cross-attention this event keeps in memory (0 when none or spilled)."""
+        v = self.__dict__.get("_cross_attention_stored")
+        return int(v.nbytes) if isinstance(v, np.ndarray) else 0
+
+    def spill_attention(self, store: SpillFile, min_bytes: int = 0) -> int:
+        """Move the cross-attention into ``store`` (float16 on disk) when it takes at least
+        ``min_bytes`` in memory; ``cross_attention`` then loads it back on each read. The
+        event is changed in place, so every holder of it (the run, the long-form attempts,
+        the views) frees the memory at once; nothing else about it changes.
+
+        Returns:
+            the bytes freed in memory (0: nothing to spill, already spilled, or smaller
+            than ``min_bytes``).
+
+        Raises:
+            OSError: the store could not be written (the attention stays in memory).
+        """
+        v = self.__dict__.get("_cross_attention_stored")
+        if not isinstance(v, np.ndarray) or v.nbytes < min_bytes or not np.isfinite(v).all():
+            return 0
+        self.__dict__["_cross_attention_stored"] = store.put(v)
+        return int(v.nbytes)
+
+    def renumbered(self, step: int) -> "StepEvent":
+        """A copy of this event at ``step`` (a fork's later segments, renumbered) that shares
+        its attention storage: a spilled attention stays spilled (``dataclasses.replace``
+        would load it back into memory)."""
+        out = replace(self, step=step, cross_attention=None)
+        out.__dict__["_cross_attention_stored"] = self.__dict__.get("_cross_attention_stored")
+        return out
 
 
 @dataclass(frozen=True)

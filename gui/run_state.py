@@ -23,17 +23,31 @@ A new run — an option change, a new input, Decode — starts a new exploration
 File → Save exploration…). Branches of other options would mix runs that are not
 comparable token by token, and every slider move re-decodes, so keeping them would
 bury the tree in roots. The selected step stays (see :meth:`RunState.clear`).
+
+Memory on long inputs: a Whisper step carries its cross-attention, layers × heads × 1500
+frames (288 kB in float32 with base; about 2 GB for an hour of speech). When a new segment
+(30 s window) starts, the steps of the growing branch's windows out of view (neither the
+new window nor the selected step's) move their attention of at least
+:data:`SPILL_MIN_BYTES` to a temporary file as float16 (``StepEvent.spill_attention``,
+``core.spill``); reading ``cross_attention`` loads it back, so the heatmap and word timing
+rebuild those rows on demand. Attempts taken back (:meth:`RunState.retract`) go there too.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Iterable
 
 from PySide6.QtCore import QObject, Signal
 
 from core.events import Finished, SegmentEvent, StepEvent
+from core.spill import SpillFile
+
+#: cross-attention arrays at least this large (bytes in memory) are moved to disk once their
+#: window is out of view: Whisper's (tiny 144 kB, base 288 kB per step); translation and OCR
+#: rows (a few kB) stay in memory
+SPILL_MIN_BYTES = 32 * 1024
 
 
 def token_logprob(ev: StepEvent, raw: bool = False) -> float:
@@ -133,6 +147,8 @@ class RunState(QObject):
         self._growing = 0
         self._latest: dict[int, int] = {}  # branch -> its newest own step
         self._selected: int | None = None
+        self._spill: SpillFile | None = None  # made on the first spill; a new one per exploration
+        self._in_memory: list[StepEvent] = []  # growing branch's events whose attention is not spilled yet
 
     # ------------------------------------------------------------ changes
     def clear(self, options: object | None = None) -> None:
@@ -142,6 +158,7 @@ class RunState(QObject):
         self._branches = {0: Branch(0, options=options)}
         self._current = self._growing = 0
         self._latest.clear()
+        self._spill, self._in_memory = None, []  # the old file goes with the last event holding it
         self.cleared.emit()
 
     def add(self, ev: StepEvent) -> None:
@@ -151,6 +168,8 @@ class RunState(QObject):
         if ev.step < b.fork_step:
             return
         b.own[ev.step] = ev
+        if ev.attention_nbytes >= SPILL_MIN_BYTES:
+            self._in_memory.append(ev)
         if ev.step >= self._latest.get(b.id, -1):
             self._latest[b.id] = ev.step
         self.stepAdded.emit(ev)
@@ -164,6 +183,7 @@ class RunState(QObject):
         b = self._branches[self._growing]
         gone = [k for k, ev in b.own.items() if k >= step_offset and ev.segment == segment]
         for k in gone:
+            self._spill_event(b.own[k])  # an attempt taken back is only looked at again as a lane
             del b.own[k]
         if not gone:
             return 0
@@ -176,8 +196,47 @@ class RunState(QObject):
         return len(gone)
 
     def add_segment(self, ev: SegmentEvent) -> None:
-        """Keep the SegmentEvent of a segment of the growing branch."""
+        """Keep the SegmentEvent of a segment of the growing branch; the attention of the
+        steps of windows now out of view moves to disk (see the module docstring)."""
         self._branches[self._growing].segments[ev.segment] = ev
+        self.spill_out_of_view(keep=ev.segment)
+
+    def spill_out_of_view(self, keep: int | None = None) -> int:
+        """Move to disk the large cross-attention (:data:`SPILL_MIN_BYTES`) of the events
+        added since the last call, except those of segment ``keep`` (the one being decoded)
+        and of the selected step's segment. Returns the bytes freed in memory."""
+        sel = self.step(self._selected) if self._selected is not None else None
+        keep_segs = {keep, sel.segment if sel is not None else None}
+        stay, freed = [], 0
+        for ev in self._in_memory:
+            if ev.segment in keep_segs:
+                stay.append(ev)
+            else:
+                freed += self._spill_event(ev)
+        self._in_memory = stay
+        return freed
+
+    def _spill_event(self, ev: StepEvent) -> int:
+        if ev.attention_nbytes < SPILL_MIN_BYTES:
+            return 0
+        if self._spill is None:
+            self._spill = SpillFile()
+        try:
+            return ev.spill_attention(self._spill, SPILL_MIN_BYTES)
+        except OSError:  # the disk is full: keep it in memory, as before
+            return 0
+
+    def attention_bytes(self) -> int:
+        """Bytes of cross-attention the current exploration's steps keep in memory (the
+        spilled ones count 0)."""
+        seen: set[int] = set()
+        total = 0
+        for b in self._branches.values():
+            for ev in b.own.values():
+                if id(ev) not in seen:
+                    seen.add(id(ev))
+                    total += ev.attention_nbytes
+        return total
 
     def finish(self, ev: Finished, branch: int | None = None, note: str | None = None) -> None:
         """The growing branch's (or ``branch``'s) run ended with ``ev``."""
@@ -250,7 +309,7 @@ class RunState(QObject):
         nxt = max(b.own) + 1
         shift = nxt - later[0].step
         for ev in later:
-            b.own[ev.step + shift] = replace(ev, step=ev.step + shift) if shift else ev
+            b.own[ev.step + shift] = ev.renumbered(ev.step + shift) if shift else ev  # spilled stays spilled
         for k, sev in self._all_segments(b.parent).items():
             if k > seg:
                 b.segments[k] = sev

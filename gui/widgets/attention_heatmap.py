@@ -10,6 +10,11 @@ row per token while decoding; the selected step's row is outlined.
 The column axis is set per tab (``set_columns``): speech uses seconds (one Whisper
 encoder frame = 0.02 s) with an aligned waveform strip above, OCR uses pixels,
 translation uses source tokens (string ticks).
+
+The heatmap keeps the events, not copies of their attention: a row is computed from
+``ev.cross_attention`` when it is drawn, so the attention of windows out of view that the
+run moved to disk (``gui.run_state``, ``StepEvent.spill_attention``) is read back only for
+the window shown.
 """
 
 from __future__ import annotations
@@ -51,6 +56,32 @@ def reduce_attention(att: np.ndarray, layer: int | None, head: int | None) -> np
     return (row / m).astype(np.float32) if m > 0 else np.zeros_like(row, dtype=np.float32)
 
 
+def _as_3d(att) -> np.ndarray | None:
+    """float32 (layers, heads, n) view of an attention row given as (n,), (heads, n) or
+    (layers, heads, n); None stays None."""
+    if att is None:
+        return None
+    a = np.asarray(att, dtype=np.float32)
+    if a.ndim == 1:
+        return a[None, None, :]
+    if a.ndim == 2:
+        return a[None, :, :]
+    return a
+
+
+def _shape_3d(ev) -> tuple[int, int, int] | None:
+    """(layers, heads, n) of ``ev``'s attention ((n,) counts as (1, 1, n), (heads, n) as
+    (1, heads, n)); None without attention. A spilled attention is not loaded."""
+    if isinstance(ev, StepEvent):
+        shape = ev.attention_shape
+    else:
+        shape = None if ev.cross_attention is None else np.shape(ev.cross_attention)
+    if shape is None:
+        return None
+    l, h, n = (1,) * (3 - len(shape)) + tuple(shape[-3:])
+    return int(l), int(h), int(n)
+
+
 def no_si_prefix(axis: pg.AxisItem) -> None:
     """Show plain numbers on ``axis`` (pyqtgraph would rescale 0..1 to "x0.001" units)."""
     axis.setSIPrefixEnableRanges(((0.0, 0.0),))
@@ -79,7 +110,7 @@ class AttentionHeatmap(QWidget):
         self._steps: list[int] = []
         self._row_of: dict[int, int] = {}
         self._texts: list[str] = []
-        self._atts: list[tuple[int, np.ndarray | None]] = []  # (column offset, (L, H, n))
+        self._atts: list[tuple[int, StepEvent | None]] = []  # (column offset, the event if it has attention)
         self._index: dict[int, int] = {}  # step -> index into _steps/_texts/_atts/_segs
         self._segs: list[int] = []  # segment of each row
         self._rows_of_seg: dict[int, list[int]] = {}
@@ -280,22 +311,17 @@ class AttentionHeatmap(QWidget):
             return
         shown_span = self._shown_columns()
         for ev in events:
-            att = ev.cross_attention
-            if att is not None:
-                att = np.asarray(att, dtype=np.float32)
-                if att.ndim == 1:
-                    att = att[None, None, :]
-                elif att.ndim == 2:
-                    att = att[None, :, :]
-                self._ensure_combos(att.shape[0], att.shape[1])
-                self._resize_columns(ev.source_offset + att.shape[-1])
+            shape = _shape_3d(ev)  # a spilled row is not read here: only when its segment is drawn
+            if shape is not None:
+                self._ensure_combos(shape[0], shape[1])
+                self._resize_columns(ev.source_offset + shape[2])
                 lo, n = self._seg_span.get(ev.segment, (ev.source_offset, 0))
-                self._seg_span[ev.segment] = (lo, max(n, ev.source_offset + att.shape[-1] - lo))
+                self._seg_span[ev.segment] = (lo, max(n, ev.source_offset + shape[2] - lo))
             i = len(self._steps)
             self._index[ev.step] = i
             self._steps.append(ev.step)
             self._texts.append(display_text(ev.text))
-            self._atts.append((ev.source_offset, att))
+            self._atts.append((ev.source_offset, ev if shape is not None else None))  # the row is read when drawn
             self._segs.append(ev.segment)
             self._rows_of_seg.setdefault(ev.segment, []).append(i)
         if self.windowed():
@@ -491,7 +517,8 @@ class AttentionHeatmap(QWidget):
         self._update_row_ticks()
 
     def _row(self, i: int) -> np.ndarray:
-        offset, att = self._atts[i]
+        offset, src = self._atts[i]
+        att = _as_3d(src.cross_attention) if src is not None else None  # spilled: read back from disk
         c0, c1 = self._shown_columns()
         row = np.zeros(c1 - c0, np.float32)
         if att is not None:
