@@ -18,11 +18,13 @@ queries (:meth:`RunState.step`, :meth:`~RunState.steps`, :meth:`~RunState.latest
 answer for it. Events are added to the **growing** branch (the one a worker is decoding;
 usually the current one, but the user may look at another branch meanwhile).
 
-A new run — an option change, a new input, Decode — starts a new exploration:
-:meth:`~RunState.clear` forgets every branch (save the exploration first to keep it,
-File → Save exploration…). Branches of other options would mix runs that are not
-comparable token by token, and every slider move re-decodes, so keeping them would
-bury the tree in roots. The selected step stays (see :meth:`RunState.clear`).
+A new run with other options or another input starts a new exploration:
+:meth:`~RunState.clear` forgets every branch here (branches of other options would mix
+runs that are not comparable token by token); the tab keeps the old tree first
+(``gui.exploration_history``: Edit → Previous exploration brings it back). A run with the
+same options (F5, or only more capture) keeps the tree: the tab adds the old forks back
+under the new root when it gives the same tokens (:meth:`RunState.adopt`). The selected
+step stays (see :meth:`RunState.clear`).
 
 Memory on long inputs: a Whisper step carries its cross-attention, layers × heads × 1500
 frames (288 kB in float32 with base; about 2 GB for an hour of speech). When a new segment
@@ -349,6 +351,22 @@ class RunState(QObject):
         if current in self._branches and current != self._current:
             self._current = self._growing = current
         self.currentBranchChanged.emit(self._current)
+
+    def adopt(self, branches: list[Branch]) -> None:
+        """Add ``branches`` (forks and what-ifs of an earlier tree whose root decoded the same
+        tokens again; parents first, ids as they were) under this tree's root, without
+        clearing anything: issue 19, a re-decode that only adds capture keeps the tree.
+
+        Raises:
+            ValueError: a branch is a root, its id is taken or its parent is missing.
+        """
+        for b in branches:
+            if b.is_root or b.id in self._branches or b.parent not in self._branches:
+                raise ValueError(f"branch {b.id} (parent {b.parent}) does not fit this tree")
+            self._branches[b.id] = b
+            if b.own:
+                self._latest[b.id] = max(b.own)
+            self.branchAdded.emit(b.id)
 
     def select(self, step: int | None) -> None:
         """Select ``step`` of the current branch (None: no selection, the views follow the newest step)."""
