@@ -254,7 +254,7 @@ class AttentionHeatmap(QWidget):
             return
         t, y = envelope(audio, sample_rate)  # min/max per bucket: a 10-minute clip stays cheap to draw
         self.wave_curve.setData(t, y)
-        peak = float(np.max(np.abs(audio))) or 1.0
+        peak = float(np.max(np.abs(y))) or 1.0  # the envelope holds every sample's extremes
         self.wave_plot.setYRange(-peak, peak, padding=0.05)
         self.wave_plot.setLabel("left", "audio")
         no_si_prefix(self.wave_plot.getAxis("left"))
