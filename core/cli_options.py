@@ -101,7 +101,10 @@ def add_decoding_arguments(p: argparse.ArgumentParser) -> None:
                    help="translate: > 1 favours source tokens (hallucination penalty), < 1 avoids them; 1.0 = off")
     q.add_argument("--encoder-no-repeat-ngram", type=int, default=None,
                    help="translate: forbid copying source n-grams of this size; 0 = off")
-    q.add_argument("--bad-words", nargs="+", default=None, metavar="W", help="words never to write")
+    q.add_argument("--bad-words", nargs="+", default=None, metavar="W",
+                   help="words never to write, in any case (as typed, lower, Capitalised, Title Case, UPPER)")
+    q.add_argument("--bad-words-exact", action="store_true", default=None,
+                   help="ban the --bad-words only as typed (transformers' exact bad_words_ids), not their case variants")
     q.add_argument("--logit-bias", type=_logit_bias, action="append", default=None, metavar="TEXT=VALUE",
                    help="add VALUE to the score of TEXT's tokens (repeatable)")
     q.add_argument("--min-new-tokens", type=int, default=None, help="no EOS before this many tokens")

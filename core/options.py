@@ -160,8 +160,11 @@ class DecodingOptions:
     encoder_repetition_penalty: float = 1.0
     # translation: forbid copying any source n-gram of this size; 0 = off
     encoder_no_repeat_ngram_size: int = 0
-    # words (text) that may not be generated, tokenised with and without a leading space
+    # words (text) that may not be generated, tokenised with and without a leading space,
+    # each with its case variants (as typed, lower, Capitalised, Title Case, UPPER)
     bad_words: tuple[str, ...] = ()
+    # ban only the bad words as typed (transformers' exact bad_words_ids), not their case variants
+    bad_words_exact: bool = False
     # (text, bias) pairs added to the text's last token after its prefix (transformers sequence_bias)
     logit_bias: tuple[tuple[str, float], ...] = ()
     # EOS is forbidden until this many tokens were generated; 0 = off

@@ -102,7 +102,9 @@ def _stage(name: str, o: DecodingOptions, prompt: DecoderPrompt, prompt_len: int
         if not o.bad_words:
             return None
         tokenize = _need_tokenizer(ctx, "bad words")
-        ids = [list(v) for word in o.bad_words for v in word_variants(tokenize, word)]
+        ids = [list(v) for word in o.bad_words for form in c.bad_word_forms(word, o.bad_words_exact)
+               for v in word_variants(tokenize, form)]
+        ids = [list(v) for v in dict.fromkeys(tuple(v) for v in ids)]  # case forms may tokenise alike
         return c.NoBadWords(ids, eos) if ids else None
     if name == "min_new_tokens":
         return c.MinNewTokens(prompt_len, o.min_new_tokens, eos) if o.min_new_tokens > 0 else None

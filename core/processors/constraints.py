@@ -124,6 +124,34 @@ class SequenceBias(_SequenceBiasBase):
         self._prepare(checked)
 
 
+def bad_word_forms(word: str, exact: bool = False) -> list[str]:
+    """The written forms of a bad word that are banned: with ``exact``, the word as typed
+    (transformers' ``bad_words_ids`` are exact token sequences); otherwise also its case
+    variants, since a user banning "estação" means "Estação" and "ESTAÇÃO" too: as typed,
+    lower case, first letter capitalised (of the typed and the lower-case word), every word
+    capitalised, upper case. Duplicates dropped, in that order; each form is then tokenised
+    at a sentence start and after a space (``core.processors.chain.word_variants``).
+
+    Args:
+        word: the banned word or phrase (outer white space is ignored).
+        exact: ban only the typed form.
+
+    Returns:
+        the forms, the typed one first.
+    """
+    word = word.strip()
+    if exact:
+        return [word]
+    lower = word.lower()
+
+    def first_up(w: str) -> str:
+        return w[:1].upper() + w[1:]
+
+    forms = [word, lower, first_up(word), first_up(lower), " ".join(first_up(w) for w in lower.split(" ")),
+             word.upper()]
+    return list(dict.fromkeys(f for f in forms if f))
+
+
 class NoBadWords(_SequenceBiasBase):
     """Forbid token sequences; transformers ``NoBadWordsLogitsProcessor``.
 

@@ -108,8 +108,11 @@ FIELD_HELP = {
     "(Vijayakumar et al. 2016; transformers num_beam_groups).",
     "diversity_penalty": "Subtracted from a token's score once for each earlier group that chose it at this step "
     "(Hamming diversity; Vijayakumar et al. 2016; transformers diversity_penalty).",
-    "bad_words": "Words that may not be generated, separated by commas; each is tokenised with the model's "
-    "tokenizer with and without a leading space (transformers NoBadWordsLogitsProcessor, bad_words_ids).",
+    "bad_words": "Words that may not be generated, separated by commas. Each is banned in every case: as typed, "
+    "lower case, Capitalised, Title Case and UPPER CASE (\"estação\" also bans \"Estação\" and \"ESTAÇÃO\"), each "
+    "tokenised with the model's tokenizer at a sentence start and after a space (transformers "
+    "NoBadWordsLogitsProcessor, bad_words_ids). For the typed form only, use exact matching "
+    "(the option bad_words_exact; CLI --bad-words-exact).",
     "logit_bias": "text=value entries separated by commas (e.g. yes=5, no=-5): the value is added to the score of "
     "the text's last token when its other tokens were just generated; -100 … 100 "
     "(transformers SequenceBiasLogitsProcessor, sequence_bias; llama.cpp --logit-bias).",
