@@ -70,15 +70,16 @@ def first_sample(directory: Path = SAMPLES_DIR) -> Path | None:
     return first_file((".wav",), directory)
 
 
-def ask_unsaved(parent: QWidget | None, text: str, informative: str) -> str:
-    """Ask Save / Discard / Cancel about unsaved recordings (a modal ``QMessageBox``).
+def ask_unsaved(parent: QWidget | None, text: str, informative: str, title: str = "Unsaved recording") -> str:
+    """Ask Save / Discard / Cancel about unsaved recordings or explorations (a modal
+    ``QMessageBox`` titled ``title``).
 
     Returns:
         "save", "discard" or "cancel" (also for Esc or closing the box).
     """
     box = QMessageBox(parent)
     box.setIcon(QMessageBox.Icon.Warning)
-    box.setWindowTitle("Unsaved recording")
+    box.setWindowTitle(title)
     box.setText(text)
     box.setInformativeText(informative)
     box.setStandardButtons(
