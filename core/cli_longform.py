@@ -38,9 +38,14 @@ def _threshold(text: str) -> float | None:
 
 def _temperatures(text: str) -> tuple[float, ...]:
     try:
-        return tuple(float(t) for t in text.split(",") if t.strip())
+        temperatures = tuple(float(t) for t in text.split(",") if t.strip())
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected comma-separated temperatures like 0,0.2,0.4, got {text!r}") from None
+    if not temperatures:
+        raise argparse.ArgumentTypeError(
+            f"needs at least one temperature, got {text!r}; write e.g. 0,0.2,0.4,0.6,0.8,1.0 (the default), "
+            "or 0 for no fallback")
+    return temperatures
 
 
 def add_longform_arguments(parser: argparse.ArgumentParser) -> None:

@@ -93,7 +93,7 @@ def parse_lane_spec(spec: str, base: DecodingOptions | None = None) -> DecodingO
     head, _, rest = text.partition(":")
     head = head.strip().lower().replace("_", "-")
     if head not in HEADS:
-        raise ValueError(f"lane {spec!r}: unknown strategy {head!r}; use one of {', '.join(HEADS)}")
+        raise ValueError(f"lane {spec!r}: unknown strategy {head!r}; {_suggest(text)}")
     strategy, main = HEADS[head]
     changes: dict[str, Any] = {} if strategy is None else {"strategy": strategy}
     for arg in (a.strip() for a in rest.split(",")) if rest.strip() else ():
@@ -142,6 +142,19 @@ def describe(options: DecodingOptions) -> str:
         if v != off:
             parts.append(f"{label}={v:g}")
     return "sample" + (":" + ",".join(parts) if parts else "")
+
+
+def _suggest(text: str) -> str:
+    """The hint after an unknown strategy: the ``STRATEGY:KEY=VALUE`` form, with the spec
+    rewritten that way when a comma (or space) follows a known strategy ("greedy,seed=1")."""
+    form = f"a lane is STRATEGY or STRATEGY:KEY=VALUE,... with STRATEGY one of {', '.join(HEADS)}"
+    for sep in (",", " "):
+        first, _, args = text.partition(sep)
+        first = first.strip()
+        if args.strip() and first.lower().replace("_", "-") in HEADS:
+            fixed = first + ":" + ",".join(a.strip() for a in args.replace(":", ",").split(",") if a.strip())
+            return f"write {fixed!r} ({form})"
+    return form
 
 
 def _field(key: str, spec: str) -> str:
