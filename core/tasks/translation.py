@@ -341,8 +341,10 @@ class TranslationModel:
             ValueError: empty or whitespace-only text; bad options; a prefix id that is EOS
                 or outside the vocabulary.
         """
-        chunks, prepare, engine = self._plan(text, options, shortlist)
-        yield from decode_segments(engine, chunks, prepare, options, RunStats(load_s=self.load_s, encoder_cached=True),
+        options = options.validate()
+        chunks, prepare, engine = self._plan(text, options, shortlist, prefix_len=len(prefix_ids))
+        yield from decode_segments(engine, chunks, prepare, _past_prefix(options, prefix_ids),
+                                   RunStats(load_s=self.load_s, encoder_cached=True),
                                    _join, cancel=cancel, forced={0: prefix_ids} if prefix_ids else None)
 
     def decode_lanes(
@@ -364,7 +366,9 @@ class TranslationModel:
         from core.lanes import check_lanes, decode_lanes
 
         lanes = check_lanes(lanes)
-        chunks, prepare, engine = self._plan(text, lanes[0], shortlist)
+        chunks, prepare, engine = self._plan(text, lanes[0], shortlist, prefix_len=len(prefix_ids),
+                                             max_new=[o.max_new_tokens for o in lanes])
+        lanes = [_past_prefix(o, prefix_ids) for o in lanes]
         yield from decode_lanes(engine, chunks, prepare, lanes, RunStats(load_s=self.load_s, encoder_cached=True),
                                 _join, cancel=cancel, forced={0: prefix_ids} if prefix_ids else None)
 
@@ -539,11 +543,19 @@ class TranslationModel:
         no ``</s>``); [] for empty text."""
         return self.backend.tokenize(text) if text else []
 
-    def _plan(self, text: str, options: DecodingOptions, shortlist: bool):
+    def _plan(self, text: str, options: DecodingOptions, shortlist: bool, *, prefix_len: int = 0,
+              max_new: Sequence[int] | None = None):
         """(chunks, prepare, engine) of one decode: the text's encoder inputs, a
         ``prepare`` that encodes one (cached) and says its prompt and SegmentEvent, and the
-        engine (full softmax or shortlist)."""
+        engine (full softmax or shortlist).
+
+        A target prefix of ``prefix_len`` forced tokens does not count against the length
+        budget: the first chunk's prompt limit grows by ``prefix_len``, and, since the
+        caller then runs with ``max_new_tokens + prefix_len`` (:func:`_past_prefix`), the
+        other chunks' limit is capped at the user's ``max_new_tokens`` (the largest of
+        ``max_new``, one per lane)."""
         options = options.validate()
+        user_max = max(max_new) if max_new else options.max_new_tokens
         if shortlist and not self.supports_shortlist:
             raise ValueError(f"the lexical shortlist exists only for the bundled en-pt/pt-en models, not {self.name}; "
                              "turn the shortlist off")
@@ -554,9 +566,26 @@ class TranslationModel:
             encoded, hit = self._encode(chunk)
             event = SegmentEvent(segment=i, label=f"sentence {chunk.sentence + 1}", source_offset=chunk.source_offset,
                                  source_len=encoded.source_len, total=len(chunks), kind="sentence")
-            return Prepared(encoded, self.decoder_prompt(encoded), event, hit)
+            prompt = self.decoder_prompt(encoded)
+            if prefix_len:
+                import dataclasses
+
+                limit = min(prompt.max_new_tokens or user_max, user_max) + (prefix_len if i == 0 else 0)
+                prompt = dataclasses.replace(prompt, max_new_tokens=limit)
+            return Prepared(encoded, prompt, event, hit)
 
         return chunks, prepare, engine
+
+
+def _past_prefix(options: DecodingOptions, prefix_ids: Sequence[int]) -> DecodingOptions:
+    """``options`` with room for a target prefix: ``max_new_tokens`` grows by its length, so
+    the whole prefix is forced and the budget counts only the tokens after it (as speech and
+    OCR keep their prefix whole); ``_plan`` keeps the other chunks at the user's limit."""
+    if not prefix_ids:
+        return options
+    import dataclasses
+
+    return dataclasses.replace(options, max_new_tokens=options.max_new_tokens + len(prefix_ids))
 
 
 def _join(done) -> str:
