@@ -6,11 +6,15 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import threading
+import time
+
 from PySide6.QtCore import QSize, Qt
 
+from core.events import SegmentEvent
 from gui.main_window import MainWindow, first_size
 
-from .fakes import WORDS, FakeSpeechModel
+from .fakes import WORDS, FakeSpeechModel, make_step
 
 
 def _tone(seconds=1.0):
@@ -59,6 +63,64 @@ def test_cancel_ends_the_run_state(qtbot, window, how):
     qtbot.wait(150)  # events the worker sent after the cancel are dropped
     assert tab.stream.token_count() == n
     assert not window.cancel_button.isEnabled() and not window.busy_bar.isVisible()
+
+
+class EndlessSpeechModel(FakeSpeechModel):
+    """A model that never ends by itself and ignores the ``cancel`` it is given: only the
+    worker's abort (stop pulling, close the generator) can stop it. ``steps`` counts the
+    steps it has taken (each one is a yielded StepEvent); ``closed`` is set when the worker
+    closes the generator. A safety cap (``SAFETY_S``) ends it so that a broken worker fails
+    the test instead of hanging the session."""
+
+    SAFETY_S = 20.0
+
+    def __init__(self, step_s: float = 0.02):
+        super().__init__()
+        self.step_s = step_s
+        self.steps = 0
+        self.closed = threading.Event()
+        self._count = threading.Lock()
+
+    def decode(self, audio, options, *, language="auto", task="transcribe", cancel=None):
+        yield SegmentEvent(segment=0, label="endless", source_offset=0, source_len=50)
+        end = time.monotonic() + self.SAFETY_S
+        i = 0
+        try:
+            while time.monotonic() < end:  # cancel() is never asked
+                time.sleep(self.step_s)
+                with self._count:
+                    self.steps += 1
+                yield make_step(i, WORDS[i % len(WORDS)])
+                i += 1
+        except GeneratorExit:
+            self.closed.set()
+            raise
+
+
+@pytest.mark.parametrize("how", ["esc", "button"])
+def test_cancel_stops_a_model_that_never_ends(qtbot, window, how):
+    """Esc / Cancel against an endless decode that ignores its cancel flag: the worker goes
+    idle in bounded time, closes the generator, and the model takes at most the step it was
+    in when cancelled (none after); no token reaches the stream after the cancel."""
+    tab = window.speech_tab
+    tab.model = model = EndlessSpeechModel()
+    tab.set_audio(_tone(1.0), "tone")
+    qtbot.waitUntil(lambda: tab.stream.token_count() >= 3, timeout=5000)
+    assert window.cancel_button.isEnabled()
+    if how == "esc":
+        qtbot.keyClick(window, Qt.Key.Key_Escape)
+    else:
+        qtbot.mouseClick(window.cancel_button, Qt.MouseButton.LeftButton)
+    at_cancel = model.steps  # read after the abort was asked (the click returns after it)
+    shown = tab.stream.token_count()
+    assert not tab.is_busy() and not window.cancel_button.isEnabled()
+    qtbot.waitUntil(tab.workers_idle, timeout=5000)  # the safety cap is 20 s: an ignored abort fails here
+    assert model.closed.wait(1.0), "the worker did not close the generator"
+    after = model.steps
+    assert after <= at_cancel + 1, (at_cancel, after)  # the step under way at the cancel, no more
+    qtbot.wait(200)
+    assert model.steps == after  # no further step once idle
+    assert tab.stream.token_count() == shown and tab.stream.text().endswith("(cancelled)")
 
 
 def test_status_bar_shows_the_current_tabs_model(qtbot, window):
