@@ -1,5 +1,10 @@
 """The main window: one tab per task, a status bar with run statistics and Cancel.
 
+File: Open…, Export…, Save / Open exploration…, Quit. Edit: Previous exploration (Ctrl+Z) and
+Next exploration (Ctrl+Shift+Z) bring back a branch tree a new run replaced
+(``gui.exploration_history``). Closing asks Save / Discard / Cancel for unsaved recordings
+and unsaved exploration work (the one dialog, ``gui.tabs.speech.ask_unsaved``).
+
 Settings (``QSettings``, organisation "DecodingExplorer") keep the window geometry,
 the splitter sizes, the decoding options and the model/language/task choices.
 """
@@ -10,6 +15,7 @@ from PySide6.QtCore import QSettings, QSize, Qt, QTimer
 from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import QFileDialog, QLabel, QMainWindow, QProgressBar, QPushButton, QTabWidget, QWidget
 
+from .tabs import speech as speech_module
 from .tabs.base import DecodeTab
 from .tabs.ocr import OCRTab
 from .tabs.speech import SpeechTab
@@ -206,6 +212,18 @@ class MainWindow(QMainWindow):
         menu.addAction(self.open_exploration_action)
         menu.addSeparator()
         menu.addAction(self.quit_action)
+        self.previous_exploration_action = act("Previous exploration", ["Ctrl+Z"],
+                                               lambda: self.current_tab().previous_exploration())
+        self.next_exploration_action = act("Next exploration", ["Ctrl+Shift+Z"],
+                                           lambda: self.current_tab().next_exploration())
+        for a, tip in ((self.previous_exploration_action, "Bring back the branch tree (forks, what-ifs) that a "
+                        "run with other options, another input or an opened file replaced; shown, not decoded again"),
+                       (self.next_exploration_action, "Go forward again to the tree that Previous exploration left")):
+            a.setToolTip(tip)
+            a.setStatusTip(tip)
+        edit = self.menuBar().addMenu("&Edit")
+        edit.addAction(self.previous_exploration_action)
+        edit.addAction(self.next_exploration_action)
 
     def export_transcript(self, path: str | None = None) -> bool:
         """File → Export…: the current tab's last run as txt/srt/vtt/tsv/json (the Speech tab,
@@ -293,12 +311,43 @@ class MainWindow(QMainWindow):
             self.tabs.widget(i).save_settings(s)
         s.sync()
 
+    def confirm_explorations(self, tab: DecodeTab) -> bool:
+        """Before the window closes: with exploration work in ``tab`` not saved (forks,
+        what-ifs, kept earlier trees, lanes: ``tab.exploration_work()``), ask Save / Discard /
+        Cancel with the dialog the recordings use (``gui.tabs.speech.ask_unsaved``). Save asks
+        where to write each unsaved tree (:func:`ask_exploration_path`). False keeps the window
+        open (Cancel, or a save dialog cancelled or failed)."""
+        from pathlib import Path
+
+        work = tab.exploration_work() if hasattr(tab, "exploration_work") else []
+        if not work:
+            return True
+        self.tabs.setCurrentWidget(tab)
+        text = f"The {tab.title} tab has exploration work that is not saved: " + "; ".join(work) + "."
+        answer = speech_module.ask_unsaved(
+            self, text, "Save each exploration as a file (File → Open exploration… brings it back), discard it, "
+                        "or cancel and keep the window open.", title="Unsaved exploration")
+        if answer == "discard":
+            return True
+        if answer != "save":
+            return False
+        stem = Path(getattr(tab, "source_name", "") or tab.settings_key).stem or tab.settings_key
+        for k, entry in enumerate(tab.unsaved_explorations()):
+            name = f"{stem}.exploration.json" if k == 0 else f"{stem}.exploration-{k + 1}.json"
+            path = ask_exploration_path(self, True, str(Path(self._exploration_dir()) / name))
+            if not path or not tab.save_kept(entry, path):
+                return False
+            self.settings.setValue("exploration/dir", str(Path(path).parent))
+        return True
+
     def closeEvent(self, event) -> None:  # noqa: N802
         """Ask each tab that has unsaved work (``confirm_close()``, e.g. the Speech tab's
-        recordings: Save / Discard / Cancel); a tab that says no keeps the window open."""
+        recordings, and :meth:`confirm_explorations`: Save / Discard / Cancel); a tab that
+        says no keeps the window open."""
         for i in range(self.tabs.count()):
-            confirm = getattr(self.tabs.widget(i), "confirm_close", None)
-            if confirm is not None and not confirm():
+            tab = self.tabs.widget(i)
+            confirm = getattr(tab, "confirm_close", None)
+            if (confirm is not None and not confirm()) or not self.confirm_explorations(tab):
                 event.ignore()
                 return
         self.save_settings()

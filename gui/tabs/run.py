@@ -403,7 +403,8 @@ class RunTab(ForkMixin, WhatIfMixin, QWidget):
         self.beam_tree.clear()
         self.show_beam_tree(options.strategy in BEAM_STRATEGIES)
         self._fork = None
-        self.run.clear(options)  # a new run, a new exploration (gui/run_state.py says why)
+        self._begin_exploration(options)  # the tree is kept: taken back at the end, or for Ctrl+Z
+        self.run.clear(options)  # a new run (gui/run_state.py says why)
         self._t_first = time.perf_counter()
         self._n_live = 0
         self.topk.set_step(None)
@@ -413,6 +414,8 @@ class RunTab(ForkMixin, WhatIfMixin, QWidget):
         try:
             fn = self.decode_fn(options)
         except (ValueError, RuntimeError) as exc:
+            self._settle_kept_tree(None)
+            self.statusMessage.emit(self._with_exploration_note("The run could not start"))
             self.show_error(str(exc))
             self.busyChanged.emit(self.is_busy(), "")
             return
@@ -481,15 +484,18 @@ class RunTab(ForkMixin, WhatIfMixin, QWidget):
             return
         self.flush_views()
         if isinstance(ev, _RunError):
+            self._settle_kept_tree(None)
+            self.statusMessage.emit(self._with_exploration_note("The run failed"))
             self.show_error(ev.message)
         elif isinstance(ev, Finished):
             self.run.finish(ev)
+            self._settle_kept_tree(ev)  # the same tokens take the old forks back
             self.stream.finish(ev)
             self.beam_tree.finish()
             self.statsChanged.emit(self._stats_dict(ev))
             self.decodeFinished.emit(ev)
             what = "cancelled" if ev.cancelled else f"{ev.stats.n_tokens} tokens ({ev.reason})"
-            self.statusMessage.emit(f"Decoded: {what}")
+            self.statusMessage.emit(self._with_exploration_note(f"Decoded: {what}"))
 
     def _drop_queued_events(self) -> None:
         """Forget the events of a superseded or cancelled run that were not shown yet (the
@@ -574,7 +580,9 @@ class RunTab(ForkMixin, WhatIfMixin, QWidget):
 
     def clear_run(self) -> None:
         """Forget the previous run (the input changed or went away): the token stream, top-k,
-        heatmap rows, the run's steps and the status bar's statistics."""
+        heatmap rows, the run's steps and the status bar's statistics. A tree with forks or
+        what-ifs is kept for that input (Edit → Previous exploration once it is back)."""
+        self._leave_exploration("another input", same_input=False)
         self.stream.clear()
         self.topk.set_step(None)
         self.heatmap.clear()
@@ -629,7 +637,8 @@ class RunTab(ForkMixin, WhatIfMixin, QWidget):
         if was_loading:
             self.statusMessage.emit("Model load cancelled (the files finish loading in the background and are discarded).")
         elif was_decoding:
-            self.statusMessage.emit(f"Cancelled after {self._n_live} token{'s' if self._n_live != 1 else ''}")
+            self.statusMessage.emit(self._with_exploration_note(
+                f"Cancelled after {self._n_live} token{'s' if self._n_live != 1 else ''}"))
         self.busyChanged.emit(False, "")
         return was_loading or was_decoding or lanes
 
@@ -640,6 +649,8 @@ class RunTab(ForkMixin, WhatIfMixin, QWidget):
             return
         elapsed = time.perf_counter() - self._t_first if self._t_first is not None else 0.0
         forked = self._fork_cancelled()  # a fork's branch keeps what it got
+        if not forked:
+            self._settle_kept_tree(None)  # a cancelled same-options run: the old tree is kept for Ctrl+Z
         steps = self.run.steps()
         fin = Finished(
             text="".join(ev.text for ev in steps), token_ids=[ev.token_id for ev in steps],

@@ -451,8 +451,8 @@ def test_window_file_menu_saves_and_opens_in_the_right_tab(qtbot, tmp_path, monk
     w.tabs.setCurrentWidget(w.translation_tab)
     tab.show_branch(0)
     with qtbot.waitSignal(tab.decodeFinished, timeout=5000):
-        tab.request_decode()  # a new exploration: the tree is gone
-    assert len(tab.run.branches()) == 1
+        tab.request_decode()  # the same options: the tree stays (issue 19)
+    assert len(tab.run.branches()) == 3
     w.open_exploration_action.trigger()
     assert w.current_tab() is tab and len(tab.run.branches()) == 3 and tab.run.current_branch() == 2
     w.close()
@@ -533,13 +533,13 @@ def test_real_tiny_en_fork_reuses_the_cache_and_matches_a_rerun(qtbot, tmp_path)
     again = t.run.branch_steps(2)
     assert [e.token_id for e in again] == [e.token_id for e in steps]
     np.testing.assert_allclose([e.prob for e in again], [e.prob for e in steps], rtol=1e-3, atol=1e-5)
-    # save and open again (after a new run cleared the tree)
+    # save, decode again with the same options (the same tokens: the tree stays, issue 19), open again
     path = tmp_path / "tiny.json"
     assert t.save_exploration(str(path))
     with qtbot.waitSignal(t.decodeFinished, timeout=SLOW_MS):
         t.request_decode()
     qtbot.waitUntil(lambda: not t.is_decoding(), timeout=SLOW_MS)
-    assert len(t.run.branches()) == 1
+    assert len(t.run.branches()) == 3 and [e.token_id for e in t.run.branch_steps(0)] == [e.token_id for e in root]
     assert t.open_exploration(str(path)), errors
     assert [b.label() for b in t.run.branches()] == ["original run", *[f"step {step}: {root[step].text!r} → {alt.text!r}"] * 2]
     assert t.run.current_branch() == 2 and t.stream.text() == t.run.text(2)

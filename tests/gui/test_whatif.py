@@ -162,9 +162,9 @@ def test_a_saved_exploration_keeps_the_what_if_branch(qtbot, tab, tmp_path):
     path = tmp_path / "whatif.json"
     assert tab.save_exploration(str(path))
     with qtbot.waitSignal(tab.decodeFinished, timeout=5000):
-        tab.request_decode()
+        tab.request_decode()  # the same options: the what-if branch stays (issue 19)
     qtbot.waitUntil(lambda: not tab.is_decoding(), timeout=5000)
-    assert len(tab.run.branches()) == 1 and tab.open_exploration(str(path)), tab.errors
+    assert len(tab.run.branches()) == 2 and tab.open_exploration(str(path)), tab.errors
     b = tab.run.branch(1)
     assert b.label() == "what if: silence 0.32–0.38 s" and b.forced_ids == () and b.input_change
     assert tab.run.text(1) == "The quick brown jumps over the lazy dog."
