@@ -276,3 +276,19 @@ def test_same_options_ignores_capture_only():
     assert same_options(a, a.__class__(capture_lens=True))
     assert not same_options(a, DecodingOptions(temperature=0.5))
     assert not same_options(None, a)
+
+
+def test_ctrl_z_in_a_text_box_still_undoes_the_text(qtbot, window):
+    """The window's Ctrl+Z (Previous exploration) does not take the key from a text field."""
+    tab = window.translation_tab
+    window.tabs.setCurrentWidget(tab)
+    calls = []
+    tab.previous_exploration = lambda: calls.append(1) or False
+    edit = tab.text_edit
+    edit.setFocus()
+    qtbot.waitUntil(edit.hasFocus, timeout=3000)
+    before = edit.toPlainText()
+    qtbot.keyClicks(edit, " more")
+    assert edit.toPlainText() != before
+    qtbot.keyClick(edit, Qt.Key.Key_Z, Qt.KeyboardModifier.ControlModifier)
+    assert calls == [] and edit.toPlainText() != before + " more"
