@@ -16,13 +16,15 @@ any thread may read while another spills.
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import os
 import tempfile
 import threading
 
 import numpy as np
 
-__all__ = ["SpillFile", "Spilled", "STORE_DTYPE"]
+__all__ = ["SpillFile", "Spilled", "STORE_DTYPE", "release_free_memory"]
 
 #: the dtype arrays are kept in on disk
 STORE_DTYPE = np.float16
@@ -112,3 +114,28 @@ class Spilled:
 
     def __repr__(self) -> str:
         return f"Spilled(shape={self.shape}, offset={self._offset})"
+
+
+_libc = None
+
+
+def release_free_memory() -> bool:
+    """Give the C heap's free pages back to the operating system (glibc ``malloc_trim(0)``).
+
+    Freed arrays of a few hundred kB land in malloc's arenas, not back with the system:
+    after a long run's attention moved to disk the process's resident memory would not
+    shrink (measured: 490 MB free inside the arenas after 6 minutes of speech with base).
+    Returns True if memory was released; False where there is no glibc (macOS, Windows,
+    musl) or nothing to release. Measured: 8 ms for a 430 MB heap, half of it free.
+    """
+    global _libc
+    if _libc is None:
+        try:
+            _libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+            _libc.malloc_trim.argtypes = [ctypes.c_size_t]
+            _libc.malloc_trim.restype = ctypes.c_int
+        except (OSError, AttributeError):
+            _libc = False
+    if not _libc:
+        return False
+    return bool(_libc.malloc_trim(0))

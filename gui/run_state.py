@@ -44,7 +44,7 @@ from typing import Iterable
 from PySide6.QtCore import QObject, Signal
 
 from core.events import Finished, SegmentEvent, StepEvent
-from core.spill import SpillFile
+from core.spill import SpillFile, release_free_memory
 
 #: cross-attention arrays at least this large (bytes in memory) are moved to disk once their
 #: window is out of view: Whisper's (tiny 144 kB, base 288 kB per step); translation and OCR
@@ -216,6 +216,8 @@ class RunState(QObject):
             else:
                 freed += self._spill_event(ev)
         self._in_memory = stay
+        if freed:
+            release_free_memory()  # else the freed arrays stay in malloc's arenas, counted as resident
         return freed
 
     def _spill_event(self, ev: StepEvent) -> int:

@@ -52,6 +52,16 @@ def rss_mb() -> float:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 1e6
 
 
+def anon_mb() -> float:
+    """The anonymous part of the resident memory (RssAnon: the heap, arrays, tensors), MB;
+    the rest is mapped files (shared libraries: torch's CUDA build maps ~400 MB of them)."""
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("RssAnon:"):
+                return int(line.split()[1]) / 1000
+    return float("nan")
+
+
 class StallMeter:
     """Records the ticks of a 10 ms QTimer on the GUI thread; gaps between them are stalls."""
 
@@ -183,24 +193,24 @@ def case_hour(app, win, args) -> None:
     if speech.model is None or speech.model_combo.currentText().strip() != "base":
         speech.load_model("base")
         pump_until(app, lambda: speech.model is not None and not speech.is_loading(), 300)
-    audio = speech_audio(minutes * 60)
     base = rss_mb()
-    curve: list[tuple[float, float, int]] = []  # (audio s decoded, RSS MB, tokens)
+    audio = speech_audio(minutes * 60)
+    curve: list[tuple[float, float, int, float]] = []  # (audio s decoded, RSS MB, tokens, RssAnon MB)
     next_mark = [0.0]
 
     def sample() -> None:
         s = decoded_seconds(speech)
         if s >= next_mark[0]:
-            curve.append((s, rss_mb(), len(speech.run)))
-            print(f"  hour: {s:7.0f} s of audio decoded · RSS {curve[-1][1]:6.0f} MB · {curve[-1][2]} tokens",
-                  flush=True)
+            curve.append((s, rss_mb(), len(speech.run), anon_mb()))
+            print(f"  {name}: {s:6.0f} s of audio decoded · RSS {curve[-1][1]:6.0f} MB (anon {curve[-1][3]:6.0f}) · "
+                  f"{curve[-1][2]:5d} tokens · {time.perf_counter() - t0:5.0f} s", flush=True)
             next_mark[0] = s + args.rss_every
 
+    name = "hour" if minutes == 60 else f"{minutes:g} min"
     with StallMeter() as m:
         t0 = time.perf_counter()
         speech.set_audio(audio, f"{minutes:g} minutes")
         del audio
-        pump_until(app, lambda: True, 0)
         opened = rss_mb()
         pump_until(app, lambda: not speech.is_decoding() and speech.workers_idle(), args.hour_seconds, tick=sample)
         cancelled = speech.is_decoding()
@@ -209,16 +219,19 @@ def case_hour(app, win, args) -> None:
             pump_until(app, speech.workers_idle, 120)
         took = time.perf_counter() - t0
     s_end = decoded_seconds(speech)
-    curve.append((s_end, rss_mb(), len(speech.run)))
-    end = curve[-1][1]
-    first = next((c for c in curve if c[0] > 0), curve[0])
-    slope = (end - first[1]) / (s_end - first[0]) if s_end > first[0] else float("nan")
+    curve.append((s_end, rss_mb(), len(speech.run), anon_mb()))
+    end, peak = curve[-1][1], max(c[1] for c in curve)
+    # the slope after the first 8 windows (240 s): the encoder-output and KV-cache LRUs are full by then
+    late = [c for c in curve if c[0] >= 240] or curve
+    first = late[0]
+    slope = (end - first[1]) / (s_end - first[0]) if s_end > first[0] + 30 else float("nan")
     per_token = (end - first[1]) / max(1, curve[-1][2] - first[2]) * 1000
-    m.report("hour audio", f"{minutes:g} min, base, {len(speech.run)} tokens, {s_end:.0f} s of audio decoded in "
-                           f"{took:.0f} s{' then Cancel' if cancelled else ''}")
-    print(f"  memory: before open {base:.0f} MB · after open {opened:.0f} MB (+{opened - base:.0f}) · "
-          f"end {end:.0f} MB · {slope:.3f} MB per s of audio ({per_token:.0f} kB per token) · "
-          f"extrapolated to 60 min: {opened + slope * 3600:.0f} MB", flush=True)
+    m.report(f"{name} audio", f"{minutes:g} min, base, {len(speech.run)} tokens, {s_end:.0f} s of audio decoded in "
+                              f"{took:.0f} s{' then Cancel' if cancelled else ''}")
+    extra = "" if s_end >= minutes * 60 - 30 else f" · extrapolated to 60 min: {end + slope * (3600 - s_end):.0f} MB"
+    print(f"  memory: before the recording {base:.0f} MB · after open {opened:.0f} MB (+{opened - base:.0f}) · "
+          f"end {end:.0f} MB (peak {peak:.0f}) · after 240 s: {slope:.3f} MB per s of audio "
+          f"({per_token:.0f} kB per token){extra}", flush=True)
 
 
 def case_image(app, win, args) -> None:

@@ -173,3 +173,17 @@ def test_a_forks_renumbered_steps_stay_spilled(qtbot):
     later = [ev for ev in run.branch_steps(b.id) if ev.segment == 1]
     assert later and all(kept_bytes(ev) <= 1024 for ev in later)
     np.testing.assert_allclose(later[0].cross_attention, originals[PER_WINDOW], rtol=0, atol=FLOAT16_ATOL)
+
+
+def test_memory_freed_by_a_spill_is_given_back_to_the_system(qtbot, monkeypatch):
+    """Freed arrays would stay in malloc's arenas (resident) without a trim: the run asks
+    for one after each window whose attention went to disk, and not when nothing was freed."""
+    import gui.run_state as run_state
+
+    calls = []
+    monkeypatch.setattr(run_state, "release_free_memory", lambda: calls.append(True) or True)
+    run = RunState()
+    decode_windows(run, 3)
+    assert len(calls) == 2  # windows 0 and 1 went to disk when windows 1 and 2 started
+    run.spill_out_of_view(keep=2)
+    assert len(calls) == 2
