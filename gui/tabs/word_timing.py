@@ -188,7 +188,7 @@ class WordTimingController(QObject):
             self.clear()
             self._show_status("no tokens yet" if heads else "")
             return
-        if any(ev.cross_attention is None for ev in steps):
+        if any(not ev.has_attention for ev in steps):  # spilled rows are not read back for this
             self.clear()
             self._show_status("this run has no cross-attention: decode again")
             return
