@@ -347,11 +347,15 @@ class RunState(QObject):
         self._branches = {b.id: b for b in branches}
         self._latest = {b.id: max(b.own) for b in branches if b.own}
         self._current = self._growing = branches[0].id
+        self._spill = None
+        self._in_memory = [ev for b in branches for ev in b.own.values() if ev.attention_nbytes >= SPILL_MIN_BYTES]
         self.cleared.emit()
         for b in branches:
             self.branchAdded.emit(b.id)
         if current in self._branches and current != self._current:
             self._current = self._growing = current
+        last = self.step(self.latest())
+        self.spill_out_of_view(keep=last.segment if last is not None else None)  # a saved hour with full attention
         self.currentBranchChanged.emit(self._current)
 
     def adopt(self, branches: list[Branch]) -> None:

@@ -187,3 +187,23 @@ def test_memory_freed_by_a_spill_is_given_back_to_the_system(qtbot, monkeypatch)
     assert len(calls) == 2  # windows 0 and 1 went to disk when windows 1 and 2 started
     run.spill_out_of_view(keep=2)
     assert len(calls) == 2
+
+
+def test_a_restored_exploration_keeps_only_the_shown_window_in_memory(qtbot):
+    """An exploration saved with full attention and opened again: the windows out of view
+    go to disk as they do while decoding."""
+    from gui.run_state import Branch
+
+    root = Branch(0)
+    originals = {}
+    for w in range(3):
+        root.segments[w] = segment(w)
+        for k in range(PER_WINDOW):
+            step = w * PER_WINDOW + k
+            originals[step] = attention(step)
+            root.own[step] = window_step(step, w, originals[step].copy())
+    run = RunState()
+    run.restore([root])
+    kept = {w: max(kept_bytes(ev) for ev in root.own.values() if ev.segment == w) for w in range(3)}
+    assert kept[0] <= 1024 and kept[1] <= 1024 and kept[2] == LAYERS * HEADS * FRAMES * 4
+    np.testing.assert_allclose(run.step(4).cross_attention, originals[4], rtol=0, atol=FLOAT16_ATOL)
