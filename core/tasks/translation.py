@@ -25,7 +25,7 @@ sentence's first column in ``TranslationModel.source_tokens(text)``.
 
 from __future__ import annotations
 
-import re
+import threading
 import unicodedata
 from dataclasses import dataclass
 from typing import Callable, Iterator, Sequence
@@ -36,81 +36,19 @@ from core.events import Event, RunStats, SegmentEvent
 from core.options import DecodingOptions
 from core.tasks.base import Prepared, decode_segments, fork_segment
 from core.tasks.translation_sources import BergamotSource, HubSource, Source
+from core.tasks.translation_text import (  # noqa: F401  (split_sentences and clean_text are used from here)
+    MAX_SENTENCE_CHARS,
+    blank_spans,
+    clean_text,
+    script_names,
+    split_sentences,
+    split_text,
+    unreadable_runs,
+)
 
 #: sentences longer than this many SentencePiece tokens are decoded in chunks, as
 #: bergamot-translator's ``max-length-break`` (128) does
 MAX_SENTENCE_TOKENS = 128
-
-# Abbreviations after which a full stop does not end a sentence (English and Portuguese).
-_ABBREVIATIONS = {
-    "mr", "mrs", "ms", "dr", "prof", "sr", "sra", "srta", "jr", "st", "vs", "no", "nº",
-    "dra", "eng", "av", "etc", "e.g", "i.e", "p.ex", "fig", "vol", "cap", "pág", "p",
-}
-# A sentence ends at . ! ? … (plus closing quotes/brackets) followed by white space and
-# a capital letter, a digit, an opening quote/bracket or an inverted mark.
-_BOUNDARY = re.compile(r"(?<=[.!?…])([\"'”’»)\]]*)\s+(?=[\"'“‘«(\[¿¡]?[A-ZÀ-ÖØ-Þ0-9])")
-
-
-# every Unicode control character (category Cc) except tab, line feed and carriage return
-_CONTROL = re.compile("[" + "".join(
-    re.escape(chr(c)) for c in range(0xA0)
-    if unicodedata.category(chr(c)) == "Cc" and chr(c) not in "\t\n\r"
-) + "]+")
-
-
-def clean_text(text: str) -> tuple[str, int]:
-    """``text`` without control characters, and how many were removed.
-
-    Each run of control characters (Unicode category Cc: NUL, bell, escape, DEL, the C1
-    codes; tab, line feed and carriage return are kept) becomes one space, so
-    "Hello\\0world" reads "Hello world" instead of the model seeing an unknown piece.
-    """
-    n = 0
-
-    def space(m: re.Match) -> str:
-        nonlocal n
-        n += len(m.group())
-        return " "
-
-    return _CONTROL.sub(space, text), n
-
-
-def split_sentences(text: str) -> list[tuple[str, str]]:
-    """Split text into sentences.
-
-    Lines (paragraphs) are split first; within a line a sentence ends at ``.``, ``!``,
-    ``?`` or ``…`` (with any closing quotes) followed by white space and a capital letter,
-    digit or opening quote — except after a known abbreviation ("Dr.", "Sr.", ...).
-
-    Args:
-        text: any text.
-
-    Returns:
-        list of (sentence, separator): the stripped sentence and the white space that
-        followed it in a normalised form ("\\n" after the end of a line, " " otherwise,
-        "" after the last one). Blank lines and white space are dropped.
-    """
-    out: list[tuple[str, str]] = []
-    lines = [ln.strip() for ln in text.splitlines()]
-    lines = [ln for ln in lines if ln]
-    for li, line in enumerate(lines):
-        pieces: list[str] = []
-        start = 0
-        for m in _BOUNDARY.finditer(line):
-            candidate = line[start : m.start(1) if m.group(1) else m.start()]
-            cut = m.end(1) if m.group(1) else m.start()
-            last_word = candidate.rsplit(None, 1)[-1] if candidate.split() else ""
-            if last_word.rstrip(".").lower() in _ABBREVIATIONS and not m.group(1):
-                continue
-            pieces.append(line[start:cut].strip())
-            start = m.end()
-        pieces.append(line[start:].strip())
-        pieces = [p for p in pieces if p]
-        for pi, p in enumerate(pieces):
-            sep = " " if pi < len(pieces) - 1 else ("\n" if li < len(lines) - 1 else "")
-            out.append((p, sep))
-    return out
-
 
 @dataclass(frozen=True)
 class SourceChunk:
@@ -130,6 +68,17 @@ class SourceChunk:
     sentence: int
     separator: str
     source_offset: int
+
+
+@dataclass(frozen=True)
+class _PreparedText:
+    """A text split for the model: its chunks, how many sentences were cut at the length cap,
+    how many control characters were removed, and the parts it cannot read (their text)."""
+
+    chunks: list[SourceChunk]
+    n_cut: int
+    removed_controls: int
+    unreadable: list[str]
 
 
 class TranslationModel:
@@ -171,6 +120,9 @@ class TranslationModel:
         self.backend = source.backends[False]
         self._engines = {k: Engine(b) for k, b in source.backends.items()}
         self._cache = EncoderCache(max_items=cache_size)
+        self._text_lock = threading.Lock()
+        self._last_text: tuple | None = None  # (text, _PreparedText or the ValueError it gave)
+        self._char_readable: dict[str, bool] = {}
 
     @property
     def _hub(self):
@@ -229,14 +181,43 @@ class TranslationModel:
 
     # ---------------------------------------------------------------- text
     def chunks(self, text: str) -> list[SourceChunk]:
-        """Split ``text`` into encoder inputs (see ``split_sentences``, ``MAX_SENTENCE_TOKENS``).
+        """Split ``text`` into encoder inputs: control characters removed, the parts in a
+        script the model cannot read left out (:meth:`unreadable_spans`), sentences of at
+        most ``MAX_SENTENCE_CHARS`` characters (``core.tasks.translation_text.split_text``),
+        each of at most ``MAX_SENTENCE_TOKENS`` tokens. The last text's chunks are kept, so
+        the info line, the columns and the decode split a long text once.
 
         Raises:
             ValueError: empty or whitespace-only text.
         """
+        return self._prepare_text(text).chunks
+
+    def _prepare_text(self, text: str) -> "_PreparedText":
         if not isinstance(text, str):
             raise ValueError(f"text must be a string, got {type(text).__name__}")
-        sentences = split_sentences(clean_text(text)[0])
+        with self._text_lock:
+            last = self._last_text
+            if last is not None and last[0] is text or (last is not None and last[0] == text):
+                if isinstance(last[1], ValueError):
+                    raise ValueError(str(last[1]))
+                return last[1]
+        try:
+            prepared = self._split_text(text)
+        except ValueError as exc:
+            with self._text_lock:
+                self._last_text = (text, exc)
+            raise
+        with self._text_lock:
+            self._last_text = (text, prepared)
+        return prepared
+
+    def _split_text(self, text: str) -> "_PreparedText":
+        cleaned, removed = clean_text(text)
+        spans = self.unreadable_spans(cleaned)
+        readable = blank_spans(cleaned, spans)
+        if spans and not any(ch.isalnum() for ch in readable):
+            spans, readable = [], cleaned  # nothing readable is left: the model gets it all (and a warning)
+        sentences, n_cut = split_text(readable)
         if not sentences:
             raise ValueError("the text is empty (or only white space); type or paste something to translate")
         out: list[SourceChunk] = []
@@ -252,13 +233,33 @@ class TranslationModel:
                 offset += len(chunk_ids)
         if not out:
             raise ValueError("the text holds nothing the tokenizer can read; give words to translate")
-        return out
+        return _PreparedText(out, n_cut, removed, [cleaned[a:b] for a, b in spans])
+
+    def unreadable_spans(self, text: str) -> list[tuple[int, int]]:
+        """(start, end) character spans of ``text`` in a script the model cannot read: runs
+        of characters the tokenizer reads as the unknown piece (Arabic, Hebrew, Chinese,
+        Japanese for the English Bergamot models), with the punctuation and spaces between
+        them (``core.tasks.translation_text.unreadable_runs``)."""
+        return unreadable_runs(text, self._unreadable_char)
+
+    def _unreadable_char(self, ch: str) -> bool:
+        """Whether ``ch`` is a letter, mark or digit the tokenizer reads as the unknown piece
+        (emoji and symbols stay in the text: they are no script, and read as <unk> as before)."""
+        if unicodedata.category(ch)[0] not in "LMN":
+            return False
+        known = self._char_readable.get(ch)
+        if known is None:
+            _lead, ids, _trail = self.source.split(ch)
+            known = self.source.unk_id not in ids
+            self._char_readable[ch] = known
+        return not known
 
     def text_notes(self, text: str) -> list[str]:
         """Sentences for the user about what the model will make of ``text``: control
-        characters removed (:func:`clean_text`), or no word the model knows (every source
-        piece is unknown, e.g. emoji only) / no letters or digits at all. [] for ordinary
-        or empty text."""
+        characters removed (:func:`clean_text`); parts in a script the model cannot read,
+        left out (:meth:`unreadable_spans`); sentences longer than ``MAX_SENTENCE_CHARS``
+        cut; or no word the model knows (every source piece is unknown, e.g. emoji only) /
+        no letters or digits at all. [] for ordinary or empty text."""
         notes = []
         cleaned, removed = clean_text(text)
         if removed:
@@ -267,9 +268,27 @@ class TranslationModel:
                 else f"{removed} control characters (such as NUL) were replaced by spaces before translating."
             )
         try:
-            chunks = self.chunks(cleaned)
+            prepared = self._prepare_text(text)
         except ValueError:
             return notes
+        chunks = prepared.chunks
+        if prepared.unreadable:
+            runs = prepared.unreadable
+            n = sum(len(r) for r in runs)
+            scripts = script_names("".join(runs))
+            sample = runs[0] if len(runs[0]) <= 24 else runs[0][:23] + "…"
+            notes.append(
+                f"The model cannot read {' or '.join(scripts[:2]) or 'some characters'} ({len(runs)} "
+                f"part{'s' if len(runs) != 1 else ''}, {n} characters, e.g. \"{sample}\"): it has no pieces for "
+                "them, so they are left out and the rest is translated. Use a model for that language to "
+                "translate them."
+            )
+        if prepared.n_cut:
+            notes.append(
+                f"{prepared.n_cut} sentence{'s were' if prepared.n_cut != 1 else ' was'} longer than "
+                f"{MAX_SENTENCE_CHARS} characters and cut at a comma, other clause mark or space into pieces "
+                "translated one by one."
+            )
         if not self._has_known_piece(chunks):
             notes.append(
                 "The text has no words the model knows (only emoji or symbols it reads as unknown pieces), "

@@ -36,6 +36,7 @@ class Source(Protocol):
         target_language, source_language: the language codes of a many-to-many model, or None.
         prompt_ids: the forced decoder prefix.
         special_ids: ids that are no word (unknown, end of sentence, language tokens, ...).
+        unk_id: the unknown piece's id (what a character outside the vocabulary reads as).
         hub: the ``LoadedSeq2Seq`` of a hub model, or None.
         load_s: seconds the load took.
     """
@@ -49,6 +50,7 @@ class Source(Protocol):
     source_language: str | None
     prompt_ids: tuple[int, ...]
     special_ids: frozenset[int]
+    unk_id: int | None
     hub: object | None
     load_s: float
 
@@ -92,6 +94,7 @@ class BergamotSource:
         self.backends = {False: backend.with_shortlist(False), True: backend.with_shortlist(True)}
         self.prompt_ids = (START_ID,)
         self.special_ids = frozenset({backend.unk_token_id, backend.eos_token_id})
+        self.unk_id = backend.unk_token_id
         self._backend = backend
 
     @classmethod
@@ -164,6 +167,7 @@ class HubSource:
         self.prompt_ids = start if target_language is None else start + (hub.lang_token_id(target_language),)
         tok = hub.tokenizer
         self.special_ids = frozenset(set(getattr(tok, "all_special_ids", []) or []) | {tok.unk_token_id})
+        self.unk_id = tok.unk_token_id
 
     @classmethod
     def load(cls, name: str, progress: Callable[[str], None] | None = None, *, prefix: str | None = None,
