@@ -66,7 +66,7 @@ import re
 import sys
 from typing import Iterable, Sequence
 
-from core import catalog
+from core import catalog, cli_ocr
 from core.analysis.lens import lens_json
 from core.beam_tree import BeamTree
 from core.events import BeamEvent, Event, Finished, SegmentEvent, StepEvent
@@ -239,14 +239,17 @@ def cmd_ocr(args: argparse.Namespace) -> int:
     options = options_from_args(args)
     lanes = lanes_from_args(args, options)
     region = parse_region(args.region)
+    say = cli_ocr.reporter(args)
+    say(f"opening {args.image}")
     image = load_image(args.image)  # ValueError with the user message on bad files
-    model = OCRModel.load(args.model)
+    cli_ocr.note_size(image, args.image)
+    model = OCRModel.load(args.model, progress=say)
     prefix = _prefix_ids(model, args.prefix)
-    lines = model.detect(image, region)
+    lines = cli_ocr.detect_lines(model, image, region, say)
     if lanes:
         return run_compare("ocr", model.name, options, lanes, args, lambda ls: model.decode_lanes(
             image, ls, lines=lines, region=region, prefix_ids=prefix))
-    events = model.decode(image, options, lines=lines, region=region, prefix_ids=prefix)
+    events = cli_ocr.said_lines(model.decode(image, options, lines=lines, region=region, prefix_ids=prefix), say)
     if not args.json:
         return _emit("ocr", model.name, options, events, args)
     out = trace("ocr", model.name, options, events, args.attention)
@@ -359,6 +362,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="force this start of the first line's reading, then continue")
     add_decoding_arguments(o)
     add_compare_arguments(o, "ocr")
+    cli_ocr.add_progress_argument(o)
     o.set_defaults(func=cmd_ocr)
     return p
 

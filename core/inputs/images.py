@@ -31,6 +31,10 @@ MIN_SHORT_SIDE = 1024
 #: :func:`target_size`: ... unless it would then hold more pixels than this (40 Mpx, 120 MB RGB)
 MAX_KEEP_PIXELS = 40_000_000
 
+#: :func:`size_note`: text shorter than this (pixels, in the image as read) is hard to read
+#: (the bundled reader's small-text bench, tests/bench/bench_ocr.py, starts at 8-10 px)
+MIN_READABLE_TEXT_PX = 10
+
 _PIL_LIMIT_LOCK = threading.Lock()
 
 
@@ -185,6 +189,27 @@ def target_size(size: tuple[int, int], max_side: int = 4096) -> tuple[int, int]:
         return w, h
     return max(1, round(w * s)), max(1, round(h * s))
 
+
+
+def size_note(image: Image.Image, name: str = "The image") -> str | None:
+    """A note for the user when :func:`load_image` downscaled ``image``: the original and
+    the read size, the smallest text that stays readable, and what to do; None when the
+    image is read at its own size.
+
+    Example: "huge.png is 12000×12000 px, more than the app reads at full size: it is read
+    at 4096×4096 (0.34×), so text under about 30 px tall may be too small to read. Crop
+    the image around the text to read it at full size."
+    """
+    original = image.info.get("downscaled_from") if hasattr(image, "info") else None
+    if not isinstance(original, (tuple, list)) or len(original) != 2:
+        return None
+    ow, oh = (int(v) for v in original)
+    w, h = image.size
+    scale = float(image.info.get("scale", max(w, h) / max(ow, oh)))
+    smallest = math.ceil(MIN_READABLE_TEXT_PX / scale)
+    return (f"{name} is {ow}×{oh} px, more than the app reads at full size: it is read at {w}×{h} "
+            f"({scale:.2f}×), so text under about {smallest} px tall may be too small to read. "
+            "Crop the image around the text to read it at full size.")
 
 
 def as_image(image) -> Image.Image:

@@ -70,6 +70,19 @@ WEAK_INK_LEVEL = 0.15
 #: CRAFT boxes covering less than this fraction of the ink leave the rest to
 #: :func:`uncovered_ink_boxes`
 MIN_COVERAGE = 0.9
+#: :func:`ink_regions`: ink closer than this many text heights is one region (the lines of
+#: a paragraph, the words of a line: line spacing is ~1.2-2 heights, word spaces < 1)
+REGION_JOIN = 3.0
+#: :func:`ink_regions`: blank margin kept around a region's ink, in text heights (CRAFT
+#: sees each line with the blank around it, as in the whole image), at least 32 px
+REGION_MARGIN = 2.0
+#: :func:`ink_regions` gives up (None: detect the whole image) when its regions hold more
+#: than this fraction of the image's pixels (a full page: cropping saves nothing) ...
+REGION_MAX_FRACTION = 0.5
+#: ... or when there are more than this many (ink scattered everywhere: a photo, noise)
+MAX_REGIONS = 64
+#: :func:`ink_regions` looks for ink on a grid of at most this many cells on the long side
+REGION_GRID = 512
 
 Box = tuple[int, int, int, int]
 
@@ -337,6 +350,103 @@ def tile_spans(length: int, tile: int = CRAFT_CANVAS, overlap: int = 256) -> lis
     n = math.ceil((length - overlap) / (tile - overlap))
     step = (length - tile) / (n - 1)
     return [(round(i * step), round(i * step) + tile) for i in range(n)]
+
+
+def ink_regions(mask: np.ndarray, text_px: float | None, join: float = REGION_JOIN,
+                margin: float = REGION_MARGIN) -> list[Box] | None:
+    """The parts of an image that hold ink, as boxes with a blank margin: what CRAFT needs to
+    see of a large, mostly blank image (a line of text on a 12000 x 12000 page).
+
+    The mask is reduced to a grid of at most :data:`REGION_GRID` cells on its long side (a
+    cell holds ink when any of its pixels does), then cut by recursive XY-cut (Nagy & Seth
+    1984) along blank bands at least ``join`` text heights wide: what is left are blocks of
+    ink (a paragraph, a line, a lone word) with no such band inside. Each block is grown by
+    ``margin`` text heights (at least 32 px) and clipped to the image; blocks that then
+    overlap are joined.
+
+    Args:
+        mask: bool (H, W) from :func:`ink_mask`.
+        text_px: typical text height in pixels (:func:`text_height`); None: 1% of the
+            image's long side.
+        join: blank bands narrower than this many text heights do not separate regions.
+        margin: blank kept around each region, in text heights.
+
+    Returns:
+        [(x0, y0, x1, y1)] (x1, y1 exclusive) top to bottom, then left to right; [] when
+        there is no ink; None when the regions would hold more than
+        :data:`REGION_MAX_FRACTION` of the pixels or number more than :data:`MAX_REGIONS`
+        (read the whole image instead).
+    """
+    h, w = mask.shape
+    unit = float(text_px) if text_px and text_px > 0 else 0.01 * max(h, w)
+    b = max(1, math.ceil(max(h, w) / REGION_GRID))  # pixels per grid cell
+    gh, gw = math.ceil(h / b), math.ceil(w / b)
+    grid = np.zeros((gh, gw), dtype=bool)
+    full_h, full_w = (h // b) * b, (w // b) * b
+    if full_h and full_w:
+        grid[: h // b, : w // b] = mask[:full_h, :full_w].reshape(h // b, b, w // b, b).any(axis=(1, 3))
+    if full_h < h:  # the last partial row / column of cells
+        grid[-1, :] |= np.pad(mask[full_h:].any(axis=0), (0, gw * b - w)).reshape(gw, b).any(axis=1)
+    if full_w < w:
+        grid[:, -1] |= np.pad(mask[:, full_w:].any(axis=1), (0, gh * b - h)).reshape(gh, b).any(axis=1)
+    if not grid.any():
+        return []
+    gap = max(1, math.ceil(join * unit / b))  # blank cells that separate two regions
+    blocks: list[tuple[int, int, int, int]] = []
+    todo = [(0, 0, gw, gh)]
+    while todo:
+        x0, y0, x1, y1 = todo.pop()
+        sub = grid[y0:y1, x0:x1]
+        rows, cols = np.flatnonzero(sub.any(axis=1)), np.flatnonzero(sub.any(axis=0))
+        if rows.size == 0:
+            continue
+        x0, x1, y0, y1 = x0 + int(cols[0]), x0 + int(cols[-1]) + 1, y0 + int(rows[0]), y0 + int(rows[-1]) + 1
+        parts = _cut_at_gaps(rows - rows[0], gap)
+        if len(parts) > 1:
+            todo.extend((x0, y0 + a, x1, y0 + e) for a, e in parts)
+            continue
+        parts = _cut_at_gaps(cols - cols[0], gap)
+        if len(parts) > 1:
+            todo.extend((x0 + a, y0, x0 + e, y1) for a, e in parts)
+            continue
+        blocks.append((x0, y0, x1, y1))
+        if len(blocks) > 4 * MAX_REGIONS:
+            return None
+    m = max(32, round(margin * unit))
+    boxes = [(max(0, x0 * b - m), max(0, y0 * b - m), min(w, x1 * b + m), min(h, y1 * b + m))
+             for x0, y0, x1, y1 in blocks]
+    boxes = _join_overlapping(boxes)
+    if len(boxes) > MAX_REGIONS or sum((x1 - x0) * (y1 - y0) for x0, y0, x1, y1 in boxes) > REGION_MAX_FRACTION * h * w:
+        return None
+    return sorted(boxes, key=lambda r: (r[1], r[0]))
+
+
+def _cut_at_gaps(idx: np.ndarray, gap: int) -> list[tuple[int, int]]:
+    """[start, end) runs of the sorted indices ``idx`` (starting at 0) split where
+    consecutive indices are more than ``gap`` apart."""
+    cuts = np.flatnonzero(np.diff(idx) > gap)
+    starts = [0] + [int(idx[c + 1]) for c in cuts]
+    ends = [int(idx[c]) + 1 for c in cuts] + [int(idx[-1]) + 1]
+    return list(zip(starts, ends))
+
+
+def _join_overlapping(boxes: list[Box]) -> list[Box]:
+    """Boxes that overlap joined into their bounding box, until none overlap."""
+    boxes = list(boxes)
+    joined = True
+    while joined:
+        joined = False
+        for i in range(len(boxes)):
+            for j in range(i + 1, len(boxes)):
+                a, c = boxes[i], boxes[j]
+                if a[0] < c[2] and c[0] < a[2] and a[1] < c[3] and c[1] < a[3]:
+                    boxes[i] = (min(a[0], c[0]), min(a[1], c[1]), max(a[2], c[2]), max(a[3], c[3]))
+                    del boxes[j]
+                    joined = True
+                    break
+            if joined:
+                break
+    return boxes
 
 
 def resize_gray(gray: np.ndarray, factor: float) -> np.ndarray:

@@ -183,28 +183,52 @@ def _craft_lines(gray: np.ndarray, mask: np.ndarray, detector, cancel: Callable[
     h, w = gray.shape
     text_px = layout.text_height(mask)
     scale, tiled = layout.detection_plan(text_px, (w, h))
-    big = layout.resize_gray(layout.stretch_contrast(gray), scale)
-    bh, bw = big.shape
-    if tiled:
-        overlap = int(min(layout.CRAFT_CANVAS // 2, max(256, 3 * (text_px or 0) * scale)))
-        spans = [(ys, xs) for ys in layout.tile_spans(bh, overlap=overlap)
-                 for xs in layout.tile_spans(bw, overlap=overlap)]
-    else:
-        spans = [((0, bh), (0, bw))]
-    n = len(spans)
-    label = "detecting text lines" + (" (tile {} of {})" if n > 1 else "")
+    stretched = layout.stretch_contrast(gray)
+    regions = None
+    if max(w, h) * scale > layout.CRAFT_CANVAS:  # CRAFT would shrink or tile it: look at the ink first
+        regions = layout.ink_regions(mask, text_px)
+    # (region box, its scale, its tiles [(ys, xs)] in pixels of the region at that scale)
+    plan: list[tuple[tuple[int, int, int, int], float, list]] = []
+    for rx0, ry0, rx1, ry1 in regions if regions is not None else [(0, 0, w, h)]:
+        r_scale, r_tiled = (scale, tiled) if regions is None else layout.detection_plan(text_px, (rx1 - rx0, ry1 - ry0))
+        bh, bw = round((ry1 - ry0) * r_scale), round((rx1 - rx0) * r_scale)
+        if r_tiled:
+            overlap = int(min(layout.CRAFT_CANVAS // 2, max(256, 3 * (text_px or 0) * r_scale)))
+            spans = [(ys, xs) for ys in layout.tile_spans(bh, overlap=overlap)
+                     for xs in layout.tile_spans(bw, overlap=overlap)]
+            # blank tiles are skipped: no ink in the tile's pixels of the image
+            spans = [((ty0, ty1), (tx0, tx1)) for (ty0, ty1), (tx0, tx1) in spans
+                     if mask[ry0 + math.floor(ty0 / r_scale):ry0 + math.ceil(ty1 / r_scale),
+                             rx0 + math.floor(tx0 / r_scale):rx0 + math.ceil(tx1 / r_scale)].any()]
+        else:
+            spans = [((0, bh), (0, bw))]
+        plan.append(((rx0, ry0, rx1, ry1), r_scale, spans))
+    n = sum(len(spans) for _, _, spans in plan)
+    label = "detecting text lines" + (" (tile {} of {}" if n > 1 else "")
+    if regions is not None:
+        share = sum((x1 - x0) * (y1 - y0) for (x0, y0, x1, y1), _, _ in plan) / (w * h)
+        label += ("; " if n > 1 else " (") + (f"{len(plan)} inked part{'s' if len(plan) != 1 else ''}, "
+                                              f"{share:.0%} of the image, blank parts skipped")
+    label += ")" if n > 1 or regions is not None else ""
     boxes: list[DetectedBox] = []
     t0 = time.perf_counter()
-    for k, ((ty0, ty1), (tx0, tx1)) in enumerate(spans):
-        if cancel is not None and cancel():
-            raise OCRCancelled("detection cancelled")
-        yield OCRProgress("detect", k, n, label.format(k + 1, n))
-        for b in detector.detect(big[ty0:ty1, tx0:tx1]):
-            boxes.append(DetectedBox(max(0, math.floor((b.x0 + tx0) / scale)), max(0, math.floor((b.y0 + ty0) / scale)),
-                                     min(w, math.ceil((b.x1 + tx0) / scale)), min(h, math.ceil((b.y1 + ty0) / scale))))
+    k = 0
+    for (rx0, ry0, rx1, ry1), r_scale, spans in plan:
+        big = layout.resize_gray(stretched[ry0:ry1, rx0:rx1], r_scale)
+        for (ty0, ty1), (tx0, tx1) in spans:
+            if cancel is not None and cancel():
+                raise OCRCancelled("detection cancelled")
+            yield OCRProgress("detect", k, n, label.format(k + 1, n))
+            k += 1
+            for b in detector.detect(big[ty0:ty1, tx0:tx1]):
+                boxes.append(DetectedBox(max(0, rx0 + math.floor((b.x0 + tx0) / r_scale)),
+                                         max(0, ry0 + math.floor((b.y0 + ty0) / r_scale)),
+                                         min(w, rx0 + math.ceil((b.x1 + tx0) / r_scale)),
+                                         min(h, ry0 + math.ceil((b.y1 + ty0) / r_scale))))
+        del big
     detect_s = time.perf_counter() - t0
     yield OCRProgress("detect", n, n, f"{len(boxes)} text box{'es' if len(boxes) != 1 else ''} found")
-    if n > 1:  # tiles overlap: merge the halves and duplicates of a line
+    if n > 1 or len(plan) > 1:  # tiles overlap: merge the halves and duplicates of a line
         boxes = reading_order(boxes)
 
     def pad(b) -> tuple[int, int, int, int]:

@@ -456,7 +456,7 @@ def test_a_very_wide_image_is_detected_in_tiles(model, spy):
     n = len(det.images)
     assert n >= 3 and all(im.shape[1] <= ocr_layout.CRAFT_CANVAS for im in det.images)
     assert [(p.done, p.total) for p in progress] == [(k, n) for k in range(n + 1)]
-    assert progress[1].text == f"detecting text lines (tile 2 of {n})"
+    assert progress[1].text.startswith(f"detecting text lines (tile 2 of {n}")
     # every word is found, in a box of its own row (no box spans both rows)
     for row in words:
         for word in row:
