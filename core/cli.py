@@ -70,6 +70,7 @@ from core import catalog, cli_ocr
 from core.analysis.lens import lens_json
 from core.beam_tree import BeamTree
 from core.events import BeamEvent, Event, Finished, SegmentEvent, StepEvent
+from core import cli_translate
 from core.cli_lanes import add_compare_arguments, lanes_from_args, run_compare
 from core.cli_longform import add_longform_arguments, check_writer_options, longform_options, run_longform, use_longform
 from core.cli_options import add_decoding_arguments, options_from_args
@@ -210,11 +211,17 @@ def cmd_translate(args: argparse.Namespace) -> int:
     model = TranslationModel.load(args.direction, target_language=args.target_language, prefix=args.source_prefix,
                                   source_language=args.source_language)
     prefix = _prefix_ids(model, args.prefix)
+    cli_translate.warn_notes(model, text)  # unreadable scripts, cut sentences: on stderr
     if lanes:
         name = model.name + (" (shortlist)" if args.shortlist else "")
         return run_compare("translate", name, options, lanes, args, lambda ls: model.decode_lanes(
             text, ls, shortlist=args.shortlist, prefix_ids=prefix))
+    if not args.json:  # each sentence printed as it is done
+        return cli_translate.stream_translation(model, text, options, prefix, shortlist=args.shortlist,
+                                                progress=cli_translate.wants_progress(args))
     events = model.decode(text, options, shortlist=args.shortlist, prefix_ids=prefix)
+    if cli_translate.wants_progress(args):
+        events = cli_translate.said_segments(events)
     name = model.name + (" (shortlist)" if args.shortlist else "")
     return _emit("translate", name, options, events, args)
 
@@ -352,6 +359,7 @@ def build_parser() -> argparse.ArgumentParser:
                     help="force this start of the translation (target prefix, first sentence), then continue")
     add_decoding_arguments(tr)
     add_compare_arguments(tr, "translate")
+    cli_translate.add_progress_argument(tr)
     tr.set_defaults(func=cmd_translate)
     o = sub.add_parser("ocr", help="read the text in an image (CRAFT lines + bundled reader or TrOCR)")
     o.add_argument("image", help="image file: PNG, JPEG, WebP, BMP, TIFF")

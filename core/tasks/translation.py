@@ -81,6 +81,24 @@ class _PreparedText:
     unreadable: list[str]
 
 
+@dataclass(frozen=True)
+class SentenceResult:
+    """One translated chunk of :meth:`TranslationModel.sentences`.
+
+    Attributes:
+        index: the chunk's index (0-based); total: how many chunks the text has.
+        chunk: the source chunk (its ``separator`` goes after the translation).
+        text: the chunk's translation, stripped.
+        finished: the engine's Finished for the chunk (token ids, reason, stats).
+    """
+
+    index: int
+    total: int
+    chunk: SourceChunk
+    text: str
+    finished: object
+
+
 class TranslationModel:
     """A loaded translation model ready to decode text, with an encoder-output cache.
 
@@ -365,6 +383,51 @@ class TranslationModel:
         yield from decode_segments(engine, chunks, prepare, _past_prefix(options, prefix_ids),
                                    RunStats(load_s=self.load_s, encoder_cached=True),
                                    _join, cancel=cancel, forced={0: prefix_ids} if prefix_ids else None)
+
+    def sentences(
+        self,
+        text: str,
+        options: DecodingOptions,
+        *,
+        shortlist: bool = False,
+        cancel: Callable[[], bool] | None = None,
+        prefix_ids: Sequence[int] = (),
+    ) -> Iterator["SentenceResult"]:
+        """Translate ``text`` and yield each sentence (chunk) as soon as it is done: what a
+        command line streams (the first one comes after one sentence's decode, not after the
+        whole text's). The translations and separators joined give :meth:`decode`'s text.
+
+        Args:
+            text, options, shortlist, cancel, prefix_ids: as :meth:`decode`.
+
+        Yields:
+            a :class:`SentenceResult` per chunk, in order; none after ``cancel`` returned True.
+
+        Raises:
+            ValueError: as :meth:`decode`.
+        """
+        from core.tasks.base import run_segment
+
+        options = options.validate()
+        chunks, prepare, engine = self._plan(text, options, shortlist, prefix_len=len(prefix_ids))
+        run_options = _past_prefix(options, prefix_ids)
+        for i, chunk in enumerate(chunks):
+            if cancel is not None and cancel():
+                return
+            ready = prepare(i, chunk)
+            forced = tuple(prefix_ids) if i == 0 else ()
+            runner = run_segment(engine, ready.encoded, ready.prompt, run_options, cancel=cancel, step_offset=0,
+                                 segment=i, source_offset=chunk.source_offset, forced_ids=forced,
+                                 reuse_cache=not forced)
+            while True:
+                try:
+                    next(runner)
+                except StopIteration as stop:
+                    finished = stop.value
+                    break
+            yield SentenceResult(i, len(chunks), chunk, finished.text.strip(), finished)
+            if finished.cancelled:
+                return
 
     def decode_lanes(
         self,
