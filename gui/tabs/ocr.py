@@ -239,12 +239,18 @@ class OCRTab(ImageMask, DecodeTab):
         self.heatmap.clear()
         self.topk.set_step(None)
         h, w = rgb.shape[:2]
-        note = getattr(image, "info", {}).get("downscaled_from") if hasattr(image, "info") else None
-        extra = f" (downscaled from {note[0]}×{note[1]})" if isinstance(note, (tuple, list)) and len(note) == 2 else ""
+        from core.inputs.images import size_note
+
+        note = size_note(image, name) if hasattr(image, "info") else None
+        original = image.info.get("downscaled_from") if note else None
+        extra = f" (downscaled from {original[0]}×{original[1]} ⚠)" if note else ""
         self.info_label.setText(f"{name} · {w}×{h} px{extra}")
+        self.info_label.setToolTip(note or "")  # why small text may be lost, and what to do
         self.clear_error()
         self._update_buttons()
-        if self.model is None and not self.is_loading():
+        if note:
+            self.statusMessage.emit(note)
+        elif self.model is None and not self.is_loading():
             self.statusMessage.emit("Image ready — load a model to read it")
         self.request_decode()
 
