@@ -4,11 +4,11 @@ An exploration is the branch tree of one input (:class:`~gui.run_state.RunState`
 with other options, another input or an opened exploration file starts a new one; the old
 tree, if the user made something in it (a fork, a what-if), is kept here as a
 :class:`KeptExploration`. Edit → Previous exploration (Ctrl+Z) brings back the newest one kept
-for the current input, Next exploration (Ctrl+Shift+Z) goes forward again
+for the current input and model, Next exploration (Ctrl+Shift+Z) goes forward again
 (``gui.tabs.forking.ForkMixin.previous_exploration`` / ``next_exploration``).
 
 :class:`ExplorationHistory` is an undo / redo pair of stacks keyed by the input's hash: an
-exploration is only brought back onto the input it was made on. Nothing with work in it is
+exploration is only brought back onto the input (and model) it was made on. Nothing with work in it is
 dropped by a new exploration (the redo side moves to the undo side); only the
 :attr:`~ExplorationHistory.limit` drops the oldest, and :meth:`~ExplorationHistory.push`
 returns what fell off so that the caller says so. No Qt here.
@@ -121,27 +121,31 @@ class ExplorationHistory:
         self._undo.append(entry)
         return self._trim()
 
-    def take_previous(self, input_hash: str, current: KeptExploration | None) -> KeptExploration | None:
-        """The newest exploration kept for ``input_hash`` (taken out), or None. ``current``
-        (the exploration it replaces; None: nothing to keep) goes to the redo side."""
-        entry = _take_newest(self._undo, input_hash)
+    def take_previous(self, input_hash: str, current: KeptExploration | None,
+                      model: str | None = None) -> KeptExploration | None:
+        """The newest exploration kept for ``input_hash`` (and ``model``, if given) taken
+        out, or None. ``current`` (the exploration it replaces; None: nothing to keep) goes
+        to the redo side."""
+        entry = _take_newest(self._undo, input_hash, model)
         if entry is not None and current is not None:
             self._redo.append(current)
         return entry
 
-    def take_next(self, input_hash: str, current: KeptExploration | None) -> KeptExploration | None:
-        """The exploration undone last for ``input_hash`` (taken out), or None; ``current``
-        goes back to the undo side."""
-        entry = _take_newest(self._redo, input_hash)
+    def take_next(self, input_hash: str, current: KeptExploration | None,
+                  model: str | None = None) -> KeptExploration | None:
+        """The exploration undone last for ``input_hash`` (and ``model``) taken out, or None;
+        ``current`` goes back to the undo side."""
+        entry = _take_newest(self._redo, input_hash, model)
         if entry is not None and current is not None:
             self._undo.append(current)
             self._trim()
         return entry
 
-    def count(self, input_hash: str | None = None, redo: bool = False) -> int:
-        """How many are kept (for ``input_hash``; all if None) on the undo (or redo) side."""
+    def count(self, input_hash: str | None = None, redo: bool = False, model: str | None = None) -> int:
+        """How many are kept (for ``input_hash`` and ``model``; None: any) on the undo (or
+        redo) side."""
         side = self._redo if redo else self._undo
-        return sum(1 for e in side if input_hash is None or e.input_hash == input_hash)
+        return sum(1 for e in side if _matches(e, input_hash, model))
 
     def unsaved(self) -> list[KeptExploration]:
         """The kept explorations with work that were not saved (both sides, oldest first)."""
@@ -158,8 +162,12 @@ class ExplorationHistory:
         return dropped
 
 
-def _take_newest(stack: list[KeptExploration], input_hash: str) -> KeptExploration | None:
+def _matches(e: KeptExploration, input_hash: str | None, model: str | None) -> bool:
+    return (input_hash is None or e.input_hash == input_hash) and (model is None or e.model == model)
+
+
+def _take_newest(stack: list[KeptExploration], input_hash: str, model: str | None) -> KeptExploration | None:
     for i in range(len(stack) - 1, -1, -1):
-        if stack[i].input_hash == input_hash:
+        if _matches(stack[i], input_hash, model):
             return stack.pop(i)
     return None

@@ -96,7 +96,7 @@ class ForkMixin:
         #: explorations replaced by a new one, per input (Edit → Previous / Next exploration)
         self.explorations = ExplorationHistory()
         self._kept_tree: KeptExploration | None = None  # taken back if a same-options run gives the same tokens
-        self._tree_identity: tuple[str, str] | None = None  # (description, hash) of the tree's input
+        self._tree_identity: tuple[str, str, str] | None = None  # (description, hash) of the tree's input, model
         self._saved_signature: tuple | None = None  # tree_signature when last saved or opened
         self._exploration_note = ""  # what happened to the previous tree, told when the run ends
         self.run.branchAdded.connect(self._note_tree_input)
@@ -199,7 +199,7 @@ class ForkMixin:
                 pass
         self.apply_input_settings(data.get("input", {}).get("settings", {}))
         self.run.select(data.get("selected"))
-        self._tree_identity = (desc, digest) if digest else None
+        self._tree_identity = (desc, digest, getattr(self.model, "name", "") or "") if digest else None
         self.run.restore(branches, int(data.get("current", 0)))
         self._saved_signature = tree_signature(self.run.branches())
         self.busyChanged.emit(self.is_busy(), "")
@@ -212,7 +212,9 @@ class ForkMixin:
         """The tree's first fork or what-if: remember which input it was made on (a later
         run may come after the input changed)."""
         if branch != 0 and self._tree_identity is None:
-            self._tree_identity = self._input_identity_or_none()
+            ident = self._input_identity_or_none()
+            if ident is not None:
+                self._tree_identity = (*ident, getattr(self.model, "name", "") or "")
 
     def _input_identity_or_none(self) -> tuple[str, str] | None:
         try:
@@ -230,22 +232,26 @@ class ForkMixin:
 
     def snapshot_exploration(self) -> KeptExploration:
         """The tree shown now as a :class:`KeptExploration` (its Branch objects, not copies)."""
-        ident = self._tree_identity or self._input_identity_or_none() or ("", "")
+        ident = self._tree_identity or (*(self._input_identity_or_none() or ("", "")),
+                                        getattr(self.model, "name", "") or "")
         return KeptExploration(
             branches=self.run.branches(), current=self.run.current_branch(), selected=self.run.selected(),
             input_hash=ident[1], input_description=ident[0], input_settings=self.input_settings(),
-            model=getattr(self.model, "name", "") or "", saved=self.exploration_saved(),
+            model=ident[2], saved=self.exploration_saved(),
         )
 
     def _keep(self, entry: KeptExploration, why: str, same_input: bool = True) -> str:
         """Keep ``entry`` for Previous exploration; the sentence that tells the user (also
         the status message)."""
         dropped = self.explorations.push(entry)
-        if same_input:
-            msg = f"{why} — previous exploration kept ({entry.describe()}): Ctrl+Z brings it back"
-        else:
+        if not same_input:
             msg = (f"{why} — the previous input's exploration is kept ({entry.describe()}): "
                    "open that input again, then Ctrl+Z brings it back")
+        elif entry.model != (getattr(self.model, "name", "") or ""):
+            msg = (f"{why} — the previous model's exploration is kept ({entry.describe()}): "
+                   f"load {entry.model or 'that model'} again, then Ctrl+Z brings it back")
+        else:
+            msg = f"{why} — previous exploration kept ({entry.describe()}): Ctrl+Z brings it back"
         if dropped:
             lost = ", ".join(e.describe() for e in dropped)
             msg += (f"; the oldest kept exploration{'s' if len(dropped) != 1 else ''} ({lost}) "
@@ -276,12 +282,13 @@ class ForkMixin:
             return
         ident = self._input_identity_or_none()
         same_input = ident is not None and ident[1] == pending.input_hash
-        if same_input and same_options(pending.options, options):
+        same_model = pending.model == (getattr(self.model, "name", "") or "")
+        if same_input and same_model and same_options(pending.options, options):
             self._kept_tree = pending
             self.statusMessage.emit(f"Decoding again with the same options: the exploration's {pending.describe()} "
                                     "stay when the run gives the same tokens")
             return
-        why = "new options" if same_input else "another input"
+        why = "another input" if not same_input else "another model" if not same_model else "new options"
         self._exploration_note = self._keep(pending, why, same_input)
 
     def _settle_kept_tree(self, fin: Finished | None) -> bool:
@@ -296,7 +303,7 @@ class ForkMixin:
         old_ids = [old_root.own[k].token_id for k in sorted(old_root.own)]
         new_ids = [ev.token_id for ev in self.run.branch_steps(0)]
         if (fin is not None and not fin.cancelled and new_ids == old_ids and len(self.run.branches()) == 1):
-            self._tree_identity = (kept.input_description, kept.input_hash)
+            self._tree_identity = (kept.input_description, kept.input_hash, kept.model)
             self.run.adopt(sorted(kept.branches[1:], key=lambda b: b.id))
             if kept.saved:
                 self._saved_signature = tree_signature(self.run.branches())
@@ -329,17 +336,18 @@ class ForkMixin:
         entry = None
         if back and self._kept_tree is not None:  # a same-options run is decoding: its tree is the previous one
             self._kept_tree, entry = None, self._kept_tree
-        elif ident is not None:
+        model = getattr(self.model, "name", "") or ""
+        if entry is None and ident is not None:
             current = self.snapshot_exploration() if len(self.run.branch(0).own) else None
             take = self.explorations.take_previous if back else self.explorations.take_next
-            entry = take(ident[1], current)
+            entry = take(ident[1], current, model)
         if entry is None:
             where = "earlier" if back else "later"
             others = self.explorations.count(redo=not back) - (
-                self.explorations.count(ident[1], redo=not back) if ident is not None else 0)
+                self.explorations.count(ident[1], redo=not back, model=model) if ident is not None else 0)
             msg = f"No {where} exploration of this input to bring back"
             if others:
-                msg += f" ({others} kept for other inputs: open that input again)"
+                msg += f" ({others} kept for other inputs or models: open that input, load that model, then Ctrl+Z)"
             self.statusMessage.emit(msg)
             return False
         self._show_kept(entry)
@@ -364,7 +372,8 @@ class ForkMixin:
                 pass
         self.apply_input_settings(entry.input_settings)
         self.run.select(entry.selected)
-        self._tree_identity = (entry.input_description, entry.input_hash) if entry.has_work() else None
+        self._tree_identity = ((entry.input_description, entry.input_hash, entry.model)
+                               if entry.has_work() else None)
         self.run.restore(entry.branches, entry.current)
         self._saved_signature = tree_signature(self.run.branches()) if entry.saved else None
         self.busyChanged.emit(self.is_busy(), "")

@@ -292,3 +292,19 @@ def test_ctrl_z_in_a_text_box_still_undoes_the_text(qtbot, window):
     assert edit.toPlainText() != before
     qtbot.keyClick(edit, Qt.Key.Key_Z, Qt.KeyboardModifier.ControlModifier)
     assert calls == [] and edit.toPlainText() != before + " more"
+
+
+def test_a_tree_of_another_model_comes_back_only_with_that_model(qtbot, tab):
+    _forked(qtbot, tab)
+    first = tab.model
+
+    class Other(FakeSpeechModel):
+        name = "other-whisper"
+
+    tab.model = Other()
+    _redecoded(qtbot, tab, tab.request_decode)  # the same options and tokens, another model: a new tree
+    assert len(tab.run.branches()) == 1
+    assert any("another model" in m and "load fake-whisper again" in m for m in tab.messages)
+    assert not tab.previous_exploration() and "other inputs or models" in tab.messages[-1]
+    tab.model = first
+    assert tab.previous_exploration() and len(tab.run.branches()) == 2
