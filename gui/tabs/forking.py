@@ -217,8 +217,27 @@ class ForkMixin:
                 self._tree_identity = (*ident, getattr(self.model, "name", "") or "")
 
     def _input_identity_or_none(self) -> tuple[str, str] | None:
+        """``input_identity()``, or None without an input. A large input (the ``audio`` array,
+        the ``image``) is hashed once while it stays the same object: SHA-256 of an hour of
+        audio takes ~1 s, and every run of a tree with forks asks."""
+        import weakref
+
         try:
-            return self.input_identity() if self.has_input() else None
+            if not self.has_input():
+                return None
+            objs = [getattr(self, n, None) for n in ("audio", "image")]
+            extra = (repr(getattr(self, "region", None)), getattr(self, "source_name", ""))
+            cache = getattr(self, "_identity_cache", None)
+            if (cache is not None and cache[2] == extra
+                    and all((r() if r is not None else None) is o for r, o in zip(cache[0], objs))):
+                return cache[1]
+            ident = self.input_identity()
+            try:
+                refs = [weakref.ref(o) if o is not None else None for o in objs]
+                self._identity_cache = (refs, ident, extra) if any(o is not None for o in objs) else None
+            except TypeError:  # an input that takes no weak reference: no cache
+                self._identity_cache = None
+            return ident
         except Exception:  # noqa: BLE001 - no input (yet)
             return None
 

@@ -308,3 +308,16 @@ def test_a_tree_of_another_model_comes_back_only_with_that_model(qtbot, tab):
     assert not tab.previous_exploration() and "other inputs or models" in tab.messages[-1]
     tab.model = first
     assert tab.previous_exploration() and len(tab.run.branches()) == 2
+
+
+def test_a_large_input_is_hashed_once_while_it_stays(qtbot, tab, monkeypatch):
+    """Every run of a tree with forks asks which input it is on: the audio is hashed once."""
+    _forked(qtbot, tab)
+    calls = []
+    real = type(tab).input_identity
+    monkeypatch.setattr(type(tab), "input_identity", lambda self: calls.append(1) or real(self))
+    for _ in range(3):
+        _redecoded(qtbot, tab, tab.request_decode)
+    assert len(tab.run.branches()) == 2 and len(calls) <= 1
+    decoded(qtbot, tab, (TONE * 0.5).copy(), "quieter")  # another array: hashed again
+    assert tab._input_identity_or_none()[1] != tab.explorations._undo[-1].input_hash
