@@ -82,7 +82,8 @@ class StallMeter:
 
     def report(self, name: str, extra: str = "") -> None:
         gaps = np.diff(self.ticks) * 1000.0
-        print(f"{name:<12} longest {gaps.max():7.0f} ms · p99 {np.percentile(gaps, 99):5.0f} ms · "
+        at = self.ticks[int(np.argmax(gaps))] - self.ticks[0]
+        print(f"{name:<12} longest {gaps.max():7.0f} ms (at {at:.1f} s) · p99 {np.percentile(gaps, 99):5.0f} ms · "
               f">100 ms: {int((gaps > 100).sum()):4d} of {len(gaps)} gaps · {extra}", flush=True)
 
 
