@@ -19,7 +19,8 @@ from core.options import DecodingOptions
 def add_progress_argument(p: argparse.ArgumentParser) -> None:
     """``--progress``: one ``sentence i/n`` line per sentence on stderr."""
     p.add_argument("--progress", action="store_true",
-                   help="print 'sentence i/n' on stderr as each sentence is translated (also when stderr is a terminal)")
+                   help="print 'sentence i/n' on stderr as each sentence is translated "
+                        "(also when stderr is a terminal)")
 
 
 def warn_notes(model, text: str, err: TextIO | None = None) -> None:

@@ -653,13 +653,18 @@ class RunTab(ForkMixin, WhatIfMixin, QWidget):
             self._settle_kept_tree(None)  # a cancelled same-options run: the old tree is kept for Ctrl+Z
         steps = self.run.steps()
         fin = Finished(
-            text="".join(ev.text for ev in steps), token_ids=[ev.token_id for ev in steps],
+            text=self.cancelled_text(steps), token_ids=[ev.token_id for ev in steps],
             stats=RunStats(decode_s=elapsed, n_tokens=len(steps)), cancelled=True, reason="cancelled",
         )
         if not forked:
             self.run.finish(fin)
         self.stream.finish(fin)
         self.statsChanged.emit(self._stats_dict(fin))
+
+    def cancelled_text(self, steps: list[StepEvent]) -> str:
+        """The text of a cancelled run's steps: their token texts joined (a tab whose token
+        texts are pieces, as SentencePiece's "▁word", decodes them instead)."""
+        return "".join(ev.text for ev in steps)
 
     def shutdown(self, wait_ms: int = 10000) -> None:
         """Cancel everything and wait for the worker threads (window close)."""

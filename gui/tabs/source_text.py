@@ -2,10 +2,15 @@
 
 A file that is not a UTF-8 ``.txt`` file, or holds no text, is refused with a message that
 names it (by its name, never its full path) and says what to do.
+
+A long text is shown as a bounded preview (:class:`TextPreviews`): Qt lays out a line of
+1 MB in about 0.9 s on the GUI thread, a preview of its first 20,000 characters in ~20 ms.
 """
 
 from __future__ import annotations
 
+import hashlib
+from collections import OrderedDict
 from pathlib import Path
 
 from PySide6.QtCore import Signal
@@ -14,6 +19,70 @@ from PySide6.QtWidgets import QPlainTextEdit
 from .base import local_files
 
 TEXT_SUFFIXES = (".txt",)
+#: a text longer than this (characters), or with a line longer than LONG_LINE_CHARS, is previewed
+LARGE_TEXT_CHARS = 200_000
+LONG_LINE_CHARS = 20_000
+#: how much of a long text the preview shows (characters)
+PREVIEW_CHARS = 20_000
+
+
+class TextPreviews:
+    """The text box's previews of long texts: what the box shows for a text, and the whole
+    text behind a preview the box shows.
+
+    A preview is the text's first ``preview_chars`` characters (cut at a space) and a last
+    line saying how long the whole text is, with a short hash of it, so that each long text
+    has its own preview. The box's undo stack holds previews like any text, so Ctrl+Z after
+    Clear brings a long text back whole. The last ``keep`` long texts are remembered.
+    """
+
+    def __init__(self, preview_chars: int = PREVIEW_CHARS, large_chars: int = LARGE_TEXT_CHARS,
+                 long_line_chars: int = LONG_LINE_CHARS, keep: int = 16) -> None:
+        self.preview_chars = int(preview_chars)
+        self.large_chars = int(large_chars)
+        self.long_line_chars = int(long_line_chars)
+        self.keep = int(keep)
+        self._full: OrderedDict[str, str] = OrderedDict()  # preview -> whole text
+
+    def is_large(self, text: str) -> bool:
+        """Whether ``text`` is shown as a preview: longer than ``large_chars`` or with a line
+        longer than ``long_line_chars``."""
+        if len(text) > self.large_chars:
+            return True
+        if len(text) <= self.long_line_chars:
+            return False
+        start = 0
+        while start < len(text):  # the longest line, without splitting the text into a list
+            end = text.find("\n", start)
+            end = len(text) if end < 0 else end
+            if end - start > self.long_line_chars:
+                return True
+            start = end + 1
+        return False
+
+    def shown_text(self, text: str) -> str:
+        """What the box shows for ``text``: the text itself, or its preview."""
+        if not self.is_large(text):
+            return text
+        cut = text.rfind(" ", self.preview_chars // 2, self.preview_chars)
+        head = text[: cut if cut > 0 else self.preview_chars]
+        digest = hashlib.sha1(text.encode("utf-8", "surrogatepass")).hexdigest()[:8]
+        preview = (f"{head} […]\n\n[Preview: the first {len(head):,} of {len(text):,} characters (text {digest}). "
+                   "The whole text is translated; this box is read-only for so long a text. Clear or open another "
+                   "file to type.]")
+        self._full[preview] = text
+        self._full.move_to_end(preview)
+        while len(self._full) > self.keep:
+            self._full.popitem(last=False)
+        return preview
+
+    def full_text(self, shown: str) -> str:
+        """The whole text behind what the box shows (``shown`` itself unless it is a preview)."""
+        return self._full.get(shown, shown)
+
+    def is_preview(self, shown: str) -> bool:
+        """Whether ``shown`` is a preview of a long text."""
+        return shown in self._full
 
 
 def not_a_text_file(path: Path) -> str | None:

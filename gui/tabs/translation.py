@@ -19,8 +19,17 @@ tokens it attends to most (every column within 80 % of the row's maximum).
 Clear, Open… and drops replace the text as one undoable edit (Ctrl+Z brings the old text
 back). A file that is not a UTF-8 .txt file, or is empty, is refused with a message and
 the text stays as it was (``gui.tabs.source_text``). The info line under the text says
-when control characters were removed or the text has no word the model knows
+when control characters were removed, parts are in a script the model cannot read,
+sentences were cut at the length cap, or the text has no word the model knows
 (``TranslationModel.text_notes``).
+
+Long texts never block the window (issue 19 §3: opening 1 MB on one line stalled it for
+2.5 s). A text over ``LARGE_TEXT_CHARS`` characters, or with a line over
+``LONG_LINE_CHARS``, is shown as a read-only preview of its first ``PREVIEW_CHARS``
+characters (Qt lays out a 1 MB line in ~0.9 s); the tab keeps the whole text, translates
+all of it, and Clear / Ctrl+Z work as for any text (``gui.tabs.source_text.TextPreviews``).
+A text over ``ASYNC_ANALYSIS_CHARS`` is split into sentences and tokenised on a worker
+thread; the decode starts when that is done.
 """
 
 from __future__ import annotations
@@ -47,7 +56,7 @@ from core.events import StepEvent
 from core.options import DecodingOptions
 
 from .base import SAMPLES_DIR, DecodeTab, first_file
-from .source_text import TEXT_SUFFIXES, SourceTextEdit, not_a_text_file, read_text_file
+from .source_text import TEXT_SUFFIXES, SourceTextEdit, TextPreviews, not_a_text_file, read_text_file
 from .whatif_inputs import SourceDrop
 
 #: what the direction box shows for the bundled models
@@ -62,6 +71,10 @@ COLUMN_AXIS = "source token (▁ = word start, &lt;/s&gt; = end of sentence)"
 SHORTLIST_TEXT = "shortlist (faster, renormalised over ~hundreds of candidates)"
 EMPTY_MESSAGE = "Nothing to translate — type or paste text, drop a .txt file here, or press Sample."
 WARNING_STYLE = "color: #8a5300;"
+#: texts longer than this are split and tokenised on a worker thread (100 kB took ~0.7 s)
+ASYNC_ANALYSIS_CHARS = 20_000
+#: sentence separator lines are drawn for at most this many sentences
+MAX_SEPARATORS = 1000
 
 
 def first_text_sample(directory: Path = SAMPLES_DIR) -> Path | None:
@@ -89,7 +102,11 @@ class TranslationTab(SourceDrop, DecodeTab):
     encoder_reads = None  # the source text has token ids: the encoder stages of the chain apply
 
     def __init__(self, parent: QWidget | None = None) -> None:
-        self._analysed: tuple | None = None  # ((model id, text), chunks, source tokens)
+        self._analysed: tuple | None = None  # ((model id, text), chunks, source tokens, notes)
+        self._analysing: tuple | None = None  # the key a worker thread is analysing
+        self._decode_when_analysed = False
+        self._analysis_handle = None  # the worker splitting a long text (gui.worker)
+        self._previews = TextPreviews()
         self._models: dict[tuple, Any] = {}  # loaded models by (name, target language), reused on switch
         self._source_tokens: list[str] = []
         self._hovered: int | None = None
@@ -102,6 +119,7 @@ class TranslationTab(SourceDrop, DecodeTab):
         self._text_timer.setInterval(DEBOUNCE_MS)
         self._text_timer.timeout.connect(self._text_settled)
         self.text_edit.textChanged.connect(self._text_timer.start)
+        self.text_edit.textChanged.connect(self._lock_preview)
         self.stream.stepHovered.connect(self.hover_step)
         self.heatmap.rowHovered.connect(self.hover_step)
         self.hover_label = QLabel("")
@@ -177,17 +195,25 @@ class TranslationTab(SourceDrop, DecodeTab):
 
     # --------------------------------------------------------------- input
     def text(self) -> str:
-        """The source text."""
-        return self.text_edit.toPlainText()
+        """The source text (all of it, also when the box shows a preview of a long text)."""
+        return self._previews.full_text(self.text_edit.toPlainText())
 
     def set_text(self, text: str) -> None:
         """Replace the source text as one undoable edit (Ctrl+Z restores the old text);
-        decodes after the debounce, like typing."""
+        decodes after the debounce, like typing. A long text is shown as a read-only
+        preview (see the module docstring)."""
         cursor = QTextCursor(self.text_edit.document())
         cursor.beginEditBlock()
         cursor.select(QTextCursor.SelectionType.Document)
-        cursor.insertText(text)
+        cursor.insertText(self._previews.shown_text(text))
         cursor.endEditBlock()
+
+    def is_preview(self) -> bool:
+        """Whether the box shows a read-only preview of a long text."""
+        return self._previews.is_preview(self.text_edit.toPlainText())
+
+    def _lock_preview(self) -> None:
+        self.text_edit.setReadOnly(self.is_preview())
 
     def clear_text(self) -> None:
         """Clear: empty the text box (undoable)."""
@@ -222,20 +248,22 @@ class TranslationTab(SourceDrop, DecodeTab):
         extra = ""
         notes: list[str] = []
         if self.model is not None:
-            try:
-                chunks, _tokens = self._analysis(text)
-                n_sent = len({c.sentence for c in chunks})
-                n_tok = sum(len(c.ids) for c in chunks)
-                extra = f" · {n_sent} sentence{'s' if n_sent != 1 else ''} · {n_tok} source tokens"
-            except ValueError as exc:
-                extra = f" · {exc}"
-            notes_of = getattr(self.model, "text_notes", None)
-            if notes_of is not None:
+            if not self._analysis_ready_for(text):
+                self._start_analysis(text)
+                extra = " · splitting into sentences…"
+            else:
                 try:
-                    notes = list(notes_of(text))
-                except ValueError:
-                    notes = []
-        self.info_label.setText(f"{len(text)} characters{extra}" + "".join(f"\n⚠ {n}" for n in notes))
+                    chunks, _tokens = self._analysis(text)
+                    n_sent = len({c.sentence for c in chunks})
+                    n_tok = sum(len(c.ids) for c in chunks)
+                    extra = f" · {n_sent:,} sentence{'s' if n_sent != 1 else ''} · {n_tok:,} source tokens"
+                except ValueError as exc:
+                    extra = f" · {exc}"
+                notes = self._text_notes(text)
+        if self.is_preview():
+            extra += (f" · the box shows the first {self._previews.preview_chars:,} (read-only); "
+                      "the whole text is translated")
+        self.info_label.setText(f"{len(text):,} characters{extra}" + "".join(f"\n⚠ {n}" for n in notes))
         self.info_label.setStyleSheet(WARNING_STYLE if notes else "")
         if notes and notes != self._notes_shown:
             self.statusMessage.emit(notes[0])
@@ -251,8 +279,70 @@ class TranslationTab(SourceDrop, DecodeTab):
         """
         key = (id(self.model), text)
         if self._analysed is None or self._analysed[0] != key:
-            self._analysed = (key, self.model.chunks(text), self.model.source_tokens(text))
+            self._analysed = self._analyse(self.model, text)
+        if self._analysed[4] is not None:
+            raise ValueError(self._analysed[4])
         return self._analysed[1], self._analysed[2]
+
+    @staticmethod
+    def _analyse(model: Any, text: str) -> tuple:
+        """((model id, text), chunks, source tokens, notes, error message or None): runs on
+        the GUI thread for short texts and on a worker thread for long ones."""
+        key = (id(model), text)
+        try:
+            chunks = model.chunks(text)
+            tokens = model.source_tokens(text)
+        except ValueError as exc:
+            return key, [], [], [], str(exc)
+        notes_of = getattr(model, "text_notes", None)
+        try:
+            notes = list(notes_of(text)) if notes_of is not None else []
+        except ValueError:
+            notes = []
+        return key, chunks, tokens, notes, None
+
+    def _text_notes(self, text: str) -> list[str]:
+        if self._analysed is not None and self._analysed[0] == (id(self.model), text):
+            return list(self._analysed[3])
+        return []
+
+    def _analysis_ready_for(self, text: str) -> bool:
+        """Whether the text's analysis is at hand, or short enough to do here at once."""
+        if self._analysed is not None and self._analysed[0] == (id(self.model), text):
+            return True
+        if len(text) <= ASYNC_ANALYSIS_CHARS:
+            self._analysed = self._analyse(self.model, text)
+            return True
+        return False
+
+    def _start_analysis(self, text: str) -> None:
+        """Split and tokenise ``text`` on a worker thread (once per text and model);
+        :meth:`_analysis_ready` takes the result on the GUI thread."""
+        model = self.model
+        key = (id(model), text)
+        if self._analysing == key:
+            return
+        self._analysing = key
+        from ..worker import start_worker
+
+        self._analysis_handle = start_worker(lambda cancel: iter([self._analyse(model, text)]),
+                                             on_event=self._analysis_ready, name="translation-analysis")
+
+    def _analysis_ready(self, result: tuple) -> None:
+        key = result[0]
+        if self._analysing == key:
+            self._analysing = None
+        if key != (id(self.model), self.text()):
+            return  # the text or model changed meanwhile; its own analysis is under way
+        self._analysed = result
+        self._update_info()
+        if self._decode_when_analysed:
+            self._decode_when_analysed = False
+            self.request_decode()
+
+    def analysis_pending(self) -> bool:
+        """Whether a long text is being split on the worker thread (the decode waits for it)."""
+        return self._analysing is not None
 
     def text_notes(self) -> list[str]:
         """The warnings the info line shows about the current text ([] if none)."""
@@ -379,13 +469,22 @@ class TranslationTab(SourceDrop, DecodeTab):
         if not self.has_input():
             self._update_info()
             return
+        if self.model is not None and not self._analysis_ready_for(self.text()):
+            self._decode_when_analysed = True  # decodes when the worker thread has split the text
+            self.stop_decode()
+            self._start_analysis(self.text())
+            self._update_info()
+            return
+        self._decode_when_analysed = False
         super().request_decode()
 
     def _reset_columns(self, tokens: list[str], boundaries: list[int] | None = None) -> None:
         """Make the heatmap's columns exactly ``tokens`` (the widget only ever grows them);
         draw a line at each column index in ``boundaries`` (where a sentence starts)."""
         self._source_tokens = list(tokens)
-        self.heatmap.reset_columns(COLUMN_AXIS, 1.0, labels=[column_label(t) for t in tokens])
+        self.heatmap.reset_columns(COLUMN_AXIS, 1.0, labels=[t or "∅" for t in tokens])  # column_label, inlined
+        if boundaries is not None and len(boundaries) > MAX_SEPARATORS:
+            boundaries = []  # sub-pixel lines (the view is windowed per sentence) that cost ~30 ms a repaint
         self.heatmap.set_column_separators(list(boundaries or []))  # a white line between sentences' tokens
 
     def _on_event(self, ev: Any) -> None:
@@ -408,6 +507,30 @@ class TranslationTab(SourceDrop, DecodeTab):
         else:
             self.heatmap.set_view(None, None, shape=(shape[0], shape[1]),
                                   note="average over layers and heads · rows normalised to max")
+
+    def cancelled_text(self, steps: list[StepEvent]) -> str:
+        """A cancelled run's text: each sentence's tokens decoded by the model's tokenizer
+        (not the raw pieces "▁Um▁pequeno"), joined with the input's sentence separators."""
+        model = self.model
+        if model is None or not steps:
+            return super().cancelled_text(steps)
+        by_segment: dict[int, list[int]] = {}
+        for ev in steps:
+            by_segment.setdefault(ev.segment, []).append(ev.token_id)
+        analysed = self._analysed
+        chunks = analysed[1] if analysed is not None and analysed[0] == (id(model), self.text()) else []
+        out = []
+        for seg, ids in sorted(by_segment.items()):
+            sep = chunks[seg].separator if seg < len(chunks) else " "
+            out.append(model.backend.decode(ids).strip() + sep)
+        return "".join(out).strip()
+
+    def shutdown(self, wait_ms: int = 10000) -> None:
+        """Cancel everything and wait for the worker threads, the text splitter's too."""
+        super().shutdown(wait_ms)
+        self._decode_when_analysed = False
+        if self._analysis_handle is not None:
+            self._analysis_handle.wait(wait_ms)
 
     # ---------------------------------------------------------------- hover
     def hover_step(self, step: int | None) -> list[int]:
@@ -466,6 +589,7 @@ class TranslationTab(SourceDrop, DecodeTab):
             p = first_text_sample()
             text = read_text_file(p) if p is not None else ""
         self.text_edit.blockSignals(True)
-        self.text_edit.setPlainText(str(text))
+        self.text_edit.setPlainText(self._previews.shown_text(str(text)))
         self.text_edit.blockSignals(False)
+        self._lock_preview()
         self._update_info()
