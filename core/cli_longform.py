@@ -187,6 +187,17 @@ def run_longform(model, audio, options, prefix: list[int], args: argparse.Namesp
     kept = transcript_events(events)
     result = result_dict(kept, model.last_language)
     words = longform_words(model, kept, None if args.no_silence_snap else audio) if args.word_timestamps else []
+    dtw = None
+    if getattr(args, "refine", False) and words:  # refine DTW's words, each within its window, then snap
+        from core.analysis.silence import snap_words
+        from core.cli_words import refine_progress
+
+        dtw = longform_words(model, kept)
+        steps = [s for ev in kept if isinstance(ev, AttemptEvent) and ev.kept_in_transcript for s in ev.steps]
+        refined = model.refine_words(audio, steps, dtw, options, language=args.language, task=args.task,
+                                     candidate_languages=args.language_candidates, longform=True,
+                                     progress=refine_progress(args))
+        words = refined if args.no_silence_snap else snap_words(refined, audio)
     if args.word_timestamps:
         attach_words(result, words)
     if args.output_format:
@@ -208,7 +219,7 @@ def run_longform(model, audio, options, prefix: list[int], args: argparse.Namesp
         if args.word_timestamps:
             from core.cli_words import word_rows
 
-            out["words"] = word_rows(words)
+            out["words"] = word_rows(words, dtw=dtw)
         print(json.dumps(out, ensure_ascii=False, indent=1))
     elif not args.output_format:
         for s in result["segments"]:

@@ -53,7 +53,7 @@ import numpy as np
 from core.analysis.alignment import Word
 from core.whatif import span_samples
 
-__all__ = ["RefineOptions", "RefineWindow", "forced_token_probs", "refine_words", "WATCH"]
+__all__ = ["RefineError", "RefineOptions", "RefineWindow", "forced_token_probs", "refine_words", "WATCH"]
 
 #: which probability of a word is watched: "edge" = its first text token for the start, its
 #: last for the end (stable-ts ``get_prob``); "all" = the product of its text tokens'
@@ -205,15 +205,19 @@ def refine_words(
             it every token of a word is watched).
         sample_rate: of the windows' audio.
         cancel: polled between rounds; when it returns True the words come back as they are.
-        progress: called (round done, rounds in all) after each round.
+        progress: called (words done, words in all) after each bisection round (a window's words
+            count as done in proportion to its rounds; the last call is (n, n)).
 
     Returns:
         new :class:`Word` s (same text, tokens, prob): starts and ends within their windows,
-        each word's start <= end, and a word's end <= the next word's start. Cancelled: the
-        input words, unchanged.
+        each word's start <= end, and a word's end <= the next word's start. A boundary that
+        lies outside its word's window (a word crossing the window's edge) is not searched; the
+        word is cut at the window's edge. Cancelled: the input words, unchanged.
 
     Raises:
         ValueError: bad options.
+        RefineError: scoring or muting failed; the message names the word (or the window:
+            its index, seconds and words) and says why.
     """
     options = (options or RefineOptions()).validate()
     out = list(words)
@@ -225,24 +229,43 @@ def refine_words(
     win_of = {w.index: w for w in windows}
     plans = [(win_of[j], idx) for j, idx in sorted(by_window.items())]
     rounds = max(1, math.ceil(math.log2((options.reach + options.outward) / options.precision)))
-    total, done = max(1, rounds * len(plans) * len(options.steps)), 0
+    n_words, words_done = sum(len(idx) for _, idx in plans), 0
+    per_window = rounds * len(options.steps)
     for window, idx in plans:
-        probs = score(window, None)  # the reference: the window as decoded
+        length = len(window.audio) / sample_rate
+        probs = _scored(score, window, None, words, idx, length)  # the reference: the window as decoded
+        done = 0
         for kind in options.steps:  # starts first: the end searches stop at the refined next start
             searches = _searches(out, idx, window, where, probs, kind, options, decode, sample_rate)
             for _ in range(rounds):
                 if cancel is not None and cancel():
                     return list(words)
-                _round(window, searches, score, options, sample_rate)
+                _round(window, searches, score, options, sample_rate, words, idx)
                 done += 1
                 if progress is not None:
-                    progress(done, total)
+                    progress(words_done + len(idx) * done // per_window, n_words)
             for s in searches:
                 if s.moved:
                     t = window.offset + 0.5 * (s.good + s.bad)
                     out[s.word] = replace(out[s.word], **{"start" if kind == "s" else "end": t})
-        _order(out, idx, window.offset, window.offset + len(window.audio) / sample_rate)
+        words_done += len(idx)
+        _order(out, idx, window.offset, window.offset + length)
     return out
+
+
+class RefineError(RuntimeError):
+    """The refine pass failed; the message names the word (or the window) it failed on."""
+
+
+def _scored(score: Score, window: RefineWindow, samples, words, idx, length: float) -> np.ndarray:
+    """``score(window, samples)``, a failure raised as :class:`RefineError` naming the window."""
+    try:
+        return score(window, samples)
+    except Exception as e:  # noqa: BLE001 - said again with the window it failed on
+        first, last = words[idx[0]], words[idx[-1]]
+        raise RefineError(f"refine failed in window {window.index + 1} ({window.offset:.2f}–"
+                          f"{window.offset + length:.2f} s, words {idx[0] + 1}–{idx[-1] + 1}: "
+                          f"{first.word.strip()!r} … {last.word.strip()!r}): {e}") from e
 
 
 def _searches(words, idx, window: RefineWindow, where, probs: np.ndarray, kind: str, options: RefineOptions,
@@ -267,21 +290,23 @@ def _searches(words, idx, window: RefineWindow, where, probs: np.ndarray, kind: 
         start, end = word.start - window.offset, word.end - window.offset
         if kind == "s":  # mute lo..t: harmless at lo, hurts by the word's end
             lo = words[idx[k - 1]].end - window.offset if k else 0.0  # never inside the word before
-            lo = max(lo, start - options.outward)
-            bad = min(end, max(start, lo) + options.reach)
-            if bad - lo >= options.precision:
+            lo = min(max(lo, start - options.outward, 0.0), length)
+            bad = min(end, max(start, lo) + options.reach, length)
+            if 0.0 <= start < length and bad - lo >= options.precision:  # a start past the window's end stays
                 searches.append(_Search(i, "s", k % 2, lo, good=lo, bad=bad, tokens=tokens, ref=ref))
         else:  # mute t..hi: harmless at hi, hurts from the word's start
             hi = words[idx[k + 1]].start - window.offset if k + 1 < len(idx) else length
-            hi, bad = min(hi, end + options.outward), max(start, end - options.reach)
-            if hi - bad >= options.precision:
+            hi, bad = min(hi, end + options.outward, length), max(start, end - options.reach, 0.0)
+            if 0.0 < end <= length and hi - bad >= options.precision:  # an end past the window's end stays
                 searches.append(_Search(i, "e", k % 2, hi, good=hi, bad=bad, tokens=tokens, ref=ref))
     return searches
 
 
 def _round(window: RefineWindow, searches: list[_Search], score: Score, options: RefineOptions,
-           sample_rate: int) -> None:
-    """One bisection step of every open search: each row's candidates muted together, scored once."""
+           sample_rate: int, words: Sequence[Word] = (), idx: Sequence[int] = ()) -> None:
+    """One bisection step of every open search: each row's candidates muted together, scored once.
+    A muted span is clipped to the window (a word may cross its edge); a failure is raised as
+    :class:`RefineError` naming the word (or the window) it failed on."""
     n = len(window.audio)
     window_s = n / sample_rate
     for row in range(2):
@@ -291,10 +316,16 @@ def _round(window: RefineWindow, searches: list[_Search], score: Score, options:
         audio = np.array(window.audio, dtype=np.float32, copy=True)
         for s in todo:
             t0, t1 = s.muted()
+            t0, t1 = max(0.0, t0), min(window_s, t1)
             if t1 - t0 >= 1.0 / sample_rate:
-                a, b = span_samples(n, max(0.0, t0), min(window_s, t1), sample_rate)
+                try:
+                    a, b = span_samples(n, t0, t1, sample_rate)
+                except ValueError as e:
+                    w = words[s.word] if words else None
+                    said = f" {w.word.strip()!r} ({w.start:.2f}–{w.end:.2f} s)" if w is not None else ""
+                    raise RefineError(f"refine failed on word {s.word + 1}{said}: {e}") from e
                 audio[a:b] = 0.0
-        probs = score(window, audio)
+        probs = _scored(score, window, audio, words, idx, window_s) if words else score(window, audio)
         for s in todo:
             p = float(np.prod(probs[list(s.tokens)]))
             t = s.candidate()
@@ -306,8 +337,8 @@ def _round(window: RefineWindow, searches: list[_Search], score: Score, options:
 
 
 def _order(out: list[Word], idx: Sequence[int], t_min: float, t_max: float) -> None:
-    """Clip a window's words to it, keep start <= end and a word's end <= the next start
-    (where searches crossed, both sides meet in the middle)."""
+    """Clip a window's words to it (a word crossing its edge is cut there), keep start <= end
+    and a word's end <= the next start (where searches crossed, both sides meet in the middle)."""
     for i in idx:
         w = out[i]
         start, end = min(max(w.start, t_min), t_max), min(max(w.end, t_min), t_max)

@@ -624,35 +624,52 @@ class SpeechModel:
     def refine_words(self, audio: np.ndarray, steps: Sequence, words: Sequence, options: DecodingOptions, *,
                      refine=None, language: str = "auto", task: str = "transcribe", timestamps: bool = False,
                      candidate_languages: Sequence[str] | None = None, cancel: Callable[[], bool] | None = None,
-                     progress: Callable[[int, int], None] | None = None) -> list:
+                     progress: Callable[[int, int], None] | None = None, longform: bool = False) -> list:
         """The DTW ``words`` of the run ``steps`` of ``audio`` with their boundaries moved to where
         muting the audio starts to hurt each word (``core.analysis.refine``, as stable-ts
         ``refine()``): each window's tokens forced through its audio with spans silenced,
         re-encoded (not cached). ``refine``: ``RefineOptions``. Cancelled: ``words`` as given.
 
+        ``longform``: ``steps`` are the kept attempts' steps of the last :meth:`transcribe` run on
+        ``audio`` (its transcript); each word is refined within its own window's audio (the
+        samples the run's seek gave that window, up to 30 s) under that window's prompt (previous
+        text included). The window's audio is encoded on its own (as a clip of <= 30 s), the
+        reference probabilities too, so muted and unmuted scores compare like with like.
+
+        ``progress``: (words done, words in all), after each bisection round.
+
         Raises:
-            ValueError: as :meth:`decode`; bad refine options.
+            ValueError: as :meth:`decode`; bad refine options; ``longform`` and no long-form run
+                of this audio.
+            core.analysis.refine.RefineError: scoring failed (the message names the window and
+                its words).
         """
         import torch
 
         from core.analysis.refine import RefineWindow, forced_token_probs
         from core.analysis.refine import refine_words as refine_pass
 
-        windows, prepare, _stats = self._plan(audio, options, language, task, timestamps, candidate_languages)
+        windows, prepare, _stats = self._plan(audio, options, language, task, timestamps, candidate_languages,
+                                              longform)
         per_window: dict[int, list] = {}
         for ev in sorted(steps, key=lambda e: e.step):
             per_window.setdefault(ev.segment, []).append(ev)
-        parts = [RefineWindow(i, windows[i], i * WINDOW_S, tuple(ev.step for ev in evs))
+        ranges = self._window_ranges(windows, longform)
+        audio = np.asarray(audio, np.float32)
+        parts = [RefineWindow(i, audio[ranges[i][0]: min(ranges[i][1], len(audio))], ranges[i][0] / SAMPLE_RATE,
+                              tuple(ev.step for ev in evs))
                  for i, evs in sorted(per_window.items()) if i < len(windows)]
         ids = {i: [ev.token_id for ev in evs] for i, evs in per_window.items()}
+
+        def encode(samples):  # silenced (or a long-form window's) audio: encoded anew, kept out of the cache
+            frames = min(WINDOW_FRAMES, math.ceil(len(samples) / SAMPLES_PER_FRAME))
+            return self.backend.encode({"input_features": self._features(samples), "source_len": torch.tensor(frames)})
 
         def score(window, samples):
             ready = prepare(window.index, windows[window.index])
             encoded = ready.encoded
-            if samples is not None:  # silenced audio: encoded anew, kept out of the cache
-                frames = min(WINDOW_FRAMES, math.ceil(len(samples) / SAMPLES_PER_FRAME))
-                encoded = self.backend.encode({"input_features": self._features(samples),
-                                               "source_len": torch.tensor(frames)})
+            if samples is not None or longform:
+                encoded = encode(window.audio if samples is None else samples)
             return forced_token_probs(self.backend, encoded, ready.prompt, ids[window.index])
 
         return refine_pass(words, parts, score, refine, decode=self.backend.decode, sample_rate=SAMPLE_RATE,

@@ -2,9 +2,9 @@
 in the manner of stable-ts ``refine()`` (``core.analysis.refine`` through
 ``SpeechModel.refine_words``: spans around each word boundary muted, the run's own tokens
 forced through the muted audio, each boundary moved to where the word's probability starts
-to drop). It re-encodes the audio ~20 times per 30 s window, so it runs in a worker; a second
-click cancels it. Fixed 30 s windows only (the core's refine does not follow a long-form
-run's seek yet).
+to drop). It re-encodes the audio ~25 times per 30 s window, so it runs in a worker; a second
+click cancels it; the bar says "refining words i/n" as it goes. A long-form run's words are
+refined within their own window's audio (``longform=True``: the run's seek-cut windows).
 """
 
 from __future__ import annotations
@@ -27,6 +27,8 @@ class RefineAction(QObject):
     """
 
     refined = Signal(list)
+    #: (words done, words in all), emitted from the worker thread (queued to the GUI thread)
+    progressed = Signal(int, int)
 
     def __init__(self, controller):
         super().__init__(controller)
@@ -37,6 +39,7 @@ class RefineAction(QObject):
         self.button.clicked.connect(self.toggle)
         controller.bar.layout().addWidget(self.button)
         self._job = None
+        self.progressed.connect(self._progress)
 
     def running(self) -> bool:
         return self._job is not None and self._job.running
@@ -44,8 +47,6 @@ class RefineAction(QObject):
     def refusal(self) -> str:
         """Why refine cannot run now ("" if it can)."""
         c, tab = self.controller, self.controller.tab
-        if getattr(tab, "_lf_run", False):
-            return "refine works on fixed 30 s windows for now: set windows to 'fixed 30 s'"
         if c.alignment is None or not c.final or not c.alignment.words:
             return "refine needs a finished run's words: let the run end with word timing on"
         if tab.run.current_branch() != 0:
@@ -67,19 +68,33 @@ class RefineAction(QObject):
             return
         model, audio, steps, words = tab.model, tab.audio, list(tab.run.steps()), list(c.alignment.words)
         options = tab.run.branch(0).options
-        kw = {k: v for k, v in tab.decode_extras().items() if k != "longform"}
+        kw = dict(tab.decode_extras())  # longform=True on a long-form run: its own windows
         kw.update(language=tab.language(), task=tab.task())
+        emit = self.progressed.emit
+        last = [-1]
+
+        def progress(done: int, total: int) -> None:  # worker thread: one signal per change
+            if done != last[0]:
+                last[0] = done
+                emit(done, total)
 
         def gen(cancel):  # refined, then moved off silence as the drawn words are (core.analysis.silence)
             from core.analysis.silence import snap_words
 
             yield snap_words(model.refine_words(audio, steps, words, replace(options, capture_attention=True),
-                                                cancel=cancel, **kw), audio)
+                                                cancel=cancel, progress=progress, **kw), audio)
 
-        self._job = start_worker(gen, on_event=self._got, on_error=lambda m: self._finish(f"refine failed: {m}"),
-                                 name="refine")
+        self._job = start_worker(gen, on_event=self._got, on_error=self._failed, name="refine")
         self.button.setText("cancel refine")
-        c._show_status("refining: muting around each word boundary…")
+        c._show_status(f"refining words 0/{len(words)}: muting around each word boundary…")
+
+    def _progress(self, done: int, total: int) -> None:
+        if self.running():
+            self.controller._show_status(f"refining words {done}/{total}…")
+
+    def _failed(self, message: str) -> None:
+        """Refine's own message ("refine failed on word 37 ..." / "... in window 2 ..."), else prefixed."""
+        self._finish(message if message.startswith("refine failed") else f"refine failed: {message}")
 
     def _got(self, words) -> None:
         c = self.controller
