@@ -152,9 +152,6 @@ def cmd_transcribe(args: argparse.Namespace) -> int:
             raise CLIError("--compare decodes plain 30 s windows; add --windows fixed (long-form is not compared yet)")
         if args.timestamps:
             raise CLIError("long-form decoding always uses timestamps; --timestamps is for --windows fixed")
-        if getattr(args, "refine", False):
-            raise CLIError("--refine works on fixed 30 s windows for now; add --windows fixed (over 30 s, or with "
-                           "--output-format, transcribe decodes long-form)")
         longform_options(args)  # a bad threshold fails before the model loads
         check_writer_options(args)
     elif args.output_format:
