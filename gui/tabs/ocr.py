@@ -32,7 +32,7 @@ from typing import Any, Callable, Hashable, Iterator
 
 import numpy as np
 from PySide6.QtCore import QSettings, Qt, Signal
-from PySide6.QtGui import QAction, QKeySequence
+from PySide6.QtGui import QAction, QImage, QKeySequence
 from PySide6.QtWidgets import (
     QApplication,
     QHBoxLayout,
@@ -50,13 +50,14 @@ from core.events import Finished, SegmentEvent, StepEvent
 from core.options import DecodingOptions
 
 from ..widgets.attention_heatmap import reduce_attention
-from ..widgets.image_view import ImageView, qimage_from_array
+from ..widgets.image_view import ImageView, qimage_from_array  # noqa: F401 - re-exported
 from ..widgets.readings_table import COL_PATH, PATH_TIPS, ReadingsTable, line_labels  # noqa: F401 - re-exported
 from .base import SAMPLES_DIR, DecodeTab, first_file, local_files
 from .image_input import (
     FORMATS,
     IMAGE_SUFFIXES,
     default_loader,
+    display_image,
     file_error,
     mime_content,
 )
@@ -103,6 +104,7 @@ class OCRTab(ImageMask, DecodeTab):
         self.region: tuple[int, int, int, int] | None = None
         self.lines: list = []  # TextLine of the current detection, reading order
         self._generation = 0  # bumps with every new image (detection cache key)
+        self._pixel_hash = None  # (generation, sha256 of the RGB pixels, their shape): input_identity's
         self._lines_cache: dict[Hashable, list] = {}
         self._ctc_cache: dict[Hashable, list[str]] = {}
         self._line_texts: list[str] = []
@@ -223,9 +225,14 @@ class OCRTab(ImageMask, DecodeTab):
     def has_input(self) -> bool:
         return self.image is not None
 
-    def set_image(self, image: Any, name: str) -> None:
-        """Read ``image`` (a PIL image as ``core.tasks.ocr.load_image`` returns it): show it and decode it."""
-        rgb = np.asarray(image.convert("RGB") if getattr(image, "mode", "RGB") != "RGB" else image, dtype=np.uint8)
+    def set_image(self, image: Any, name: str, shown: QImage | None = None) -> None:
+        """Read ``image`` (a PIL image as ``core.tasks.ocr.load_image`` returns it): show it and decode it.
+
+        ``shown``: its pixels as a QImage, made off the GUI thread (:func:`display_image`;
+        for a 4096 x 4096 image the array and QImage copies took ~380 ms); made here when None.
+        """
+        if shown is None:
+            shown = display_image(image)
         self.image = image
         self.source_name = name
         self._generation += 1
@@ -233,12 +240,12 @@ class OCRTab(ImageMask, DecodeTab):
         self._ctc_cache.clear()
         self.region = None
         self.run.select(None)
-        self.view.set_image(qimage_from_array(rgb))
+        self.view.set_image(shown)
         self._set_lines([])
         self.stream.clear()
         self.heatmap.clear()
         self.topk.set_step(None)
-        h, w = rgb.shape[:2]
+        w, h = shown.width(), shown.height()
         from core.inputs.images import size_note
 
         note = size_note(image, name) if hasattr(image, "info") else None
@@ -282,12 +289,13 @@ class OCRTab(ImageMask, DecodeTab):
         loader = self.image_loader
 
         def gen(cancel):
-            yield loader(source)
+            img = loader(source)
+            yield img, display_image(img)  # the pixel copies for the view, here in the worker
 
         self.statusMessage.emit(f"Opening {name}…")
         self._file_job = start_worker(
             gen,
-            on_event=lambda img: self.set_image(img, name),
+            on_event=lambda loaded: self.set_image(loaded[0], name, loaded[1]),
             on_error=lambda m: self.show_error(message(m)),
             name="open-image",
         )
@@ -383,11 +391,15 @@ class OCRTab(ImageMask, DecodeTab):
         """("name (w×h px[, region …])", SHA-256 of the RGB pixels, their shape and the region)."""
         import hashlib
 
-        rgb = np.ascontiguousarray(np.asarray(self.image.convert("RGB"), dtype=np.uint8))
-        h = hashlib.sha256(rgb.tobytes())
-        h.update(repr((rgb.shape, self.region)).encode())
+        if self._pixel_hash is None or self._pixel_hash[0] != self._generation:
+            # once per image: a 4096 x 4096 image's array and hash take ~0.5 s of the GUI thread
+            rgb = np.ascontiguousarray(np.asarray(self.image.convert("RGB"), dtype=np.uint8))
+            self._pixel_hash = (self._generation, hashlib.sha256(rgb.tobytes()), rgb.shape)
+        _, pixels, shape = self._pixel_hash
+        h = pixels.copy()
+        h.update(repr((shape, self.region)).encode())
         where = "" if self.region is None else ", region {2}×{3} px at ({0}, {1})".format(*self.region)
-        return f"{self.source_name} ({rgb.shape[1]}×{rgb.shape[0]} px{where})", h.hexdigest()
+        return f"{self.source_name} ({shape[1]}×{shape[0]} px{where})", h.hexdigest()
 
     def input_settings(self) -> dict:
         return {"region": list(self.region) if self.region is not None else None}

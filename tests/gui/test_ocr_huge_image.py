@@ -38,3 +38,48 @@ def test_a_downscaled_image_gets_a_note(qtbot, tmp_path):
         assert tab.info_label.toolTip() == "" and "⚠" not in tab.info_label.text()
     finally:
         tab.shutdown()
+
+
+def test_the_pixels_for_the_view_are_made_off_the_gui_thread(qtbot, tmp_path, monkeypatch):
+    """Opening a 4096 x 4096 image cost the GUI thread ~380 ms (the array and QImage copies:
+    827 ms longest stall in tests/bench/bench_gui_stall.py --case image); they are made in
+    the loader's worker thread now. The input's identity (its pixels' hash, kept with
+    explorations) is the same as before and computed once per image."""
+    import hashlib
+
+    import numpy as np
+    from PySide6.QtCore import QThread
+    from PySide6.QtWidgets import QApplication
+
+    import gui.tabs.image_input as image_input
+    import gui.tabs.ocr as ocr_tab
+
+    off_gui_thread: list[bool] = []  # per QImage made from the pixels: made outside the GUI thread?
+    real = ocr_tab.qimage_from_array
+
+    def spy(rgb):
+        off_gui_thread.append(QThread.currentThread() != QApplication.instance().thread())
+        return real(rgb)
+
+    monkeypatch.setattr(image_input, "qimage_from_array", spy, raising=False)
+    monkeypatch.setattr(ocr_tab, "qimage_from_array", spy)
+    tab = OCRTab()
+    qtbot.addWidget(tab)
+    try:
+        tab.model = None
+        path = tmp_path / "page.png"
+        Image.new("RGB", (5000, 5000), "white").save(path)
+        tab.open_file(path)
+        qtbot.waitUntil(lambda: tab.image is not None, timeout=20_000)
+        assert off_gui_thread == [True]  # once, in the worker
+        assert tab.view.image_size() == tab.image.size
+        rgb = np.ascontiguousarray(np.asarray(tab.image.convert("RGB"), dtype=np.uint8))
+        h = hashlib.sha256(rgb.tobytes())
+        h.update(repr((rgb.shape, None)).encode())
+        assert tab.input_identity() == (f"page.png ({rgb.shape[1]}×{rgb.shape[0]} px)", h.hexdigest())
+        tab.region = (10, 20, 300, 40)
+        h = hashlib.sha256(rgb.tobytes())
+        h.update(repr((rgb.shape, (10, 20, 300, 40))).encode())
+        assert tab.input_identity()[1] == h.hexdigest()
+    finally:
+        tab.shutdown()
