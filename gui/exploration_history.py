@@ -77,9 +77,6 @@ class KeptExploration:
         """The user made something in it: a fork or a what-if (more than the root)."""
         return len(self.branches) > 1
 
-    def n_steps(self) -> int:
-        return sum(len(b.own) for b in self.branches)
-
     def describe(self) -> str:
         """"2 branches (1 fork, 1 what-if)" or "the run"."""
         return describe_branches(self.branches)
