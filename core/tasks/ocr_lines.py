@@ -133,7 +133,12 @@ def find_lines(img: Image.Image, detector, *, region: bool = False,
        ``ocr_layout.DETECT_TEXT_PX`` tall (at most 4x); an image too large for CRAFT's
        canvas at that scale (a very wide or tall one) is detected in overlapping tiles
        (``ocr_layout.detection_plan`` and ``tile_spans``), one :class:`OCRProgress` per
-       tile, ``cancel`` polled between tiles.
+       tile, ``cancel`` polled between tiles. An image CRAFT would shrink or tile is first
+       searched for ink (``ocr_layout.ink_regions``, numpy only): CRAFT then runs only on
+       the inked parts, with a margin, each planned as an image of its own, and tiles
+       without ink are skipped (a 12000 x 12000 PNG with one line: one small crop instead
+       of 4 tiles of 2560 x 2560). When the parts would hold over half the image (a full
+       page), the whole image is detected as before.
     3. When the CRAFT boxes cover less than ``ocr_layout.MIN_COVERAGE`` of the ink, the
        text-like ink left over (``ocr_layout.uncovered_ink_boxes``) joins the CRAFT line
        beside it (:data:`PATH_DETECTED_INK`) or becomes a line of its own (:data:`PATH_INK`).
@@ -208,7 +213,8 @@ def _craft_lines(gray: np.ndarray, mask: np.ndarray, detector, cancel: Callable[
     if regions is not None:
         share = sum((x1 - x0) * (y1 - y0) for (x0, y0, x1, y1), _, _ in plan) / (w * h)
         label += ("; " if n > 1 else " (") + (f"{len(plan)} inked part{'s' if len(plan) != 1 else ''}, "
-                                              f"{share:.0%} of the image, blank parts skipped")
+                                              f"{'under 1%' if share < 0.01 else format(share, '.0%')} of the image, "
+                                              "blank parts skipped")
     label += ")" if n > 1 or regions is not None else ""
     boxes: list[DetectedBox] = []
     t0 = time.perf_counter()
