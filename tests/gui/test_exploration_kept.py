@@ -321,3 +321,34 @@ def test_a_large_input_is_hashed_once_while_it_stays(qtbot, tab, monkeypatch):
     assert len(tab.run.branches()) == 2 and len(calls) <= 1
     decoded(qtbot, tab, (TONE * 0.5).copy(), "quieter")  # another array: hashed again
     assert tab._input_identity_or_none()[1] != tab.explorations._undo[-1].input_hash
+
+
+def test_ocr_region_change_keeps_the_tree_for_that_region(qtbot):
+    """OCR: a region is part of the input; a fork tree made on the whole image comes back
+    when the whole image is read again."""
+    from gui.tabs.ocr import OCRTab
+
+    from .fakes_ocr import LINE_TEXT, FakeOCRModel
+    from .test_ocr_tab import text_image
+
+    t = OCRTab()
+    qtbot.addWidget(t)
+    t.resize(1280, 800)
+    t.show()
+    messages = []
+    t.statusMessage.connect(messages.append)
+    t.model = FakeOCRModel()
+    image = text_image(("Hello world", "Price 4.99", "Third line"))
+    _redecoded(qtbot, t, lambda: t.set_image(image, "three.png"))
+    n = len(LINE_TEXT)
+    t.select_step(n + 1)
+    with qtbot.waitSignal(t.forkFinished, timeout=5000):
+        assert t.topk.click_row(next(i for i, r in enumerate(t.topk.rows()) if r.text == "z"))
+    qtbot.waitUntil(lambda: not t.is_decoding(), timeout=5000)
+    assert len(t.run.branches()) == 2
+    _redecoded(qtbot, t, lambda: t.set_region((0, 0, image.width, image.height // 2)))
+    assert len(t.run.branches()) == 1 and any("another input" in m for m in messages)
+    assert not t.previous_exploration()
+    _redecoded(qtbot, t, lambda: t.set_region(None))
+    assert t.previous_exploration() and len(t.run.branches()) == 2
+    t.shutdown()
