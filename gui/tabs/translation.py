@@ -229,6 +229,9 @@ class TranslationTab(SourceDrop, DecodeTab):
     def _text_settled(self) -> None:
         self._update_info()
         if not self.has_input():
+            if self._decode_when_analysed:
+                self._decode_when_analysed = False
+                self.busyChanged.emit(self.is_busy(), "")
             self.stop_decode()
             self.clear_run()
             self._reset_columns([])
@@ -339,6 +342,20 @@ class TranslationTab(SourceDrop, DecodeTab):
         if self._decode_when_analysed:
             self._decode_when_analysed = False
             self.request_decode()
+
+    def is_decoding(self) -> bool:
+        """A decode is running, or waits for a long text to be split (see the module docstring)."""
+        return self._decode_when_analysed or super().is_decoding()
+
+    def cancel(self) -> bool:
+        """Cancel as the base class does, and a decode waiting for a long text's split."""
+        waiting = self._decode_when_analysed
+        self._decode_when_analysed = False
+        done = super().cancel()
+        if waiting and not done:
+            self.busyChanged.emit(False, "")
+            self.statusMessage.emit("Cancelled before the first sentence (the text was still being split)")
+        return done or waiting
 
     def analysis_pending(self) -> bool:
         """Whether a long text is being split on the worker thread (the decode waits for it)."""
@@ -474,6 +491,7 @@ class TranslationTab(SourceDrop, DecodeTab):
             self.stop_decode()
             self._start_analysis(self.text())
             self._update_info()
+            self.busyChanged.emit(True, "Splitting the text into sentences…")
             return
         self._decode_when_analysed = False
         super().request_decode()

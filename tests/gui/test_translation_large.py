@@ -100,3 +100,16 @@ def test_cancel_shows_the_decoded_text_not_raw_pieces(qtbot, tab):
     assert fin is not None and fin.cancelled
     assert "▁" not in fin.text and "▁" not in tab.stream.text()
     assert fin.text.startswith("Um pequeno pássaro"), fin.text
+
+
+def test_cancel_while_a_long_text_is_split_stops_the_waiting_decode(qtbot, tab):
+    tab.set_text(one_mb_line()[:400_000])
+    tab._text_timer.stop()
+    tab.request_decode()
+    assert tab.is_decoding() and tab.is_busy()  # waiting for the worker's split
+    assert tab.cancel()
+    assert not tab.is_decoding()
+    qtbot.waitUntil(lambda: not tab.analysis_pending(), timeout=SLOW_MS)
+    qtbot.wait(100)
+    assert tab.stream.token_count() == 0 and not tab.is_decoding()  # no decode started after the split
+    assert "sentences" in tab.info_label.text()
