@@ -177,7 +177,7 @@ class ForkMixin(KeptExplorationsMixin):
                             else f"The exploration file is damaged ({type(exc).__name__}: {exc}).")
             return False
         name = name or (Path(source).name if not isinstance(source, dict) else "the exploration")
-        note = self._leave_exploration(f"opened {name}")  # the tree shown so far is kept (Ctrl+Z)
+        note = self._leave_exploration("")  # the tree shown so far is kept (Ctrl+Z)
         self.stop_decode()
         self._drop_queued_events()
         self._fork = None

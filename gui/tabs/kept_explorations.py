@@ -94,16 +94,16 @@ class KeptExplorationsMixin:
 
     def _keep(self, entry: KeptExploration, why: str, same_input: bool = True) -> str:
         """Keep ``entry`` for Previous exploration; the sentence that tells the user (also
-        the status message)."""
+        the status message), the key to press first: the status bar shows ~90 characters."""
         dropped = self.explorations.push(entry)
+        head = f"{why[:1].upper()}{why[1:]}: " if why else ""
+        n = f"{len(entry.branches)} branches"
         if not same_input:
-            msg = (f"{why} — the previous input's exploration is kept ({entry.describe()}): "
-                   "open that input again, then Ctrl+Z brings it back")
+            msg = f"{head}the last input's exploration is kept ({n}) — open it again, then Ctrl+Z"
         elif entry.model != (getattr(self.model, "name", "") or ""):
-            msg = (f"{why} — the previous model's exploration is kept ({entry.describe()}): "
-                   f"load {entry.model or 'that model'} again, then Ctrl+Z brings it back")
+            msg = f"{head}its exploration is kept ({n}) — load {entry.model or 'that model'} again, then Ctrl+Z"
         else:
-            msg = f"{why} — previous exploration kept ({entry.describe()}): Ctrl+Z brings it back"
+            msg = f"{head}previous exploration kept ({n}) — Ctrl+Z brings it back"
         if dropped:
             lost = ", ".join(e.describe() for e in dropped)
             msg += (f"; the oldest kept exploration{'s' if len(dropped) != 1 else ''} ({lost}) "
@@ -160,17 +160,18 @@ class KeptExplorationsMixin:
             if kept.saved:
                 self._saved_signature = tree_signature(self.run.branches())
             self._branch_title()
-            self._exploration_note = f"same tokens: the exploration's {kept.describe()} are kept"
+            self._exploration_note = f"Same tokens: the exploration's {len(kept.branches)} branches are kept"
             return True
-        why = ("the run gave other tokens" if fin is not None and not fin.cancelled
-               else "the run was cancelled" if fin is not None else "the run did not finish")
+        why = ("other tokens" if fin is not None and not fin.cancelled
+               else "cancelled" if fin is not None else "the run did not finish")
         self._exploration_note = self._keep(kept, why)
         return False
 
     def _with_exploration_note(self, message: str) -> str:
-        """``message`` with what happened to the previous tree (once)."""
+        """``message`` after what happened to the previous tree (once; first, so that the
+        status bar's ~90 characters show it)."""
         note, self._exploration_note = self._exploration_note, ""
-        return f"{message} · {note}" if note else message
+        return f"{note} · {message}" if note else message
 
     def previous_exploration(self) -> bool:
         """Edit → Previous exploration (Ctrl+Z): bring back the newest tree kept for this
