@@ -72,7 +72,8 @@ from core.beam_tree import BeamTree
 from core.events import BeamEvent, Event, Finished, SegmentEvent, StepEvent
 from core import cli_translate
 from core.cli_lanes import add_compare_arguments, lanes_from_args, run_compare
-from core.cli_longform import add_longform_arguments, check_writer_options, longform_options, run_longform, use_longform
+from core.cli_longform import (add_longform_arguments, check_writer_options, longform_options, run_longform,
+                               speech_notes, use_longform)
 from core.cli_options import add_decoding_arguments, options_from_args
 from core.cli_words import add_word_arguments, emit_words
 from core.options import DecodingOptions
@@ -166,8 +167,9 @@ def cmd_transcribe(args: argparse.Namespace) -> int:
         return run_compare("transcribe", model.name, options, lanes, args, lambda ls: model.decode_lanes(
             audio, ls, language=args.language, task=args.task, prefix_ids=prefix, timestamps=args.timestamps,
             candidate_languages=args.language_candidates))
-    events = model.decode(audio, options, language=args.language, task=args.task, prefix_ids=prefix,
-                          timestamps=args.timestamps, candidate_languages=args.language_candidates)
+    events = speech_notes(model, model.decode(audio, options, language=args.language, task=args.task,
+                                              prefix_ids=prefix, timestamps=args.timestamps,
+                                              candidate_languages=args.language_candidates), audio)
     if not args.timestamps:
         return _emit("transcribe", model.name, options, events, args)
     events = list(events)

@@ -55,6 +55,7 @@ def decode_segments(
     *,
     cancel: Callable[[], bool] | None = None,
     forced: Mapping[int, Sequence[int]] | None = None,
+    skip: Callable[[int, S, Prepared], SegmentEvent | None] | None = None,
 ) -> Iterator[Event]:
     """Decode ``segments`` one after another into one event stream.
 
@@ -76,6 +77,9 @@ def decode_segments(
             forces segment 0). Such a segment does not reuse a kept KV cache, so every
             forced token is reported (reuse would leave out those the cache holds; a
             fork, :func:`fork_segment`, is where that is wanted).
+        skip: (i, segment, prepared) -> a SegmentEvent to yield instead of decoding the
+            segment (no tokens; its text ""), or None to decode it (speech: a window of
+            digital silence, ``SpeechModel.decode``).
 
     Yields:
         per segment a SegmentEvent, then its StepEvents / BeamEvents; one Finished at
@@ -92,6 +96,11 @@ def decode_segments(
         ready = prepare(i, segment)
         stats.encode_s += time.perf_counter() - t0
         stats.encoder_cached = stats.encoder_cached and ready.cached
+        skipped = skip(i, segment, ready) if skip is not None else None
+        if skipped is not None:
+            yield skipped
+            texts.append((segment, ""))
+            continue
         yield ready.event
         run_start = time.perf_counter() - begun
         forced_ids = (forced or {}).get(i, ())

@@ -62,7 +62,7 @@ INPUT_STRIDE = 2
 #: 0.02 s per timestamp tick
 TIME_PRECISION = 0.02
 
-__all__ = ["LongFormOptions", "WindowPlan", "encode_audio", "plan_of_run", "window_samples", "compression_ratio", "loudest_db", "split_window", "token_entropy", "transcribe",
+__all__ = ["LongFormOptions", "WindowPlan", "attempt_warning", "silence_note", "encode_audio", "plan_of_run", "window_samples", "compression_ratio", "loudest_db", "split_window", "token_entropy", "transcribe",
            "transcript_events", "result_dict"]
 
 
@@ -327,11 +327,18 @@ def transcribe(
         stats.encode_s += time.perf_counter() - t0
         stats.encoder_cached = stats.encoder_cached and hit
         start_s, end_s = seek / MEL_PER_S, (seek + n_frames) / MEL_PER_S
+        warning = ""
+        if no_speech is not None and longform.no_speech_threshold is not None \
+                and no_speech > longform.no_speech_threshold:
+            warning = (f"{start_s:.2f}–{end_s:.2f} s: the model's no-speech probability is {no_speech:.2f}: this "
+                       "window is skipped as silence when its text is unlikely (average log-probability below the "
+                       "threshold) or its audio is quiet; otherwise the text decoded from it may be invented")
         announce = SegmentEvent(segment=window, label=f"{start_s:.2f}–{end_s:.2f} s · seek {seek}"
                            + (f" · language {lang}" if model.multilingual else "")
                            + (f" · no speech {no_speech:.0%}" if no_speech is not None else ""),
                            source_offset=seek // INPUT_STRIDE, source_len=encoded.source_len, kind="window",
-                           no_speech_prob=no_speech, language_probs=tuple(list(probs.items())[:LANGUAGE_PROBS_KEPT]))
+                           no_speech_prob=no_speech, language_probs=tuple(list(probs.items())[:LANGUAGE_PROBS_KEPT]),
+                           warning=warning)
         plans.append(WindowPlan(seek, n_frames, prompt, announce))
         yield announce
         attempt, step_offset = None, totals.step
@@ -477,6 +484,50 @@ def _judge(model, encoded, prompt, tokens, steps, finished, no_speech, level, lf
             verdict, reasons = "silence", [f"{said} and the loudest 20 ms is {level:.0f} dBFS < {lf.silence_db:g}"]
     return {"avg_logprob": avg_logprob, "compression_ratio": ratio, "entropy": entropy, "verdict": verdict,
             "reasons": reasons, "end_attention": end_attention}
+
+
+def _db(level: float) -> str:
+    return "−inf dBFS" if level == float("-inf") else f"{level:.0f} dBFS".replace("-", "−")
+
+
+def _range(values: Sequence[float], fmt) -> str:
+    lo, hi = min(values), max(values)
+    return fmt(lo) if fmt(lo) == fmt(hi) else f"{fmt(lo)}–{fmt(hi)}"
+
+
+def silence_note(skipped: Sequence[tuple[float | None, float]]) -> str:
+    """What a run skipped as silence, for a status line: "1 window skipped as silence (no-speech
+    0.95, −inf dBFS)", "3 windows skipped as silence (no-speech 0.81–0.95, −62–−inf dBFS)";
+    "" for none.
+
+    Args:
+        skipped: (no-speech probability or None, loudest 20 ms in dBFS) per skipped window
+            (``AttemptEvent.no_speech_prob`` / ``loudest_db`` of the attempts whose verdict is
+            "silence", or of a fixed run's skipped windows).
+    """
+    if not skipped:
+        return ""
+    n = len(skipped)
+    probs = [p for p, _ in skipped if p is not None]
+    what = []
+    if probs:
+        what.append("no-speech " + _range(probs, lambda p: f"{p:.2f}"))
+    levels = [lv for _, lv in skipped]
+    what.append(_range(levels, lambda lv: _db(lv).replace(" dBFS", "")) + " dBFS")
+    return f"{n} window{'s' if n != 1 else ''} skipped as silence ({', '.join(what)})"
+
+
+def attempt_warning(ev: AttemptEvent, no_speech_threshold: float | None = 0.6) -> str:
+    """A warning for a kept attempt whose window the model thinks holds no speech (no-speech
+    probability above ``no_speech_threshold``) but that openai's rule kept (its average
+    log-probability was not low enough, nor its audio quiet): its text may be invented (40 s
+    of tones: "." at no-speech 0.94). "" otherwise."""
+    if (not ev.kept_in_transcript or ev.verdict == "silence" or ev.no_speech_prob is None
+            or no_speech_threshold is None or ev.no_speech_prob <= no_speech_threshold):
+        return ""
+    return (f"{ev.start:.2f}–{ev.end:.2f} s: kept {ev.text!r} although the no-speech probability is "
+            f"{ev.no_speech_prob:.2f} > {no_speech_threshold:g} (average log-probability {ev.avg_logprob:.2f} is not "
+            "below the threshold and the audio is not quiet): the text may be invented")
 
 
 def transcript_events(events: Sequence) -> list:

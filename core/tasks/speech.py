@@ -32,7 +32,8 @@ SAMPLES_PER_FRAME = int(SAMPLE_RATE * FRAME_S)
 WINDOW_SAMPLES = int(SAMPLE_RATE * WINDOW_S)
 WINDOW_FRAMES = WINDOW_SAMPLES // SAMPLES_PER_FRAME
 
-__all__ = ["BUNDLED", "DEFAULT_MODEL", "FRAME_S", "NO_SPEECH_WARN", "SAMPLE_RATE", "SpeechModel", "TASKS"]
+__all__ = ["BUNDLED", "DEFAULT_MODEL", "FRAME_S", "LONGFORM_HINT", "NO_SPEECH_WARN", "SAMPLE_RATE", "SKIPPED",
+           "SpeechModel", "TASKS", "window_warnings"]
 
 
 class SpeechModel:
@@ -307,6 +308,12 @@ class SpeechModel:
                 ``prefix``, which it also applies to the first window only; see
                 :meth:`prefix_ids`), reported with ``forced=True``.
 
+        A window of any length (a clip of 30 s or less too) whose no-speech probability is above
+        0.6 while its loudest 20 ms frame is below -50 dBFS is skipped as silence, as long-form
+        runs skip it (``core.tasks.longform.LongFormOptions``: ``no_speech_threshold``,
+        ``silence_db``): its SegmentEvent's label ends "skipped as silence" and its warning says
+        why; no token is decoded from it (Whisper writes "you" over 30 s of digital silence).
+
         Yields:
             SegmentEvent per 30 s window (``source_offset`` in encoder frames),
             StepEvent per token (cross-attention columns = 20 ms frames of the window),
@@ -318,7 +325,7 @@ class SpeechModel:
         """
         windows, prepare, stats = self._plan(audio, options, language, task, timestamps, candidate_languages)
         yield from decode_segments(self.engine, windows, prepare, options, stats, _join, cancel=cancel,
-                                   forced={0: prefix_ids} if prefix_ids else None)
+                                   forced={0: prefix_ids} if prefix_ids else None, skip=_skip_silence)
 
     def decode_lanes(
         self,
@@ -613,7 +620,7 @@ class SpeechModel:
                 label += f" · no speech {no_speech:.0%}" + (" — likely no speech" if no_speech > NO_SPEECH_WARN else "")
                 if no_speech > NO_SPEECH_WARN:
                     warning = (f"{span}: the model's no-speech probability is {no_speech:.0%}, so this audio may "
-                               "hold no speech and the text decoded from it may be invented.")
+                               f"hold no speech and the text decoded from it may be invented; {LONGFORM_HINT}.")
             event = SegmentEvent(segment=i, label=label, source_offset=i * WINDOW_FRAMES, source_len=encoded.source_len,
                                  total=n_windows, kind="window", no_speech_prob=no_speech, warning=warning,
                                  language_probs=tuple(list(probs.items())[:LANGUAGE_PROBS_KEPT]))
@@ -674,6 +681,72 @@ class SpeechModel:
 
         return refine_pass(words, parts, score, refine, decode=self.backend.decode, sample_rate=SAMPLE_RATE,
                            cancel=cancel, progress=progress)
+
+
+#: what fixed-window warnings (no speech, repetition loops) point the user to
+LONGFORM_HINT = "long-form mode (windows: long-form) re-decodes such windows with temperature fallback"
+#: the end of a skipped window's SegmentEvent label
+SKIPPED = "skipped as silence"
+
+
+def _skip_silence(i: int, window: np.ndarray, ready: Prepared) -> SegmentEvent | None:
+    """``decode_segments``' skip rule for fixed windows: a window whose no-speech probability is
+    above the long-form ``no_speech_threshold`` while its loudest 20 ms is below ``silence_db``
+    (defaults 0.6, -50 dBFS) gets its SegmentEvent marked skipped; None = decode it."""
+    from dataclasses import replace
+
+    from core.tasks.longform import LongFormOptions, loudest_db
+
+    rule, ns = LongFormOptions(), ready.event.no_speech_prob
+    if ns is None or rule.no_speech_threshold is None or rule.silence_db is None or ns <= rule.no_speech_threshold:
+        return None
+    level = loudest_db(window)
+    if level >= rule.silence_db:
+        return None
+    span = ready.event.label.split(" · ")[0]
+    return replace(ready.event, label=f"{ready.event.label} · {SKIPPED}", warning=(
+        f"{span} {SKIPPED}: no-speech probability {ns:.2f} > {rule.no_speech_threshold:g} and the loudest 20 ms is "
+        f"{_db(level)} < {rule.silence_db:g} dBFS (Whisper writes \"you\" or \"Thank you.\" over silence)"))
+
+
+def _db(level: float) -> str:
+    """A level in dBFS as the notes write it ("−inf dBFS", "−62 dBFS")."""
+    return "−inf dBFS" if level == float("-inf") else f"{level:.0f} dBFS".replace("-", "−")
+
+
+def window_warnings(events: Sequence, decode: Callable[[Sequence[int]], str], *,
+                    compression_ratio_threshold: float = 2.4, entropy_threshold: float = 2.4) -> list[str]:
+    """Warnings about the windows of a fixed-window run (``SpeechModel.decode``'s events): a
+    window whose text repeats itself (gzip compression ratio above ``compression_ratio_threshold``,
+    or more than 32 tokens whose last 32 have an entropy below ``entropy_threshold`` nats: the
+    long-form fallback's own tests) is a repetition loop; each warning names the window and points
+    to long-form mode. [] when nothing loops.
+
+    Args:
+        events: the run's events (StepEvents and SegmentEvents; others are ignored).
+        decode: token ids -> text (``SpeechModel.backend.decode``).
+    """
+    from core.events import StepEvent
+    from core.tasks.longform import compression_ratio, token_entropy
+
+    labels, tokens = {}, {}
+    for ev in events:
+        if isinstance(ev, SegmentEvent):
+            labels[ev.segment] = ev.label.split(" · ")[0]
+        elif isinstance(ev, StepEvent):
+            tokens.setdefault(ev.segment, []).append(ev.token_id)
+    out = []
+    for seg, ids in sorted(tokens.items()):
+        ratio, entropy = compression_ratio(decode(ids)), token_entropy(ids)
+        why = []
+        if ratio > compression_ratio_threshold:
+            why.append(f"compression ratio {ratio:.2f} > {compression_ratio_threshold:g}")
+        if len(ids) > 32 and entropy < entropy_threshold:
+            why.append(f"token entropy {entropy:.2f} < {entropy_threshold:g} nats")
+        if why:
+            out.append(f"{labels.get(seg, f'window {seg + 1}')}: the text repeats itself ({'; '.join(why)}), a "
+                       f"repetition loop; {LONGFORM_HINT}.")
+    return out
 
 
 def _join(done) -> str:
