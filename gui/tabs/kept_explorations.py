@@ -205,8 +205,7 @@ class KeptExplorationsMixin:
             return False
         self._show_kept(entry)
         key = "Ctrl+Shift+Z goes forward again" if back else "Ctrl+Z goes back"
-        self.statusMessage.emit(f"{'Previous' if back else 'Next'} exploration: {entry.describe()} "
-                                f"(shown, not decoded again) · {key}")
+        self.statusMessage.emit(f"{'Previous' if back else 'Next'} exploration back: {entry.describe()} · {key}")
         return True
 
     def _show_kept(self, entry: KeptExploration) -> None:
