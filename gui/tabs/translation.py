@@ -256,9 +256,8 @@ class TranslationTab(SourceDrop, DecodeTab):
                 extra = " · splitting into sentences…"
             else:
                 try:
-                    chunks, _tokens = self._analysis(text)
-                    n_sent = len({c.sentence for c in chunks})
-                    n_tok = sum(len(c.ids) for c in chunks)
+                    self._analysis(text)
+                    n_sent, n_tok = self._analysed[7], self._analysed[8]
                     extra = f" · {n_sent:,} sentence{'s' if n_sent != 1 else ''} · {n_tok:,} source tokens"
                 except ValueError as exc:
                     extra = f" · {exc}"
@@ -289,20 +288,25 @@ class TranslationTab(SourceDrop, DecodeTab):
 
     @staticmethod
     def _analyse(model: Any, text: str) -> tuple:
-        """((model id, text), chunks, source tokens, notes, error message or None): runs on
-        the GUI thread for short texts and on a worker thread for long ones."""
+        """((model id, text), chunks, source tokens, notes, error message or None, column
+        labels, sentence boundaries (columns), number of sentences, number of source tokens):
+        runs on the GUI thread for short texts and on a worker thread for long ones (18,000
+        sentences and 256,000 tokens take ~40 ms just to count and label)."""
         key = (id(model), text)
         try:
             chunks = model.chunks(text)
             tokens = model.source_tokens(text)
         except ValueError as exc:
-            return key, [], [], [], str(exc)
+            return key, [], [], [], str(exc), [], [], 0, 0
         notes_of = getattr(model, "text_notes", None)
         try:
             notes = list(notes_of(text)) if notes_of is not None else []
         except ValueError:
             notes = []
-        return key, chunks, tokens, notes, None
+        labels = [column_label(t) for t in tokens]
+        boundaries = [c.source_offset for c in chunks[1:]]
+        n_sent = len({c.sentence for c in chunks})
+        return key, chunks, tokens, notes, None, labels, boundaries, n_sent, sum(len(c.ids) for c in chunks)
 
     def _text_notes(self, text: str) -> list[str]:
         if self._analysed is not None and self._analysed[0] == (id(self.model), text):
@@ -434,7 +438,7 @@ class TranslationTab(SourceDrop, DecodeTab):
     def decode_fn(self, options: DecodingOptions) -> Callable[[Callable[[], bool]], Iterator[Any]]:
         model, text, shortlist = self.model, self.text(), self.shortlist()
         chunks, tokens = self._analysis(text)  # ValueError (empty) is shown by the base class
-        self._reset_columns(tokens, [c.source_offset for c in chunks[1:]])
+        self._reset_columns(tokens, self._analysed[6], labels=self._analysed[5])
         self.hover_step(None)
         self._update_info()
 
@@ -496,11 +500,14 @@ class TranslationTab(SourceDrop, DecodeTab):
         self._decode_when_analysed = False
         super().request_decode()
 
-    def _reset_columns(self, tokens: list[str], boundaries: list[int] | None = None) -> None:
+    def _reset_columns(self, tokens: list[str], boundaries: list[int] | None = None,
+                       labels: list[str] | None = None) -> None:
         """Make the heatmap's columns exactly ``tokens`` (the widget only ever grows them);
-        draw a line at each column index in ``boundaries`` (where a sentence starts)."""
-        self._source_tokens = list(tokens)
-        self.heatmap.reset_columns(COLUMN_AXIS, 1.0, labels=[t or "∅" for t in tokens])  # column_label, inlined
+        draw a line at each column index in ``boundaries`` (where a sentence starts).
+        ``labels``: the tokens' column labels when already made (``column_label``)."""
+        self._source_tokens = tokens
+        self.heatmap.reset_columns(COLUMN_AXIS, 1.0, labels=labels if labels is not None else
+                                   [column_label(t) for t in tokens])
         if boundaries is not None and len(boundaries) > MAX_SEPARATORS:
             boundaries = []  # sub-pixel lines (the view is windowed per sentence) that cost ~30 ms a repaint
         self.heatmap.set_column_separators(list(boundaries or []))  # a white line between sentences' tokens
