@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import hashlib
 from collections import OrderedDict
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QPlainTextEdit
@@ -142,3 +144,53 @@ class SourceTextEdit(QPlainTextEdit):
             self.filesDropped.emit(paths)
         else:
             super().dropEvent(e)
+
+
+def column_label(piece: str) -> str:
+    """A source token as an axis label: the SentencePiece piece with its ``▁`` kept (word start)."""
+    return piece if piece else "∅"
+
+
+@dataclass(frozen=True)
+class TextAnalysis:
+    """What the tab needs of a text for one model, made once per text and model (on a
+    worker thread for a long text: for 1 MB, 18,000 sentences and 256,000 tokens, splitting
+    takes ~1.5 s and even counting and labelling ~40 ms).
+
+    Attributes:
+        key: (id of the model, the text).
+        chunks: the model's ``SourceChunk`` s (``TranslationModel.chunks``).
+        tokens: the source tokens (the heatmap's columns).
+        notes: the model's warnings about the text (``TranslationModel.text_notes``).
+        error: why the text cannot be translated (empty text), or None.
+        labels: the tokens' column labels; boundaries: the column where each sentence
+            after the first starts; n_sentences, n_tokens: counts for the info line.
+    """
+
+    key: tuple
+    chunks: list = field(default_factory=list)
+    tokens: list = field(default_factory=list)
+    notes: list = field(default_factory=list)
+    error: str | None = None
+    labels: list = field(default_factory=list)
+    boundaries: list = field(default_factory=list)
+    n_sentences: int = 0
+    n_tokens: int = 0
+
+    @classmethod
+    def of(cls, model: Any, text: str) -> "TextAnalysis":
+        """Analyse ``text`` for ``model`` (never raises for bad text: ``error`` says why)."""
+        key = (id(model), text)
+        try:
+            chunks = model.chunks(text)
+            tokens = model.source_tokens(text)
+        except ValueError as exc:
+            return cls(key, error=str(exc))
+        notes_of = getattr(model, "text_notes", None)
+        try:
+            notes = list(notes_of(text)) if notes_of is not None else []
+        except ValueError:
+            notes = []
+        return cls(key, chunks, tokens, notes, None, [column_label(t) for t in tokens],
+                   [c.source_offset for c in chunks[1:]], len({c.sentence for c in chunks}),
+                   sum(len(c.ids) for c in chunks))

@@ -56,7 +56,15 @@ from core.events import StepEvent
 from core.options import DecodingOptions
 
 from .base import SAMPLES_DIR, DecodeTab, first_file
-from .source_text import TEXT_SUFFIXES, SourceTextEdit, TextPreviews, not_a_text_file, read_text_file
+from .source_text import (  # noqa: F401  (column_label is used from here)
+    TEXT_SUFFIXES,
+    SourceTextEdit,
+    TextAnalysis,
+    TextPreviews,
+    column_label,
+    not_a_text_file,
+    read_text_file,
+)
 from .whatif_inputs import SourceDrop
 
 #: what the direction box shows for the bundled models
@@ -82,11 +90,6 @@ def first_text_sample(directory: Path = SAMPLES_DIR) -> Path | None:
     return first_file(TEXT_SUFFIXES, directory)
 
 
-def column_label(piece: str) -> str:
-    """A source token as an axis label: the SentencePiece piece with its ``▁`` kept (word start)."""
-    return piece if piece else "∅"
-
-
 class TranslationTab(SourceDrop, DecodeTab):
     """Text translation (see module docstring)."""
 
@@ -102,7 +105,7 @@ class TranslationTab(SourceDrop, DecodeTab):
     encoder_reads = None  # the source text has token ids: the encoder stages of the chain apply
 
     def __init__(self, parent: QWidget | None = None) -> None:
-        self._analysed: tuple | None = None  # ((model id, text), chunks, source tokens, notes)
+        self._analysed: TextAnalysis | None = None  # the current text's, for the loaded model
         self._analysing: tuple | None = None  # the key a worker thread is analysing
         self._decode_when_analysed = False
         self._analysis_handle = None  # the worker splitting a long text (gui.worker)
@@ -257,7 +260,7 @@ class TranslationTab(SourceDrop, DecodeTab):
             else:
                 try:
                     self._analysis(text)
-                    n_sent, n_tok = self._analysed[7], self._analysed[8]
+                    n_sent, n_tok = self._analysed.n_sentences, self._analysed.n_tokens
                     extra = f" · {n_sent:,} sentence{'s' if n_sent != 1 else ''} · {n_tok:,} source tokens"
                 except ValueError as exc:
                     extra = f" · {exc}"
@@ -280,45 +283,23 @@ class TranslationTab(SourceDrop, DecodeTab):
             ValueError: empty text (from the model).
         """
         key = (id(self.model), text)
-        if self._analysed is None or self._analysed[0] != key:
-            self._analysed = self._analyse(self.model, text)
-        if self._analysed[4] is not None:
-            raise ValueError(self._analysed[4])
-        return self._analysed[1], self._analysed[2]
-
-    @staticmethod
-    def _analyse(model: Any, text: str) -> tuple:
-        """((model id, text), chunks, source tokens, notes, error message or None, column
-        labels, sentence boundaries (columns), number of sentences, number of source tokens):
-        runs on the GUI thread for short texts and on a worker thread for long ones (18,000
-        sentences and 256,000 tokens take ~40 ms just to count and label)."""
-        key = (id(model), text)
-        try:
-            chunks = model.chunks(text)
-            tokens = model.source_tokens(text)
-        except ValueError as exc:
-            return key, [], [], [], str(exc), [], [], 0, 0
-        notes_of = getattr(model, "text_notes", None)
-        try:
-            notes = list(notes_of(text)) if notes_of is not None else []
-        except ValueError:
-            notes = []
-        labels = [column_label(t) for t in tokens]
-        boundaries = [c.source_offset for c in chunks[1:]]
-        n_sent = len({c.sentence for c in chunks})
-        return key, chunks, tokens, notes, None, labels, boundaries, n_sent, sum(len(c.ids) for c in chunks)
+        if self._analysed is None or self._analysed.key != key:
+            self._analysed = TextAnalysis.of(self.model, text)
+        if self._analysed.error is not None:
+            raise ValueError(self._analysed.error)
+        return self._analysed.chunks, self._analysed.tokens
 
     def _text_notes(self, text: str) -> list[str]:
-        if self._analysed is not None and self._analysed[0] == (id(self.model), text):
-            return list(self._analysed[3])
+        if self._analysed is not None and self._analysed.key == (id(self.model), text):
+            return list(self._analysed.notes)
         return []
 
     def _analysis_ready_for(self, text: str) -> bool:
         """Whether the text's analysis is at hand, or short enough to do here at once."""
-        if self._analysed is not None and self._analysed[0] == (id(self.model), text):
+        if self._analysed is not None and self._analysed.key == (id(self.model), text):
             return True
         if len(text) <= ASYNC_ANALYSIS_CHARS:
-            self._analysed = self._analyse(self.model, text)
+            self._analysed = TextAnalysis.of(self.model, text)
             return True
         return False
 
@@ -332,11 +313,11 @@ class TranslationTab(SourceDrop, DecodeTab):
         self._analysing = key
         from ..worker import start_worker
 
-        self._analysis_handle = start_worker(lambda cancel: iter([self._analyse(model, text)]),
+        self._analysis_handle = start_worker(lambda cancel: iter([TextAnalysis.of(model, text)]),
                                              on_event=self._analysis_ready, name="translation-analysis")
 
-    def _analysis_ready(self, result: tuple) -> None:
-        key = result[0]
+    def _analysis_ready(self, result: TextAnalysis) -> None:
+        key = result.key
         if self._analysing == key:
             self._analysing = None
         if key != (id(self.model), self.text()):
@@ -438,7 +419,7 @@ class TranslationTab(SourceDrop, DecodeTab):
     def decode_fn(self, options: DecodingOptions) -> Callable[[Callable[[], bool]], Iterator[Any]]:
         model, text, shortlist = self.model, self.text(), self.shortlist()
         chunks, tokens = self._analysis(text)  # ValueError (empty) is shown by the base class
-        self._reset_columns(tokens, self._analysed[6], labels=self._analysed[5])
+        self._reset_columns(tokens, self._analysed.boundaries, labels=self._analysed.labels)
         self.hover_step(None)
         self._update_info()
 
@@ -543,7 +524,7 @@ class TranslationTab(SourceDrop, DecodeTab):
         for ev in steps:
             by_segment.setdefault(ev.segment, []).append(ev.token_id)
         analysed = self._analysed
-        chunks = analysed[1] if analysed is not None and analysed[0] == (id(model), self.text()) else []
+        chunks = analysed.chunks if analysed is not None and analysed.key == (id(model), self.text()) else []
         out = []
         for seg, ids in sorted(by_segment.items()):
             sep = chunks[seg].separator if seg < len(chunks) else " "
