@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 import re
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 FORMATS = ("txt", "vtt", "srt", "tsv", "json")
@@ -182,6 +182,43 @@ def to_tsv(result: dict, **_options) -> str:
 def to_json(result: dict, **_options) -> str:
     """The result itself as JSON, ASCII-escaped, no trailing newline (whisper ``WriteJSON``)."""
     return json.dumps(result)
+
+
+def window_result(windows: Sequence[tuple[float, float, str]], language: str, *,
+                  words: Sequence[Sequence[dict]] | None = None) -> dict:
+    """The ``transcribe()``-style result of a run decoded without timestamp tokens (plain 30 s
+    windows): one segment per window that has text, timed by the window's bounds, or by its
+    words when ``words`` is given (the first word's start to the last word's end; the
+    words go in the segment's ``"words"``, so subtitles follow them).
+
+    Args:
+        windows: per window ``(start s, end s, text)``, in order; the end is the window's
+            end or the audio's, whichever is first.
+        language: the language code the run decoded in.
+        words: per window, its word dicts (``"word"``, ``"start"``, ``"end"`` in seconds,
+            ``"probability"``), as openai/whisper's ``"words"``; one list per window.
+
+    Raises:
+        ValueError: a window that ends before it starts, or ``words`` for another number of
+            windows.
+    """
+    if words is not None and len(words) != len(windows):
+        raise ValueError(f"words for {len(words)} windows but {len(windows)} windows; give one word list per window")
+    segments = []
+    for i, (start, end, text) in enumerate(windows):
+        if end < start:
+            raise ValueError(f"window {i} ({start:.3f}–{end:.3f} s) ends before it starts")
+        if not text.strip():
+            continue
+        segment = {"id": len(segments), "seek": round(start * 100), "start": float(start), "end": float(end),
+                   "text": text if text.startswith(" ") else " " + text, "tokens": []}
+        if words is not None:
+            timed = [dict(w) for w in words[i]]
+            if timed:
+                segment["start"], segment["end"] = float(timed[0]["start"]), float(timed[-1]["end"])
+            segment["words"] = timed
+        segments.append(segment)
+    return {"text": " ".join(s["text"].strip() for s in segments), "segments": segments, "language": language}
 
 
 _RENDERERS: dict[str, Callable[..., str]] = {"txt": to_txt, "vtt": to_vtt, "srt": to_srt,

@@ -12,7 +12,8 @@ A mixin of :class:`gui.tabs.speech.SpeechTab` (the speech tab keeps only small h
   heatmap and lens are redrawn from the run's steps (:meth:`LongFormMixin._steps_retracted`);
 - File → Export… (:meth:`LongFormMixin.export_transcript`) writes txt/srt/vtt/tsv/json with
   ``core.output_writers.render``: a long-form run's ``core.tasks.longform.result_dict``, or
-  the timestamp segments of a run decoded with timestamps (``SpeechModel.segments``);
+  the timestamp segments of a run decoded with timestamps (``SpeechModel.segments``), or
+  else one segment per 30 s window, timed by the window or by its word timing;
 - forks, input what-ifs and lanes re-decode fixed 30 s windows (``SpeechModel.fork`` /
   ``what_if`` / ``decode_lanes``), so they are refused on a long-form run, with the reason in
   the status bar, until the core takes ``longform=`` there (then set
@@ -202,7 +203,7 @@ class LongFormMixin:
         """The last run as openai/whisper ``transcribe()``'s result dict.
 
         Raises:
-            ValueError: no run, a run still going, or a run without times (one line: what to do).
+            ValueError: no run, or a long-form run still going (one line: what to do).
         """
         if not self.has_input() or self.model is None or (not len(self.run) and self._lf_finished is None):
             raise ValueError("Nothing to export yet: open or record audio, load a model and decode it first.")
@@ -214,11 +215,42 @@ class LongFormMixin:
             return result_dict(self._lf_attempts + [self._lf_finished], self._lf_language)
         segments = self.model.segments(self.run.steps())
         if not segments:
-            raise ValueError("This run has no times to export: set windows to 'long-form' (or tick 'timestamps'), "
-                             "then decode again.")
+            return self._window_result()
         return {"text": self.run.text(self.run.current_branch()), "language": self.language(),
                 "segments": [{"id": i, "seek": 0, "start": s["start"], "end": s["end"],
                               "text": " " + s["text"].strip(), "tokens": []} for i, s in enumerate(segments)]}
+
+    def _window_result(self) -> dict:
+        """A run without timestamp tokens as a result: one segment per 30 s window, timed by
+        the window's bounds (cut at the audio's end), or by its words when word timing is on
+        and has aligned them (``core.output_writers.window_result``)."""
+        from core.catalog import WINDOW_S
+        from core.output_writers import window_result
+        from gui.run_state import plain_text
+
+        duration = len(self.audio) / SAMPLE_RATE
+        per_window: dict[int, list] = {}
+        for ev in self.run.steps():
+            per_window.setdefault(ev.segment, []).append(ev)
+        order = sorted(per_window)
+        windows = [(i * WINDOW_S, min((i + 1) * WINDOW_S, duration), " " + plain_text(e.text for e in per_window[i]))
+                   for i in order]
+        timing = getattr(self, "word_timing", None)
+        alignment = timing.alignment if timing is not None and timing.enabled() else None
+        words = None
+        if alignment is not None and alignment.words:
+            window_of = {ev.step: ev.segment for evs in per_window.values() for ev in evs}
+            words = [[] for _ in order]
+            slot = {w: k for k, w in enumerate(order)}
+            for w in alignment.words:
+                seg = next((window_of[s] for s in w.steps if s in window_of), None)
+                if seg is not None:
+                    words[slot[seg]].append({"word": w.word, "start": round(w.start, 3), "end": round(w.end, 3),
+                                             "probability": round(w.prob, 6)})
+        language = self.language()
+        if language == "auto":
+            language = getattr(self.model, "last_language", None) or language
+        return window_result(windows, language, words=words)
 
     def export_transcript(self, path: str | None = None) -> bool:
         """File → Export…: write the last run as txt/srt/vtt/tsv/json (the file's suffix picks
@@ -253,7 +285,8 @@ class LongFormMixin:
 
         QSettings().setValue("speech/export_dir", str(path.parent))
         self.clear_error()
-        self.statusMessage.emit(f"Exported {len(result['segments'])} segments to {path.name}")
+        n = len(result["segments"])
+        self.statusMessage.emit(f"Exported {n} segment{'s' if n != 1 else ''} to {path.name}")
         return True
 
     # ------------------------------------------------------------ settings
