@@ -15,6 +15,7 @@ the user scrolled away from it or selected a step) and scrolls a selected chip i
 from __future__ import annotations
 
 import bisect
+import re
 from dataclasses import dataclass
 
 from PySide6.QtCore import QCoreApplication, QEvent, QPoint, QRect, QSize, Qt, Signal
@@ -74,10 +75,15 @@ class _Item:
     width: int = 0  # pixels, measured once
 
 
+#: a whisper timestamp token's text ("<|3.80|>")
+_TIMESTAMP = re.compile(r"<\|\d+(?:\.\d+)?\|>")
+
+
 def live_text(token_texts: list[str]) -> str:
     """Detokenised text of token display texts: SentencePiece's word-start mark ``▁``
-    becomes a space (so the text wraps at words), nothing else changes."""
-    return "".join(token_texts).replace("▁", " ")
+    becomes a space (so the text wraps at words) and whisper's timestamp tokens
+    ("<|3.80|>") are left out, as in the final text; nothing else changes."""
+    return "".join(t for t in token_texts if not _TIMESTAMP.fullmatch(t)).replace("▁", " ")
 
 
 def chip_color(ev: StepEvent, mode: str = "probability") -> QColor:
