@@ -230,9 +230,13 @@ def run_longform(model, audio, options, prefix: list[int], args: argparse.Namesp
 
         dtw = longform_words(model, kept)
         steps = [s for ev in kept if isinstance(ev, AttemptEvent) and ev.kept_in_transcript for s in ev.steps]
+        from core.cli_words import refine_note
+
+        report: dict = {}
         refined = model.refine_words(audio, steps, dtw, options, language=args.language, task=args.task,
                                      candidate_languages=args.language_candidates, longform=True,
-                                     progress=refine_progress(args))
+                                     progress=refine_progress(args), budget_s=args.refine_budget, report=report)
+        refine_note(report, args)
         words = refined if args.no_silence_snap else snap_words(refined, audio)
     if args.word_timestamps:
         attach_words(result, words)
@@ -256,6 +260,8 @@ def run_longform(model, audio, options, prefix: list[int], args: argparse.Namesp
             from core.cli_words import word_rows
 
             out["words"] = word_rows(words, dtw=dtw)
+            if dtw is not None:
+                out["refine"] = report
         print(json.dumps(out, ensure_ascii=False, indent=1))
     elif not args.output_format:
         for s in result["segments"]:

@@ -30,6 +30,26 @@ def add_word_arguments(parser: argparse.ArgumentParser) -> None:
                              "passes per 30 s window, about 3 s per window with tiny.en on one CPU core); --json words "
                              "keep the DTW times as dtw_start/dtw_end. Works on fixed and long-form windows (each "
                              "word within its own window's audio); --progress prints 'refining words i/n'")
+    parser.add_argument("--refine-budget", type=_seconds, default=REFINE_BUDGET_S, metavar="S",
+                        help="stop refining after S seconds; the words not reached keep their DTW times and stderr "
+                             "says how many were refined; 'none' = no limit (default: %(default)s; about 3-7 s per "
+                             "30 s window with tiny.en, so 300 s covers about 10-20 minutes of audio)")
+
+
+#: seconds ``--refine`` may take by default (tiny.en: ~3 s per 30 s window on a quiet 2-core CPU, ~7 s on one)
+REFINE_BUDGET_S = 300.0
+
+
+def _seconds(text: str) -> float | None:
+    if text.strip().lower() in ("none", "off"):
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected seconds (e.g. 300) or 'none', got {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"expected seconds > 0 or 'none', got {text!r}")
+    return value
 
 
 class _Refine(argparse.Action):
@@ -57,6 +77,19 @@ def refine_progress(args: argparse.Namespace, every_s: float = 1.0):
         print(f"refining words {done}/{total} · {now - begun:.0f} s", file=sys.stderr, flush=True)
 
     return show
+
+
+def refine_note(report: dict, args: argparse.Namespace) -> None:
+    """Say on stderr when refine stopped at its budget (how many words it refined, what the
+    rest keep), and with ``--progress`` how long it took."""
+    if report.get("stopped") == "budget":
+        left = report["words"] - report["refined"]
+        print(f"refine stopped at its budget (--refine-budget {args.refine_budget:g} s): {report['refined']} of "
+              f"{report['words']} words refined ({report['windows_refined']} of {report['windows']} windows); the "
+              f"other {left} keep their DTW times. Give a larger --refine-budget (or 'none') to refine them all.",
+              file=sys.stderr, flush=True)
+    elif getattr(args, "progress", False):
+        print(f"refined {report.get('refined', 0)} words in {report.get('seconds', 0.0):.0f} s", file=sys.stderr)
 
 
 def word_rows(words, dtw=None) -> list[dict]:
@@ -87,7 +120,10 @@ def emit_words(model, audio, options, prefix: list[int], args: argparse.Namespac
     dtw = model.words(steps, end_attention=model.end_attention(audio, steps, options, **kw))
     words = snap_words(dtw, audio) if snap else dtw
     if getattr(args, "refine", False):  # refine DTW's words, then (by default) move them off silence
-        refined = model.refine_words(audio, steps, dtw, options, progress=refine_progress(args), **kw)
+        report: dict = {}
+        refined = model.refine_words(audio, steps, dtw, options, progress=refine_progress(args), report=report,
+                                     budget_s=getattr(args, "refine_budget", None), **kw)
+        refine_note(report, args)
         rows = word_rows(snap_words(refined, audio) if snap else refined, dtw=dtw)
     else:
         rows = word_rows(words)
@@ -96,6 +132,8 @@ def emit_words(model, audio, options, prefix: list[int], args: argparse.Namespac
         if kw["timestamps"]:
             out["segments"] = model.segments(events)
         out["words"] = rows
+        if getattr(args, "refine", False):
+            out["refine"] = report
         print(json.dumps(out, ensure_ascii=False, indent=1))
         return 0
     print(next(ev.text for ev in events if isinstance(ev, Finished)))

@@ -45,6 +45,7 @@ callable (window, audio or None) -> probabilities (``SpeechModel.refine_words``)
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import dataclass, replace
 from typing import Callable, Sequence
 
@@ -192,6 +193,8 @@ def refine_words(
     sample_rate: int = 16_000,
     cancel: Callable[[], bool] | None = None,
     progress: Callable[[int, int], None] | None = None,
+    budget_s: float | None = None,
+    report: dict | None = None,
 ) -> list[Word]:
     """The words with their boundaries moved to where muting starts to hurt them.
 
@@ -207,6 +210,12 @@ def refine_words(
         cancel: polled between rounds; when it returns True the words come back as they are.
         progress: called (words done, words in all) after each bisection round (a window's words
             count as done in proportion to its rounds; the last call is (n, n)).
+        budget_s: seconds the pass may take: when they are spent (checked between rounds) it
+            stops; the window it was on and those after it keep their words as given (a bound
+            on the cost; None = no bound).
+        report: a dict filled with ``words`` (in all), ``refined`` (words in the windows
+            finished), ``windows`` / ``windows_refined``, ``seconds`` and ``stopped`` (None,
+            "budget" or "cancelled").
 
     Returns:
         new :class:`Word` s (same text, tokens, prob): starts and ends within their windows,
@@ -231,25 +240,49 @@ def refine_words(
     rounds = max(1, math.ceil(math.log2((options.reach + options.outward) / options.precision)))
     n_words, words_done = sum(len(idx) for _, idx in plans), 0
     per_window = rounds * len(options.steps)
+    begun = time.perf_counter()
+    info = report if report is not None else {}
+    info.update(words=n_words, refined=0, windows=len(plans), windows_refined=0, seconds=0.0, stopped=None)
+
+    def over() -> bool:
+        return budget_s is not None and time.perf_counter() - begun > budget_s
+
     for window, idx in plans:
+        if over():
+            info["stopped"] = "budget"
+            break
         length = len(window.audio) / sample_rate
         probs = _scored(score, window, None, words, idx, length)  # the reference: the window as decoded
-        done = 0
+        done, cut = 0, False
         for kind in options.steps:  # starts first: the end searches stop at the refined next start
             searches = _searches(out, idx, window, where, probs, kind, options, decode, sample_rate)
             for _ in range(rounds):
                 if cancel is not None and cancel():
+                    info.update(stopped="cancelled", refined=0, windows_refined=0,
+                                seconds=time.perf_counter() - begun)
                     return list(words)
+                if over():
+                    cut = True
+                    break
                 _round(window, searches, score, options, sample_rate, words, idx)
                 done += 1
                 if progress is not None:
                     progress(words_done + len(idx) * done // per_window, n_words)
+            if cut:
+                break
             for s in searches:
                 if s.moved:
                     t = window.offset + 0.5 * (s.good + s.bad)
                     out[s.word] = replace(out[s.word], **{"start" if kind == "s" else "end": t})
+        if cut:  # stopped inside this window: its words stay as given
+            for i in idx:
+                out[i] = words[i]
+            info["stopped"] = "budget"
+            break
         words_done += len(idx)
+        info["refined"], info["windows_refined"] = words_done, info["windows_refined"] + 1
         _order(out, idx, window.offset, window.offset + length)
+    info["seconds"] = time.perf_counter() - begun
     return out
 
 

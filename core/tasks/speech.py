@@ -631,7 +631,8 @@ class SpeechModel:
     def refine_words(self, audio: np.ndarray, steps: Sequence, words: Sequence, options: DecodingOptions, *,
                      refine=None, language: str = "auto", task: str = "transcribe", timestamps: bool = False,
                      candidate_languages: Sequence[str] | None = None, cancel: Callable[[], bool] | None = None,
-                     progress: Callable[[int, int], None] | None = None, longform: bool = False) -> list:
+                     progress: Callable[[int, int], None] | None = None, longform: bool = False,
+                     budget_s: float | None = None, report: dict | None = None) -> list:
         """The DTW ``words`` of the run ``steps`` of ``audio`` with their boundaries moved to where
         muting the audio starts to hurt each word (``core.analysis.refine``, as stable-ts
         ``refine()``): each window's tokens forced through its audio with spans silenced,
@@ -643,7 +644,9 @@ class SpeechModel:
         text included). The window's audio is encoded on its own (as a clip of <= 30 s), the
         reference probabilities too, so muted and unmuted scores compare like with like.
 
-        ``progress``: (words done, words in all), after each bisection round.
+        ``progress``: (words done, words in all), after each bisection round. ``budget_s``: stop
+        when these seconds are spent (the rest keep their times); ``report``: a dict the pass fills
+        (words, refined, windows, seconds, stopped; ``core.analysis.refine.refine_words``).
 
         Raises:
             ValueError: as :meth:`decode`; bad refine options; ``longform`` and no long-form run
@@ -680,7 +683,7 @@ class SpeechModel:
             return forced_token_probs(self.backend, encoded, ready.prompt, ids[window.index])
 
         return refine_pass(words, parts, score, refine, decode=self.backend.decode, sample_rate=SAMPLE_RATE,
-                           cancel=cancel, progress=progress)
+                           cancel=cancel, progress=progress, budget_s=budget_s, report=report)
 
 
 #: what fixed-window warnings (no speech, repetition loops) point the user to

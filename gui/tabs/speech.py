@@ -590,6 +590,43 @@ class SpeechTab(LongFormMixin, SpeechMask, DecodeTab):
             extras = {"longform": True, **{k: v for k, v in extras.items() if k != "timestamps"}}
         return extras
 
+    def _on_event(self, ev: Any) -> None:
+        super()._on_event(ev)
+        from core.events import Finished
+
+        if isinstance(ev, Finished) and not ev.cancelled:
+            self._say_what_was_skipped(ev)
+
+    def _say_what_was_skipped(self, fin: Any) -> None:
+        """After a run: the status says how many tokens were decoded and kept, the windows skipped
+        as silence ("1 window skipped as silence (no-speech 0.95, −inf dBFS)") and the first
+        warning (a fixed window that loops, a kept long-form window the model thinks silent; all
+        of them in the banner). Numbers only: no model call."""
+        from core.tasks.longform import attempt_warning, loudest_db, silence_note
+        from core.tasks.speech import SKIPPED, WINDOW_SAMPLES, window_warnings
+
+        warns: list[str] = []
+        if getattr(self, "_lf_run", False):
+            attempts = list(self._lf_attempts)
+            skipped = [(a.no_speech_prob, a.loudest_db) for a in attempts if a.verdict == "silence"]
+            threshold = self.longform_panel.options().no_speech_threshold
+            warns = [w for w in (attempt_warning(a, threshold) for a in attempts) if w]
+            what = f"Decoded: {fin.stats.n_tokens} tokens, {len(fin.token_ids)} kept ({fin.reason})"
+        else:
+            segs = list(self.run.segments(0))
+            audio = self.audio if self.audio is not None else np.zeros(0, np.float32)
+            skipped = [(s.no_speech_prob, loudest_db(audio[s.segment * WINDOW_SAMPLES:(s.segment + 1) * WINDOW_SAMPLES]))
+                       for s in segs if s.label.endswith(SKIPPED)]
+            decode = getattr(getattr(self.model, "backend", None), "decode", None)
+            if decode is not None:
+                warns = window_warnings(segs + list(self.run.branch_steps(0)), decode)
+            what = f"Decoded: {fin.stats.n_tokens} tokens ({fin.reason})"
+        note = silence_note(skipped)
+        if warns:
+            self.banner.show_message("\n".join(warns))
+        if note or warns:
+            self.statusMessage.emit(" · ".join(x for x in (what, note, warns[0] if warns else "") if x))
+
     def decode_fn(self, options: DecodingOptions) -> Callable[[Callable[[], bool]], Iterator[Any]]:
         if self.longform_active():
             return self.longform_fn(options)  # SpeechModel.transcribe: seek, conditioning, fallback

@@ -168,3 +168,66 @@ def test_cli_refine_long_form_with_progress(whisper_tiny_en, long_clip, tmp_path
     assert out["words"] and {"dtw_start", "dtw_end"} <= set(out["words"][0])
     assert "refining words" in captured.err and f"{len(out['words'])}/{len(out['words'])}" in captured.err
     assert all("words" in s for s in out["segments"])
+
+
+def test_the_budget_bounds_the_pass_and_the_report_says_how_far_it_got(monkeypatch):
+    """A clock that moves 1 s per look (one look per window and per round: 2 kinds x 6 rounds):
+    with a budget of 20 s the first window is refined and the second, cut in its middle, keeps
+    its words as given; budget 0 refines nothing."""
+    from core.analysis import refine as refine_module
+
+    truth = [(0.3, 0.7), (1.0, 1.5), (1.9, 2.4)]
+    window, score = _window(3.0, truth)
+    second = RefineWindow(1, window.audio, 3.0, (3, 4, 5))
+    words = [Word(f" w{i}", a, b, 0.9, (100 + i,), (i,)) for i, (a, b) in
+             enumerate([(0.0, 0.95), (0.95, 1.8), (1.8, 2.6), (3.0, 3.95), (3.95, 4.8), (4.8, 5.6)])]
+    clock = [0.0]
+
+    def tick():
+        clock[0] += 1.0
+        return clock[0]
+
+    monkeypatch.setattr(refine_module.time, "perf_counter", tick)
+    report = {}
+    out = refine_words(words, [window, second], score, budget_s=20, report=report)
+    assert report["stopped"] == "budget" and report["refined"] == 3 and report["words"] == 6
+    assert report["windows_refined"] == 1 and report["windows"] == 2
+    assert out[3:] == words[3:] and out[:3] != words[:3]
+    report = {}
+    assert refine_words(words, [window, second], score, budget_s=0, report=report) == words
+    assert report["refined"] == 0 and report["stopped"] == "budget"
+    report = {}
+    refine_words(words, [window, second], score, report=report)
+    assert report["stopped"] is None and report["refined"] == 6
+
+
+def test_cli_says_when_refine_stopped_at_its_budget(tmp_path, monkeypatch, capsys):
+    """A stand-in model whose refine stops at its budget: stderr names the flag and the count."""
+    import soundfile as sf
+
+    from core import cli
+    from core.tasks.speech import SpeechModel
+
+    budgets = []
+
+    class Stub:
+        name = "stub"
+
+    def fake_emit(model, audio, options, prefix, args):
+        from core.cli_words import refine_note
+
+        budgets.append(args.refine_budget)
+        refine_note({"words": 10, "refined": 4, "windows": 3, "windows_refined": 1, "stopped": "budget",
+                     "seconds": 2.0}, args)
+        return 0
+
+    monkeypatch.setattr(SpeechModel, "load", classmethod(lambda cls, name="", progress=None: Stub()))
+    monkeypatch.setattr(cli, "emit_words", fake_emit)
+    monkeypatch.setattr(cli, "_prefix_ids", lambda model, text: [])
+    path = tmp_path / "clip.wav"
+    sf.write(path, np.zeros(SR, np.float32), SR)
+    assert cli.main(["transcribe", str(path), "--refine", "--refine-budget", "2"]) == 0
+    err = capsys.readouterr().err
+    assert budgets == [2.0] and "--refine-budget 2 s): 4 of 10 words refined" in err and "other 6" in err
+    with pytest.raises(SystemExit):
+        cli.main(["transcribe", str(path), "--refine", "--refine-budget", "-1"])
