@@ -13,6 +13,9 @@ Signals:
     finished(): the run ended (every lane has its end; ``LanesFinished`` arrived).
     scoresChanged(): the reference or a lane's score changed.
     cleared(): no lanes any more (the input changed).
+    markedEarlier(str): the lanes now belong to an earlier run (:attr:`LanesState.earlier`):
+        the model or a setting they were decoded with changed since. They are kept (the
+        user's work) and marked until lanes run again.
 """
 
 from __future__ import annotations
@@ -84,6 +87,7 @@ class LanesState(QObject):
     finished = Signal()
     scoresChanged = Signal()
     cleared = Signal()
+    markedEarlier = Signal(str)
 
     def __init__(self, metric: str, parent: QObject | None = None) -> None:
         super().__init__(parent)
@@ -92,6 +96,9 @@ class LanesState(QObject):
         self.reference = ""
         self.reference_error = ""
         self.result: LanesFinished | None = None
+        #: "" while the lanes belong to the tab's current run, else what they were decoded with
+        #: that has changed since ("model tiny.en", "timestamps off")
+        self.earlier = ""
         self._columns: list[tuple[int | None, ...]] | None = None
 
     # ---------------------------------------------------------------- run
@@ -99,6 +106,7 @@ class LanesState(QObject):
         """A new run of these lanes (the old lanes go)."""
         self.lanes = [Lane(s, o) for s, o in zip(specs, options)]
         self.result = None
+        self.earlier = ""
         self._columns = None
         self.started.emit()
 
@@ -162,10 +170,20 @@ class LanesState(QObject):
             self.grew.emit()
             self.finished.emit()
 
+    def mark_earlier(self, what: str) -> None:
+        """The lanes belong to an earlier run: ``what`` they were decoded with has changed
+        ("model tiny.en", "timestamps off"). They stay, marked, until lanes run again;
+        nothing happens without lanes or when ``what`` is already the mark."""
+        if not self.lanes or not what or what == self.earlier:
+            return
+        self.earlier = what
+        self.markedEarlier.emit(what)
+
     def clear(self) -> None:
         """No lanes (the input changed or went away)."""
         self.lanes = []
         self.result = None
+        self.earlier = ""
         self._columns = None
         self.cleared.emit()
 

@@ -12,6 +12,11 @@ One model, one decoding thread: lanes asked for while the tab decodes (a run, a 
 what-if) start when it ends; a new run of the tab (an option changed, another input)
 stops the lanes first (``RunTab.request_decode``), and the tab counts the lanes as
 decoding (forks wait for them). Cancel (Esc) stops them; the lanes keep what they got.
+
+Lanes are decoded with the tab's model and settings beside the options (language, task,
+timestamps: :meth:`LanesController.run_context`). When these change (a model switch,
+ticking timestamps) the lanes are kept but marked as an earlier run
+(``LanesState.mark_earlier``), checked when a model is ready and when the tab decodes again.
 """
 
 from __future__ import annotations
@@ -58,6 +63,7 @@ class LanesController(QObject):
         self.view = LanesView(self.state)
         self.handle: WorkerHandle | None = None
         self._pending: list[str] | None = None  # specs waiting for the tab's decode to end
+        self._context: dict[str, str] | None = None  # run_context() of the lanes shown
         self._inbox: list = []
         self._t0 = 0.0
         self._timer = QTimer(self)
@@ -67,6 +73,7 @@ class LanesController(QObject):
         self.view.runRequested.connect(self.run)
         self.view.stepClicked.connect(self._step_clicked)
         tab.busyChanged.connect(self._busy_changed)
+        tab.modelReady.connect(lambda _model: self.check_context())
 
     # ---------------------------------------------------------------- state
     def running(self) -> bool:
@@ -120,6 +127,7 @@ class LanesController(QObject):
         self._pending = None
         self._inbox.clear()
         self.state.start(specs, lanes)
+        self._context = self.run_context()
         tab.inspector_tabs.setCurrentWidget(self.view)
         self._t0 = time.perf_counter()
         handle = start_worker(
@@ -187,11 +195,41 @@ class LanesController(QObject):
         self.tab.topk.set_step(ev)
         self.tab.statusMessage.emit(f"Lane {lane + 1} ({self.state.lanes[lane].spec}), step {ev.step}: {ev.text!r}")
 
+    # ---------------------------------------------------------------- earlier runs
+    def run_context(self) -> dict[str, str]:
+        """What lanes decode with besides their options: the model's name and the tab's
+        language, task and ``decode_extras()`` (timestamps, candidate languages), as text.
+        A key a tab does not have is left out; a flag that is off is absent."""
+        tab = self.tab
+        ctx = {"model": str(getattr(tab.model, "name", "") or "?")}
+        for key in ("language", "task"):
+            fn = getattr(tab, key, None)
+            if callable(fn):
+                ctx[key] = str(fn())
+        extras = getattr(tab, "decode_extras", None)
+        for key, value in (extras() if callable(extras) else {}).items():
+            if value not in (False, None, (), []):
+                ctx[key] = ",".join(map(str, value)) if isinstance(value, (list, tuple)) else str(value)
+        return ctx
+
+    def check_context(self) -> str:
+        """Mark the lanes as an earlier run when what they were decoded with changed; the
+        mark ("model tiny.en, timestamps off") or ""."""
+        if self._context is None or not self.state.lanes or self.tab.model is None:
+            return ""
+        now, was = self.run_context(), self._context
+        changed = [k for k in dict.fromkeys([*was, *now]) if was.get(k) != now.get(k)]
+        what = ", ".join(_describe(k, was.get(k)) for k in changed)
+        self.state.mark_earlier(what)
+        return what
+
     # ---------------------------------------------------------------- tab hooks
     def stop_for_decode(self) -> bool:
-        """The tab starts a run: stop the lanes first. True if lanes were running (the tab
-        then starts its run when their thread ends, :meth:`_ended`)."""
+        """The tab starts a run: stop the lanes first (and mark them as an earlier run when
+        the model or a setting changed, :meth:`check_context`). True if lanes were running
+        (the tab then starts its run when their thread ends, :meth:`_ended`)."""
         self._pending = None
+        self.check_context()
         if not self.alive():
             return False
         self.cancel()
@@ -212,9 +250,19 @@ class LanesController(QObject):
         """The input changed: stop and forget the lanes."""
         self.cancel()
         self.state.clear()
+        self._context = None
 
     def wait(self, msecs: int = 10000) -> None:
         """Cancel and wait for the lanes thread (window close)."""
         self.cancel()
         if self.handle is not None:
             self.handle.wait(msecs)
+
+
+def _describe(key: str, value: str | None) -> str:
+    """One changed setting as the lanes had it: "model tiny.en", "timestamps off"."""
+    if value is None or value == "False":
+        return f"{key.replace('_', ' ')} off"
+    if value == "True":
+        return f"{key.replace('_', ' ')} on"
+    return f"{key.replace('_', ' ')} {value}"

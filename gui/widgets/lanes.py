@@ -149,6 +149,10 @@ class LanesView(QWidget):
         self.scroll.setWidget(self.canvas)
         self.scroll.setFrameShape(QFrame.Shape.NoFrame)
         self.scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.earlier_label = QLabel()
+        self.earlier_label.setWordWrap(True)
+        self.earlier_label.setStyleSheet("QLabel { background: #fff4d6; color: #5c4400; padding: 2px 4px; }")
+        self.earlier_label.hide()
         self.hint = QLabel(EMPTY)
         self.hint.setWordWrap(True)
         self.hint.setStyleSheet("color: palette(placeholder-text);")
@@ -170,6 +174,7 @@ class LanesView(QWidget):
         lay.setSpacing(4)
         lay.addLayout(self.spec_row)
         lay.addLayout(ref_row)
+        lay.addWidget(self.earlier_label)
         lay.addWidget(self.splitter, 1)
         self.setMinimumSize(300, 160)
 
@@ -181,6 +186,7 @@ class LanesView(QWidget):
         state.cleared.connect(self.refresh)
         state.finished.connect(self.refresh)
         state.scoresChanged.connect(self._fill_table)
+        state.markedEarlier.connect(lambda _what: self.refresh())
         state.grew.connect(self._grew)
         self._update_buttons()
         self.refresh()
@@ -305,8 +311,17 @@ class LanesView(QWidget):
         self.scroll.setVisible(has)
         self.canvas.selected = None if not has else self.canvas.selected
         self.canvas.relayout()
+        self._show_earlier()
         self._fill_table()
         self._fit_table()
+
+    def _show_earlier(self) -> None:
+        """The note over lanes of an earlier run (``LanesState.earlier``), or none."""
+        what = self.state.earlier if self.state.lanes else ""
+        self.earlier_label.setVisible(bool(what))
+        if what:
+            self.earlier_label.setText(f"These lanes are from an earlier run ({what}); the window now decodes with "
+                                       "other settings. Press Run lanes to compare on the current run.")
 
     def _fit_table(self) -> None:
         """Widen the summary to its columns (the lane specs readable), the lanes keeping at
@@ -325,12 +340,14 @@ class LanesView(QWidget):
         lanes = self.state.lanes
         self.table.setRowCount(len(lanes))
         agree = self.state.agreement() if lanes else None
+        earlier = f" · earlier run ({self.state.earlier})" if self.state.earlier else ""
         for k, lane in enumerate(lanes):
             searching = lane.beams is not None and lane.running
             tokens = f"{len(lane.steps)}" + (f" (beam step {lane.beams.step + 1})" if searching else "")
             time_s = lane.time_s
             cells = [
-                (f"{k + 1}  {lane.spec}", lane.finished.text if lane.finished else "running…"),
+                (f"{k + 1}  {lane.spec}{earlier}", (lane.finished.text if lane.finished else "running…")
+                 + (f"\n(decoded in an earlier run: {self.state.earlier})" if earlier else "")),
                 (fmt_logprob(lane.logprob), f"raw log p {fmt_logprob(lane.raw_logprob)}"),
                 ("…" if time_s is None else "stopped" if lane.finished.cancelled else f"{time_s:.2f} s",
                  f"ended: {lane.finished.reason}" if lane.finished is not None else "decoding"),
@@ -347,8 +364,11 @@ class LanesView(QWidget):
                     item.setForeground(QColor(LANE_COLORS[k % len(LANE_COLORS)]))
                     font = item.font()
                     font.setBold(True)
+                    font.setItalic(bool(earlier))
                     item.setFont(font)
-                elif c != 0:
+                elif earlier:
+                    item.setForeground(QColor("#8a8a8a"))
+                if c != 0:
                     item.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
                 self.table.setItem(k, c, item)
         if len(lanes) >= 2:
