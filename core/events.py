@@ -11,7 +11,7 @@ from typing import Union
 
 import numpy as np
 
-from core.spill import Spilled, SpillFile
+from core.spill import Spilled, SpillFile, load_many
 
 
 @dataclass(frozen=True)
@@ -206,6 +206,15 @@ class StepEvent:
         out = replace(self, step=step, cross_attention=None)
         out.__dict__["_cross_attention_stored"] = self.__dict__.get("_cross_attention_stored")
         return out
+
+
+def load_attention(events) -> list[np.ndarray | None]:
+    """``[ev.cross_attention for ev in events]``, reading the spilled ones together
+    (``core.spill.load_many``: one read per window instead of one per step)."""
+    stored = [ev.__dict__.get("_cross_attention_stored") if isinstance(ev, StepEvent) else None for ev in events]
+    spilled = [i for i, v in enumerate(stored) if isinstance(v, Spilled)]
+    loaded = dict(zip(spilled, load_many([stored[i] for i in spilled])))
+    return [loaded[i] if i in loaded else ev.cross_attention for i, ev in enumerate(events)]
 
 
 @dataclass(frozen=True)

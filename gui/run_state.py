@@ -33,11 +33,15 @@ new window nor the selected step's) move their attention of at least
 :data:`SPILL_MIN_BYTES` to a temporary file as float16 (``StepEvent.spill_attention``,
 ``core.spill``); reading ``cross_attention`` loads it back, so the heatmap and word timing
 rebuild those rows on demand. Attempts taken back (:meth:`RunState.retract`) go there too.
+The writing happens on one background thread (on the GUI thread each numpy call would
+wait for the decoding worker to hand back the GIL: 1.6–2.2 s per window, measured);
+:meth:`RunState.wait_spilled` waits for it.
 """
 
 from __future__ import annotations
 
 import math
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Iterable
 
@@ -50,6 +54,22 @@ from core.spill import SpillFile, release_free_memory
 #: window is out of view: Whisper's (tiny 144 kB, base 288 kB per step); translation and OCR
 #: rows (a few kB) stay in memory
 SPILL_MIN_BYTES = 32 * 1024
+
+_SPILL_THREAD = ThreadPoolExecutor(max_workers=1, thread_name_prefix="attention-spill")
+
+
+def _spill_all(events: list[StepEvent], store: SpillFile) -> int:
+    """Move ``events``' attention into ``store`` (on the spill thread), then give the freed
+    heap back to the system. Returns the bytes freed."""
+    freed = 0
+    for ev in events:
+        try:
+            freed += ev.spill_attention(store, SPILL_MIN_BYTES)
+        except OSError:  # the disk is full: this one stays in memory, as before
+            pass
+    if freed:
+        release_free_memory()  # else the freed arrays stay in malloc's arenas, counted as resident
+    return freed
 
 
 def token_logprob(ev: StepEvent, raw: bool = False) -> float:
@@ -151,6 +171,7 @@ class RunState(QObject):
         self._selected: int | None = None
         self._spill: SpillFile | None = None  # made on the first spill; a new one per exploration
         self._in_memory: list[StepEvent] = []  # growing branch's events whose attention is not spilled yet
+        self._spilling: list[Future] = []  # spill jobs not known to be done
 
     # ------------------------------------------------------------ changes
     def clear(self, options: object | None = None) -> None:
@@ -184,8 +205,8 @@ class RunState(QObject):
         steps went. Returns how many steps were removed."""
         b = self._branches[self._growing]
         gone = [k for k, ev in b.own.items() if k >= step_offset and ev.segment == segment]
+        self._spill_events([b.own[k] for k in gone])  # an attempt taken back is only looked at again as a lane
         for k in gone:
-            self._spill_event(b.own[k])  # an attempt taken back is only looked at again as a lane
             del b.own[k]
         if not gone:
             return 0
@@ -204,31 +225,36 @@ class RunState(QObject):
         self.spill_out_of_view(keep=ev.segment)
 
     def spill_out_of_view(self, keep: int | None = None) -> int:
-        """Move to disk the large cross-attention (:data:`SPILL_MIN_BYTES`) of the events
-        added since the last call, except those of segment ``keep`` (the one being decoded)
-        and of the selected step's segment. Returns the bytes freed in memory."""
+        """Move to disk (on the spill thread) the large cross-attention
+        (:data:`SPILL_MIN_BYTES`) of the events added since the last call, except those of
+        segment ``keep`` (the one being decoded) and of the selected step's segment.
+        Returns the bytes that will be freed in memory."""
         sel = self.step(self._selected) if self._selected is not None else None
         keep_segs = {keep, sel.segment if sel is not None else None}
-        stay, freed = [], 0
-        for ev in self._in_memory:
-            if ev.segment in keep_segs:
-                stay.append(ev)
-            else:
-                freed += self._spill_event(ev)
-        self._in_memory = stay
-        if freed:
-            release_free_memory()  # else the freed arrays stay in malloc's arenas, counted as resident
-        return freed
+        go = [ev for ev in self._in_memory if ev.segment not in keep_segs]
+        self._in_memory = [ev for ev in self._in_memory if ev.segment in keep_segs]
+        return self._spill_events(go)
 
-    def _spill_event(self, ev: StepEvent) -> int:
-        if ev.attention_nbytes < SPILL_MIN_BYTES:
+    def _spill_events(self, events: list[StepEvent]) -> int:
+        events = [ev for ev in events if ev.attention_nbytes >= SPILL_MIN_BYTES]
+        if not events:
             return 0
         if self._spill is None:
             self._spill = SpillFile()
-        try:
-            return ev.spill_attention(self._spill, SPILL_MIN_BYTES)
-        except OSError:  # the disk is full: keep it in memory, as before
-            return 0
+        self._spilling = [f for f in self._spilling if not f.done()]
+        self._spilling.append(_SPILL_THREAD.submit(_spill_all, events, self._spill))
+        return sum(ev.attention_nbytes for ev in events)
+
+    def wait_spilled(self, timeout: float | None = None) -> int:
+        """Wait until the attention handed to the spill thread is on disk; returns the
+        bytes it freed.
+
+        Raises:
+            TimeoutError: not done within ``timeout`` seconds.
+        """
+        freed = sum(f.result(timeout) for f in self._spilling)
+        self._spilling = []
+        return freed
 
     def attention_bytes(self) -> int:
         """Bytes of cross-attention the current exploration's steps keep in memory (the

@@ -25,7 +25,7 @@ from PySide6.QtCore import QRectF, Qt, QTimer, Signal
 from PySide6.QtGui import QBrush, QColor, QPen
 from PySide6.QtWidgets import QComboBox, QGraphicsRectItem, QHBoxLayout, QLabel, QVBoxLayout, QWidget
 
-from core.events import SegmentEvent, StepEvent
+from core.events import SegmentEvent, StepEvent, load_attention
 
 from .colors import LUT
 from .token_stream import display_text
@@ -510,15 +510,24 @@ class AttentionHeatmap(QWidget):
         self._shown = list(self._rows_of_seg.get(seg, []))
         self._row_of = {self._steps[i]: r for r, i in enumerate(self._shown)}
         width = end - self._col0
-        self._image = (np.stack([self._row(i) for i in self._shown]) if self._shown
-                       else np.zeros((0, width), np.float32))
+        self._image = self._rows(self._shown) if self._shown else np.zeros((0, width), np.float32)
         self._buf = self._image
         self._refresh_image()
         self._update_row_ticks()
 
-    def _row(self, i: int) -> np.ndarray:
+    def _rows(self, indices: list[int]) -> np.ndarray:
+        """float32 (len(indices), columns shown): the rows of ``indices``, their attention
+        read together (a spilled window: one read from disk)."""
+        srcs = [self._atts[i][1] for i in indices]
+        have = [k for k, src in enumerate(srcs) if src is not None]
+        atts = dict(zip(have, load_attention([srcs[k] for k in have])))
+        return np.stack([self._row(i, atts.get(k)) for k, i in enumerate(indices)])
+
+    def _row(self, i: int, att: np.ndarray | None = None) -> np.ndarray:
         offset, src = self._atts[i]
-        att = _as_3d(src.cross_attention) if src is not None else None  # spilled: read back from disk
+        if att is None and src is not None:
+            att = src.cross_attention  # spilled: read back from disk
+        att = _as_3d(att)
         c0, c1 = self._shown_columns()
         row = np.zeros(c1 - c0, np.float32)
         if att is not None:
@@ -557,7 +566,7 @@ class AttentionHeatmap(QWidget):
 
     def _recompute(self) -> None:
         if self._shown:
-            self._image = np.stack([self._row(i) for i in self._shown])
+            self._image = self._rows(self._shown)
             self._buf = self._image
         self._refresh_image()
 

@@ -89,3 +89,26 @@ def test_default_and_fields_unchanged():
     assert [f.name for f in dataclasses.fields(StepEvent)][8] == "cross_attention"
     assert event(None).cross_attention is None
     assert StepEvent(0, 1, "x", 1.0, 1.0, [], [], 0.0).cross_attention is None
+
+
+def test_load_many_reads_back_to_back_arrays_in_one_read(monkeypatch):
+    from core.events import load_attention
+
+    store = SpillFile()
+    arrays = [rows(i, (2, 3, 40)) for i in range(6)]
+    events = [event(a, step=i) for i, a in enumerate(arrays)]
+    for ev in events[:4]:
+        ev.spill_attention(store)  # back to back; 4 and 5 stay in memory
+    other = SpillFile()
+    events[5].spill_attention(other)  # another file
+    reads = []
+    real = SpillFile.read
+    monkeypatch.setattr(SpillFile, "read", lambda self, off, shape: reads.append(shape) or real(self, off, shape))
+    got = load_attention([events[3], events[0], event(None), events[5], events[1], events[4], events[2]])
+    want = [arrays[3], arrays[0], None, arrays[5], arrays[1], arrays[4], arrays[2]]
+    for g, w in zip(got, want):
+        if w is None:
+            assert g is None
+        else:
+            np.testing.assert_allclose(g, w, rtol=0, atol=ATOL)
+    assert len(reads) == 2  # events 0-3 in one read, event 5 in another; event 4 from memory
