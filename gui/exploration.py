@@ -21,8 +21,11 @@ each step keeps its attention averaged over layers and heads (float16, base64; s
 size; ``attention="full"`` keeps every layer and head, ``"none"`` nothing.
 
 Opening checks the task, the model and the input's hash against the tab's own
-(:func:`check`) and says what to do when they differ. Torch-free, Qt-free except for the
-RunState the branches go into.
+(:func:`check`) and says what to do when they differ. A hand-edited file with an impossible
+value (a token id past the model's vocabulary, ``current`` not a branch, a ``fork_step``
+past its parent's steps, ``selected`` not a step, a ``task`` that its input is not for) is
+refused on open with one message naming the field (:func:`check_task`, :func:`validate`).
+Torch-free, Qt-free except for the RunState the branches go into.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ import base64
 import datetime as _dt
 import json
 import math
+import re
 from dataclasses import fields
 from pathlib import Path
 from typing import Any
@@ -57,6 +61,15 @@ TASK_TITLES = {"speech": "Speech", "ocr": "OCR", "translation": "Translation"}
 
 class ExplorationError(ValueError):
     """An exploration file that cannot be opened here; the message says what to do."""
+
+
+#: the input settings each tab saves (``input_settings()``): they tell which tab a file is for
+TASK_SETTINGS = {"speech": {"language", "task", "timestamps", "language_candidates"}, "ocr": {"region"},
+                 "translation": {"shortlist"}}
+#: the input descriptions each tab writes (``input_identity()``)
+TASK_DESCRIPTIONS = {"speech": re.compile(r".*\(\d+(?:\.\d+)? s audio\)$", re.S),
+                     "ocr": re.compile(r".*\(\d+×\d+ px(?:, region [^)]*)?\)$", re.S),
+                     "translation": re.compile(r"^the text .*\(\d+ characters\)$", re.S)}
 
 
 # ---------------------------------------------------------------- arrays
@@ -215,7 +228,150 @@ def load(path: str | Path) -> dict:
     if int(data.get("version", 0)) > VERSION:
         raise ExplorationError(f"{path.name} was written by a newer version (format {data.get('version')}; this "
                                f"app reads up to {VERSION}). Update the app to open it.")
+    check_task(data)
     return data
+
+
+def _impossible(field: str, value: Any, why: str) -> ExplorationError:
+    """The one-line error for a field with an impossible value."""
+    shown = repr(value)
+    shown = shown if len(shown) <= 40 else shown[:39] + "…"
+    return ExplorationError(f"The exploration file has an impossible value: {field} is {shown}; {why}. "
+                            "The file was edited by hand or damaged: fix that field, or open a saved copy.")
+
+
+def content_task(data: dict) -> str | None:
+    """The task (``"speech"``, ``"ocr"``, ``"translation"``) the file's input is for, from the
+    input settings and description each tab writes; None when they do not say."""
+    inp = data.get("input") if isinstance(data.get("input"), dict) else {}
+    settings = inp.get("settings") if isinstance(inp.get("settings"), dict) else {}
+    found = {task for task, keys in TASK_SETTINGS.items() if keys & set(settings)}
+    desc = str(inp.get("description", ""))
+    found |= {task for task, pattern in TASK_DESCRIPTIONS.items() if pattern.match(desc)}
+    return found.pop() if len(found) == 1 else None
+
+
+def check_task(data: dict) -> None:
+    """Refuse a file whose ``task`` is not a tab, or not the task its input is for (a hand
+    edit: opening it would switch to the wrong tab).
+
+    Raises:
+        ExplorationError: naming the ``task`` field and the task the input is for.
+    """
+    task = data.get("task")
+    if task not in TASK_TITLES:
+        raise _impossible("'task'", task, f"it must be one of {', '.join(repr(t) for t in TASK_TITLES)}")
+    found = content_task(data)
+    if found is not None and found != task:
+        desc = data.get("input", {}).get("description", "its input")
+        raise _impossible("'task'", task, f"the file's input ({desc}) is a {TASK_TITLES[found]} tab's input, so "
+                                          f"'task' should be {found!r}")
+
+
+def _int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _check_id(field: str, value: Any, vocab_size: int | None, model: str) -> None:
+    if not _int(value):
+        raise _impossible(field, value, "a token id is a whole number")
+    if value < 0:
+        raise _impossible(field, value, "token ids are >= 0")
+    if vocab_size is not None and value >= vocab_size:
+        raise _impossible(field, value, f"{model}'s vocabulary has {vocab_size} tokens (ids 0–{vocab_size - 1})")
+
+
+def _check_prob(field: str, value: Any) -> None:
+    try:
+        p = float(value)
+    except (TypeError, ValueError):
+        raise _impossible(field, value, "a probability is a number from 0 to 1") from None
+    if not 0.0 <= p <= 1.0 + 1e-6:
+        raise _impossible(field, value, "a probability is a number from 0 to 1")
+
+
+def validate(data: dict, *, vocab_size: int | None = None) -> None:
+    """Check a file's tree before it is built: unique branch ids, each parent listed before
+    its child, fork steps within their parent's steps, steps not before their branch's fork
+    step, token ids (steps, top-k lists, forced ids, finished ids) within ``vocab_size`` (when
+    known), probabilities in 0..1, ``current`` a branch and ``selected`` a step of it (or null).
+
+    Raises:
+        ExplorationError: one line naming the first bad field (``branches[1].fork_step``) and
+            why its value is impossible.
+    """
+    model = repr(data.get("model") or "the model")
+    branches = data.get("branches")
+    if not isinstance(branches, list) or not branches:
+        raise ExplorationError("The exploration has no branches.")
+    steps_of: dict[int, set[int]] = {}
+    for i, b in enumerate(branches):
+        where = f"branches[{i}]"
+        if not isinstance(b, dict):
+            raise _impossible(where, b, "a branch is an object")
+        bid, parent, fork_step = b.get("id"), b.get("parent"), b.get("fork_step", 0)
+        if not _int(bid) or bid < 0:
+            raise _impossible(f"{where}.id", bid, "a branch id is a whole number >= 0")
+        if bid in steps_of:
+            raise _impossible(f"{where}.id", bid, "an earlier branch has that id")
+        if not _int(fork_step) or fork_step < 0:
+            raise _impossible(f"{where}.fork_step", fork_step, "a fork step is a whole number >= 0")
+        if parent is None:
+            if i != 0:
+                raise _impossible(f"{where}.parent", parent, "only the first branch is the root")
+            if fork_step != 0:
+                raise _impossible(f"{where}.fork_step", fork_step, "the root branch starts at step 0")
+            inherited: set[int] = set()
+        else:
+            if parent not in steps_of:
+                raise _impossible(f"{where}.parent", parent, "no branch listed before it has that id")
+            shared = steps_of[parent]
+            last = max(shared) if shared else -1
+            if fork_step > last + 1:
+                raise _impossible(f"{where}.fork_step", fork_step,
+                                  f"its parent (branch {parent}) has steps 0–{last}" if last >= 0
+                                  else f"its parent (branch {parent}) has no steps")
+            inherited = {k for k in shared if k < fork_step}
+        for j, t in enumerate(b.get("forced_ids") or []):
+            _check_id(f"{where}.forced_ids[{j}]", t, vocab_size, model)
+        own: set[int] = set()
+        for k, st in enumerate(b.get("steps") or []):
+            at = f"{where}.steps[{k}]"
+            if not isinstance(st, dict):
+                raise _impossible(at, st, "a step is an object")
+            step = st.get("step")
+            if not _int(step) or step < 0:
+                raise _impossible(f"{at}.step", step, "a step is a whole number >= 0")
+            if step < fork_step:
+                raise _impossible(f"{at}.step", step, f"its branch starts at fork_step {fork_step}")
+            if step in own:
+                raise _impossible(f"{at}.step", step, "an earlier step of the branch has that number")
+            own.add(step)
+            _check_id(f"{at}.token_id", st.get("token_id"), vocab_size, model)
+            for name in ("prob", "raw_prob"):
+                if name in st:
+                    _check_prob(f"{at}.{name}", st[name])
+            for name in ("topk", "raw_topk", "stage_candidates"):
+                for n, entry in enumerate(st.get(name) or []):
+                    if not isinstance(entry, (list, tuple)) or len(entry) != 3:
+                        raise _impossible(f"{at}.{name}[{n}]", entry, "a candidate is [token id, text, probability]")
+                    _check_id(f"{at}.{name}[{n}]", entry[0], vocab_size, model)
+                    _check_prob(f"{at}.{name}[{n}] probability", entry[2])
+        finished = b.get("finished")
+        if isinstance(finished, dict):
+            for j, t in enumerate(finished.get("token_ids") or []):
+                _check_id(f"{where}.finished.token_ids[{j}]", t, vocab_size, model)
+        steps_of[bid] = inherited | own
+    current = data.get("current", 0)
+    if not _int(current) or current not in steps_of:
+        raise _impossible("'current'", current, f"the file's branches are {', '.join(map(str, steps_of))}")
+    selected = data.get("selected")
+    if selected is not None:
+        visible = steps_of[current]
+        span = f"0–{max(visible)}" if visible else "none"
+        if not _int(selected) or selected not in visible:
+            raise _impossible("'selected'", selected,
+                              f"it must be null or a step of the current branch {current} (steps {span})")
 
 
 def check(data: dict, *, task: str, model: str | None, input_description: str | None,
@@ -244,12 +400,15 @@ def check(data: dict, *, task: str, model: str | None, input_description: str | 
                                f"Load {want_model!r} first, then open the exploration again.")
 
 
-def branches_from_json(data: dict) -> list[Branch]:
-    """The branches of an exploration file, the root first.
+def branches_from_json(data: dict, *, vocab_size: int | None = None) -> list[Branch]:
+    """The branches of an exploration file, the root first, checked first (:func:`validate`;
+    token ids against ``vocab_size``, the model's vocabulary size, when given).
 
     Raises:
-        ExplorationError: the tree is broken (no root, a parent missing or listed after its child).
+        ExplorationError: the tree is broken (no root, a parent missing or listed after its
+            child) or a field holds an impossible value (the message names it).
     """
+    validate(data, vocab_size=vocab_size)
     out: list[Branch] = []
     seen: set[int] = set()
     for d in data.get("branches", []):

@@ -171,7 +171,8 @@ class ForkMixin(KeptExplorationsMixin):
             desc, digest = self.input_identity() if self.has_input() else (None, None)
             exploration.check(data, task=self.settings_key, model=getattr(self.model, "name", None),
                               input_description=desc, input_hash=digest)
-            branches = exploration.branches_from_json(data)
+            branches = exploration.branches_from_json(
+                data, vocab_size=getattr(getattr(self.model, "backend", None), "vocab_size", None))
         except (exploration.ExplorationError, KeyError, TypeError, ValueError) as exc:
             self.show_error(str(exc) if isinstance(exc, exploration.ExplorationError)
                             else f"The exploration file is damaged ({type(exc).__name__}: {exc}).")
