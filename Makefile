@@ -16,12 +16,12 @@ STAMP  := $(VENV)/.installed
 # To build the venv:
 BUILD_PACKAGES := python3 python3-venv make
 # What the window needs: PortAudio (microphone), libsndfile, the Qt (PySide6 wheel) runtime
-# libraries, the xcb platform plugin's libraries, a font.
+# libraries, the xcb platform plugin's libraries, fonts (DejaVu; Droid Sans Fallback draws CJK tokens).
 RUN_PACKAGES := $(BUILD_PACKAGES) libportaudio2 libsndfile1 \
 	libegl1 libgl1 libopengl0 libglib2.0-0 libdbus-1-3 libfontconfig1 libfreetype6 \
 	libxkbcommon0 libx11-6 libxcb1 libxkbcommon-x11-0 libxcb-cursor0 libxcb-icccm4 \
 	libxcb-keysyms1 libxcb-shape0 libxcb-randr0 libxcb-render-util0 libxcb-image0 \
-	libxcb-xinerama0 fonts-dejavu-core
+	libxcb-xinerama0 fonts-dejavu-core fonts-droid-fallback
 # Tests only: PulseAudio + ALSA pulse plugin (the fake microphone), espeak-ng and sox
 # (synthetic speech), fonts for rendered OCR images, a virtual X server.
 TEST_PACKAGES := pulseaudio pulseaudio-utils libasound2-plugins espeak-ng sox \

@@ -136,9 +136,9 @@ class SpeechTab(LongFormMixin, SpeechMask, DecodeTab):
     # ------------------------------------------------------------ input area
     def build_input(self) -> QWidget:
         """Three rows (input name / microphone and takes / files and model) over the waveform."""
-        self.info_label = QLabel(NO_AUDIO)
-        self.info_label.setWordWrap(True)
-        self.info_label.setTextFormat(Qt.TextFormat.PlainText)
+        from ..widgets.elided_label import ElidedLabel
+
+        self.info_label = ElidedLabel(NO_AUDIO)  # one line, cut with "…", the whole text in its tooltip
         title = QLabel("<b>Input</b>")
         title.setToolTip("audio: record, open or drop a wav/flac/ogg/mp3 file anywhere on this tab")
         files_row = self._build_files_row()

@@ -112,7 +112,20 @@ class NodeDetails(QWidget):
         lay.addWidget(self.info_label)
         lay.addWidget(self.topk, 1)
         lay.addWidget(self.attention)
-        self.setMinimumWidth(280)
+        # wide enough for the top-k chart's legend ("raw (softmax of logits)  processed (after
+        # filters)"), which was cut at 1280 x 800 (issue 19 §6)
+        fm = self.topk.fontMetrics()
+        legend = (6 + 26 + fm.horizontalAdvance("raw (softmax of logits)") + 12 + 22
+                  + fm.horizontalAdvance("processed (after filters)") + 6)
+        self.topk.setMinimumWidth(max(260, legend))
+        self.setMinimumWidth(max(280, legend + 8))
+        self._set_node_shown(False)
+
+    def _set_node_shown(self, shown: bool) -> None:
+        """The chart and the strip only with a node (without one, the hint alone: the chart's
+        own placeholder speaks of tokens and did not fit)."""
+        self.topk.setVisible(shown)
+        self.attention.setVisible(shown)
 
     def show_node(self, node: BeamNode | None, texts: list[str] = (), report: BeamRowReport | None = None,
                   axis: tuple[list[str] | None, str, float] = (None, "column", 1.0), source_offset: int = 0,
@@ -127,7 +140,9 @@ class NodeDetails(QWidget):
             self.info_label.setToolTip("")
             self.topk.set_step(None)
             self.attention.set_row(None)
+            self._set_node_shown(False)
             return
+        self._set_node_shown(True)
         before = live_text(list(texts[:-1])).lstrip()
         last = live_text(list(texts[-1:]))
         gap = " " if before and last[:1].isspace() else ""  # the word's space stays outside the underline

@@ -162,7 +162,7 @@ class BeamTreeView(QWidget):
         self.splitter.setStretchFactor(0, 3)
         self.splitter.setStretchFactor(1, 2)
         self.splitter.setChildrenCollapsible(False)
-        self.splitter.setSizes([600, 340])
+        self.splitter.setSizes([600, max(340, self.details.minimumWidth())])
         lay = QVBoxLayout(self)
         lay.setContentsMargins(0, 0, 0, 0)
         lay.addWidget(self.splitter)

@@ -105,6 +105,7 @@ class LensGrid(QAbstractScrollArea):
     def add(self, events: list[StepEvent]) -> None:
         """Append steps (a step already shown is replaced in place: a branch replayed)."""
         follow = self._at_end()
+        waiting = self.selected is not None and self.selected not in self.col_of
         for ev in events:
             col = self.col_of.get(ev.step)
             if col is None:
@@ -116,8 +117,18 @@ class LensGrid(QAbstractScrollArea):
                 self._deltas[col] = deltas(ev.lens)
             self.n_layers = max(self.n_layers, len(ev.lens))
         self._relayout()
-        if follow and self.selected is None:
+        if waiting and self.selected in self.col_of:  # the selected step's column just came: show it
+            self.scroll_to_column(self.col_of[self.selected])
+        elif follow and self.selected is None:
             self.horizontalScrollBar().setValue(self.horizontalScrollBar().maximum())
+
+    def showEvent(self, e) -> None:  # noqa: N802
+        """Shown (its inspector tab brought forward): the selected step in view, as the
+        viewport's width is known only now."""
+        super().showEvent(e)
+        self._relayout()
+        if self.selected is not None and self.selected in self.col_of:
+            self.scroll_to_column(self.col_of[self.selected])
 
     def _at_end(self) -> bool:
         bar = self.horizontalScrollBar()

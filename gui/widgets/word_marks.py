@@ -1,7 +1,8 @@
 """Word timing drawn on the plots: word bands on a waveform, the DTW path on the heatmap.
 
 - :class:`WordBands`: one translucent band per word over its span (seconds) on a waveform
-  plot, labelled with the word at the top; neighbouring words alternate two tints. While
+  plot, labelled with the word at the top (two staggered rows, each label where it fits;
+  hovering names the word under the mouse); neighbouring words alternate two tints. While
   decoding, the newest word is *open* (its end is not known until the next word or the
   end of text arrives, so it runs to the end of its 30 s window): drawn hatched, its label
   ending in "…". Clicking a band emits the step of the word's first token.
@@ -48,8 +49,10 @@ class WordBands(QObject):
         self._words: list = []
         self._open = False
         self.plot.scene().sigMouseClicked.connect(self._clicked)
+        self._rows: list[int] = []  # each word's label row (0 top, 1 below it; -1 hidden)
         self.plot.vb.sigRangeChanged.connect(lambda *_a: self._place())
         self.plot.vb.sigResized.connect(lambda *_a: self._place())
+        self.plot.scene().sigMouseMoved.connect(self._hover)
 
     # ---------------------------------------------------------------- API
     def set_words(self, words: Sequence, open_last: bool = False) -> None:
@@ -121,16 +124,62 @@ class WordBands(QObject):
                 hit = w
         return hit
 
+    def shown_labels(self) -> list[int]:
+        """Indices of the words whose label is shown at the current zoom."""
+        return [i for i, r in enumerate(self._rows[: len(self._words)]) if r >= 0]
+
+    def label_row(self, i: int) -> int:
+        """Word ``i``'s label row: 0 at the top, 1 below it, -1 hidden (no room)."""
+        return self._rows[i] if i < len(self._rows) else -1
+
+    def hover_text(self, seconds: float) -> str:
+        """What hovering at ``seconds`` shows: the word there, its span and probability ("" for none)."""
+        w = self.word_at(seconds)
+        if w is None:
+            return ""
+        return f"{w.word.strip()!r}  {w.start:.2f}–{w.end:.2f} s · p {w.prob:.2f} (click: select its first token)"
+
     # ------------------------------------------------------------ internals
     def _place(self) -> None:
-        """Bands the full height of the view; labels at its top (inside), shown where the
-        band is wide enough for them at the current zoom (the band's tooltip has the word)."""
+        """Bands the full height of the view; labels at its top (inside), in two staggered
+        rows: a label is shown where it fits, in the first row whose previous label ends
+        before this word starts (it may run over the narrow words after it, whose own labels
+        go to the other row or wait for a closer zoom; hovering names any word)."""
         (_x0, _x1), (y0, y1) = self.plot.vb.viewRange()
         px = self.plot.vb.viewPixelSize()[0] if self.plot.vb.width() > 0 else 0.0  # seconds per pixel
+        py = abs(self.plot.vb.viewPixelSize()[1]) if self.plot.vb.height() > 0 else 0.0
+        ends = [-float("inf"), -float("inf")]  # where each row's last label ends (seconds)
+        self._rows = []
         for w, band, label in zip(self._words, self._bands, self._labels):
             band.setRect(QRectF(w.start, y0, max(w.end - w.start, 1e-3), y1 - y0))
-            label.setPos(w.start, y1)
-            label.setVisible(label.textItem.boundingRect().width() * px <= (w.end - w.start) + 6 * px)
+            rect = label.textItem.boundingRect()
+            width = rect.width() * px
+            row = next((r for r in (0, 1) if w.start >= ends[r] + 2 * px), -1) if px > 0 else -1
+            if row == 1 and (y1 - y0) < 2.2 * rect.height() * py:
+                row = -1  # too flat for a second row
+            self._rows.append(row)
+            label.setVisible(row >= 0)
+            if row >= 0:
+                ends[row] = w.start + width
+                label.setPos(w.start, y1 - row * rect.height() * 0.8 * py)
+
+    def _hover(self, pos) -> None:
+        """The mouse moved over the plot: name the word under it in the tooltip."""
+        if not self._words:
+            return
+        vb = self.plot.vb
+        if not vb.sceneBoundingRect().contains(pos):
+            return
+        text = self.hover_text(vb.mapSceneToView(pos).x())
+        views = self.plot.scene().views()
+        if views:
+            from PySide6.QtGui import QCursor
+            from PySide6.QtWidgets import QToolTip
+
+            if text:
+                QToolTip.showText(QCursor.pos(), text, views[0])
+            else:
+                QToolTip.hideText()
 
     def _clicked(self, mev) -> None:
         if not self._words or mev.button() != Qt.MouseButton.LeftButton:
