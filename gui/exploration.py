@@ -68,7 +68,7 @@ TASK_SETTINGS = {"speech": {"language", "task", "timestamps", "language_candidat
                  "translation": {"shortlist"}}
 #: the input descriptions each tab writes (``input_identity()``)
 TASK_DESCRIPTIONS = {"speech": re.compile(r".*\(\d+(?:\.\d+)? s audio\)$", re.S),
-                     "ocr": re.compile(r".*\(\d+×\d+ px(?:, region [^)]*)?\)$", re.S),
+                     "ocr": re.compile(r".*\(\d+×\d+ px(?:, region .*)?\)$", re.S),
                      "translation": re.compile(r"^the text .*\(\d+ characters\)$", re.S)}
 
 

@@ -119,3 +119,16 @@ def test_validate_without_a_vocabulary_size_checks_the_rest():
     assert len(branches) == 1
     with pytest.raises(exploration.ExplorationError, match="token_id"):
         exploration.branches_from_json(data, vocab_size=50)
+
+
+@pytest.mark.parametrize("description,settings,task", [
+    ("tone (1.00 s audio)", {"language": "en", "task": "transcribe"}, "speech"),
+    ("tone (1.00 s audio)", {}, "speech"),
+    ("page.png (800×600 px, region 10×20 px at (1, 2))", {}, "ocr"),
+    ("page.png (800×600 px)", {"region": None}, "ocr"),
+    ("the text 'Olá mundo' (9 characters)", {"shortlist": True}, "translation"),
+    ("something else", {}, None),
+    ("tone (1.00 s audio)", {"region": None}, None),  # contradicts itself: not judged
+])
+def test_content_task_reads_each_tabs_inputs(description, settings, task):
+    assert exploration.content_task({"input": {"description": description, "settings": settings}}) == task
