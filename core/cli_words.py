@@ -27,16 +27,17 @@ def add_word_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--refine", action=_Refine, nargs=0,
                         help="(implies --word-timestamps) then move each word's start and end to where muting the "
                              "audio starts to lower its probability (as stable-ts refine(); about 20 extra encoder "
-                             "passes per 30 s window, about 3 s per window with tiny.en on one CPU core); --json words "
+                             "passes per 30 s window: about 30 s of one CPU core per window with tiny.en); --json words "
                              "keep the DTW times as dtw_start/dtw_end. Works on fixed and long-form windows (each "
                              "word within its own window's audio); --progress prints 'refining words i/n'")
     parser.add_argument("--refine-budget", type=_seconds, default=REFINE_BUDGET_S, metavar="S",
                         help="stop refining after S seconds; the words not reached keep their DTW times and stderr "
-                             "says how many were refined; 'none' = no limit (default: %(default)s; about 3-7 s per "
-                             "30 s window with tiny.en, so 300 s covers about 10-20 minutes of audio)")
+                             "says how many were refined; 'none' = no limit (default: %(default)s; about 30 s of one CPU "
+                             "core per 30 s window with tiny.en, so 300 s covers about 5 minutes of speech on one core)")
 
 
-#: seconds ``--refine`` may take by default (tiny.en: ~3 s per 30 s window on a quiet 2-core CPU, ~7 s on one)
+#: seconds ``--refine`` may take by default (tiny.en: about 25 encoder passes, ~30 s of one CPU core, per
+#: 30 s window: 0.45 s per word on a 150 s espeak clip; so about 10 windows, 5 minutes of speech, on one core)
 REFINE_BUDGET_S = 300.0
 
 
