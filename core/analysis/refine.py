@@ -36,6 +36,15 @@ stable-ts ``get_prob``), or the product of its text tokens' ("all"); punctuation
 watched. Known bias: Whisper still hears a word whose first few tens of ms or quiet tail are
 muted, so refined starts come a little late and ends a little early.
 
+Long audio (issue 19): the pass works window by window, each word within its own window's
+audio (fixed 30 s windows, or a long-form run's seek-cut windows: ``SpeechModel.refine_words``
+``longform=True``); a boundary outside its window (a word crossing the window's edge) is not
+searched and the word is cut at the edge. Cost: ``1 + 2 * len(steps) * rounds`` encoder passes per
+window (25 with the defaults; tiny.en on one CPU core, about 30 s per window or 0.45 s per word
+of espeak speech), so ``budget_s`` bounds it: the pass stops between rounds and the words it did
+not reach keep their times (``report`` says how many it refined). Failures are raised as
+:class:`RefineError` naming the word or window.
+
 Reuses the input what-if machinery (``core.whatif``): the muted spans are its ``span_samples``
 and the scores equal its ``score_tokens`` raw probabilities (a test checks), computed in one
 decoder call instead of one engine step per token. No torch here: the task gives a ``score``
