@@ -27,18 +27,20 @@ def add_word_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--refine", action=_Refine, nargs=0,
                         help="(implies --word-timestamps) then move each word's start and end to where muting the "
                              "audio starts to lower its probability (as stable-ts refine(); about 20 extra encoder "
-                             "passes per 30 s window: about 30 s of one CPU core per window with tiny.en); --json words "
+                             "passes per 30 s window: with tiny.en about 16 s per window on 2 CPU cores); --json words "
                              "keep the DTW times as dtw_start/dtw_end. Works on fixed and long-form windows (each "
                              "word within its own window's audio); --progress prints 'refining words i/n'")
     parser.add_argument("--refine-budget", type=_seconds, default=REFINE_BUDGET_S, metavar="S",
                         help="stop refining after S seconds; the words not reached keep their DTW times and stderr "
-                             "says how many were refined; 'none' = no limit (default: %(default)s; about 30 s of one CPU "
-                             "core per 30 s window with tiny.en, so 300 s covers about 5 minutes of speech on one core)")
+                             "says how many were refined; 'none' = no limit (default: %(default)s; with tiny.en about 16 s "
+                             "per 30 s window on 2 CPU cores, 30 s on one: 600 s covers 10-20 minutes of speech)")
 
 
-#: seconds ``--refine`` may take by default (tiny.en: about 25 encoder passes, ~30 s of one CPU core, per
-#: 30 s window: 0.45 s per word on a 150 s espeak clip; so about 10 windows, 5 minutes of speech, on one core)
-REFINE_BUDGET_S = 300.0
+#: seconds ``--refine`` may take by default. tiny.en, 150 s espeak clip (6 windows, 412 words), 2 quiet CPU
+#: cores: refine 98 s (16 s per window, 0.24 s per word) after an 18 s decode; a 10-minute file (~24 windows)
+#: needs ~390 s, so 600 s refines it whole there and bounds it on slower machines
+
+REFINE_BUDGET_S = 600.0
 
 
 def _seconds(text: str) -> float | None:
