@@ -197,10 +197,12 @@ def _craft_lines(gray: np.ndarray, mask: np.ndarray, detector, cancel: Callable[
     for rx0, ry0, rx1, ry1 in regions if regions is not None else [(0, 0, w, h)]:
         r_scale, r_tiled = (scale, tiled) if regions is None else layout.detection_plan(text_px, (rx1 - rx0, ry1 - ry0))
         bh, bw = round((ry1 - ry0) * r_scale), round((rx1 - rx0) * r_scale)
-        if r_tiled:
-            overlap = int(min(layout.CRAFT_CANVAS // 2, max(256, 3 * (text_px or 0) * r_scale)))
-            spans = [(ys, xs) for ys in layout.tile_spans(bh, overlap=overlap)
-                     for xs in layout.tile_spans(bw, overlap=overlap)]
+        # an inked part is given to CRAFT in tiles of at most REGION_TILE px (memory bound)
+        tile = layout.CRAFT_CANVAS if regions is None else layout.REGION_TILE
+        if r_tiled or max(bh, bw) > tile:
+            overlap = int(min(tile // 2, max(256, 3 * (text_px or 0) * r_scale)))
+            spans = [(ys, xs) for ys in layout.tile_spans(bh, tile, overlap)
+                     for xs in layout.tile_spans(bw, tile, overlap)]
             # blank tiles are skipped: no ink in the tile's pixels of the image
             spans = [((ty0, ty1), (tx0, tx1)) for (ty0, ty1), (tx0, tx1) in spans
                      if mask[ry0 + math.floor(ty0 / r_scale):ry0 + math.ceil(ty1 / r_scale),

@@ -103,6 +103,26 @@ def test_blank_parts_of_a_tiled_image_are_skipped(model, counting):
     assert _read(model, img, lines).split("\n") == [PARAGRAPH[0], PARAGRAPH[1]]
 
 
+BLOCK = ("The quick brown fox jumps over the lazy dog", "Pack my box with five dozen liquor jugs",
+         "We sold 42 apples and 17 pears today")
+
+
+def test_a_large_inked_part_is_detected_in_bounded_tiles(model, counting):
+    """A block of text wider than ``REGION_TILE`` at its detection scale is given to CRAFT in
+    tiles of at most ``REGION_TILE`` px (CRAFT's memory grows with its input: +4.6 GB at
+    2560 x 2560), and every line is read."""
+    img = Image.new("RGB", (6000, 6000), "white")
+    d = ImageDraw.Draw(img)
+    font = ImageFont.truetype(font_path(), 110)
+    for i, text in enumerate(BLOCK):
+        d.text((800, 2000 + 180 * i), text, font=font, fill="black")
+    img = load_image(img)
+    lines = model.detect(img)
+    assert len(counting.shapes) >= 2, counting.shapes
+    assert all(max(s[:2]) <= ocr_layout.REGION_TILE for s in counting.shapes), counting.shapes
+    assert _read(model, img, lines).split("\n") == list(BLOCK)
+
+
 def test_a_normal_page_is_detected_as_before(model, counting):
     """Images CRAFT reads whole (at most its canvas) keep the old path: one call on the whole image."""
     img, _ = render_paragraph()
