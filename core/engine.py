@@ -131,13 +131,8 @@ class Engine:
                 outside the vocabulary.
         """
         requested = time.perf_counter()
-        options.validate()
-        if not prompt.prompt_ids:
-            raise ValueError("the decoder prompt is empty; give at least the decoder start token")
+        rules, processors = self.processors(encoded, prompt, options)
         max_new = min(options.max_new_tokens, prompt.max_new_tokens or options.max_new_tokens)
-        # hard rules (suppressed tokens) shape the raw distribution too; the rest only the processed one
-        context = ChainContext(tokenize=self.backend.tokenize, encoder_input_ids=_source_ids(encoded, prompt))
-        rules, processors = split_hard_rules(build_processors(options, prompt, len(prompt.prompt_ids), context))
         forced = check_forced_ids(forced_ids, prompt.eos_token_id, self.backend.vocab_size)[:max_new]
         strategy = make_strategy(options)
         if forced:
@@ -231,6 +226,27 @@ class Engine:
             cancelled=cancelled,
             reason="cancelled" if cancelled else result.reason,
         )
+
+    def processors(self, encoded: EncoderOutput, prompt: DecoderPrompt, options: DecodingOptions) -> tuple[list, list]:
+        """The hard rules and the processor chain that :meth:`run` would decode this prompt with.
+
+        A task calls it for a segment it skips without decoding (speech: a window of digital
+        silence), so that options which cannot apply to the input are refused whatever the
+        input holds.
+
+        Returns:
+            (hard rules, the rest of the chain): the rules shape the raw distribution too,
+            the rest only the processed one.
+
+        Raises:
+            ValueError: invalid options, an empty prompt, or a stage that cannot apply here
+                (e.g. the encoder repetition penalty outside translation).
+        """
+        options.validate()
+        if not prompt.prompt_ids:
+            raise ValueError("the decoder prompt is empty; give at least the decoder start token")
+        context = ChainContext(tokenize=self.backend.tokenize, encoder_input_ids=_source_ids(encoded, prompt))
+        return split_hard_rules(build_processors(options, prompt, len(prompt.prompt_ids), context))
 
     def _take_kept(
         self, encoded: EncoderOutput, known: list[int], prompt_len: int, batch: int, reuse: bool

@@ -98,6 +98,7 @@ def decode_segments(
         stats.encoder_cached = stats.encoder_cached and ready.cached
         skipped = skip(i, segment, ready) if skip is not None else None
         if skipped is not None:
+            engine.processors(ready.encoded, ready.prompt, options)  # options the input can't take fail all the same
             yield skipped
             texts.append((segment, ""))
             continue
