@@ -10,7 +10,7 @@ import threading
 import pytest
 
 from gui.tabs.source_text import PREVIEW_CHARS
-from gui.tabs.translation import TranslationTab
+from tests.helpers.translation_tab import loaded_translation_tab
 from tests.core.test_translation_robust import UNREADABLE, one_mb_line
 
 pytestmark = pytest.mark.e2e
@@ -20,18 +20,7 @@ SLOW_MS = 120_000
 
 @pytest.fixture
 def tab(qtbot):
-    t = TranslationTab()
-    qtbot.addWidget(t)
-    t.resize(1280, 800)
-    t.options_panel._timer.setInterval(20)
-    t._text_timer.setInterval(50)
-    t.errors = []
-    t.errorOccurred.connect(t.errors.append)
-    with qtbot.waitSignal(t.modelReady, timeout=SLOW_MS):
-        t.load_model("en-pt")
-    qtbot.waitUntil(lambda: not t.is_busy(), timeout=SLOW_MS)
-    yield t
-    t.shutdown()
+    yield from loaded_translation_tab(qtbot, (1280, 800))
 
 
 def test_a_1mb_line_is_split_off_the_gui_thread_and_shown_as_a_preview(qtbot, tab, tmp_path):

@@ -13,7 +13,8 @@ from PySide6.QtCore import QMimeData, QPoint, QPointF, Qt, QUrl
 from PySide6.QtGui import QDropEvent
 
 from core.backends.marian_tiny import bergamot_model_dir
-from gui.tabs.translation import EMPTY_MESSAGE, SHORTLIST_TEXT, TranslationTab, first_text_sample
+from gui.tabs.translation import EMPTY_MESSAGE, SHORTLIST_TEXT, first_text_sample
+from tests.helpers.translation_tab import loaded_translation_tab
 
 pytestmark = pytest.mark.e2e
 
@@ -30,18 +31,7 @@ def native():
 
 @pytest.fixture
 def tab(qtbot):
-    t = TranslationTab()
-    qtbot.addWidget(t)
-    t.resize(1300, 850)
-    t.options_panel._timer.setInterval(20)
-    t._text_timer.setInterval(50)
-    t.errors = []
-    t.errorOccurred.connect(t.errors.append)
-    with qtbot.waitSignal(t.modelReady, timeout=SLOW_MS):
-        t.load_model("en-pt")
-    qtbot.waitUntil(lambda: not t.is_busy(), timeout=SLOW_MS)
-    yield t
-    t.shutdown()
+    yield from loaded_translation_tab(qtbot, (1300, 850))
 
 
 def _wait_decode(qtbot, tab, action):
