@@ -1,10 +1,10 @@
 """The model of a decoding-lanes run (issue 13, section 1): no widgets, views subscribe.
 
 A lanes run decodes 2 to 4 lanes, each with its own options, on one encoder output per
-segment (``core.lanes``); :class:`LanesState` takes its ``LaneEvent`` s in batches (one
+segment (``core.tasks.lanes``); :class:`LanesState` takes its ``LaneEvent`` s in batches (one
 per frame) and keeps, per lane, its tokens, log-probabilities, the newest beam-search step
 (a beam lane's tokens come when its search ends), its end; the alignment of every lane to
-lane 1 (``core.lanes.align_lanes``), the pairwise agreement, and each finished lane's
+lane 1 (``core.tasks.lanes.align_lanes``), the pairwise agreement, and each finished lane's
 score against the user's reference text (WER / CER / chrF, ``core.analysis.metrics``).
 
 Signals:
@@ -28,7 +28,7 @@ from PySide6.QtCore import QObject, Signal
 
 from core.analysis.metrics import Score, score
 from core.events import BeamEvent, Finished, StepEvent
-from core.lanes import LaneEvent, LanesFinished, agreement, align_lanes, mean_agreement
+from core.tasks.lanes import LaneEvent, LanesFinished, agreement, align_lanes, mean_agreement
 from core.options import DecodingOptions
 
 
@@ -215,7 +215,7 @@ class LanesState(QObject):
 
     # ---------------------------------------------------------------- derived
     def columns(self) -> list[tuple[int | None, ...]]:
-        """Every lane aligned to lane 1 (``core.lanes.align_lanes``: per column, each lane's
+        """Every lane aligned to lane 1 (``core.tasks.lanes.align_lanes``: per column, each lane's
         step index in :attr:`Lane.steps` or None for a gap)."""
         if self._columns is None:
             self._columns = align_lanes([lane.token_ids for lane in self.lanes]) if self.lanes else []
@@ -232,7 +232,7 @@ class LanesState(QObject):
         return self.lanes[0].steps[a].token_id != self.lanes[lane].steps[b].token_id
 
     def agreement(self) -> np.ndarray:
-        """(n, n) token agreement of the lanes so far (``core.lanes.agreement``)."""
+        """(n, n) token agreement of the lanes so far (``core.tasks.lanes.agreement``)."""
         return agreement([lane.token_ids for lane in self.lanes])
 
     def mean_agreement(self) -> float:

@@ -43,7 +43,7 @@ def user_message(exc: BaseException) -> str:
     name it.
     """
     text = str(exc).strip()
-    ours = type(exc).__module__.split(".")[0] == "core"  # e.g. core.audio.AudioError
+    ours = type(exc).__module__.split(".")[0] == "core"  # e.g. core.inputs.audio.AudioError
     if (ours or isinstance(exc, (ValueError, RuntimeError, OSError))) and text:
         return text
     name = type(exc).__name__

@@ -340,7 +340,7 @@ def _longform_shot(win, args, out: pathlib.Path) -> None:
     opened beside its replacement; 1280 x 800."""
     import numpy as np
 
-    from core.audio import open_audio
+    from core.inputs.audio import open_audio
     from core.options import DecodingOptions
 
     tab = win.speech_tab

@@ -45,7 +45,7 @@ of espeak speech), so ``budget_s`` bounds it: the pass stops between rounds and 
 not reach keep their times (``report`` says how many it refined). Failures are raised as
 :class:`RefineError` naming the word or window.
 
-Reuses the input what-if machinery (``core.whatif``): the muted spans are its ``span_samples``
+Reuses the input what-if machinery (``core.tasks.whatif``): the muted spans are its ``span_samples``
 and the scores equal its ``score_tokens`` raw probabilities (a test checks), computed in one
 decoder call instead of one engine step per token. No torch here: the task gives a ``score``
 callable (window, audio or None) -> probabilities (``SpeechModel.refine_words``).
@@ -61,7 +61,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from core.analysis.alignment import Word
-from core.whatif import span_samples
+from core.tasks.whatif import span_samples
 
 __all__ = ["RefineError", "RefineOptions", "RefineWindow", "forced_token_probs", "refine_words", "WATCH"]
 

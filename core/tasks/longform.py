@@ -156,7 +156,7 @@ def plan_of_run(model, audio: np.ndarray, options: DecodingOptions, language: st
     """(windows, prepare, stats) of the last long-form run on ``audio`` (as
     ``SpeechModel._plan`` gives for fixed windows): its :class:`WindowPlan` s and a
     ``prepare`` giving each window's cached encoder output, prompt and SegmentEvent, so
-    ``fork_segment`` and ``core.whatif`` work on a long-form run.
+    ``fork_segment`` and ``core.tasks.whatif`` work on a long-form run.
 
     Raises:
         ValueError: this audio has not been transcribed long-form by this model.

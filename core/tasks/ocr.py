@@ -302,13 +302,13 @@ class OCRModel:
         prefix_ids: Sequence[int] = (),
     ) -> Iterator:
         """Read the image with several options side by side on one encoder pass per line
-        (``core.lanes.decode_lanes``): ``LaneEvent`` s of every lane, interleaved, then a
+        (``core.tasks.lanes.decode_lanes``): ``LaneEvent`` s of every lane, interleaved, then a
         ``LanesFinished``. Each lane's events equal :meth:`decode` with its options.
 
         Raises:
             ValueError: as :meth:`decode`; no lanes, or a lane's options invalid.
         """
-        from core.lanes import check_lanes, decode_lanes
+        from core.tasks.lanes import check_lanes, decode_lanes
 
         lanes = check_lanes(lanes)
         lines, prepare = self._plan(image, lanes[0], lines, region)
@@ -360,8 +360,8 @@ class OCRModel:
                 lines: list[TextLine] | None = None, region: tuple[int, int, int, int] | None = None,
                 cancel: Callable[[], bool] | None = None) -> Iterator:
         """Blank ``mask`` ((x, y, w, h) pixels) with the image's background colour
-        (``core.whatif.blank_region``) and re-read the lines whose boxes it overlaps; score
-        their original tokens under the blanked image (``core.whatif``: a mask). The lines
+        (``core.tasks.whatif.blank_region``) and re-read the lines whose boxes it overlaps; score
+        their original tokens under the blanked image (``core.tasks.whatif``: a mask). The lines
         stay those of the original run (not detected again).
 
         Args:
@@ -371,7 +371,7 @@ class OCRModel:
         Raises:
             ValueError: as :meth:`decode`; a mask of zero size or outside the image.
         """
-        from core import whatif
+        from core.tasks import whatif
 
         lines, prepare = self._plan(image, options, lines, region)
         img = as_image(image)
@@ -389,8 +389,8 @@ class OCRModel:
                  cancel: Callable[[], bool] | None = None) -> Iterator:
         """The decoder's language prior for the run ``original``: each line's original tokens
         forced through the encoding of the same box in a blank image of the background colour
-        (``core.whatif``: kind "prior")."""
-        from core import whatif
+        (``core.tasks.whatif``: kind "prior")."""
+        from core.tasks import whatif
 
         lines, prepare = self._plan(image, options, lines, region)
         blank = whatif.blank_image(as_image(image))

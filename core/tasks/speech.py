@@ -340,13 +340,13 @@ class SpeechModel:
         prefix_ids: Sequence[int] = (),
     ) -> Iterator:
         """Decode ``audio`` with several options side by side on one encoder pass per window
-        (``core.lanes.decode_lanes``): ``LaneEvent`` s of every lane, interleaved, then a
+        (``core.tasks.lanes.decode_lanes``): ``LaneEvent`` s of every lane, interleaved, then a
         ``LanesFinished``. Each lane's events equal :meth:`decode` with its options.
 
         Raises:
             ValueError: as :meth:`decode`; no lanes, or a lane's options invalid.
         """
-        from core.lanes import check_lanes, decode_lanes
+        from core.tasks.lanes import check_lanes, decode_lanes
 
         lanes = check_lanes(lanes)
         windows, prepare, stats = self._plan(audio, lanes[0], language, task, timestamps, candidate_languages)
@@ -417,7 +417,7 @@ class SpeechModel:
     ) -> Iterator:
         """Silence ``span`` (t0, t1 seconds) of ``audio`` and re-decode the 30 s windows it
         touches; score the original tokens of those windows under the silenced audio
-        (``core.whatif``: a mask).
+        (``core.tasks.whatif``: a mask).
 
         Args:
             audio, options, language, task, cancel: as given to the :meth:`decode` whose
@@ -429,13 +429,13 @@ class SpeechModel:
                 from the silenced audio's log-mel, cut where the run cut it).
 
         Yields:
-            ``core.whatif``'s mask stream (the silenced windows are encoded anew: their
+            ``core.tasks.whatif``'s mask stream (the silenced windows are encoded anew: their
             samples, so their encoder-cache keys, changed).
 
         Raises:
             ValueError: as :meth:`decode`; an empty span or one outside the audio.
         """
-        from core import whatif
+        from core.tasks import whatif
 
         windows, prepare, _stats = self._plan(audio, options, language, task, timestamps, candidate_languages,
                                               longform)
@@ -471,9 +471,9 @@ class SpeechModel:
     ) -> Iterator:
         """The decoder's language prior for the run ``original`` of ``audio``: each window's
         original tokens forced through the encoder output of all-zero audio of the window's
-        length (``core.whatif``: kind "prior"). ``longform``: ``original`` is a
+        length (``core.tasks.whatif``: kind "prior"). ``longform``: ``original`` is a
         :meth:`transcribe` run."""
-        from core import whatif
+        from core.tasks import whatif
 
         windows, prepare, _stats = self._plan(audio, options, language, task, timestamps, candidate_languages,
                                               longform)

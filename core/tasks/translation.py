@@ -439,13 +439,13 @@ class TranslationModel:
         prefix_ids: Sequence[int] = (),
     ) -> Iterator:
         """Translate ``text`` with several options side by side on one encoder pass per
-        sentence (``core.lanes.decode_lanes``): ``LaneEvent`` s of every lane, interleaved,
+        sentence (``core.tasks.lanes.decode_lanes``): ``LaneEvent`` s of every lane, interleaved,
         then a ``LanesFinished``. Each lane's events equal :meth:`decode` with its options.
 
         Raises:
             ValueError: as :meth:`decode`; no lanes, or a lane's options invalid.
         """
-        from core.lanes import check_lanes, decode_lanes
+        from core.tasks.lanes import check_lanes, decode_lanes
 
         lanes = check_lanes(lanes)
         chunks, prepare, engine = self._plan(text, lanes[0], shortlist, prefix_len=len(prefix_ids),
@@ -557,7 +557,7 @@ class TranslationModel:
                 cancel: Callable[[], bool] | None = None) -> Iterator:
         """Drop the source tokens at positions ``drop`` (:meth:`source_tokens` indices) and
         re-translate the sentences (chunks) that held them; score their original target tokens
-        under the shortened source (``core.whatif``: a mask). The other sentences are left
+        under the shortened source (``core.tasks.whatif``: a mask). The other sentences are left
         alone. The re-translation's attention gets zero columns where tokens were dropped, so
         its columns stay the original source tokens.
 
@@ -570,7 +570,7 @@ class TranslationModel:
         Raises:
             ValueError: as :meth:`decode`; nothing droppable in ``drop``.
         """
-        from core import whatif
+        from core.tasks import whatif
 
         chunks, prepare, engine = self._plan(text, options, shortlist)
         drop = {int(p) for p in drop}
@@ -608,8 +608,8 @@ class TranslationModel:
                  cancel: Callable[[], bool] | None = None) -> Iterator:
         """The decoder's language prior for the run ``original``: each sentence's original
         target tokens forced through the encoding of an empty source (only the model's special
-        tokens, e.g. ``</s>``; ``core.whatif``: kind "prior")."""
-        from core import whatif
+        tokens, e.g. ``</s>``; ``core.tasks.whatif``: kind "prior")."""
+        from core.tasks import whatif
 
         chunks, prepare, engine = self._plan(text, options, shortlist)
         lead, content, trail = self.source.split("")

@@ -3,7 +3,7 @@
 :class:`LanesController` belongs to a :class:`gui.tabs.run.RunTab`. It owns the lanes'
 model (:class:`~gui.lanes_state.LanesState`) and view (:class:`~gui.widgets.lanes.LanesView`,
 the "Lanes" tab beside the heatmap). "Run lanes" builds each lane's options from the
-options panel's (``core.lane_spec.parse_lane_spec``) and decodes them in a worker thread
+options panel's (``core.tasks.lane_spec.parse_lane_spec``) and decodes them in a worker thread
 with the tab's ``lanes_fn`` (the task model's ``decode_lanes``: one encoder pass per
 segment, the lanes interleaved). The lane events reach the model in batches, at most
 once per frame, as the run's events do.
@@ -27,8 +27,8 @@ from typing import Any
 from PySide6.QtCore import QObject, QTimer
 
 from core.analysis.metrics import metric_for
-from core.lane_spec import parse_lane_spec
-from core.lanes import LaneEvent, LanesFinished
+from core.tasks.lane_spec import parse_lane_spec
+from core.tasks.lanes import LaneEvent, LanesFinished
 
 from ..lanes_state import LanesState
 from ..widgets.lanes import LanesView

@@ -11,7 +11,7 @@ A mixin of :class:`gui.tabs.speech.SpeechTab` (the speech tab keeps only small h
   kept is taken back from the run (``RunState.retract``), and the token stream, step strip,
   heatmap and lens are redrawn from the run's steps (:meth:`LongFormMixin._steps_retracted`);
 - File → Export… (:meth:`LongFormMixin.export_transcript`) writes txt/srt/vtt/tsv/json with
-  ``core.output_writers.render``: a long-form run's ``core.tasks.longform.result_dict``, or
+  ``core.tasks.writers.render``: a long-form run's ``core.tasks.longform.result_dict``, or
   the timestamp segments of a run decoded with timestamps (``SpeechModel.segments``), or
   else one segment per 30 s window, timed by the window or by its word timing;
 - forks, input what-ifs and lanes re-decode fixed 30 s windows (``SpeechModel.fork`` /
@@ -173,7 +173,7 @@ class LongFormMixin:
         run's main branch, each finished window's transcript steps (the tail after its last
         timestamp pair, decoded again in the next window, left out) and its end row from the
         AttemptEvent (end-of-text attention, or the first dropped token's when a tail was
-        dropped; as ``core.cli_longform.longform_words``); otherwise ``steps`` unchanged."""
+        dropped; as ``core.cli.longform.longform_words``); otherwise ``steps`` unchanged."""
         if not self._lf_run or self.run.current_branch() != 0:
             return steps, None
         kept = {a.segment: a for a in self._lf_attempts if a.kept_in_transcript}
@@ -223,9 +223,9 @@ class LongFormMixin:
     def _window_result(self) -> dict:
         """A run without timestamp tokens as a result: one segment per 30 s window, timed by
         the window's bounds (cut at the audio's end), or by its words when word timing is on
-        and has aligned them (``core.output_writers.window_result``)."""
+        and has aligned them (``core.tasks.writers.window_result``)."""
         from core.catalog import WINDOW_S
-        from core.output_writers import window_result
+        from core.tasks.writers import window_result
         from gui.run_state import plain_text
 
         duration = len(self.audio) / SAMPLE_RATE
@@ -254,9 +254,9 @@ class LongFormMixin:
 
     def export_transcript(self, path: str | None = None) -> bool:
         """File → Export…: write the last run as txt/srt/vtt/tsv/json (the file's suffix picks
-        it; ``core.output_writers.render``). Asks where when ``path`` is None. Errors go to
+        it; ``core.tasks.writers.render``). Asks where when ``path`` is None. Errors go to
         the banner as one line. True when written."""
-        from core.output_writers import FORMATS, render
+        from core.tasks.writers import FORMATS, render
 
         try:
             result = self.export_result()

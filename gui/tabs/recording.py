@@ -1,7 +1,7 @@
 """The Speech tab's microphone bar: Record/Stop, the input device, the level meter, the
 takes kept, Save…/Discard, and a line that says why recording is unavailable.
 
-The bar owns the microphone (``core.microphone.Recorder``, imported when a recording
+The bar owns the microphone (``core.inputs.microphone.Recorder``, imported when a recording
 starts, so the window opens without PortAudio) and the takes: each recording becomes a
 :class:`Take` ("take 1 (12.3 s)") that stays in the takes list until the user discards it.
 What a take means for the input, and what Save… and Discard do, is the tab's business
@@ -74,7 +74,7 @@ class RecordingBar(QWidget):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.mic_ok = False
-        #: the running ``core.microphone.Recorder``, or None
+        #: the running ``core.inputs.microphone.Recorder``, or None
         self.recorder: Any = None
         #: the kept recordings, oldest first; ``current`` is the one that is the tab's input
         self.takes: list[Take] = []
@@ -126,12 +126,12 @@ class RecordingBar(QWidget):
 
     # ---------------------------------------------------------- microphone
     def refresh(self) -> None:
-        """Ask ``core.microphone`` whether recording works and list the input devices; without
+        """Ask ``core.inputs.microphone`` whether recording works and list the input devices; without
         a microphone, Record is disabled and the line under the row says why."""
-        ok, reason = False, "the microphone module (core/microphone.py) is not available"
+        ok, reason = False, "the microphone module (core/inputs/microphone.py) is not available"
         devices: list[Any] = []
         try:
-            from core import microphone
+            from core.inputs import microphone
 
             ok, reason = microphone.microphone_status()
             if ok:
@@ -174,7 +174,7 @@ class RecordingBar(QWidget):
         if not self.mic_ok:
             raise RecordingError(self.mic_label.toolTip() or "No microphone available.")
         try:
-            from core.microphone import Recorder
+            from core.inputs.microphone import Recorder
 
             self.recorder = Recorder(device=self.device_combo.currentData(), on_level=self.level_relay.level.emit)
             self.recorder.start()

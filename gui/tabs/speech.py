@@ -422,7 +422,7 @@ class SpeechTab(LongFormMixin, SpeechMask, DecodeTab):
         from ..worker import start_worker
 
         def gen(cancel):
-            from core.audio import open_audio
+            from core.inputs.audio import open_audio
 
             yield open_audio(path, label=path.name)
 
@@ -463,7 +463,7 @@ class SpeechTab(LongFormMixin, SpeechMask, DecodeTab):
         take = take if take is not None else self.recording.current
         path = Path(path)
         try:
-            from core.audio import save_wav
+            from core.inputs.audio import save_wav
 
             save_wav(str(path), audio)
         except Exception as exc:  # noqa: BLE001 - AudioError: a sentence for the user

@@ -4,7 +4,7 @@ see which tokens depended on it; "No input": which tokens the decoder's prior al
 The tab lets the user mask part of its input (``gui.tabs.whatif_inputs``: drag a span on the
 waveform, a region on the image in mask mode, drop selected source words) and calls
 :meth:`WhatIfMixin.set_mask`. **What if?** (the "What if" view beside the heatmap) runs the
-task model's ``what_if`` in a worker thread (``core.whatif``): the segments the mask touches
+task model's ``what_if`` in a worker thread (``core.tasks.whatif``): the segments the mask touches
 are encoded and decoded again without it, and the current branch's tokens are scored under
 the masked input. The re-decode becomes a branch of the current one (``RunState.add_what_if``:
 the touched segments from the masked input, the others the parent's, renumbered), listed in
@@ -52,7 +52,7 @@ class _WhatIfRun:
 class WhatIfResult:
     """The last what-if's result: its kind, the branch it scored (``parent``), the branch of
     its re-decode (mask; None for no input or when nothing was decoded), and the
-    ``core.whatif.WhatIfDone``."""
+    ``core.tasks.whatif.WhatIfDone``."""
 
     kind: str
     parent: int
@@ -187,7 +187,7 @@ class WhatIfMixin:
 
     def _on_whatif_event(self, ev: Any) -> None:
         """One event of the running what-if (GUI thread, from ``_pump``)."""
-        from core.whatif import WhatIfDone, WhatIfScores
+        from core.tasks.whatif import WhatIfDone, WhatIfScores
 
         w = self._whatif
         if isinstance(ev, SegmentEvent):

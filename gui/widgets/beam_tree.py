@@ -34,7 +34,7 @@ from PySide6.QtWidgets import (
     QVBoxLayout, QWidget,
 )
 
-from core.beam_tree import BeamTree
+from core.analysis.beam_tree import BeamTree
 from core.events import BeamEvent, BeamNode, SegmentEvent
 
 from .beam_canvas import (
@@ -73,7 +73,7 @@ class _Layout:
 class BeamTreeView(QWidget):
     """The beam tree of the current run and the clicked node's details (see the module docstring).
 
-    The nodes, their paths and row reports live in a :class:`core.beam_tree.BeamTree`
+    The nodes, their paths and row reports live in a :class:`core.analysis.beam_tree.BeamTree`
     (:attr:`model`); this widget keeps only where each node is drawn.
 
     Signals:

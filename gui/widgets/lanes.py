@@ -9,13 +9,13 @@
     │ 2 beam:5    …                          │ 3 │The│ ∅   │brown│fox│ …                          │
     └─────────────────────────────────────────┴──────────────────────────────────────────────────┘
 
-Each lane box takes a lane spec (``core.lane_spec``: ``STRATEGY[:ARG,...]``, "current" for
+Each lane box takes a lane spec (``core.tasks.lane_spec``: ``STRATEGY[:ARG,...]``, "current" for
 the options panel's options); a lane is the panel's options with the spec applied. "Run
 lanes" asks the tab to decode them on one encoder output (``runRequested``); they grow
 live. The summary gives each lane's log-probability (processed, the raw one in the
 tooltip), its own decode time, its tokens and, with a reference, its WER (speech), CER
 (OCR) or chrF (translation). The canvas shows the lanes aligned to lane 1 (difflib on
-token ids, ``core.lanes.align_lanes``), one chip row per lane, wrapped like a sequence
+token ids, ``core.tasks.lanes.align_lanes``), one chip row per lane, wrapped like a sequence
 alignment; chips are tinted by probability (viridis, 0..1) and outlined where a lane
 differs from lane 1 (a gap is a dashed box). Clicking a chip shows that step's top-k
 (``stepClicked``).
@@ -49,8 +49,8 @@ from PySide6.QtWidgets import (
 )
 
 from core.analysis.metrics import METRICS
-from core.lane_spec import SPEC_HELP, parse_lane_spec
-from core.lanes import MAX_LANES, MIN_LANES
+from core.tasks.lane_spec import SPEC_HELP, parse_lane_spec
+from core.tasks.lanes import MAX_LANES, MIN_LANES
 
 from ..lanes_state import LanesState
 from .lanes_canvas import LANE_COLORS, LanesCanvas

@@ -2,7 +2,7 @@
 (the canvas of :class:`gui.widgets.lanes.LanesView`).
 
 The columns come from :meth:`gui.lanes_state.LanesState.columns` (difflib on token ids,
-``core.lanes.align_lanes``). Chips are tinted by the token's processed probability
+``core.tasks.lanes.align_lanes``). Chips are tinted by the token's processed probability
 (viridis, 0..1, as in the token stream); a token that differs from lane 1's (a gap
 counts) is outlined orange, as is lane 1's token where any lane differs; a gap is a dashed
 box. Clicking a chip emits ``chipClicked(lane, StepEvent)``.

@@ -13,7 +13,7 @@ that the chosen strategy (or the tab) does not use are disabled but keep their v
 with the reason in their tooltips. Invalid combinations (e.g. beams not a multiple of the
 beam groups) are shown in ``error_label`` and nothing is emitted.
 
-Presets (``core.presets``): the box lists the built-in presets and the user's (JSON files
+Presets (``core.tasks.presets``): the box lists the built-in presets and the user's (JSON files
 in :func:`default_presets_dir`); picking one applies it, values that differ from it are
 marked (bold label with a dot, bold chain row, a dot on the section header), Reset
 restores them and "Save as…" stores the current options as a user preset.
@@ -50,7 +50,7 @@ from core.options import (
     WARPER_STAGES,
     DecodingOptions,
 )
-from core.presets import (
+from core.tasks.presets import (
     BUILTIN_PRESETS,
     KEPT_FIELDS,
     Preset,

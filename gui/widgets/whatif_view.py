@@ -9,12 +9,12 @@ an empty input: the language prior). The result is drawn as one cell per origina
 - mask: the chip is tinted by Δp = p(masked) − p(input) on a diverging scale (vermillion:
   the token lost probability without that part of the input; blue: it gained; light: no
   change), ``0.99→0.01`` under it; tokens that depended on the masked part
-  (``core.whatif.TokenShift.depends``) are outlined. Below, the what-if output beside the
+  (``core.tasks.whatif.TokenShift.depends``) are outlined. Below, the what-if output beside the
   original: tokens the what-if no longer writes struck through, tokens it writes instead in
   bold;
 - no input: the chip is tinted by the prior's probability (viridis, fixed 0..1 as everywhere),
   ``in 0.99 · prior 0.58`` under it; hallucination-prone tokens
-  (``core.whatif.TokenShift.prior_explained``) are outlined and marked ⚠.
+  (``core.tasks.whatif.TokenShift.prior_explained``) are outlined and marked ⚠.
 
 Clicking a cell selects that step (``stepClicked``). The view holds no model state: the tab
 (``gui.tabs.whatif.WhatIfMixin``) gives it the result.

@@ -34,7 +34,7 @@ sys.path.insert(0, str(ROOT))
 
 import torch  # noqa: E402
 
-from core.audio import load_audio  # noqa: E402
+from core.inputs.audio import load_audio  # noqa: E402
 from core.events import Finished, StepEvent  # noqa: E402
 from core.options import DecodingOptions  # noqa: E402
 from core.tasks.speech import SpeechModel  # noqa: E402

@@ -30,10 +30,10 @@ sys.path.insert(0, str(ROOT))
 
 import torch  # noqa: E402
 
-from core.audio import load_audio  # noqa: E402
+from core.inputs.audio import load_audio  # noqa: E402
 from core.events import Finished  # noqa: E402
-from core.lane_spec import parse_lane_spec  # noqa: E402
-from core.lanes import LanesFinished  # noqa: E402
+from core.tasks.lane_spec import parse_lane_spec  # noqa: E402
+from core.tasks.lanes import LanesFinished  # noqa: E402
 from core.options import DecodingOptions  # noqa: E402
 from core.tasks.speech import SpeechModel  # noqa: E402
 

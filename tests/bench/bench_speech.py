@@ -28,7 +28,7 @@ sys.path.insert(0, str(ROOT))
 
 import torch  # noqa: E402
 
-from core.audio import load_audio  # noqa: E402
+from core.inputs.audio import load_audio  # noqa: E402
 from core.events import Finished  # noqa: E402
 from core.options import DecodingOptions  # noqa: E402
 from core.tasks.speech import SAMPLE_RATE, SpeechModel  # noqa: E402

@@ -37,7 +37,7 @@ import torch  # noqa: E402
 from core.analysis.alignment import split_to_word_tokens  # noqa: E402
 from core.analysis.silence import snap_words  # noqa: E402
 from core.analysis.refine import RefineOptions  # noqa: E402
-from core.audio import load_audio  # noqa: E402
+from core.inputs.audio import load_audio  # noqa: E402
 from core.events import StepEvent  # noqa: E402
 from core.options import DecodingOptions  # noqa: E402
 from core.tasks.speech import SpeechModel  # noqa: E402

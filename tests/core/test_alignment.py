@@ -256,7 +256,7 @@ def test_bundled_models_have_openai_alignment_heads():
 
 @pytest.fixture(scope="module")
 def tiny_en():
-    from core.audio import load_audio
+    from core.inputs.audio import load_audio
     from core.options import DecodingOptions
     from core.tasks.speech import SpeechModel
 
@@ -329,7 +329,7 @@ def test_incremental_words_follow_the_tokens(tiny_en):
 
 
 def test_cli_word_timestamps_json(tiny_en, capsys):
-    from core import cli
+    from core.cli import commands as cli
 
     model, audio, _events, steps = tiny_en
     assert cli.main(["transcribe", str(SAMPLE), "--model", "tiny.en", "--word-timestamps", "--json"]) == 0

@@ -1,4 +1,4 @@
-"""core.audio: file formats, resampling, mono mixdown, errors, WAV writing, device status.
+"""core.inputs.audio: file formats, resampling, mono mixdown, errors, WAV writing, device status.
 
 References: tones are generated analytically (numpy sin) and compared with what
 load_audio returns; libsndfile (python-soundfile) reads files back independently.
@@ -17,8 +17,8 @@ import numpy as np
 import pytest
 import soundfile as sf
 
-from core import microphone as core_microphone
-from core.audio import (
+from core.inputs import microphone as core_microphone
+from core.inputs.audio import (
     MIN_DURATION_S,
     SAMPLE_RATE,
     AudioError,
@@ -533,20 +533,20 @@ def test_recorder_closes_the_stream_when_stop_fails(monkeypatch):
 
 
 def test_microphone_names_are_reexported_without_portaudio():
-    """core.audio re-exports the microphone API lazily: importing it loads no PortAudio."""
+    """core.inputs.audio re-exports the microphone API lazily: importing it loads no PortAudio."""
     import subprocess
 
     code = (
-        "import sys; import core.audio as a; print('sounddevice' in sys.modules, 'core.microphone' in sys.modules);"
-        "from core.audio import Recorder; print(Recorder.__module__)"
+        "import sys; import core.inputs.audio as a; print('sounddevice' in sys.modules, 'core.inputs.microphone' in sys.modules);"
+        "from core.inputs.audio import Recorder; print(Recorder.__module__)"
     )
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
-    assert out.stdout.split() == ["False", "False", "core.microphone"]
-    import core.audio
+    assert out.stdout.split() == ["False", "False", "core.inputs.microphone"]
+    import core.inputs.audio
 
     with pytest.raises(AttributeError, match="no attribute 'nope'"):
-        core.audio.nope  # noqa: B018
+        core.inputs.audio.nope  # noqa: B018
 
 
 # ------------------------------------------------------------- open_audio

@@ -1,6 +1,6 @@
 """The live beam tree (issue 12, section 2): ``BeamEvent.nodes / rows / best`` from beam
 search and diverse beam search on tiny random models (tests/core/conftest.py), and
-``core.beam_tree.BeamTree`` built from them.
+``core.analysis.beam_tree.BeamTree`` built from them.
 
 Invariants checked on every run (``check_tree``):
 
@@ -31,7 +31,7 @@ import pytest
 
 import core.engine
 from core.backends.hf import HFSeq2SeqBackend
-from core.beam_tree import BeamTree
+from core.analysis.beam_tree import BeamTree
 from core.engine import Engine
 from core.events import BeamEvent, Finished, StepEvent
 from core.options import DecodingOptions

@@ -7,7 +7,7 @@ exit statuses of values rejected before a model loads.
 import pytest
 
 from core.cli import build_parser, main
-from core.cli_options import options_from_args
+from core.cli.options import options_from_args
 from core.options import LLAMA_CPP_SAMPLER_ORDER, STAGES, DecodingOptions
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from core.cli import main
-from core.lane_spec import parse_lane_spec
+from core.tasks.lane_spec import parse_lane_spec
 
 
 @pytest.mark.parametrize("spec,suggestion", [
@@ -38,7 +38,7 @@ def test_empty_fallback_temperatures_are_refused(capsys, value):
 
 
 def test_fallback_temperatures_still_read():
-    from core.cli_longform import _temperatures
+    from core.cli.longform import _temperatures
 
     assert _temperatures("0,0.2, 0.4") == (0.0, 0.2, 0.4)
     assert _temperatures("0.5") == (0.5,)

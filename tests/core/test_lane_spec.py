@@ -1,4 +1,4 @@
-"""The lane-spec grammar (core/lane_spec.py) and the CLI's ``--compare`` argument errors
+"""The lane-spec grammar (core/tasks/lane_spec.py) and the CLI's ``--compare`` argument errors
 (checked before any model loads, so no model is needed here)."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from core.cli import build_parser, main
-from core.lane_spec import describe, parse_lane_spec, parse_lanes
+from core.tasks.lane_spec import describe, parse_lane_spec, parse_lanes
 from core.options import DecodingOptions
 
 

@@ -1,4 +1,4 @@
-"""Decoding lanes (core/lanes.py): several strategies on one encoder output, interleaved.
+"""Decoding lanes (core/tasks/lanes.py): several strategies on one encoder output, interleaved.
 
 On the tiny random models: every lane's events equal its options decoded alone
 (``decode_segments``), token for token; the encoder runs once per segment for all lanes;
@@ -17,7 +17,7 @@ import pytest
 from core.backends.hf import HFSeq2SeqBackend
 from core.engine import Engine
 from core.events import BeamEvent, Finished, RunStats, SegmentEvent, StepEvent
-from core.lanes import (
+from core.tasks.lanes import (
     LaneEvent, LanesFinished, agreement, align_lanes, decode_lanes, interleave, mean_agreement,
 )
 from core.options import DecodingOptions
@@ -213,7 +213,7 @@ def test_results_count_each_lane(setups):
 def test_beam_lane_logprob_is_its_best_paths_tokens(setups):
     """A beam lane's log-probability is the sum over its output tokens of the processed
     log-probabilities beam search ranked them by (the best path of the beam tree, EOS left out)."""
-    from core.beam_tree import BeamTree
+    from core.analysis.beam_tree import BeamTree
 
     tiny, backend = setups[("t5", False)]
     events = _lanes(Engine(backend), _Segments(tiny, backend, n=1), [_options("greedy"), _options("beam")])

@@ -250,7 +250,7 @@ def test_fork_what_if_and_end_attention_go_back_to_the_long_form_windows(whisper
     what = list(model.what_if(long_clip, DecodingOptions(), [s for a in attempts for s in a.steps],
                               span=(0.0, 4.0), longform=True))
     assert {ev.segment for ev in what if isinstance(ev, SegmentEvent)} == {0}
-    from core.whatif import WhatIfScores
+    from core.tasks.whatif import WhatIfScores
 
     (scores,) = [ev for ev in what if isinstance(ev, WhatIfScores)]
     lighthouse = [sh for sh in scores.shifts if "light" in sh.text]

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from PIL import Image, ImageDraw, ImageFont
 
-from core import cli
+from core.cli import commands as cli
 from core.events import Finished
 from core.options import DecodingOptions
 from core.tasks import ocr_layout

@@ -1,4 +1,4 @@
-"""core.output_writers writes what openai/whisper ``whisper/utils.py`` writes.
+"""core.tasks.writers writes what openai/whisper ``whisper/utils.py`` writes.
 
 Every expected string below was derived by reading whisper's code (the function named in
 the comment beside it) for the hand-made result here; no model is loaded.
@@ -10,7 +10,7 @@ import json
 
 import pytest
 
-from core.output_writers import (
+from core.tasks.writers import (
     FORMATS,
     format_timestamp,
     get_writer,

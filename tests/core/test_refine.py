@@ -160,7 +160,7 @@ def test_cli_refine_json_keeps_the_dtw_times(clip_run, tmp_path, monkeypatch, ca
     refine pass itself stood in by a shift, so this checks the wiring only)."""
     import soundfile as sf
 
-    from core import cli
+    from core.cli import commands as cli
     from core.tasks.speech import SpeechModel
 
     model, audio, *_ = clip_run
@@ -181,7 +181,7 @@ def test_cli_refine_json_keeps_the_dtw_times(clip_run, tmp_path, monkeypatch, ca
 def test_forced_probs_equal_the_engines_forced_steps(tiny_models, kind, lean):
     """``forced_token_probs`` (one decoder call) = the raw probabilities ``whatif.score_tokens``
     gets by forcing the same tokens step by step through the engine (hard rules included)."""
-    from core import whatif
+    from core.tasks import whatif
     from core.analysis.refine import forced_token_probs
     from core.backends.hf import HFSeq2SeqBackend
     from core.engine import Engine

@@ -103,7 +103,7 @@ def long_clip():
 
 @pytest.fixture(scope="module")
 def longform_run(whisper_tiny_en, long_clip):
-    from core.cli_longform import longform_words
+    from core.cli.longform import longform_words
     from core.events import AttemptEvent
     from core.options import DecodingOptions
     from core.tasks.longform import transcript_events
@@ -146,7 +146,7 @@ def test_cli_refine_long_form_with_progress(whisper_tiny_en, long_clip, tmp_path
     refined (dtw_start/dtw_end kept), "refining words i/n" lines on stderr. Before: refused."""
     import soundfile as sf
 
-    from core import cli
+    from core.cli import commands as cli
     from core.tasks.speech import SpeechModel
 
     path = tmp_path / "long.wav"
@@ -205,7 +205,7 @@ def test_cli_says_when_refine_stopped_at_its_budget(tmp_path, monkeypatch, capsy
     """A stand-in model whose refine stops at its budget: stderr names the flag and the count."""
     import soundfile as sf
 
-    from core import cli
+    from core.cli import commands as cli
     from core.tasks.speech import SpeechModel
 
     budgets = []
@@ -214,7 +214,7 @@ def test_cli_says_when_refine_stopped_at_its_budget(tmp_path, monkeypatch, capsy
         name = "stub"
 
     def fake_emit(model, audio, options, prefix, args):
-        from core.cli_words import refine_note
+        from core.cli.words import refine_note
 
         budgets.append(args.refine_budget)
         refine_note({"words": 10, "refined": 4, "windows": 3, "windows_refined": 1, "stopped": "budget",

@@ -18,7 +18,7 @@ HINT = "long-form mode (windows: long-form) re-decodes such windows with tempera
 
 
 def _cli(model, monkeypatch, path, *extra):
-    from core import cli
+    from core.cli import commands as cli
     from core.tasks.speech import SpeechModel
 
     monkeypatch.setattr(SpeechModel, "load", classmethod(lambda cls, name="", progress=None: model))

@@ -192,7 +192,7 @@ class _StopAtFirstText:
 def test_cli_prints_the_first_sentence_before_translating_the_rest(en_pt, tmp_path, monkeypatch, capsys):
     """Was: translate --input-file (1 MB, one line) printed nothing for 300 s: every sentence
     was translated before anything was printed."""
-    from core import cli
+    from core.cli import commands as cli
     from core.tasks import translation
 
     path = tmp_path / "t1mb_oneline.txt"
@@ -214,7 +214,7 @@ def test_cli_prints_the_first_sentence_before_translating_the_rest(en_pt, tmp_pa
 def test_streamed_sentences_join_to_the_decoded_text(en_pt):
     import io
 
-    from core.cli_translate import stream_translation
+    from core.cli.translate import stream_translation
 
     text = "Where is the station?\nIt is closed.  Good morning! 你好。 The end."
     opts = DecodingOptions(max_new_tokens=20)

@@ -1,4 +1,4 @@
-"""Input what-ifs (issue 13, section 3, core): ``core.whatif`` and the tasks' ``what_if`` /
+"""Input what-ifs (issue 13, section 3, core): ``core.tasks.whatif`` and the tasks' ``what_if`` /
 ``no_input``.
 
 Invariants on the tiny random models (tests/core/conftest.py): masking nothing changes no
@@ -20,13 +20,13 @@ import pytest
 import torch
 from PIL import Image, ImageDraw
 
-from core import whatif
+from core.tasks import whatif
 from core.backends.base import DecoderPrompt
 from core.backends.hf import HFSeq2SeqBackend
 from core.engine import Engine
 from core.events import Finished, SegmentEvent, StepEvent
 from core.options import DecodingOptions
-from core.whatif import (
+from core.tasks.whatif import (
     OriginalSegment,
     Ready,
     TokenShift,

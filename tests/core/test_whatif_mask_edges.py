@@ -1,4 +1,4 @@
-"""The OCR what-if mask (``core.whatif.blank_region``) covers exactly its region: the
+"""The OCR what-if mask (``core.tasks.whatif.blank_region``) covers exactly its region: the
 pixels on its edges are blanked, the pixels just outside each edge are untouched (issue 19,
 section 8: a mask one pixel too wide on any side passed the older test, which looked only
 inside the region and at one far pixel)."""
@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from core import whatif
+from core.tasks import whatif
 
 INK = (0, 0, 0)
 PAPER = (250, 240, 230)

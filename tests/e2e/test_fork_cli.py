@@ -79,7 +79,7 @@ def test_transcribe_another_prefix_changes_the_continuation(cli):
 def test_speech_fork_reproduces_each_window(speech_model):
     """Two 30 s windows (the clip, silence, the clip again): each window forked with its
     own tokens reproduces it; the prefix of ``decode`` applies to the first window only."""
-    from core.audio import load_audio
+    from core.inputs.audio import load_audio
 
     clip = load_audio(str(SAMPLES / "speech_en.wav"))
     audio = np.concatenate([clip, np.zeros(30 * 16000 - len(clip), np.float32), clip])

@@ -1,4 +1,4 @@
-"""End to end: ``transcribe`` long-form (core/cli_longform.py, issue 14 section 3): segments,
+"""End to end: ``transcribe`` long-form (core/cli/longform.py, issue 14 section 3): segments,
 attempts and fallback in the JSON, subtitle files as openai/whisper's CLI writes them, the
 silence skip, and one-line errors. Real tiny.en, the CLI run in this process with the
 session's model.
@@ -15,7 +15,7 @@ import pytest
 import soundfile as sf
 
 from core.cli import main
-from core.cli_longform import use_longform
+from core.cli.longform import use_longform
 
 pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("one_torch_thread")]
 

@@ -1,4 +1,4 @@
-"""The microphone path for real: PulseAudio fake mic -> ALSA pulse -> PortAudio -> core.audio.Recorder.
+"""The microphone path for real: PulseAudio fake mic -> ALSA pulse -> PortAudio -> core.inputs.audio.Recorder.
 
 The fake microphone (tests/helpers/pulse.py) plays espeak-ng speech into a FIFO; the
 recording must contain that speech: found by normalised cross-correlation with the
@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 import soxr
 
-from core.audio import SAMPLE_RATE, AudioError, Recorder, list_input_devices, microphone_status
+from core.inputs.audio import SAMPLE_RATE, AudioError, Recorder, list_input_devices, microphone_status
 
 pytestmark = pytest.mark.mic
 
@@ -52,7 +52,7 @@ def _best_alignment(recording: np.ndarray, source: np.ndarray) -> tuple[int, flo
 
 
 def test_fake_mic_is_listed(fake_mic):
-    """After the fake mic starts, core.audio sees a usable input device named 'pulse'."""
+    """After the fake mic starts, core.inputs.audio sees a usable input device named 'pulse'."""
     ok, reason = microphone_status()
     assert ok, reason
     names = [d.name for d in list_input_devices()]

@@ -396,7 +396,7 @@ class FakeSpeechModel:
 
 
 class FakeRecorder:
-    """Stands in for ``core.microphone.Recorder`` in tab tests (no PortAudio).
+    """Stands in for ``core.inputs.microphone.Recorder`` in tab tests (no PortAudio).
 
     ``FakeRecorder.takes`` is a queue of the audio each new recorder "records" (float32 at
     16 kHz); ``FakeRecorder.made`` lists every recorder created, so a test can check the

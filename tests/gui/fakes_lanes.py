@@ -4,7 +4,7 @@
 different words per strategy, so the alignment has something to show: greedy and beam
 write ``WORDS``; sampling replaces " brown" by " red" and leaves out " lazy"; sampling
 with min-p inserts " cat" after " quick". The lanes are interleaved with the real
-``core.lanes.interleave`` (one event per lane per turn) and the input counts as encoded
+``core.tasks.lanes.interleave`` (one event per lane per turn) and the input counts as encoded
 once. :class:`FakeLanesOCR` is the fake OCR model whose lanes all read ``LINE_TEXT``.
 """
 
@@ -16,7 +16,7 @@ import time
 import numpy as np
 
 from core.events import Finished, RunStats, SegmentEvent
-from core.lanes import check_lanes, interleave
+from core.tasks.lanes import check_lanes, interleave
 from core.options import SAMPLING_STRATEGIES
 
 from .fakes import WORDS, FakeSpeechModel, fake_beam_events, make_step

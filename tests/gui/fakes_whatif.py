@@ -1,4 +1,4 @@
-"""Fake speech and OCR models with the what-if contract of ``core.whatif`` (no torch).
+"""Fake speech and OCR models with the what-if contract of ``core.tasks.whatif`` (no torch).
 
 Speech: word ``i`` of ``fakes.WORDS`` "is spoken" from ``i * WORD_S`` to ``(i + 1) * WORD_S``
 seconds. Silencing a span takes the words it overlaps out of the re-decode, and their
@@ -16,7 +16,7 @@ import time
 import numpy as np
 
 from core.events import Finished, RunStats, SegmentEvent, StepEvent, TokenProb
-from core.whatif import TokenShift, WhatIfDone, WhatIfScores
+from core.tasks.whatif import TokenShift, WhatIfDone, WhatIfScores
 
 from .fakes import WORDS, FakeSpeechModel, make_step
 from .fakes_ocr import LINE_TEXT, FakeOCRModel

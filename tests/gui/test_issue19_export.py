@@ -1,6 +1,6 @@
 """File → Export of a plain (no timestamps) speech run (issue 19 §5): txt needs no times;
 srt/vtt/tsv/json use each 30 s window's bounds, or the word timing when it is on
-(``core.output_writers.window_result``). Fakes, no model."""
+(``core.tasks.writers.window_result``). Fakes, no model."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from core.output_writers import render, window_result
+from core.tasks.writers import render, window_result
 
 from .fakes_longform import FakeLongFormModel
 from .fakes_words import FakeWordModel

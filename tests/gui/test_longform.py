@@ -165,7 +165,7 @@ def test_real_tiny_en_long_form_equals_transcribe(qtbot, whisper_tiny_en):
     the text SpeechModel.transcribe gives."""
     import numpy as np
 
-    from core.audio import open_audio
+    from core.inputs.audio import open_audio
     from core.events import Finished
     from core.options import DecodingOptions
     from core.tasks.longform import LongFormOptions

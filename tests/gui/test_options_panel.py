@@ -28,7 +28,7 @@ from core.options import (
     WARPER_STAGES,
     DecodingOptions,
 )
-from core.presets import (
+from core.tasks.presets import (
     BUILTIN_PRESETS,
     NOT_SAVED,
     builtin_preset,

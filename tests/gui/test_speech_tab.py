@@ -142,7 +142,7 @@ def test_english_only_model_disables_language_and_task(qtbot, tab):
 
 
 def test_record_disabled_without_microphone(qtbot, tab, monkeypatch):
-    from core import microphone
+    from core.inputs import microphone
 
     reason = "Nothing to record from (test). Plug in a microphone and restart the app."
     monkeypatch.setattr(microphone, "microphone_status", lambda: (False, reason))
@@ -262,7 +262,7 @@ def _dialogs_never_block(monkeypatch):
 @pytest.fixture
 def fake_recorder(monkeypatch):
     """Record/Stop work without PortAudio: each recording is the next entry of FakeRecorder.takes."""
-    from core import microphone
+    from core.inputs import microphone
 
     FakeRecorder.takes = [_tone(1.0, 220.0), _tone(2.0, 330.0), _tone(1.5, 440.0), _tone(0.5, 550.0)]
     FakeRecorder.made = []

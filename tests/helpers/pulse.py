@@ -3,7 +3,7 @@
 The server runs ``module-pipe-source``: whatever raw s16le 16 kHz mono is written into
 its FIFO is what the "microphone" hears. PortAudio reaches it through ALSA's ``pulse``
 device (Debian ``libasound2-plugins``), so a test records through exactly the code path
-a real microphone takes (``core.audio.Recorder`` -> sounddevice -> PortAudio -> ALSA ->
+a real microphone takes (``core.inputs.audio.Recorder`` -> sounddevice -> PortAudio -> ALSA ->
 PulseAudio).
 
 Two facts shape this helper:

@@ -9,7 +9,7 @@ otherwise (as transformers' ``generate()`` switches between short- and long-form
 - text: one ``[start --> end] text`` line per segment (``--json``: the trace of the kept
   tokens plus ``"segments"``, ``"attempts"`` and ``"language"``);
 - ``--output-format txt|vtt|srt|tsv|json|all --output-dir DIR``: files written by
-  ``core.output_writers`` (word-level cues with ``--word-timestamps``);
+  ``core.tasks.writers`` (word-level cues with ``--word-timestamps``);
 - a progress line on stderr per window when stderr is a terminal or ``--progress`` is given.
 """
 
@@ -108,7 +108,7 @@ def longform_options(args: argparse.Namespace) -> LongFormOptions:
 
 def check_writer_options(args: argparse.Namespace) -> None:
     """Reject subtitle options openai/whisper's CLI rejects, before any decoding (ValueError)."""
-    from core.output_writers import check_options
+    from core.tasks.writers import check_options
 
     check_options(word_timestamps=args.word_timestamps, highlight_words=args.highlight_words,
                   max_line_width=args.max_line_width, max_line_count=args.max_line_count,
@@ -195,7 +195,7 @@ def _timestamp(seconds: float) -> str:
 def run_longform(model, audio, options, prefix: list[int], args: argparse.Namespace) -> int:
     """Decode long-form and print / write the result; 0 on success (130 when cancelled)."""
     from core.cli import trace
-    from core.output_writers import write_result
+    from core.tasks.writers import write_result
     from core.tasks.longform import result_dict, transcript_events
 
     longform = longform_options(args)
@@ -226,11 +226,11 @@ def run_longform(model, audio, options, prefix: list[int], args: argparse.Namesp
     dtw = None
     if getattr(args, "refine", False) and words:  # refine DTW's words, each within its window, then snap
         from core.analysis.silence import snap_words
-        from core.cli_words import refine_progress
+        from core.cli.words import refine_progress
 
         dtw = longform_words(model, kept)
         steps = [s for ev in kept if isinstance(ev, AttemptEvent) and ev.kept_in_transcript for s in ev.steps]
-        from core.cli_words import refine_note
+        from core.cli.words import refine_note
 
         report: dict = {}
         refined = model.refine_words(audio, steps, dtw, options, language=args.language, task=args.task,
@@ -257,7 +257,7 @@ def run_longform(model, audio, options, prefix: list[int], args: argparse.Namesp
                            | ({"words": s["words"]} if "words" in s else {}) for s in result["segments"]]
         out["attempts"] = attempt_rows(events)
         if args.word_timestamps:
-            from core.cli_words import word_rows
+            from core.cli.words import word_rows
 
             out["words"] = word_rows(words, dtw=dtw)
             if dtw is not None:

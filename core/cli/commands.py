@@ -12,11 +12,11 @@ opens the window when no command is given and hands the commands below to :func:
 than 30 s or ``--output-format`` is given (``--windows auto``; ``long-form`` / ``fixed`` force
 one): seek by timestamps, previous-text conditioning, temperature fallback, silence skipped;
 ``[start --> end] text`` per segment, ``-f txt|vtt|srt|tsv|json|all -o DIR`` writes files, and
-``--json`` adds ``"language"``, ``"segments"`` and ``"attempts"`` (``core.cli_longform``).
+``--json`` adds ``"language"``, ``"segments"`` and ``"attempts"`` (``core.cli.longform``).
 
 ``--compare SPEC ...`` decodes 2-4 lanes side by side on one encoder pass per segment and
 prints each lane's text, log-probability, time and, with ``--reference TEXT`` /
-``--reference-file F``, its WER / CER / chrF (``core.cli_lanes``; ``--json`` gives
+``--reference-file F``, its WER / CER / chrF (``core.cli.lanes``; ``--json`` gives
 ``"lanes": [...]`` and ``"agreement"``).
 
 ``--prefix TEXT`` forces the text's tokens after the task prompt and lets the strategy
@@ -39,7 +39,7 @@ Prints the text, or with ``--json`` a trace::
                                "normalized", "status", "best", "eos", "row", "group", "segment"}]}}
 
 (``"beam_tree"`` for beam and diverse beam search: every candidate considered, see
-``core.beam_tree.BeamTree.to_dict``; one node per segment is ``best`` and the non-EOS
+``core.analysis.beam_tree.BeamTree.to_dict``; one node per segment is ``best`` and the non-EOS
 tokens on the path to it are the segment's output.)
 
 (``"language_probs": {"en": 0.97, ...}`` for a multilingual Whisper: the first window's
@@ -48,7 +48,7 @@ when given.)
 
 (``"words": [{"word", "start", "end", "prob"}]`` with ``transcribe --word-timestamps``:
 seconds from the start of the audio, prob = the mean probability of the word's tokens;
-``core.cli_words``.)
+``core.cli.words``.)
 
 (``"cross_attention"`` per token with ``--attention``: layers x heads x source_len,
 averaged over heads and layers unless ``--attention full``. ``"lens"`` per token with
@@ -66,16 +66,17 @@ import re
 import sys
 from typing import Iterable, Sequence
 
-from core import catalog, cli_ocr
+from core import catalog
+from core.cli import ocr as cli_ocr
 from core.analysis.lens import lens_json
-from core.beam_tree import BeamTree
+from core.analysis.beam_tree import BeamTree
 from core.events import BeamEvent, Event, Finished, SegmentEvent, StepEvent
-from core import cli_translate
-from core.cli_lanes import add_compare_arguments, lanes_from_args, run_compare
-from core.cli_longform import (add_longform_arguments, check_writer_options, longform_options, run_longform,
+from core.cli import translate as cli_translate
+from core.cli.lanes import add_compare_arguments, lanes_from_args, run_compare
+from core.cli.longform import (add_longform_arguments, check_writer_options, longform_options, run_longform,
                                speech_notes, use_longform)
-from core.cli_options import add_decoding_arguments, options_from_args
-from core.cli_words import add_word_arguments, emit_words
+from core.cli.options import add_decoding_arguments, options_from_args
+from core.cli.words import add_word_arguments, emit_words
 from core.options import DecodingOptions
 
 
@@ -138,7 +139,7 @@ def trace(task: str, model: str, options: DecodingOptions, events: Iterable[Even
 
 
 def cmd_transcribe(args: argparse.Namespace) -> int:
-    from core.audio import AudioError, load_audio
+    from core.inputs.audio import AudioError, load_audio
     from core.tasks.speech import SpeechModel
 
     options = options_from_args(args)

@@ -5,9 +5,9 @@
     decoding-explorer transcribe clip.wav --compare greedy beam:5 sample:T=0.8 min-p:0.1 \\
         [--reference TEXT | --reference-file F] [--json]
 
-Each SPEC is one lane (``core.lane_spec``: ``STRATEGY[:ARG,...]``); the other decoding
+Each SPEC is one lane (``core.tasks.lane_spec``: ``STRATEGY[:ARG,...]``); the other decoding
 flags are every lane's base. The lanes decode on one encoder pass per segment
-(``core.lanes``). Prints per lane its spec, log-probability, time, tokens, the metric
+(``core.tasks.lanes``). Prints per lane its spec, log-probability, time, tokens, the metric
 against the reference (WER for speech, CER for OCR, chrF for translation:
 ``core.analysis.metrics``) and its text, then the agreement; ``--json`` prints::
 
@@ -29,8 +29,8 @@ from pathlib import Path
 from typing import Callable, Iterable
 
 from core.analysis.metrics import METRICS, Score, metric_for, score
-from core.lane_spec import SPEC_HELP, parse_lanes
-from core.lanes import MAX_LANES, MIN_LANES, LanesFinished
+from core.tasks.lane_spec import SPEC_HELP, parse_lanes
+from core.tasks.lanes import MAX_LANES, MIN_LANES, LanesFinished
 from core.options import DecodingOptions
 
 

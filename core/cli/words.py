@@ -115,7 +115,7 @@ def emit_words(model, audio, options, prefix: list[int], args: argparse.Namespac
     options = replace(options, capture_attention=True)
     kw = {"language": args.language, "task": args.task, "timestamps": bool(getattr(args, "timestamps", False)),
           "candidate_languages": getattr(args, "language_candidates", None)}
-    from core.cli_longform import speech_notes
+    from core.cli.longform import speech_notes
 
     events = list(speech_notes(model, model.decode(audio, options, prefix_ids=prefix, **kw), audio))
     steps = [ev for ev in events if isinstance(ev, StepEvent)]

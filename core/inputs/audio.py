@@ -1,4 +1,4 @@
-"""Audio input: file loading, resampling and WAV writing (the microphone: ``core.microphone``).
+"""Audio input: file loading, resampling and WAV writing (the microphone: ``core.inputs.microphone``).
 
 Everything the models see is 16 kHz float32 mono in [-1, 1] (Whisper's front end,
 openai/whisper ``audio.py``: ``SAMPLE_RATE = 16000``). Files are decoded with
@@ -10,8 +10,8 @@ to mono and the rate is converted with libsoxr (python-soxr, quality "HQ").
 audio than the file holds). Messages name a file by ``label`` (default: its path; the
 GUI passes the file name).
 
-The microphone (PortAudio devices, ``Recorder``) lives in ``core.microphone``; its names
-are re-exported here (``from core.audio import Recorder`` works) without importing
+The microphone (PortAudio devices, ``Recorder``) lives in ``core.inputs.microphone``; its names
+are re-exported here (``from core.inputs.audio import Recorder`` works) without importing
 PortAudio until one of them is used. This module has no Qt dependency.
 """
 
@@ -44,17 +44,17 @@ MIN_DURATION_S = 0.1
 """Shortest clip in seconds :func:`open_audio` accepts: Whisper's minimum
 (``core.tasks.speech.MIN_AUDIO_S``; a test keeps the two equal)."""
 
-# Re-exported from core.microphone on first use (PEP 562), so importing core.audio never
+# Re-exported from core.inputs.microphone on first use (PEP 562), so importing core.inputs.audio never
 # loads PortAudio.
 _MICROPHONE_NAMES = ("InputDevice", "Level", "Recorder", "SILENCE", "list_input_devices", "microphone_status")
 
 
 def __getattr__(name: str) -> Any:
     if name in _MICROPHONE_NAMES:
-        from core import microphone
+        from core.inputs import microphone
 
         return getattr(microphone, name)
-    raise AttributeError(f"module 'core.audio' has no attribute {name!r}")
+    raise AttributeError(f"module 'core.inputs.audio' has no attribute {name!r}")
 
 
 class AudioError(Exception):

@@ -17,7 +17,7 @@ lanes (:func:`agreement`). :func:`interleave` does the same over any event strea
 task runs, a fake model's), for models without a per-segment lane loop.
 
 The lane-spec grammar (the CLI's ``--compare``, the GUI's lane boxes) is in
-:mod:`core.lane_spec`; reference metrics (WER/CER/chrF) in :mod:`core.analysis.metrics`.
+:mod:`core.tasks.lane_spec`; reference metrics (WER/CER/chrF) in :mod:`core.analysis.metrics`.
 """
 
 from __future__ import annotations

@@ -1,10 +1,10 @@
 """The microphone: PortAudio input devices and a :class:`Recorder` that records into memory.
 
-Split from ``core.audio`` (which re-exports these names, so ``from core.audio import
+Split from ``core.inputs.audio`` (which re-exports these names, so ``from core.inputs.audio import
 Recorder`` keeps working). PortAudio is reached through python-sounddevice, imported
 lazily: without the PortAudio shared library (Debian ``libportaudio2``) its import raises
 ``OSError``; the functions here then report the problem (:func:`microphone_status`) or
-raise :class:`core.audio.AudioError`.
+raise :class:`core.inputs.audio.AudioError`.
 
 Stream life cycle (PortAudio's ALSA host API prints "Expression ... failed" lines and can
 crash when a stream is left running while its device goes away or its callback is
@@ -26,7 +26,7 @@ from typing import Any, Callable, NamedTuple
 import numpy as np
 import soxr
 
-from core.audio import _RESAMPLE_QUALITY, SAMPLE_RATE, AudioError
+from core.inputs.audio import _RESAMPLE_QUALITY, SAMPLE_RATE, AudioError
 
 # ---------------------------------------------------------------------- devices
 

@@ -15,7 +15,7 @@ import argparse
 from dataclasses import replace
 
 from core.options import LLAMA_CPP_SAMPLER_ORDER, STAGES, STRATEGIES, DecodingOptions
-from core.presets import BUILTIN_NAMES, builtin_preset
+from core.tasks.presets import BUILTIN_NAMES, builtin_preset
 
 CLI_STRATEGIES = tuple(s.replace("_", "-") for s in STRATEGIES)
 """Strategy names as typed on the command line (``diverse-beam``)."""

@@ -1,4 +1,4 @@
-"""Progress and notes of ``decoding-explorer ocr`` on stderr (``core.cli.cmd_ocr``).
+"""Progress and notes of ``decoding-explorer ocr`` on stderr (``core.cli.commands.cmd_ocr``).
 
 With ``--progress`` (or when stderr is a terminal) one line per model-loading stage, per
 detection step (``OCRProgress``: the inked parts and tiles CRAFT is given) and per line

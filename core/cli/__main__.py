@@ -1,0 +1,5 @@
+import sys
+
+from core.cli.commands import main
+
+sys.exit(main())
