@@ -14,6 +14,13 @@ worker posts one ``ready`` signal only when the queue turns non-empty; the GUI t
 drains what has accumulated, at most ``DRAIN_BUDGET_S`` of callbacks at a time (the rest
 follows on the next turn of the event loop, after timers and paints). So there is never
 more than one posted event per worker waiting, however many items it yields.
+
+Two ways to take the items (``start_worker``): callbacks (``on_event``, ``on_error``,
+``on_finished``; small jobs), or **pull** (``on_ready``): the owner (the run controller,
+``gui.run_controller``) takes items one at a time with :meth:`WorkerHandle.next_item`
+straight from the worker's queue, in its own time-sliced pump; the generator's error and
+the end of the thread come through the same queue, in order, as :class:`WorkerFailed` and
+:class:`WorkerEnded`. Pulled, an item waits in one queue only.
 """
 
 from __future__ import annotations
@@ -50,6 +57,64 @@ def user_message(exc: BaseException) -> str:
     return f"{name}: {text}" if text else f"Unexpected error ({name})."
 
 
+class WorkerFailed:
+    """Pulled after the items a generator yielded before it raised: the message for the user."""
+
+    def __init__(self, message: str) -> None:
+        self.message = message
+
+
+class WorkerEnded:
+    """Pulled last: the worker's thread has ended (``handle.running`` is False from now on)."""
+
+    def __init__(self, handle: "WorkerHandle") -> None:
+        self.handle = handle
+
+
+#: what :meth:`WorkerHandle.next_item` returns when no item waits
+NOTHING = object()
+
+
+class Mailbox:
+    """The locked queue between a worker thread and the GUI thread (a plain object: it
+    outlives the worker's QObject, which is deleted when its thread ends)."""
+
+    def __init__(self) -> None:
+        self._queue: deque = deque()
+        self._lock = threading.Lock()
+        self._signalled = False
+
+    def put(self, item: Any) -> bool:
+        """Queue ``item``; True when the queue turned non-empty (the reader should be woken)."""
+        with self._lock:
+            self._queue.append(item)
+            wake = not self._signalled
+            self._signalled = True
+        return wake
+
+    def take(self) -> list[Any]:
+        """Every queued item, oldest first, emptying the queue."""
+        with self._lock:
+            items = list(self._queue)
+            self._queue.clear()
+            self._signalled = False
+        return items
+
+    def pop(self) -> Any:
+        """The oldest queued item, or :data:`NOTHING`."""
+        with self._lock:
+            if not self._queue:
+                self._signalled = False
+                return NOTHING
+            item = self._queue.popleft()
+            if not self._queue:
+                self._signalled = False
+            return item
+
+    def __len__(self) -> int:
+        return len(self._queue)
+
+
 class GeneratorWorker(QObject):
     """Iterates ``fn(cancel)`` and emits each item as ``event``.
 
@@ -74,25 +139,17 @@ class GeneratorWorker(QObject):
         self._fn = fn
         self._abort = threading.Event()
         self.name = name
-        self._queue: deque = deque()
-        self._lock = threading.Lock()
-        self._signalled = False
+        self.mailbox = Mailbox()
+        #: pulled (``start_worker(on_ready=)``): the error and the end go into the queue too
+        self.pull = False
 
     def _push(self, item: Any) -> None:
-        with self._lock:
-            self._queue.append(item)
-            wake = not self._signalled
-            self._signalled = True
-        if wake:
+        if self.mailbox.put(item):
             self.ready.emit()
 
     def take(self) -> list[Any]:
         """Every queued item, oldest first, emptying the queue (thread-safe)."""
-        with self._lock:
-            items = list(self._queue)
-            self._queue.clear()
-            self._signalled = False
-        return items
+        return self.mailbox.take()
 
     @property
     def abort_requested(self) -> bool:
@@ -123,8 +180,12 @@ class GeneratorWorker(QObject):
                     log.info("%s: %s", self.name, message)
                 else:  # a bug: keep the traceback for the report
                     log.error("%s failed:\n%s", self.name, traceback.format_exc())
+                if self.pull:
+                    self._push(WorkerFailed(message))
                 self.error.emit(message)
         finally:
+            if self.pull:
+                self._push(_END)
             self.finished.emit()
             # end this worker thread's event loop now, so QThread.wait() returns without the
             # GUI thread having to process the queued finished() first (window close, exit);
@@ -138,6 +199,9 @@ class _Error:
 
     def __init__(self, message: str) -> None:
         self.message = message
+
+
+_END = object()  # a pulled worker's last item: its generator is done
 
 
 class WorkerHandle(QObject):
@@ -155,6 +219,7 @@ class WorkerHandle(QObject):
         on_event: Callable[[Any], None] | None,
         on_error: Callable[[str], None] | None,
         on_finished: Callable[[], None] | None,
+        on_ready: Callable[[], None] | None = None,
     ) -> None:
         super().__init__()
         self.worker: GeneratorWorker | None = worker
@@ -167,9 +232,60 @@ class WorkerHandle(QObject):
         self._backlog: deque = deque()  # items taken from the worker, not yet handed on
         self._drain_scheduled = False
         self._ending = False  # the thread ended; complete once the backlog is handed on
-        worker.ready.connect(self._drain)
-        worker.error.connect(self._error)
-        worker.finished.connect(self._finished)
+        self._on_ready = on_ready
+        self._source: Mailbox | None = worker.mailbox  # pulled: the queue next_item takes from
+        self._thread_ref = thread
+        if on_ready is not None:
+            worker.pull = True
+            worker.ready.connect(self._ready)
+            worker.finished.connect(self._thread_done)
+        else:
+            worker.ready.connect(self._drain)
+            worker.error.connect(self._error)
+            worker.finished.connect(self._finished)
+
+    # ------------------------------------------------------------ pulled
+    @property
+    def pulled(self) -> bool:
+        """The owner takes the items with :meth:`next_item` (``start_worker(on_ready=)``)."""
+        return self._on_ready is not None
+
+    @Slot()
+    def _ready(self) -> None:
+        if self._on_ready is not None:
+            self._on_ready()
+
+    @Slot()
+    def _thread_done(self) -> None:
+        self.thread, self.worker = None, None
+        if self._on_ready is not None:
+            self._on_ready()  # the end may be waiting behind nothing
+
+    def waiting(self) -> bool:
+        """Pulled mode: items (or the end) wait to be taken."""
+        return self._source is not None and len(self._source) > 0
+
+    def next_item(self) -> Any:
+        """Pulled mode: the worker's oldest item, a :class:`WorkerFailed` (the generator
+        raised) or a :class:`WorkerEnded` (last; ``running`` turns False), or :data:`NOTHING`
+        when none waits. After :meth:`abort` the items still queued are skipped (the error
+        too); the end still comes."""
+        src = self._source
+        while True:
+            item = src.pop() if src is not None else NOTHING
+            if item is NOTHING:
+                return NOTHING
+            if item is _END:
+                thread, self._thread_ref = self._thread_ref, None
+                if thread is not None:
+                    thread.quit()
+                    thread.wait(5000)
+                self._source = None
+                self.running = False
+                _live.discard(self)
+                return WorkerEnded(self)
+            if not self._aborted:
+                return item
 
     @Slot()
     def _drain(self) -> None:
@@ -251,6 +367,7 @@ def start_worker(
     on_event: Callable[[Any], None] | None = None,
     on_error: Callable[[str], None] | None = None,
     on_finished: Callable[[], None] | None = None,
+    on_ready: Callable[[], None] | None = None,
     name: str = "worker",
 ) -> WorkerHandle:
     """Start ``fn(cancel)`` in a new ``QThread``; return a handle to abort/wait on it.
@@ -258,12 +375,16 @@ def start_worker(
     Must be called from a thread with a Qt event loop (the GUI thread): the callbacks
     run in that thread, one call per event, then ``on_error`` (if it raised) and
     ``on_finished`` last. The handle keeps the thread alive until it finishes.
+
+    With ``on_ready`` (pull mode) the other callbacks are not used: ``on_ready()`` is
+    called in the GUI thread when items wait, and the owner takes them with
+    :meth:`WorkerHandle.next_item` (the error and the end included).
     """
     thread = QThread()
     thread.setObjectName(name)
     worker = GeneratorWorker(fn, name=name)
     worker.moveToThread(thread)
-    handle = WorkerHandle(worker, thread, on_event, on_error, on_finished)
+    handle = WorkerHandle(worker, thread, on_event, on_error, on_finished, on_ready)
     thread.started.connect(worker.work)
     worker.finished.connect(worker.deleteLater)
     thread.finished.connect(thread.deleteLater)
