@@ -5,13 +5,12 @@ directory from a hub id (and refuses what is neither), :func:`from_pretrained` r
 transformers ``from_pretrained`` calls and turns a failure into an error that names the
 id (offline or unknown: "could not be downloaded ... pass a local directory") or the
 directory (incomplete: which files are needed). Then one loader per kind reads the ids
-and sizes its task needs:
+and sizes its task needs, beside the model kind it loads (this module imports none of them):
 
-- :func:`load_whisper_pretrained`: ``WhisperForConditionalGeneration`` + tokenizer +
-  feature extractor (``core.backends.whisper_models.load_whisper`` calls it for any name
-  that is not bundled);
-- :func:`load_seq2seq`: translation models (MarianMT, T5, M2M100, NLLB) as a
-  ``core.backends.seq2seq_models.LoadedSeq2Seq``;
+- ``core.backends.whisper_models.load_whisper_pretrained``: ``WhisperForConditionalGeneration``
+  + tokenizer + feature extractor (``load_whisper`` calls it for any name that is not bundled);
+- ``core.backends.seq2seq_models.load_seq2seq``: translation models (MarianMT, T5, M2M100,
+  NLLB) as a ``LoadedSeq2Seq``;
 - :func:`load_vision_seq2seq`: ``VisionEncoderDecoderModel`` (TrOCR) with its image
   processor and tokenizer.
 
@@ -128,7 +127,7 @@ def _first(value: Any) -> Any:
     return value[0] if isinstance(value, (list, tuple)) else value
 
 
-def _start_and_eos(name: str, error: type[HubLoadError], config: Any, generation: Any, eos_fallback: Any
+def start_and_eos(name: str, error: type[HubLoadError], config: Any, generation: Any, eos_fallback: Any
                    ) -> tuple[int, int]:
     """The decoder start and EOS ids of a seq2seq model (config first, generation config
     as the fallback, as ``generate()`` reads them)."""
@@ -139,120 +138,6 @@ def _start_and_eos(name: str, error: type[HubLoadError], config: Any, generation
     if start is None or eos is None:
         raise error(f"{name}: the config has no decoder_start_token_id / eos_token_id")
     return int(start), int(eos)
-
-
-# ---------------------------------------------------------------------------- Whisper
-
-
-def load_whisper_pretrained(name_or_path: str, progress: Callable[[str], None]):
-    """A transformers Whisper checkpoint (hub id or directory) as a
-    ``core.backends.whisper_models.LoadedWhisper``.
-
-    Raises:
-        WhisperLoadError: a path that is not a directory; a name that is not a hub id; an
-            incomplete directory; a hub id that cannot be downloaded.
-    """
-    from core.backends.whisper_models import BUNDLED_WHISPER, complete_whisper_config, loaded_whisper
-
-    name = resolve(
-        name_or_path, WhisperLoadError,
-        not_a_directory="{name} is not a directory; pass a Whisper model directory saved with save_pretrained.",
-        unknown=f"Unknown Whisper model {{name}}: use one of the bundled models ({', '.join(BUNDLED_WHISPER)}), "
-                "a Hugging Face id such as 'openai/whisper-small', or a local directory.",
-    )
-    from transformers import WhisperFeatureExtractor, WhisperForConditionalGeneration, WhisperTokenizer
-
-    t0 = time.perf_counter()
-    progress(f"loading {name.given}")
-
-    def load(source: str):
-        model = WhisperForConditionalGeneration.from_pretrained(source, attn_implementation="eager",
-                                                                dtype="float32")
-        return model, WhisperTokenizer.from_pretrained(source)
-
-    model, tokenizer = from_pretrained(name, WhisperLoadError, load, kind="Whisper",
-                                       files="config.json, weights and tokenizer files",
-                                       otherwise=f"one of the bundled models: {', '.join(BUNDLED_WHISPER)}")
-    try:
-        feature_extractor = WhisperFeatureExtractor.from_pretrained(name.source)
-    except OSError:  # no preprocessor_config.json: Whisper's standard front end
-        from core.backends.whisper_ct2 import WHISPER_SAMPLE_RATE
-
-        feature_extractor = WhisperFeatureExtractor(feature_size=model.config.num_mel_bins,
-                                                    sampling_rate=WHISPER_SAMPLE_RATE)
-    model = model.float().eval()
-    special = complete_whisper_config(model, tokenizer)
-    display = name.display.rsplit("/", 1)[-1]  # "openai/whisper-small" -> "whisper-small"
-    return loaded_whisper(model, tokenizer, feature_extractor, special, display, t0)
-
-
-# ---------------------------------------------------------------------------- translation
-
-
-def load_seq2seq(name_or_path: str, progress: Callable[[str], None] | None = None):
-    """Load a transformers translation model by hub id or local directory.
-
-    Args:
-        name_or_path: a Hugging Face id ("Helsinki-NLP/opus-mt-en-de", "t5-small",
-            "facebook/m2m100_418M", "facebook/nllb-200-distilled-600M"; needs the internet
-            or the HF cache) or a directory saved with ``save_pretrained`` (model and
-            tokenizer).
-        progress: optional callback receiving short status strings.
-
-    Returns:
-        ``core.backends.seq2seq_models.LoadedSeq2Seq`` (float32, eval mode, eager attention).
-
-    Raises:
-        Seq2SeqLoadError: the name is neither a directory nor a hub id; the download failed
-            (offline: the message says to pass a local directory); a directory is incomplete;
-            the model is not an encoder-decoder.
-    """
-    from core.backends import seq2seq_models as s2s
-
-    report = progress or (lambda _m: None)
-    name = resolve(
-        name_or_path, Seq2SeqLoadError,
-        not_a_directory="{name} is not a directory; pass a translation model directory saved with "
-                        "save_pretrained (config.json, weights and tokenizer files).",
-        unknown="unknown translation model {name}: use en-pt or pt-en (bundled), a Hugging Face id such as "
-                "'Helsinki-NLP/opus-mt-en-de', or a local directory saved with save_pretrained.",
-        is_hub_id=lambda n: "/" in n or n in ("t5-small", "t5-base", "t5-large"),
-    )
-    from transformers import AutoConfig, AutoModelForSeq2SeqLM, AutoTokenizer
-
-    t0 = time.perf_counter()
-    report(f"loading {name.given}")
-
-    def load(source: str):
-        config = AutoConfig.from_pretrained(source)
-        if not getattr(config, "is_encoder_decoder", False):
-            raise Seq2SeqLoadError(
-                f"{name.given} is a {config.model_type} model, not an encoder-decoder translation model; "
-                "use a MarianMT, T5, M2M100 or NLLB model."
-            )
-        model = AutoModelForSeq2SeqLM.from_pretrained(source, attn_implementation="eager", dtype="float32")
-        return model, AutoTokenizer.from_pretrained(source)
-
-    model, tokenizer = from_pretrained(name, Seq2SeqLoadError, load, kind="translation",
-                                       files="config.json, weights and tokenizer files",
-                                       otherwise="use the bundled en-pt / pt-en")
-    model = model.float().eval()
-    cfg, gen = model.config, model.generation_config
-    family = s2s.family_of(cfg.model_type, tokenizer)
-    start, eos = _start_and_eos(name.given, Seq2SeqLoadError, cfg, gen, cfg.eos_token_id)
-    suppress = {int(w[0]) for w in (gen.bad_words_ids or []) if len(w) == 1}
-    suppress.update(int(t) for t in (gen.suppress_tokens or []))
-    limit = getattr(cfg, "max_position_embeddings", None)
-    many = family in ("m2m100", "nllb")
-    return s2s.LoadedSeq2Seq(
-        model=model, tokenizer=tokenizer, name=name.display, family=family, decoder_start_token_id=start,
-        eos_token_id=eos, pad_token_id=cfg.pad_token_id, suppress_tokens=tuple(sorted(suppress)),
-        max_new_tokens=int(limit) - 2 if family in ("marian", "m2m100", "nllb") and limit else None,
-        languages=s2s.languages_of(tokenizer),
-        default_prefix=s2s.T5_DEFAULT_PREFIX if family == "t5" else "",
-        default_target_language=getattr(tokenizer, "tgt_lang", None) if many else None,
-        load_s=time.perf_counter() - t0,
-    )
 
 
 # ---------------------------------------------------------------------------- OCR (TrOCR)
@@ -303,7 +188,7 @@ def load_vision_seq2seq(name_or_path: str, progress: Callable[[str], None] | Non
     )
     model = model.float().eval()
     cfg = model.config
-    start, eos = _start_and_eos(name.given, OCRLoadError, cfg, model.generation_config, cfg.decoder.eos_token_id)
+    start, eos = start_and_eos(name.given, OCRLoadError, cfg, model.generation_config, cfg.decoder.eos_token_id)
     size = getattr(image_processor, "size", None) or {}
     get = (lambda k: size.get(k)) if hasattr(size, "get") else (lambda k: getattr(size, k, None))
     if isinstance(size, (int, float)):

@@ -1,6 +1,6 @@
 """Transformers seq2seq translation models (hub id or local directory): their conventions.
 
-``core.backends.hub.load_seq2seq`` loads one into a :class:`LoadedSeq2Seq`; the translation
+:func:`load_seq2seq` loads one into a :class:`LoadedSeq2Seq`; the translation
 task (``core.tasks.translation``) decodes it through ``core.backends.hf.HFSeq2SeqBackend``.
 This module knows the three families' conventions, as transformers' ``generate()`` applies
 them:
@@ -17,10 +17,11 @@ them:
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
-from core.backends.hub import Seq2SeqLoadError, load_seq2seq  # noqa: F401  (re-exported: their old home)
+from core.backends.hub import Seq2SeqLoadError, from_pretrained, resolve, start_and_eos
 
 FAMILIES = ("marian", "t5", "m2m100", "nllb", "other")
 #: T5's task prefix when none is given (the translation task of the original checkpoints)
@@ -150,3 +151,67 @@ def languages_of(tokenizer: Any) -> list[str]:
         elif len(t) == 8 and t[3] == "_":  # NLLB: por_Latn
             out.append(t)
     return out
+
+
+def load_seq2seq(name_or_path: str, progress: Callable[[str], None] | None = None):
+    """Load a transformers translation model by hub id or local directory.
+
+    Args:
+        name_or_path: a Hugging Face id ("Helsinki-NLP/opus-mt-en-de", "t5-small",
+            "facebook/m2m100_418M", "facebook/nllb-200-distilled-600M"; needs the internet
+            or the HF cache) or a directory saved with ``save_pretrained`` (model and
+            tokenizer).
+        progress: optional callback receiving short status strings.
+
+    Returns:
+        ``LoadedSeq2Seq`` (float32, eval mode, eager attention).
+
+    Raises:
+        Seq2SeqLoadError: the name is neither a directory nor a hub id; the download failed
+            (offline: the message says to pass a local directory); a directory is incomplete;
+            the model is not an encoder-decoder.
+    """
+    report = progress or (lambda _m: None)
+    name = resolve(
+        name_or_path, Seq2SeqLoadError,
+        not_a_directory="{name} is not a directory; pass a translation model directory saved with "
+                        "save_pretrained (config.json, weights and tokenizer files).",
+        unknown="unknown translation model {name}: use en-pt or pt-en (bundled), a Hugging Face id such as "
+                "'Helsinki-NLP/opus-mt-en-de', or a local directory saved with save_pretrained.",
+        is_hub_id=lambda n: "/" in n or n in ("t5-small", "t5-base", "t5-large"),
+    )
+    from transformers import AutoConfig, AutoModelForSeq2SeqLM, AutoTokenizer
+
+    t0 = time.perf_counter()
+    report(f"loading {name.given}")
+
+    def load(source: str):
+        config = AutoConfig.from_pretrained(source)
+        if not getattr(config, "is_encoder_decoder", False):
+            raise Seq2SeqLoadError(
+                f"{name.given} is a {config.model_type} model, not an encoder-decoder translation model; "
+                "use a MarianMT, T5, M2M100 or NLLB model."
+            )
+        model = AutoModelForSeq2SeqLM.from_pretrained(source, attn_implementation="eager", dtype="float32")
+        return model, AutoTokenizer.from_pretrained(source)
+
+    model, tokenizer = from_pretrained(name, Seq2SeqLoadError, load, kind="translation",
+                                       files="config.json, weights and tokenizer files",
+                                       otherwise="use the bundled en-pt / pt-en")
+    model = model.float().eval()
+    cfg, gen = model.config, model.generation_config
+    family = family_of(cfg.model_type, tokenizer)
+    start, eos = start_and_eos(name.given, Seq2SeqLoadError, cfg, gen, cfg.eos_token_id)
+    suppress = {int(w[0]) for w in (gen.bad_words_ids or []) if len(w) == 1}
+    suppress.update(int(t) for t in (gen.suppress_tokens or []))
+    limit = getattr(cfg, "max_position_embeddings", None)
+    many = family in ("m2m100", "nllb")
+    return LoadedSeq2Seq(
+        model=model, tokenizer=tokenizer, name=name.display, family=family, decoder_start_token_id=start,
+        eos_token_id=eos, pad_token_id=cfg.pad_token_id, suppress_tokens=tuple(sorted(suppress)),
+        max_new_tokens=int(limit) - 2 if family in ("marian", "m2m100", "nllb") and limit else None,
+        languages=languages_of(tokenizer),
+        default_prefix=T5_DEFAULT_PREFIX if family == "t5" else "",
+        default_target_language=getattr(tokenizer, "tgt_lang", None) if many else None,
+        load_s=time.perf_counter() - t0,
+    )

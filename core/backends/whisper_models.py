@@ -9,7 +9,7 @@ converted in memory by :mod:`core.backends.whisper_ct2`:
 
 Any other name is a transformers model id (needs the internet or a warm HF cache) or a
 local directory saved with ``save_pretrained``, loaded by
-``core.backends.hub.load_whisper_pretrained``.
+:func:`load_whisper_pretrained`.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from core.backends.hub import WhisperLoadError, load_whisper_pretrained
+from core.backends.hub import WhisperLoadError, from_pretrained, resolve
 from core.backends.whisper_ct2 import (
     WHISPER_SAMPLE_RATE,
     WhisperSpecialTokens,
@@ -193,6 +193,44 @@ def complete_whisper_config(model, tokenizer) -> WhisperSpecialTokens:
         if getattr(gen, key, None) is None and value is not None:
             setattr(gen, key, value)
     return special
+
+
+def load_whisper_pretrained(name_or_path: str, progress: Callable[[str], None]):
+    """A transformers Whisper checkpoint (hub id or directory) as a
+    ``LoadedWhisper``.
+
+    Raises:
+        WhisperLoadError: a path that is not a directory; a name that is not a hub id; an
+            incomplete directory; a hub id that cannot be downloaded.
+    """
+    name = resolve(
+        name_or_path, WhisperLoadError,
+        not_a_directory="{name} is not a directory; pass a Whisper model directory saved with save_pretrained.",
+        unknown=f"Unknown Whisper model {{name}}: use one of the bundled models ({', '.join(BUNDLED_WHISPER)}), "
+                "a Hugging Face id such as 'openai/whisper-small', or a local directory.",
+    )
+    from transformers import WhisperFeatureExtractor, WhisperForConditionalGeneration, WhisperTokenizer
+
+    t0 = time.perf_counter()
+    progress(f"loading {name.given}")
+
+    def load(source: str):
+        model = WhisperForConditionalGeneration.from_pretrained(source, attn_implementation="eager",
+                                                                dtype="float32")
+        return model, WhisperTokenizer.from_pretrained(source)
+
+    model, tokenizer = from_pretrained(name, WhisperLoadError, load, kind="Whisper",
+                                       files="config.json, weights and tokenizer files",
+                                       otherwise=f"one of the bundled models: {', '.join(BUNDLED_WHISPER)}")
+    try:
+        feature_extractor = WhisperFeatureExtractor.from_pretrained(name.source)
+    except OSError:  # no preprocessor_config.json: Whisper's standard front end
+            feature_extractor = WhisperFeatureExtractor(feature_size=model.config.num_mel_bins,
+                                                    sampling_rate=WHISPER_SAMPLE_RATE)
+    model = model.float().eval()
+    special = complete_whisper_config(model, tokenizer)
+    display = name.display.rsplit("/", 1)[-1]  # "openai/whisper-small" -> "whisper-small"
+    return loaded_whisper(model, tokenizer, feature_extractor, special, display, t0)
 
 
 def load_whisper(name_or_path: str = DEFAULT_WHISPER, progress: Callable[[str], None] | None = None) -> LoadedWhisper:

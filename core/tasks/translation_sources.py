@@ -11,7 +11,7 @@ does the rest (sentences, chunks, encoder cache, the decode loop) the same way f
 
 :class:`BergamotSource` is a bundled Bergamot tiny11 direction
 (``core.backends.marian_tiny``); :class:`HubSource` a transformers seq2seq model (MarianMT,
-T5, M2M100, NLLB; ``core.backends.hub.load_seq2seq``) decoded through
+T5, M2M100, NLLB; ``core.backends.seq2seq_models.load_seq2seq``) decoded through
 ``core.backends.hf.HFSeq2SeqBackend``.
 """
 
@@ -179,7 +179,7 @@ class HubSource:
                 downloaded (offline: pass a local directory), an incomplete directory; an
                 unknown language; a language the model does not take.
         """
-        from core.backends.hub import load_seq2seq
+        from core.backends.seq2seq_models import load_seq2seq
 
         hub = load_seq2seq(name, progress=progress)
         if hub.needs_target_language:
