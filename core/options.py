@@ -18,90 +18,38 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
+from core.processors.stages import (
+    LABELS,
+    LLAMA_CPP_ORDER,
+    REGISTRY,
+    SAMPLING_STRATEGIES,
+    TRANSFORMERS_ORDER,
+    _range,
+    check_options,
+)
+from core.processors.stages import stage as _stage
+
 STRATEGIES = ("greedy", "sample", "beam", "diverse_beam", "contrastive", "mirostat")
-SAMPLING_STRATEGIES = ("sample", "mirostat")
 BEAM_STRATEGIES = ("beam", "diverse_beam")
 
-PENALTY_STAGES = (
-    "sequence_bias",
-    "encoder_repetition_penalty",
-    "repetition_penalty",
-    "dry",
-    "no_repeat_ngram",
-    "encoder_no_repeat_ngram",
-    "bad_words",
-    "min_new_tokens",
-    "exponential_decay_length_penalty",
-)
-"""Stages that apply to every strategy, in transformers' ``_get_logits_processor`` order
-(DRY, which transformers lacks, sits beside the repetition penalty as in llama.cpp)."""
+PENALTY_STAGES = tuple(s.name for s in REGISTRY if s.every_strategy)
+"""Stages that apply to every strategy (penalties, constraints, the watermark), in
+transformers' order; read from the registry (``core.processors.stages``)."""
 
-WARPER_STAGES = (
-    "temperature",
-    "quadratic",
-    "top_h",
-    "top_k",
-    "top_p",
-    "min_p",
-    "typical_p",
-    "epsilon_cutoff",
-    "eta_cutoff",
-    "top_n_sigma",
-    "top_a",
-    "tfs",
-    "xtc",
-)
-"""Stages that apply to sampling only, in transformers' warper order; the llama.cpp /
-text-generation-webui samplers transformers lacks follow (quadratic sampling beside
-temperature, as webui applies it). "temperature" is dynamic temperature when
-``dynatemp_range`` > 0 (llama.cpp ``temp_ext``)."""
+WARPER_STAGES = tuple(s.name for s in REGISTRY if not s.every_strategy)
+"""Stages that apply to sampling only (temperature and the filters), in transformers' order."""
 
-STAGES = PENALTY_STAGES + WARPER_STAGES
+STAGES = TRANSFORMERS_ORDER
 DEFAULT_SAMPLER_ORDER = STAGES
+"""transformers' order (``_get_logits_processor``: processors, warpers, watermark); the
+stages it lacks beside their kin (DRY by the repetition penalty, quadratic by temperature)."""
 
-LLAMA_CPP_SAMPLER_ORDER = (
-    "sequence_bias", "encoder_repetition_penalty", "repetition_penalty", "no_repeat_ngram",
-    "encoder_no_repeat_ngram", "bad_words", "min_new_tokens", "exponential_decay_length_penalty",
-    "dry", "top_n_sigma", "top_k", "typical_p", "top_p", "min_p", "xtc", "temperature",
-    "quadratic", "top_h", "epsilon_cutoff", "eta_cutoff", "top_a", "tfs",
-)
+LLAMA_CPP_SAMPLER_ORDER = LLAMA_CPP_ORDER
 """llama.cpp's default chain (``common/common.h``: penalties; dry; top_n_sigma; top_k;
 typ_p; top_p; min_p; xtc; temperature), the stages it lacks after it."""
 
-STAGE_LABELS = {
-    "sequence_bias": "logit bias",
-    "encoder_repetition_penalty": "encoder rep. penalty",
-    "repetition_penalty": "repetition penalty",
-    "dry": "DRY",
-    "no_repeat_ngram": "no-repeat n-gram",
-    "encoder_no_repeat_ngram": "encoder no-repeat n-gram",
-    "bad_words": "bad words",
-    "min_new_tokens": "min new tokens",
-    "exponential_decay_length_penalty": "length decay",
-    "temperature": "temperature",
-    "quadratic": "quadratic",
-    "top_h": "top-h",
-    "top_k": "top-k",
-    "top_p": "top-p",
-    "min_p": "min-p",
-    "typical_p": "typical-p",
-    "epsilon_cutoff": "epsilon cutoff",
-    "eta_cutoff": "eta cutoff",
-    "top_n_sigma": "top-nσ",
-    "top_a": "top-a",
-    "tfs": "tail-free",
-    "xtc": "XTC",
-    "dynatemp": "dynamic temperature",
-}
+STAGE_LABELS = LABELS
 """Short display names of the stages (and of the processor names reported)."""
-
-
-def _range(name: str, value: float, lo: float, hi: float, *, lo_open=False, hi_open=False, off: str = "") -> None:
-    ok_lo = value > lo if lo_open else value >= lo
-    ok_hi = value < hi if hi_open else value <= hi
-    if not (ok_lo and ok_hi):
-        left, right = "(" if lo_open else "[", ")" if hi_open else "]"
-        raise ValueError(f"{name} must be in {left}{lo}, {hi}{right}{off}, got {value}")
 
 
 @dataclass(frozen=True)
@@ -111,6 +59,22 @@ class DecodingOptions:
     The probabilities shown to the user as "processed" are computed after the sampler
     chain (``sampler_order``): the penalties for every strategy, temperature and the
     filters for sampling.
+
+    Why the fields are flat, not grouped (sampling / beam / penalties / constraints /
+    capture): the flat names are the public vocabulary of the app. They are the keys of
+    saved settings and user presets (``from_dict`` reads files written by older versions),
+    of the JSON traces (``to_dict``), of the CLI flags and lane specs (``top_p=0.9``), and
+    they match transformers' ``GenerationConfig`` and llama.cpp's parameter names one to
+    one. Nesting them would rename every one of those keys and churn more than 200 call
+    sites (``o.top_k`` → ``o.sampling.top_k``; ``replace(o, top_k=..)`` would need nested
+    replaces) for no behaviour. The grouping lives in the stage registry instead
+    (``core.processors.stages``): each stage names its fields, their ranges, its section
+    in the options panel and its CLI flags; the remaining fields belong to the strategies
+    (beam, contrastive, mirostat) and to what a run reports (``top_k_report``,
+    ``capture_attention``, ``capture_lens``).
+
+    ``validate()`` checks an object once: it remembers that it passed and returns at
+    once thereafter (a copy made with ``replace`` is checked again).
     """
 
     # "greedy" (argmax), "sample" (multinomial), "beam" (beam search), "diverse_beam"
@@ -172,6 +136,10 @@ class DecodingOptions:
     # after start tokens, EOS's score grows by decay_factor ** (len - start) - 1; factor 1.0 = off
     length_decay_start: int = 0
     length_decay_factor: float = 1.0
+    # green-list watermark (Kirchenbauer et al. 2023; transformers WatermarkLogitsProcessor, hash
+    # "lefthash", context 1): delta added to a share gamma of the vocabulary seeded by the previous token
+    watermark_delta: float = 0.0
+    watermark_gamma: float = 0.25
     # beam width for the beam strategies
     num_beams: int = 4
     # beam score = sum log-prob / length ** length_penalty (transformers' convention)
@@ -217,103 +185,33 @@ class DecodingOptions:
 
     def stage_is_set(self, stage: str) -> bool:
         """Whether ``stage``'s value is something other than its "off" value (whether or
-        not the stage is switched on in the chain and applies to the strategy)."""
-        values = {
-            "sequence_bias": bool(self.logit_bias),
-            "encoder_repetition_penalty": self.encoder_repetition_penalty != 1.0,
-            "repetition_penalty": self.repetition_penalty != 1.0,
-            "dry": self.dry_multiplier > 0,
-            "no_repeat_ngram": self.no_repeat_ngram_size > 0,
-            "encoder_no_repeat_ngram": self.encoder_no_repeat_ngram_size > 0,
-            "bad_words": bool(self.bad_words),
-            "min_new_tokens": self.min_new_tokens > 0,
-            "exponential_decay_length_penalty": self.length_decay_factor != 1.0,
-            "temperature": self.temperature != 1.0 or self.dynatemp_range > 0,
-            "quadratic": self.smoothing_factor > 0,
-            "top_h": self.top_h > 0,
-            "top_k": self.top_k > 0,
-            "top_p": self.top_p < 1.0,
-            "min_p": self.min_p > 0,
-            "typical_p": self.typical_p < 1.0,
-            "epsilon_cutoff": self.epsilon_cutoff > 0,
-            "eta_cutoff": self.eta_cutoff > 0,
-            "top_n_sigma": self.top_n_sigma > 0,
-            "top_a": self.top_a > 0,
-            "tfs": self.tfs < 1.0,
-            "xtc": self.xtc_probability > 0,
-        }
-        if stage not in values:
-            raise ValueError(f"unknown stage {stage!r}; known: {', '.join(STAGES)}")
-        return values[stage]
+        not the stage is switched on in the chain and applies to the strategy).
+
+        Raises:
+            ValueError: unknown stage.
+        """
+        return not _stage(stage).is_off(self)
 
     def validate(self) -> "DecodingOptions":
-        """Check the options; return ``self`` so calls chain.
+        """Check the options once; return ``self`` so calls chain. An object that passed
+        returns at once (it is immutable; ``replace`` makes a new one, checked again).
 
         Raises:
             ValueError: naming the bad field, its value and the allowed range.
         """
+        if self.__dict__.get("_validated"):
+            return self
+        self._check()
+        object.__setattr__(self, "_validated", True)
+        return self
+
+    def _check(self) -> None:
+        """The checks themselves: the strategy's, then every stage's (from the registry)."""
         if self.strategy not in STRATEGIES:
             raise ValueError(
                 f"strategy must be one of {', '.join(STRATEGIES)}, got {self.strategy!r}"
             )
-        if not self.temperature > 0:
-            raise ValueError(
-                f"temperature must be > 0, got {self.temperature}; use strategy 'greedy' for argmax"
-            )
-        if self.top_k < 0:
-            raise ValueError(f"top_k must be >= 0 (0 = off), got {self.top_k}")
-        if not 0.0 < self.top_p <= 1.0:
-            raise ValueError(f"top_p must be in (0, 1] (1 = off), got {self.top_p}")
-        _range("min_p", self.min_p, 0.0, 1.0, off=" (0 = off)")
-        _range("typical_p", self.typical_p, 0.0, 1.0, lo_open=True, off=" (1 = off)")
-        _range("epsilon_cutoff", self.epsilon_cutoff, 0.0, 1.0, hi_open=True, off=" (0 = off)")
-        _range("eta_cutoff", self.eta_cutoff, 0.0, 1.0, hi_open=True, off=" (0 = off)")
-        _range("top_h", self.top_h, 0.0, 1.0, off=" (0 = off)")
-        _range("top_n_sigma", self.top_n_sigma, 0.0, 100.0, off=" (0 = off)")
-        _range("top_a", self.top_a, 0.0, 1.0, off=" (0 = off)")
-        _range("tfs", self.tfs, 0.0, 1.0, lo_open=True, off=" (1 = off)")
-        _range("xtc_probability", self.xtc_probability, 0.0, 1.0, off=" (0 = off)")
-        _range("xtc_threshold", self.xtc_threshold, 0.0, 0.5, lo_open=True)
-        _range("dynatemp_range", self.dynatemp_range, 0.0, 10.0, off=" (0 = off)")
-        _range("dynatemp_exponent", self.dynatemp_exponent, 0.0, 10.0, lo_open=True)
-        if self.dynatemp_range >= self.temperature and self.dynatemp_range > 0:
-            raise ValueError(
-                f"dynatemp_range ({self.dynatemp_range}) must be smaller than the temperature "
-                f"({self.temperature}): the lowest temperature is temperature - range"
-            )
-        _range("smoothing_factor", self.smoothing_factor, 0.0, 100.0, off=" (0 = off)")
-        _range("smoothing_curve", self.smoothing_curve, 1.0, 10.0)
-        if not self.repetition_penalty > 0:
-            raise ValueError(
-                f"repetition_penalty must be > 0 (1 = off), got {self.repetition_penalty}"
-            )
-        if self.no_repeat_ngram_size < 0:
-            raise ValueError(
-                f"no_repeat_ngram_size must be >= 0 (0 = off), got {self.no_repeat_ngram_size}"
-            )
-        _range("dry_multiplier", self.dry_multiplier, 0.0, 100.0, off=" (0 = off)")
-        _range("dry_base", self.dry_base, 1.0, 10.0, lo_open=True)
-        if self.dry_allowed_length < 1:
-            raise ValueError(f"dry_allowed_length must be >= 1, got {self.dry_allowed_length}")
-        if not self.encoder_repetition_penalty > 0:
-            raise ValueError(
-                f"encoder_repetition_penalty must be > 0 (1 = off), got {self.encoder_repetition_penalty}"
-            )
-        if self.encoder_no_repeat_ngram_size < 0:
-            raise ValueError(
-                f"encoder_no_repeat_ngram_size must be >= 0 (0 = off), got {self.encoder_no_repeat_ngram_size}"
-            )
-        if any(not w.strip() for w in self.bad_words):
-            raise ValueError("bad_words must be non-empty words; remove the empty entry")
-        for text, bias in self.logit_bias:
-            if not text.strip():
-                raise ValueError(f"logit_bias needs a non-empty text for bias {bias}")
-            _range(f"logit_bias for {text!r}", bias, -100.0, 100.0)
-        if self.min_new_tokens < 0:
-            raise ValueError(f"min_new_tokens must be >= 0 (0 = off), got {self.min_new_tokens}")
-        if self.length_decay_start < 0:
-            raise ValueError(f"length_decay_start must be >= 0, got {self.length_decay_start}")
-        _range("length_decay_factor", self.length_decay_factor, 1.0, 10.0, off=" (1 = off)")
+        check_options(self)  # every stage's fields and cross-field checks
         if self.num_beams < 1:
             raise ValueError(f"num_beams must be >= 1, got {self.num_beams}")
         if self.strategy == "diverse_beam":
@@ -342,7 +240,6 @@ class DecodingOptions:
             raise ValueError(f"max_new_tokens must be >= 1, got {self.max_new_tokens}")
         if self.top_k_report < 1:
             raise ValueError(f"top_k_report must be >= 1, got {self.top_k_report}")
-        return self
 
     def with_(self, **changes: Any) -> "DecodingOptions":
         """A validated copy with ``changes`` applied."""

@@ -15,21 +15,11 @@ import argparse
 from dataclasses import replace
 
 from core.options import LLAMA_CPP_SAMPLER_ORDER, STAGES, STRATEGIES, DecodingOptions
+from core.processors.stages import REGISTRY, Field, _logit_bias_arg as _logit_bias  # noqa: F401 (re-exported)
 from core.tasks.presets import BUILTIN_NAMES, builtin_preset
 
 CLI_STRATEGIES = tuple(s.replace("_", "-") for s in STRATEGIES)
 """Strategy names as typed on the command line (``diverse-beam``)."""
-
-
-def _logit_bias(text: str) -> tuple[str, float]:
-    """``TEXT=VALUE`` -> (text, value); argparse reports the error on anything else."""
-    word, sep, value = text.rpartition("=")
-    if not sep or not word.strip():
-        raise argparse.ArgumentTypeError(f"--logit-bias takes TEXT=VALUE (e.g. ' the=-5'), got {text!r}")
-    try:
-        return word, float(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"--logit-bias value must be a number, got {value!r} in {text!r}") from None
 
 
 def _sampler_order(text: str) -> tuple[str, ...]:
@@ -69,47 +59,14 @@ def add_decoding_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--mirostat-eta", type=float, default=None, help="mirostat: learning rate of mu")
 
     f = p.add_argument_group("sampler chain (sampling strategies only)")
-    f.add_argument("--temperature", type=float, default=None)
-    f.add_argument("--top-k", type=int, default=None, help="0 = off")
-    f.add_argument("--top-p", type=float, default=None, help="nucleus; 1.0 = off")
-    f.add_argument("--min-p", type=float, default=None, help="keep p >= min_p * p_max; 0 = off")
-    f.add_argument("--typical-p", type=float, default=None, help="locally typical mass; 1.0 = off")
-    f.add_argument("--epsilon-cutoff", type=float, default=None, help="drop p < epsilon; 0 = off")
-    f.add_argument("--eta-cutoff", type=float, default=None, help="entropy-dependent cutoff; 0 = off")
-    f.add_argument("--top-h", type=float, default=None, help="entropy-bounded top-h; 0 = off")
-    f.add_argument("--top-n-sigma", type=float, default=None, help="keep logits >= max - n*sigma; 0 = off")
-    f.add_argument("--top-a", type=float, default=None, help="keep p >= top_a * p_max^2; 0 = off")
-    f.add_argument("--tfs", type=float, default=None, help="tail-free sampling z; 1.0 = off")
-    f.add_argument("--xtc-probability", type=float, default=None, help="XTC: chance per step; 0 = off")
-    f.add_argument("--xtc-threshold", type=float, default=None, help="XTC: top choices are p >= this")
-    f.add_argument("--dynatemp-range", type=float, default=None,
-                   help="dynamic temperature: temperature +- range by entropy; 0 = off")
-    f.add_argument("--dynatemp-exponent", type=float, default=None)
-    f.add_argument("--smoothing-factor", type=float, default=None, help="quadratic sampling; 0 = off")
-    f.add_argument("--smoothing-curve", type=float, default=None)
+    q = p.add_argument_group("penalties and constraints (every strategy)")
+    for st in REGISTRY:  # one flag per stage field, from the registry
+        for fld in st.fields:
+            if fld.flag is not None:
+                _add_flag(q if st.every_strategy else f, fld)
     f.add_argument("--sampler-order", type=_sampler_order, default=None, metavar="NAME,NAME,...",
                    help="run only these stages, in this order (like llama.cpp --samplers); "
                         "'transformers' or 'llama.cpp' name the default orders. Stages: " + ", ".join(STAGES))
-
-    q = p.add_argument_group("penalties and constraints (every strategy)")
-    q.add_argument("--repetition-penalty", type=float, default=None, help="1.0 = off")
-    q.add_argument("--no-repeat-ngram", type=int, default=None, help="0 = off")
-    q.add_argument("--dry-multiplier", type=float, default=None, help="DRY; 0 = off")
-    q.add_argument("--dry-base", type=float, default=None)
-    q.add_argument("--dry-allowed-length", type=int, default=None)
-    q.add_argument("--encoder-repetition-penalty", type=float, default=None,
-                   help="translate: > 1 favours source tokens (hallucination penalty), < 1 avoids them; 1.0 = off")
-    q.add_argument("--encoder-no-repeat-ngram", type=int, default=None,
-                   help="translate: forbid copying source n-grams of this size; 0 = off")
-    q.add_argument("--bad-words", nargs="+", default=None, metavar="W",
-                   help="words never to write, in any case (as typed, lower, Capitalised, Title Case, UPPER)")
-    q.add_argument("--bad-words-exact", action="store_true", default=None,
-                   help="ban the --bad-words only as typed (transformers' exact bad_words_ids), not their case variants")
-    q.add_argument("--logit-bias", type=_logit_bias, action="append", default=None, metavar="TEXT=VALUE",
-                   help="add VALUE to the score of TEXT's tokens (repeatable)")
-    q.add_argument("--min-new-tokens", type=int, default=None, help="no EOS before this many tokens")
-    q.add_argument("--length-decay", type=float, nargs=2, default=None, metavar=("START", "FACTOR"),
-                   help="exponential decay length penalty: EOS boosted by FACTOR**(len-START) - 1 after START tokens")
 
     o = p.add_argument_group("output")
     o.add_argument("--top-k-report", type=int, default=None, help="alternatives per token in --json")
@@ -132,16 +89,32 @@ def add_decoding_arguments(p: argparse.ArgumentParser) -> None:
             action.help += f" (default {getattr(defaults, field)})"
 
 
+def _dest(flag: str) -> str:
+    return flag.lstrip("-").replace("-", "_")
+
+
+def _add_flag(group, fld: Field) -> None:
+    """The flag of a stage field, as the registry declares it."""
+    kwargs = dict(fld.flag_kwargs)
+    default = DecodingOptions.__dataclass_fields__[fld.name].default
+    if "type" not in kwargs and kwargs.get("action") is None and type(default) in (int, float):
+        kwargs["type"] = type(default)  # a number flag reads as the field's number type
+    group.add_argument(fld.flag, default=None, help=fld.flag_help or None, **kwargs)
+
+
+_STAGE_FLAGS = {_dest(fld.flag): fld for st in REGISTRY for fld in st.fields if fld.flag is not None}
+"""The stage fields' flags by argparse destination."""
+
 _FIELD_OF = {
     "beams": "num_beams",
     "beam_groups": "num_beam_groups",
-    "no_repeat_ngram": "no_repeat_ngram_size",
-    "encoder_no_repeat_ngram": "encoder_no_repeat_ngram_size",
+    **{dest: fld.name for dest, fld in _STAGE_FLAGS.items()},
 }
 """Flags whose destination differs from the DecodingOptions field they set."""
 
-_NOT_OPTIONS = {"preset", "sampler_order", "length_decay", "strategy", "json", "attention", "bad_words", "logit_bias",
-                "logit_lens"}
+_NOT_OPTIONS = {"preset", "sampler_order", "strategy", "json", "attention", "logit_lens",
+                *(dest for dest, fld in _STAGE_FLAGS.items() if fld.from_flag is not None)}
+"""Flags that set no field directly (converted, or not options at all)."""
 
 
 def options_from_args(args: argparse.Namespace) -> DecodingOptions:
@@ -168,18 +141,12 @@ def options_from_args(args: argparse.Namespace) -> DecodingOptions:
         changes[field] = value
     if args.strategy is not None:
         changes["strategy"] = args.strategy.replace("-", "_")
-    if args.bad_words is not None:
-        changes["bad_words"] = tuple(args.bad_words)
-    if args.logit_bias is not None:
-        changes["logit_bias"] = tuple(args.logit_bias)
+    for dest, fld in _STAGE_FLAGS.items():  # flags that set several fields, or convert
+        if fld.from_flag is not None and getattr(args, dest, None) is not None:
+            changes.update(fld.from_flag(getattr(args, dest)))
     if args.sampler_order is not None:  # listed stages run, in this order; the rest are off
         changes["sampler_order"] = tuple(args.sampler_order) + tuple(s for s in STAGES if s not in args.sampler_order)
         changes["disabled_stages"] = tuple(s for s in STAGES if s not in args.sampler_order)
-    if args.length_decay is not None:
-        start, factor = args.length_decay
-        if start != int(start) or start < 0:
-            raise ValueError(f"--length-decay START must be a whole number of tokens >= 0, got {start}")
-        changes["length_decay_start"], changes["length_decay_factor"] = int(start), factor
     changes["capture_attention"] = bool(args.attention)
     changes["capture_lens"] = bool(getattr(args, "logit_lens", False))
     options = replace(base, **changes).validate()

@@ -1,25 +1,23 @@
-"""The sampler chain: which processor each named stage builds, in the user's order.
+"""The sampler chain: the processors of the stages that run, in the user's order.
 
 ``build_processors(options, prompt, prompt_len, context)`` returns the hard rules of the
 model (suppressed tokens) followed by one processor per stage of
 ``options.sampler_order`` that is switched on, set to something other than its "off"
-value and applies to the strategy (``core.options``: penalties for every strategy,
-warpers for sampling). With the default order the list equals what transformers'
+value and applies to the strategy; what each stage builds, and when it is off, is declared
+in the registry (``core.processors.stages``). With the default order the list equals what transformers'
 ``generate()`` builds (``GenerationMixin._get_logits_processor``) for the same settings.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable, Sequence
 
 import torch
 
 from core.backends.base import DecoderPrompt
-from core.options import PENALTY_STAGES, DecodingOptions
-
-DRY_SEQUENCE_BREAKERS = ("\n", ":", '"', "*")
-"""llama.cpp's default DRY sequence breakers (``common/common.h`` ``dry_sequence_breakers``)."""
+from core.options import DecodingOptions
+from core.processors.stages import DRY_SEQUENCE_BREAKERS, stage, word_variants  # noqa: F401 (re-exported)
 
 
 @dataclass(frozen=True)
@@ -31,119 +29,25 @@ class ChainContext:
             bad words, logit bias and DRY's sequence breakers; None if the backend has none.
         encoder_input_ids: int64 (1, source_len): the source token ids (translation), for
             the encoder repetition penalty and encoder no-repeat n-gram; None otherwise.
+        prompt_len: the number of forced prompt tokens (``chain_stages`` sets it).
     """
 
     tokenize: Callable[[str], list[int]] | None = None
     encoder_input_ids: torch.Tensor | None = None
+    prompt_len: int = 0
 
 
-def word_variants(tokenize: Callable[[str], list[int]], text: str) -> list[tuple[int, ...]]:
-    """The token ids of ``text`` as the model would write it at a sentence start and
-    after a space (``"cat"`` and ``" cat"`` are different tokens in byte-level BPE);
-    duplicates and empty tokenisations dropped."""
-    variants: list[tuple[int, ...]] = []
-    for form in (text.strip(), " " + text.strip()):
-        ids = tuple(int(i) for i in tokenize(form))
-        if ids and ids not in variants:
-            variants.append(ids)
-    return variants
+def build_stage(name: str, o: DecodingOptions, prompt: DecoderPrompt, prompt_len: int, ctx: ChainContext):
+    """The processor of stage ``name`` for these options, or None when it is off
+    (``core.processors.stages``: the stage's ``is_off`` and ``build``).
 
-
-def _need_tokenizer(context: ChainContext, what: str) -> Callable[[str], list[int]]:
-    if context.tokenize is None:
-        raise ValueError(f"{what} needs the model's tokenizer, which this model does not expose; clear {what}")
-    return context.tokenize
-
-
-def _need_source(context: ChainContext, what: str) -> torch.Tensor:
-    if context.encoder_input_ids is None:
-        raise ValueError(f"{what} applies to translation only (it needs the source token ids); set it to off")
-    return context.encoder_input_ids
-
-
-def _stage(name: str, o: DecodingOptions, prompt: DecoderPrompt, prompt_len: int, ctx: ChainContext):
-    """The processor of stage ``name`` for these options, or None when it is off."""
-    from core.processors import constraints as c
-    from core.processors import llama_samplers as llama
-    from core.processors import penalties as pen
-    from core.processors import warpers as w
-
-    eos = prompt.eos_token_id
-    if name == "sequence_bias":
-        if not o.logit_bias:
-            return None
-        tokenize = _need_tokenizer(ctx, "logit bias")
-        bias: dict[tuple[int, ...], float] = {}
-        for text, value in o.logit_bias:
-            for ids in word_variants(tokenize, text):
-                bias[ids] = value
-        return c.SequenceBias(bias) if bias else None
-    if name == "encoder_repetition_penalty":
-        if o.encoder_repetition_penalty == 1.0:
-            return None
-        return c.EncoderRepetitionPenalty(o.encoder_repetition_penalty, _need_source(ctx, "encoder repetition penalty"))
-    if name == "repetition_penalty":
-        return pen.RepetitionPenalty(o.repetition_penalty) if o.repetition_penalty != 1.0 else None
-    if name == "dry":
-        if o.dry_multiplier == 0:
-            return None
-        breakers: set[int] = set()
-        if ctx.tokenize is not None:
-            for text in DRY_SEQUENCE_BREAKERS:
-                breakers.update(int(i) for i in ctx.tokenize(text)[-1:])  # the breaker's own token
-        return llama.DRY(o.dry_multiplier, o.dry_base, o.dry_allowed_length, sequence_breakers=breakers)
-    if name == "no_repeat_ngram":
-        return pen.NoRepeatNGram(o.no_repeat_ngram_size) if o.no_repeat_ngram_size > 0 else None
-    if name == "encoder_no_repeat_ngram":
-        if o.encoder_no_repeat_ngram_size == 0:
-            return None
-        return c.EncoderNoRepeatNGram(o.encoder_no_repeat_ngram_size, _need_source(ctx, "encoder no-repeat n-gram"))
-    if name == "bad_words":
-        if not o.bad_words:
-            return None
-        tokenize = _need_tokenizer(ctx, "bad words")
-        ids = [list(v) for word in o.bad_words for form in c.bad_word_forms(word, o.bad_words_exact)
-               for v in word_variants(tokenize, form)]
-        ids = [list(v) for v in dict.fromkeys(tuple(v) for v in ids)]  # case forms may tokenise alike
-        return c.NoBadWords(ids, eos) if ids else None
-    if name == "min_new_tokens":
-        return c.MinNewTokens(prompt_len, o.min_new_tokens, eos) if o.min_new_tokens > 0 else None
-    if name == "exponential_decay_length_penalty":
-        if o.length_decay_factor == 1.0:
-            return None
-        return c.ExponentialDecayLengthPenalty(o.length_decay_start, o.length_decay_factor, eos, prompt_len)
-    # the warpers
-    if name == "temperature":
-        if o.dynatemp_range > 0:
-            return llama.DynamicTemperature(o.temperature, o.dynatemp_range, o.dynatemp_exponent)
-        return w.Temperature(o.temperature) if o.temperature != 1.0 else None
-    if name == "quadratic":
-        return llama.QuadraticSampling(o.smoothing_factor, o.smoothing_curve) if o.smoothing_factor > 0 else None
-    if name == "top_h":
-        return w.TopH(o.top_h) if o.top_h > 0 else None
-    if name == "top_k":
-        return w.TopK(o.top_k) if o.top_k > 0 else None
-    if name == "top_p":
-        return w.TopP(o.top_p) if o.top_p < 1.0 else None
-    if name == "min_p":
-        return w.MinP(o.min_p) if o.min_p > 0 else None
-    if name == "typical_p":
-        return w.TypicalP(o.typical_p) if o.typical_p < 1.0 else None
-    if name == "epsilon_cutoff":
-        return w.EpsilonCutoff(o.epsilon_cutoff) if o.epsilon_cutoff > 0 else None
-    if name == "eta_cutoff":
-        return w.EtaCutoff(o.eta_cutoff) if o.eta_cutoff > 0 else None
-    if name == "top_n_sigma":
-        return llama.TopNSigma(o.top_n_sigma) if o.top_n_sigma > 0 else None
-    if name == "top_a":
-        return llama.TopA(o.top_a) if o.top_a > 0 else None
-    if name == "tfs":
-        return llama.TailFree(o.tfs) if o.tfs < 1.0 else None
-    if name == "xtc":
-        if o.xtc_probability == 0:
-            return None
-        return llama.XTC(o.xtc_probability, o.xtc_threshold, seed=None if o.seed is None else o.seed + 1)
-    raise ValueError(f"unknown stage {name!r}")
+    Raises:
+        ValueError: unknown stage, or the stage cannot apply here.
+    """
+    s = stage(name)
+    if s.is_off(o):
+        return None
+    return s.build(o, prompt, replace(ctx, prompt_len=prompt_len))
 
 
 def chain_stages(
@@ -155,14 +59,15 @@ def chain_stages(
         ValueError: a stage set on where it cannot apply (encoder stages without source
             ids, bad words / logit bias without a tokenizer), or a processor's own check.
     """
-    context = context or ChainContext()
+    context = replace(context or ChainContext(), prompt_len=prompt_len)
     stages = []
     for name in options.sampler_order:
-        if not options.stage_enabled(name):
+        s = stage(name)
+        if not options.stage_enabled(name) or not s.applies_to(options.strategy):
+            continue  # switched off; or a warper under a strategy that does not sample (transformers: do_sample)
+        if s.is_off(options):
             continue
-        if name not in PENALTY_STAGES and not options.is_sampling:
-            continue  # warpers shape sampling only (transformers: do_sample)
-        processor = _stage(name, options, prompt, prompt_len, context)
+        processor = s.build(options, prompt, context)
         if processor is not None:
             stages.append((name, processor))
     return stages

@@ -199,30 +199,46 @@ def test_encoder_stages_are_disabled_outside_translation(qtbot, settings):
         w.tabs.widget(i).shutdown()
 
 
-def test_stage_is_off_agrees_with_the_chain_builder():
-    """The chain dims exactly the stages core.processors.chain would not build."""
-    import torch
+def test_the_registry_drives_the_chain_rows_and_the_panel(panel):
+    """Every stage of the registry (core.processors.stages) is a chain row with its label,
+    help and kind; every field it declares a control for is in the panel, in its section,
+    with its help as tooltip; a stage's row is dimmed exactly when the registry says it is
+    off (the chain builder reads the same is_off: tests/core/test_stages.py)."""
+    from core.processors.stages import REGISTRY
 
-    from core.backends.base import DecoderPrompt
-    from core.processors.chain import ChainContext, _stage
-
-    prompt = DecoderPrompt(prompt_ids=(1,), eos_token_id=2)
-    ctx = ChainContext(tokenize=lambda text: [3 + len(text) % 5], encoder_input_ids=torch.tensor([[5, 6, 7]]))
+    chain = panel.chain
+    assert chain.order() == STAGES
+    for s in REGISTRY:
+        item = chain.stage_item(s.name)
+        assert STAGE_HELP[s.name] == s.help and s.help in item.toolTip()
+        assert ("every strategy" in item.toolTip()) == (s.strategies is None)
+        for f in s.fields:
+            if f.control is not None or f.text_control:
+                ctl = panel.controls.get(f.name) or panel.text_controls[f.name]
+                assert FIELD_HELP[f.name] == f.help and f.help in ctl.toolTip(), f.name
+                assert panel.sections[s.section].isAncestorOf(ctl), f.name
+            if f.control is not None:
+                lo, hi = f.control[:2]
+                assert (panel.controls[f.name].spin.minimum(), panel.controls[f.name].spin.maximum()) == (lo, hi)
     rng = random.Random(0)
-    picks = {
-        "temperature": [1.0, 0.7], "dynatemp_range": [0.0, 0.3], "smoothing_factor": [0.0, 0.5],
-        "top_h": [0.0, 0.5], "top_k": [0, 20], "top_p": [1.0, 0.9], "min_p": [0.0, 0.05],
-        "typical_p": [1.0, 0.9], "epsilon_cutoff": [0.0, 3e-4], "eta_cutoff": [0.0, 3e-4],
-        "top_n_sigma": [0.0, 1.0], "top_a": [0.0, 0.2], "tfs": [1.0, 0.9], "xtc_probability": [0.0, 0.5],
-        "repetition_penalty": [1.0, 1.2], "no_repeat_ngram_size": [0, 3], "dry_multiplier": [0.0, 0.8],
-        "encoder_repetition_penalty": [1.0, 1.3], "encoder_no_repeat_ngram_size": [0, 2],
-        "bad_words": [(), ("cat",)], "logit_bias": [(), (("yes", 2.0),)], "min_new_tokens": [0, 3],
-        "length_decay_factor": [1.0, 1.05],
-    }
-    for _ in range(40):
+    picks = {"top_k": [0, 20], "min_p": [0.0, 0.05], "repetition_penalty": [1.0, 1.2], "tfs": [1.0, 0.9],
+             "watermark_delta": [0.0, 2.0], "bad_words": [(), ("cat",)], "dynatemp_range": [0.0, 0.3]}
+    for _ in range(8):
         o = DecodingOptions(strategy="sample", **{k: rng.choice(v) for k, v in picks.items()}).validate()
-        for stage in STAGES:
-            assert stage_is_off(stage, o) == (_stage(stage, o, prompt, 1, ctx) is None), (stage, o)
+        panel.setOptions(o)
+        for s in REGISTRY:
+            assert chain.is_dimmed(s.name) == stage_is_off(s.name, o) == s.is_off(o), s.name
+
+
+def test_the_watermark_is_one_more_stage_in_the_window(panel):
+    """Added with one class and one registry entry: a chain row, two controls, a summary."""
+    assert "watermark" in panel.chain.order() and panel.chain.is_dimmed("watermark")
+    panel.setOptions(DecodingOptions(watermark_delta=2.0))
+    assert not panel.chain.is_dimmed("watermark")
+    assert panel.chain.stage_item("watermark").text().startswith("watermark δ 2")
+    assert panel.options().watermark_delta == 2.0
+    assert "Kirchenbauer et al. 2023" in panel.controls["watermark_delta"].toolTip()
+    assert "watermark" in panel.sections["Constraints"].summary.text()
 
 
 # ------------------------------------------------------------------ presets
