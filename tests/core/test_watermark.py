@@ -95,3 +95,14 @@ def test_z_score_formula_and_empty_input():
     assert math.isnan(watermark_z_score([7], 10, 0.5).z) and watermark_z_score([7], 10, 0.5).to_dict()["z"] is None
     with pytest.raises(ValueError, match="watermark_gamma"):
         watermark_z_score([1, 2], 10, 1.0)
+
+
+def test_report_is_none_when_off_and_a_note_when_on():
+    from core.processors.watermark import watermark_note, watermark_report
+
+    ids = [5, 9, 2, 7, 7, 3]
+    assert watermark_report(DecodingOptions(), ids, V) is None
+    score = watermark_report(DecodingOptions(watermark_delta=2.0, watermark_gamma=0.5), ids, V)
+    assert score == watermark_z_score(ids, V, 0.5)
+    note = watermark_note(score)
+    assert note.startswith("watermark: z = ") and f"of {score.scored} tokens green" in note
