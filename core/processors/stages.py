@@ -146,6 +146,8 @@ class Stage:
         check: cross-field check ``options -> None`` (ValueError); None: none.
         reported: other names its processor reports under, with their labels
             (dynamic temperature reports as "dynatemp").
+        run_report: ``(options, token_ids, vocab_size) -> (data dict, one-line note)`` about a
+            finished run it shaped (the watermark's detector z-score); None: nothing to say.
     """
 
     name: str
@@ -161,6 +163,7 @@ class Stage:
     summary: Callable[[DecodingOptions], str] | None = None
     check: Callable[[DecodingOptions], None] | None = None
     reported: Mapping[str, str] = field(default_factory=dict)
+    run_report: Callable[[DecodingOptions, Any, int], tuple[dict, str]] | None = None
 
     def applies_to(self, strategy: str) -> bool:
         """Whether this stage shapes the scores of ``strategy``."""
@@ -308,6 +311,13 @@ def _dynatemp_check(o) -> None:
             f"dynatemp_range ({o.dynatemp_range}) must be smaller than the temperature "
             f"({o.temperature}): the lowest temperature is temperature - range"
         )
+
+
+def _watermark_report(o, token_ids, vocab_size: int) -> tuple[dict, str]:
+    from core.processors.watermark import watermark_note, watermark_z_score
+
+    score = watermark_z_score(token_ids, vocab_size, o.watermark_gamma)
+    return score.to_dict(), watermark_note(score)
 
 
 def _temperature_summary(o) -> str:
@@ -657,6 +667,7 @@ REGISTRY: tuple[Stage, ...] = (
         build=_make("core.processors.watermark", "Watermark", _opt("watermark_gamma"), _opt("watermark_delta")),
         strategies=None, transformers=30, llama_cpp=30, section="Constraints",
         summary=lambda o: f"watermark δ {_g(o.watermark_delta)}, γ {_g(o.watermark_gamma)}",
+        run_report=_watermark_report,
     ),
 )
 
@@ -705,3 +716,23 @@ def check_options(o: DecodingOptions) -> None:
                 f.check(f.name, getattr(o, f.name))
         if s.check is not None:
             s.check(o)
+
+
+def run_reports(o: DecodingOptions, token_ids, vocab_size: int | None) -> dict[str, tuple[dict, str]]:
+    """What the stages that shaped a finished run say about it: ``{stage name: (data, note)}``
+    for every stage with a ``run_report`` that ran (switched on, not off, applies to the
+    strategy). The CLI puts the data in the JSON trace and the notes on stderr; the window
+    shows the notes with the run's status.
+
+    Args:
+        o: the run's options.
+        token_ids: its generated ids (``Finished.token_ids``).
+        vocab_size: the model's vocabulary size; None: nothing can be reported ({}).
+    """
+    if vocab_size is None:
+        return {}
+    return {
+        s.name: s.run_report(o, token_ids, vocab_size)
+        for s in REGISTRY
+        if s.run_report is not None and o.stage_enabled(s.name) and s.applies_to(o.strategy) and not s.is_off(o)
+    }

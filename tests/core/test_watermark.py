@@ -106,3 +106,15 @@ def test_report_is_none_when_off_and_a_note_when_on():
     assert score == watermark_z_score(ids, V, 0.5)
     note = watermark_note(score)
     assert note.startswith("watermark: z = ") and f"of {score.scored} tokens green" in note
+
+
+def test_run_reports_come_from_the_registry():
+    from core.processors.stages import run_reports
+
+    ids = [5, 9, 2, 7, 7, 3]
+    assert run_reports(DecodingOptions(), ids, V) == {}
+    on = DecodingOptions(watermark_delta=2.0, watermark_gamma=0.5)
+    data, note = run_reports(on, ids, V)["watermark"]
+    assert data == watermark_z_score(ids, V, 0.5).to_dict() and note.startswith("watermark: z = ")
+    assert run_reports(on, ids, None) == {}
+    assert run_reports(DecodingOptions(watermark_delta=2.0, disabled_stages=("watermark",)), ids, V) == {}
