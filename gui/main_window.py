@@ -15,6 +15,8 @@ from PySide6.QtCore import QSettings, QSize, Qt, QTimer
 from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import QFileDialog, QLabel, QMainWindow, QProgressBar, QPushButton, QTabWidget, QWidget
 
+from core.processors.stages import run_reports
+
 from .tabs import speech as speech_module
 from .tabs.base import DecodeTab
 from .tabs.ocr import OCRTab
@@ -60,6 +62,7 @@ class MainWindow(QMainWindow):
         self.setWindowTitle("Decoding Explorer")
         self.resize(*first_size(self.screen().availableGeometry().size() if self.screen() else None))
 
+        self._run_notes: dict = {}  # tab -> the last run's stage notes (the watermark's z-score)
         self.tabs = QTabWidget()
         self.tabs.setDocumentMode(True)
         self.setCentralWidget(self.tabs)
@@ -76,6 +79,7 @@ class MainWindow(QMainWindow):
             "encode: encoder time of the last run (0 when reused from the cache); ms/token and tokens/s: "
             "decoder speed; RTF: (encode + decode time) / audio duration"
         )
+        self._stats_tip = self.stats_label.toolTip()
         self.model_label = QLabel("no model")
         self.device_label = QLabel("CPU")
         self.busy_bar = QProgressBar()
@@ -109,6 +113,7 @@ class MainWindow(QMainWindow):
         tab.statusMessage.connect(lambda m: self.show_message(m, 6000))
         tab.errorOccurred.connect(lambda m: self.show_message("Error: " + m.splitlines()[0], 15000))
         tab.statsChanged.connect(lambda d, t=tab: self._on_stats(t, d))
+        tab.decodeFinished.connect(lambda fin, t=tab: self._on_finished(t, fin))
         tab.busyChanged.connect(lambda b, m, t=tab: self._on_busy(t, b, m))
         tab.progressChanged.connect(lambda i, n, t=tab: self._on_busy(t, t.is_busy(), t.busy_message))
 
@@ -137,7 +142,18 @@ class MainWindow(QMainWindow):
             tab.load_model(initial())
 
     # ---------------------------------------------------------------- status
+    def _on_finished(self, tab: DecodeTab, fin) -> None:
+        """What the stages that shaped the run report about it (``run_reports``: the
+        watermark's detector z-score), shown after the run's statistics."""
+        options = tab.run.branch(0).options
+        vocab = getattr(getattr(tab.model, "backend", None), "vocab_size", None)
+        reports = run_reports(options, fin.token_ids, vocab) if options is not None and not fin.cancelled else {}
+        self._run_notes[tab] = [note for _data, note in reports.values()]
+        self._on_stats(tab, tab.last_stats)
+
     def _on_stats(self, tab: DecodeTab, d: dict) -> None:
+        if d.get("live"):
+            self._run_notes.pop(tab, None)  # a new run: the last one's notes go
         if tab is not self.current_tab():
             return
         enc = d.get("encode_ms")
@@ -148,7 +164,10 @@ class MainWindow(QMainWindow):
             f"{_fmt(d.get('tokens_per_s'), '.1f', ' tokens/s')}"
             + (f" · RTF {_fmt(d.get('rtf'), '.2f')}" if tab.rtf_applies() else "")  # speech only
             + live
+            + "".join(f" · {note.split(' (')[0]}" for note in self._run_notes.get(tab, ()))
         )
+        notes = self._run_notes.get(tab, ())
+        self.stats_label.setToolTip("\n".join([self._stats_tip, *notes]))
         self.model_label.setText(d.get("model") or "no model")
         self.device_label.setText(d.get("device") or "CPU")
 
