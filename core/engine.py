@@ -6,14 +6,15 @@
 final ``Finished``. The loop is short because each role is an object (openai/whisper
 ``decoding.py``): the backend runs the model, the processors shape the scores
 (``core.processors``), the strategy chooses tokens and keeps hypotheses
-(``core.strategies``), the reporter turns a step into events (``core.report``).
+(``core.strategies``), the reporter turns a step into events (``core.report.RunEvents``),
+and ``core.cache.Inference`` runs the decoder and owns the KV cache (as whisper's ``Inference``).
 
 ``EncoderCache`` keeps recent encoder outputs so that re-decoding the same input with
 other options skips the encoder (DESIGN.md: "encoding happens once per input").
 
 Forks and KV-cache reuse: ``run(..., forced_ids=...)`` forces the first generated tokens
 (``core.strategies.forced``) and the strategy continues from there. The engine keeps the
-last batch-1 run's fed token ids and final KV cache per encoder output (``KeptCache``, for
+last batch-1 run's fed token ids and final KV cache per encoder output (``core.cache``, for
 the ``kept_caches`` most recent encoder outputs, so each segment of a segmented input has
 its own); a later run on the same ``encoded`` object whose prompt + forced ids share a
 prefix with them takes that cache, truncated to the shared prefix
@@ -25,37 +26,18 @@ from __future__ import annotations
 import itertools
 import time
 from collections import OrderedDict
-from dataclasses import dataclass
-from typing import Any, Callable, Hashable, Iterator, Sequence
+from typing import Callable, Hashable, Iterator, Sequence
 
 import torch
 
-from core.backends.base import Backend, DecoderPrompt, EncoderOutput
+from core.backends.base import Backend, DecoderPrompt, EncoderOutput, StepOutput
+from core.cache import Inference, KeptCache, KeptCaches
 from core.events import Event, Finished, RunStats
 from core.options import DecodingOptions
 from core.processors import ChainContext, build_processors, split_hard_rules
-from core.report import RowReport, StepReporter, StepTensors
+from core.report import RunEvents, StepReporter, StepTensors
 from core.strategies import make_strategy
 from core.strategies.forced import ForcedTokens, check_forced_ids
-
-
-@dataclass
-class KeptCache:
-    """The KV cache a batch-1 run ended with, for the next run to reuse.
-
-    Attributes:
-        encoded: the encoder output it was computed on (reuse needs the same object).
-        ids: int64 (n,): the token ids the cache holds, prompt first (every token fed, in order).
-        cache: the backend's cache after feeding ``ids`` (batch 1).
-        hidden: float32 (n_i, d_model) chunks, n in all: the decoder's last-layer hidden
-            states of those positions (for a contrastive continuation), or None if the
-            backend gives none.
-    """
-
-    encoded: EncoderOutput
-    ids: torch.Tensor
-    cache: Any
-    hidden: list[torch.Tensor] | None
 
 
 class Engine:
@@ -68,13 +50,22 @@ class Engine:
             cache is about 11 MB (448 positions preallocated).
 
     Attributes:
-        kept: ``id(encoded)`` -> its ``KeptCache``, least recently stored first.
+        caches: the KV caches kept for forks (``core.cache.KeptCaches``).
     """
 
     def __init__(self, backend: Backend, kept_caches: int = 4):
         self.backend = backend
-        self.kept_caches = int(kept_caches)
-        self.kept: OrderedDict[int, KeptCache] = OrderedDict()
+        self.caches = KeptCaches(kept_caches)
+
+    @property
+    def kept_caches(self) -> int:
+        """How many encoder outputs keep a KV cache (the constructor's ``kept_caches``)."""
+        return self.caches.max_items
+
+    @property
+    def kept(self) -> OrderedDict[int, KeptCache]:
+        """``id(encoded)`` -> its ``KeptCache``, least recently stored first."""
+        return self.caches.items
 
     def run(
         self,
@@ -134,91 +125,42 @@ class Engine:
         rules, processors = self.processors(encoded, prompt, options)
         max_new = min(options.max_new_tokens, prompt.max_new_tokens or options.max_new_tokens)
         forced = check_forced_ids(forced_ids, prompt.eos_token_id, self.backend.vocab_size)[:max_new]
-        strategy = make_strategy(options)
-        if forced:
-            strategy = ForcedTokens(strategy, forced)
-        report = StepReporter(
+        strategy = ForcedTokens(make_strategy(options), forced) if forced else make_strategy(options)
+        scorer = Scorer(rules, processors, strategy.uses_log_probs, options.capture_lens, self.backend.name)
+        events = RunEvents(StepReporter(
             self.backend.token_text, self.backend.decode, top_k_report=options.top_k_report,
             capture_attention=options.capture_attention, source_len=encoded.source_len,
             step_offset=step_offset, segment=segment, source_offset=source_offset,
-        )
-        row_reports: list[list[RowReport]] = []  # per step and beam row, for beam search's late StepEvents
-        beams_from = 0  # the step of row_reports[0] (forced steps come first)
+        ), requested)
         started = time.perf_counter()
         input_ids = strategy.start(prompt.prompt_ids, prompt.eos_token_id, max_new)
-        known = list(prompt.prompt_ids) + list(forced)
-        cache, reused, reused_hidden = self._take_kept(encoded, known, len(prompt.prompt_ids), input_ids.shape[0],
-                                                       reuse_cache)
-        first_step = max(0, reused + 1 - len(prompt.prompt_ids))  # forced tokens the reused part already holds
+        inference = Inference(self.backend, self.caches, encoded, list(prompt.prompt_ids) + list(forced),
+                              len(prompt.prompt_ids), input_ids.shape[0], reuse=reuse_cache,
+                              capture_attention=options.capture_attention, capture_lens=options.capture_lens)
+        first_step = max(0, inference.reused + 1 - len(prompt.prompt_ids))  # forced tokens the reused part holds
         if first_step:
-            input_ids = strategy.skip(first_step, reused_hidden)
-        if cache is None:
-            cache = self.backend.init_cache(encoded, strategy.batch_size)
-        new_ids = input_ids[:, reused:]  # the prompt first, then one token per hypothesis per step
-        # what this run's cache holds, while it is batch 1 and never reordered (kept at the end)
-        kept: KeptCache | None = KeptCache(
-            encoded, torch.tensor(known[:reused], dtype=torch.long), cache,
-            None if reused and reused_hidden is None else [] if not reused else [reused_hidden[0]],
-        )
-        first_token_s = 0.0
+            input_ids = strategy.skip(first_step, inference.reused_hidden)
+        inference.start(strategy.batch_size)
+        new_ids = input_ids[:, inference.reused:]  # the prompt first, then one token per hypothesis per step
         cancelled = False
-        previous: StepTensors | None = None  # contrastive search reports a token one step late
-        lens_kw = {"capture_lens": True} if options.capture_lens else {}  # backends without the lens never see it
         for t in itertools.count(first_step):
             if cancel is not None and cancel():
                 cancelled = True
                 break
-            try:
-                out = self.backend.step(new_ids, cache, options.capture_attention, **lens_kw)
-            except TypeError as exc:
-                if lens_kw and "capture_lens" in str(exc):
-                    raise RuntimeError(f"{self.backend.name} gives no logit lens; turn capture_lens off") from exc
-                raise
-            kept = _extend(kept, input_ids, new_ids, out)
-            # the raw distribution: logits with the hard rules alone
-            raw_scores = rules(input_ids, out.logits)
-            raw_probs = torch.softmax(raw_scores, dim=-1)
-            # the processed scores the strategy chooses from (beam search works on log-probabilities),
-            # keeping each stage's output for the sampler-chain view
-            chain_input = rules(input_ids, torch.log_softmax(out.logits, dim=-1)) if strategy.uses_log_probs else raw_scores
-            scores, stages = processors.trace(input_ids, chain_input)
-            probs = torch.softmax(scores, dim=-1) if processors or strategy.uses_log_probs else raw_probs
-            lens = _lens_logp(rules, input_ids, out.lens_logits) if options.capture_lens else None
-            if options.capture_lens and lens is None:
-                raise RuntimeError(f"{self.backend.name} gives no logit lens; turn capture_lens off")
-            current = StepTensors(probs, raw_probs, out.cross_attention, stages, lens)
-            update = strategy.update(input_ids, scores, probs, raw_probs, hidden_states=out.hidden_states)
-            if update.emitted is not None:  # greedy / sampling / contrastive: the token is final now
-                source = current if update.emitted.step == t else previous
-                first_token_s = first_token_s or time.perf_counter() - requested
-                emitted = update.emitted
-                yield report.step_event(emitted, report.row_report(source, emitted.row, (emitted.token_id,)))
-            if update.beams is not None:  # beam search: which beam wins is known at the end
-                beams_from = beams_from if row_reports else t
-                # the lens of a row keeps the tokens its candidates chose (one of them may be the output's)
-                chosen: dict[int, list[int]] = {}
-                for node in (update.nodes or ()) if lens is not None else ():
-                    chosen.setdefault(node.row, []).append(node.token)
-                row_reports.append([report.row_report(current, r, chosen.get(r, ()))
-                                    for r in range(current.probs.shape[0])])
-                yield report.beam_event(t, *update.beams, nodes=update.nodes, rows=row_reports[-1],
-                                        best=update.best_node)
+            out = inference.step(input_ids, new_ids)
+            scores, current = scorer.score(input_ids, out)
+            update = strategy.update(input_ids, scores, current.probs, current.raw_probs,
+                                     hidden_states=out.hidden_states)
+            yield from events.step(t, update, current)
             if update.done:
                 break
-            previous = current
-            cache = out.cache
-            if update.beam_idx is not None:
-                kept = None  # a reordered cache (beams, contrastive rows) is not kept
-                cache = self.backend.reorder_cache(cache, update.beam_idx)
+            inference.advance(out, update.beam_idx)
             input_ids, new_ids = update.input_ids, update.input_ids[:, -1:]
-        if kept is not None and len(kept.ids) > 0 and getattr(self.backend, "truncate_cache", None) is not None:
-            self._keep(kept)
+        inference.finish()
         result = strategy.finalize()
-        for rec in result.records:
-            first_token_s = first_token_s or time.perf_counter() - requested
-            yield report.step_event(rec, row_reports[rec.step - beams_from][rec.row])
+        yield from events.finish(result)
         stats = RunStats(decode_s=time.perf_counter() - started, n_tokens=len(result.token_ids),
-                         reused_tokens=reused, first_token_s=first_token_s)
+                         reused_tokens=inference.reused, first_token_s=events.first_token_s)
         yield Finished(
             text=self.backend.decode(result.token_ids),
             token_ids=result.token_ids,
@@ -248,61 +190,51 @@ class Engine:
         context = ChainContext(tokenize=self.backend.tokenize, encoder_input_ids=_source_ids(encoded, prompt))
         return split_hard_rules(build_processors(options, prompt, len(prompt.prompt_ids), context))
 
-    def _take_kept(
-        self, encoded: EncoderOutput, known: list[int], prompt_len: int, batch: int, reuse: bool
-    ) -> tuple[Any, int, torch.Tensor | None]:
-        """The kept cache truncated for a run that feeds ``known`` (prompt + forced ids)
-        first, or (None, 0, None) when it cannot be reused (see ``run``'s ``reuse_cache``).
 
-        Returns:
-            (cache holding the first ``reused`` ids of ``known``, reused, their hidden states
-            float32 (1, reused, d_model) or None). The kept cache is handed over (the
-            backend may change it in place), so it leaves ``self.kept``.
+class Scorer:
+    """The distributions of one step (the logit-filter role of openai/whisper's loop).
+
+    Args:
+        rules: the hard rules (suppressed tokens): the raw distribution has only these.
+        processors: the rest of the chain (``core.processors``), traced stage by stage.
+        uses_log_probs: the chain sees log-probabilities (beam search, as transformers').
+        capture_lens: also score the logit lens (each layer's logits, with the hard rules).
+        backend_name: named in the error when the backend gives no lens.
+    """
+
+    def __init__(self, rules, processors, uses_log_probs: bool, capture_lens: bool, backend_name: str):
+        self.rules, self.processors = rules, processors
+        self.uses_log_probs, self.capture_lens, self.backend_name = uses_log_probs, capture_lens, backend_name
+
+    def score(self, input_ids: torch.Tensor, out: StepOutput) -> tuple[torch.Tensor, StepTensors]:
+        """(the processed scores float32 (batch, vocab) the strategy chooses from, the step's
+        ``StepTensors``: processed and raw probabilities, attention, stage outputs, lens).
+
+        Raises:
+            RuntimeError: the lens was asked for and the backend gives none.
         """
-        kept, truncate = self.kept.get(id(encoded)), getattr(self.backend, "truncate_cache", None)
-        if not reuse or kept is None or kept.encoded is not encoded or batch != 1 or truncate is None:
-            return None, 0, None
-        shared = 0
-        for a, b in zip(kept.ids.tolist(), known):
-            if a != b:
-                break
-            shared += 1
-        if shared < prompt_len or shared < 2:  # another prompt, or nothing but the start token
-            return None, 0, None
-        reused = shared - 1  # feed the last shared token again: the first step needs its logits
-        del self.kept[id(encoded)]
-        hidden = torch.cat(kept.hidden, dim=0)[None, :reused] if kept.hidden else None
-        return truncate(kept.cache, reused), reused, hidden
+        # the raw distribution: logits with the hard rules alone
+        raw_scores = self.rules(input_ids, out.logits)
+        raw_probs = torch.softmax(raw_scores, dim=-1)
+        # the processed scores (beam search works on log-probabilities), keeping each stage's
+        # output for the sampler-chain view
+        chain_input = (self.rules(input_ids, torch.log_softmax(out.logits, dim=-1)) if self.uses_log_probs
+                       else raw_scores)
+        scores, stages = self.processors.trace(input_ids, chain_input)
+        probs = torch.softmax(scores, dim=-1) if self.processors or self.uses_log_probs else raw_probs
+        lens = self._lens_logp(input_ids, out.lens_logits) if self.capture_lens else None
+        if self.capture_lens and lens is None:
+            raise RuntimeError(f"{self.backend_name} gives no logit lens; turn capture_lens off")
+        return scores, StepTensors(probs, raw_probs, out.cross_attention, stages, lens)
 
-    def _keep(self, kept: KeptCache) -> None:
-        """Store ``kept`` for its encoder output, dropping the oldest beyond ``kept_caches``."""
-        self.kept[id(kept.encoded)] = kept  # kept.encoded stays referenced, so its id is not reused
-        self.kept.move_to_end(id(kept.encoded))
-        while len(self.kept) > self.kept_caches:
-            self.kept.popitem(last=False)
-
-
-def _extend(kept: KeptCache | None, input_ids: torch.Tensor, new_ids: torch.Tensor, out) -> KeptCache | None:
-    """``kept`` after a step that fed ``new_ids`` (the last columns of ``input_ids``), or
-    None once the run is not batch 1 (its cache is then not kept)."""
-    if kept is None or input_ids.shape[0] != 1:
-        return None
-    kept.ids, kept.cache = input_ids[0], out.cache
-    if kept.hidden is not None and out.hidden_states is None:
-        kept.hidden = None
-    elif kept.hidden is not None:
-        kept.hidden.append(out.hidden_states[0, -new_ids.shape[1]:])
-    return kept
-
-
-def _lens_logp(rules, input_ids: torch.Tensor, lens_logits: torch.Tensor | None) -> torch.Tensor | None:
-    """The logit lens as log-probabilities, float32 (batch, layers, vocab): each layer's
-    logits with the hard rules (as the raw distribution), log_softmax; None without a lens."""
-    if lens_logits is None:
-        return None
-    b, n_layers, vocab = lens_logits.shape
-    scores = rules(input_ids.repeat_interleave(n_layers, dim=0), lens_logits.reshape(b * n_layers, vocab))
-    return torch.log_softmax(scores, dim=-1).reshape(b, n_layers, vocab)
+    def _lens_logp(self, input_ids: torch.Tensor, lens_logits: torch.Tensor | None) -> torch.Tensor | None:
+        """The logit lens as log-probabilities, float32 (batch, layers, vocab): each layer's
+        logits with the hard rules (as the raw distribution), log_softmax; None without a lens."""
+        if lens_logits is None:
+            return None
+        b, n_layers, vocab = lens_logits.shape
+        scores = self.rules(input_ids.repeat_interleave(n_layers, dim=0), lens_logits.reshape(b * n_layers, vocab))
+        return torch.log_softmax(scores, dim=-1).reshape(b, n_layers, vocab)
 
 
 def _source_ids(encoded: EncoderOutput, prompt: DecoderPrompt) -> torch.Tensor | None:

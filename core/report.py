@@ -1,4 +1,5 @@
-"""What the views see of one decoder step: the StepReporter.
+"""What the views see of one decoder step: the StepReporter (and ``RunEvents``, which
+orders a run's events).
 
 The engine and beam search's finalize share this one object. It turns a step's
 distributions into plain-data events (``core.events``): the token's display text, its
@@ -19,8 +20,9 @@ Nothing here chooses a token or touches a model.
 from __future__ import annotations
 
 import dataclasses
+import time
 from dataclasses import dataclass
-from typing import Callable, Sequence
+from typing import Callable, Iterator, Sequence
 
 import numpy as np
 import torch
@@ -341,3 +343,58 @@ class StepReporter:
         if report.attention is not None:
             attention = report.attention.mean(axis=(0, 1), dtype=np.float32)
         return BeamRowReport(row, report.topk, report.entropy, attention, raw_topk=report.raw_topk)
+
+
+class RunEvents:
+    """The events of one run, in the order the views need them (the engine's reporter role).
+
+    A single-hypothesis strategy's token is final when ``update.emitted`` names it: its
+    StepEvent goes out at once, from the distribution of the step it was chosen at (this one,
+    or the previous one for contrastive search, which looks one step ahead). Beam search's
+    output is known only at the end: each step yields a BeamEvent and keeps its row reports,
+    and ``finish`` yields the best hypothesis's StepEvents from them.
+
+    Args:
+        reporter: the run's ``StepReporter``.
+        requested: ``time.perf_counter()`` when the run was asked for (``first_token_s``).
+
+    Attributes:
+        first_token_s: seconds from ``requested`` to the first StepEvent (0 before it).
+    """
+
+    def __init__(self, reporter: StepReporter, requested: float):
+        self.reporter = reporter
+        self.requested = requested
+        self.first_token_s = 0.0
+        self._previous: StepTensors | None = None  # contrastive search reports a token one step late
+        self._rows: list[list[RowReport]] = []  # per beam step and row, for the late StepEvents
+        self._rows_from = 0  # the step of _rows[0] (forced steps come first)
+
+    def _first_token(self) -> None:
+        self.first_token_s = self.first_token_s or time.perf_counter() - self.requested
+
+    def step(self, t: int, update, current: StepTensors) -> Iterator[StepEvent | BeamEvent]:
+        """The events of step ``t``, given the strategy's ``core.strategies.Update`` and the
+        step's distributions."""
+        report = self.reporter
+        if update.emitted is not None:  # greedy / sampling / contrastive: the token is final now
+            emitted = update.emitted
+            source = current if emitted.step == t else self._previous
+            self._first_token()
+            yield report.step_event(emitted, report.row_report(source, emitted.row, (emitted.token_id,)))
+        if update.beams is not None:  # beam search: which beam wins is known at the end
+            self._rows_from = self._rows_from if self._rows else t
+            # the lens of a row keeps the tokens its candidates chose (one of them may be the output's)
+            chosen: dict[int, list[int]] = {}
+            for node in (update.nodes or ()) if current.lens_logp is not None else ():
+                chosen.setdefault(node.row, []).append(node.token)
+            self._rows.append([report.row_report(current, r, chosen.get(r, ())) for r in range(current.probs.shape[0])])
+            yield report.beam_event(t, *update.beams, nodes=update.nodes, rows=self._rows[-1], best=update.best_node)
+        self._previous = current
+
+    def finish(self, result) -> Iterator[StepEvent]:
+        """The StepEvents of ``result.records`` (a ``core.strategies.Result``): the tokens not
+        reported yet (beam search's best hypothesis)."""
+        for rec in result.records:
+            self._first_token()
+            yield self.reporter.step_event(rec, self._rows[rec.step - self._rows_from][rec.row])
