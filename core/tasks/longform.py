@@ -26,6 +26,10 @@ not kept (``AttemptEvent.kept_in_transcript`` False) takes its StepEvents back: 
 drops that window's steps from ``AttemptEvent.step_offset`` on (the next attempt is
 numbered from the same step). :func:`transcript_events` does that for a finished list.
 
+Memory: the decoder's cross-attention keys/values of a window (base: 37 MB) and the
+engine's KV cache kept for a fork are held for the last :data:`KV_WINDOWS_KEPT` windows
+only (:func:`hold_window_kv`); older windows get them back on demand.
+
 Where openai/whisper and transformers differ, this follows transformers (the test checks
 token ids against it): the log-mel spectrogram is computed once for the whole audio and
 cut into windows (a last window shorter than 30 s is zero-padded in the mel domain), and
@@ -61,8 +65,11 @@ N_FRAMES = 3000
 INPUT_STRIDE = 2
 #: 0.02 s per timestamp tick
 TIME_PRECISION = 0.02
+#: windows of a long-form run whose decoder cross-attention keys/values and kept KV cache stay
+#: in memory (:func:`hold_window_kv`): the one being decoded and the one before it
+KV_WINDOWS_KEPT = 2
 
-__all__ = ["LongFormOptions", "WindowPlan", "attempt_warning", "silence_note", "encode_audio", "plan_of_run", "window_samples", "compression_ratio", "loudest_db", "split_window", "token_entropy", "transcribe",
+__all__ = ["KV_WINDOWS_KEPT", "LongFormOptions", "WindowPlan", "drop_window_kv", "hold_window_kv", "attempt_warning", "silence_note", "encode_audio", "plan_of_run", "window_samples", "compression_ratio", "loudest_db", "split_window", "token_entropy", "transcribe",
            "transcript_events", "result_dict"]
 
 
@@ -144,11 +151,46 @@ def window_samples(plan: WindowPlan) -> tuple[int, int]:
     return plan.seek * per, (plan.seek + plan.n_frames) * per
 
 
+def drop_window_kv(model, encoded) -> int:
+    """Free what decoding kept for one window beside its encoder output: the decoder's
+    cross-attention keys and values (``EncoderOutput.extras["whisper_cross_kv"]``, a function
+    of the encoder output alone; whisper-base: 6 layers × K and V × 1500 frames × 512, 37 MB
+    in float32) and the engine's KV cache of the last run on it (``Engine.kept``, which
+    holds them too, plus ~11 MB of self-attention). Both are rebuilt on demand: the backend
+    computes the keys and values again on the next decode of this window (a few tens of
+    ms), and a fork on it feeds its prompt again instead of reusing the cache.
+
+    Returns:
+        the bytes of keys and values released (0 if there were none).
+    """
+    kv = encoded.extras.pop("whisper_cross_kv", None)
+    kept = model.engine.kept.get(id(encoded))
+    if kept is not None and kept.encoded is encoded:
+        del model.engine.kept[id(encoded)]
+    if kv is None:
+        return 0
+    return sum(t.numel() * t.element_size() for part in kv for t in part)
+
+
+def hold_window_kv(model, encoded, keep: int = KV_WINDOWS_KEPT) -> None:
+    """Mark ``encoded`` (a window's encoder output) as the newest one whose cross-attention
+    keys/values and kept KV cache may stay in memory; the windows marked before it beyond
+    the last ``keep`` lose theirs (:func:`drop_window_kv`). A long-form run on an hour of
+    audio otherwise keeps them for every window still in the encoder cache or the engine's
+    kept caches (measured with base: ~12 windows, ~480 MB)."""
+    held = [e for e in getattr(model, "_longform_kv_held", []) if e is not encoded] + [encoded]
+    for old in held[:-keep] if keep > 0 else held:
+        drop_window_kv(model, old)
+    model._longform_kv_held = held[-keep:] if keep > 0 else []
+
+
 def encode_audio(model, audio: np.ndarray, plan: WindowPlan):
     """The EncoderOutput of ``plan``'s window of ``audio`` (another version of the run's
     audio, e.g. with a span silenced): the whole clip's log-mel, cut as the run cut it."""
     key = hashlib.sha1(np.ascontiguousarray(audio).tobytes()).hexdigest()
-    return _encode_window(model, _log_mel(model, audio), key, plan.seek, plan.n_frames)[0]
+    encoded = _encode_window(model, _log_mel(model, audio), key, plan.seek, plan.n_frames)[0]
+    hold_window_kv(model, encoded)
+    return encoded
 
 
 def plan_of_run(model, audio: np.ndarray, options: DecodingOptions, language: str, task: str,
@@ -175,6 +217,7 @@ def plan_of_run(model, audio: np.ndarray, options: DecodingOptions, language: st
 
     def prepare(i: int, plan: WindowPlan) -> Prepared:
         encoded, hit = _encode_window(model, mel, key, plan.seek, plan.n_frames)
+        hold_window_kv(model, encoded)  # a fork on an old window: its K/V come back, the oldest held go
         return Prepared(encoded, plan.prompt, plan.event, hit)
 
     return list(plans), prepare, RunStats(load_s=model.load_s, audio_s=len(audio) / SAMPLE_RATE, encoder_cached=True)
@@ -315,6 +358,7 @@ def transcribe(
         n_frames = min(N_FRAMES, total_frames - seek)
         t0 = time.perf_counter()
         encoded, hit = _encode_window(model, mel, audio_key, seek, n_frames)
+        hold_window_kv(model, encoded)  # the K/V of windows before the last KV_WINDOWS_KEPT go
         probs = model._language_distribution(encoded, None, candidates) if window == 0 else {}
         if lang is None:
             lang = next(iter(probs))

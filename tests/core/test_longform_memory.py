@@ -1,0 +1,60 @@
+"""Memory of a long-form run (issue 19 §3: a 1-hour recording with base within 1.5 GB).
+
+Each 30 s window's decoder cross-attention keys and values (whisper-base: 6 layers × K and
+V × 1500 frames × 512, 37 MB in float32) are computed once per encoder output and kept with
+it, and the engine keeps the KV cache of the last run on each encoder output for a fork to
+reuse. A long-form run keeps both for the last ``KV_WINDOWS_KEPT`` windows only; a fork or
+what-if on an older window computes them again (a few tens of ms) and gives the same tokens.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from core.events import AttemptEvent
+from core.options import DecodingOptions
+from core.tasks.longform import KV_WINDOWS_KEPT
+from tests.core.test_longform import SENTENCES
+from tests.helpers.speech import synth_speech
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
+
+@pytest.fixture(scope="module")
+def clip_100s() -> np.ndarray:
+    """~100 s of espeak sentences: 4 long-form windows."""
+    gap = np.zeros(4800, np.float32)
+    parts = []
+    for s in SENTENCES:
+        parts += [synth_speech(s, words_per_minute=165), gap]
+    one = np.concatenate(parts)
+    return np.concatenate([one, one, one[: 12 * 16000]])
+
+
+def _windows_holding_kv(model) -> tuple[int, int]:
+    """(encoder outputs that keep their cross-attention K/V, kept decoder KV caches): every
+    encoder output the model's cache or the engine holds."""
+    encoded = {id(e): e for e in model._cache._items.values()}
+    encoded.update({id(k.encoded): k.encoded for k in model.engine.kept.values()})
+    return sum("whisper_cross_kv" in e.extras for e in encoded.values()), len(model.engine.kept)
+
+
+def test_a_long_run_keeps_the_cross_kv_of_its_last_windows_only(whisper_tiny_en, clip_100s):
+    model = whisper_tiny_en
+    model._cache.clear()
+    model.engine.kept.clear()
+    events = list(model.transcribe(clip_100s, DecodingOptions()))
+    attempts = [ev for ev in events if isinstance(ev, AttemptEvent) and ev.kept_in_transcript]
+    assert len(attempts) >= KV_WINDOWS_KEPT + 2
+    with_kv, kept = _windows_holding_kv(model)
+    assert with_kv <= KV_WINDOWS_KEPT and kept <= KV_WINDOWS_KEPT, (with_kv, kept)
+
+    # a fork on the first window (its K/V gone) computes them again and decodes as the run did
+    first = attempts[0]
+    steps = list(first.steps)
+    forked = list(model.fork(clip_100s, DecodingOptions(), segment=0, forced_ids=[s.token_id for s in steps[:4]],
+                             step_offset=first.step_offset, longform=True))
+    assert forked[-1].token_ids == list(first.token_ids)
+    with_kv, kept = _windows_holding_kv(model)
+    assert with_kv <= KV_WINDOWS_KEPT and kept <= KV_WINDOWS_KEPT, (with_kv, kept)
