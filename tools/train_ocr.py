@@ -55,8 +55,8 @@ from core.backends.ocr_attn import (  # noqa: E402
     ctc_greedy_decode,
     load_english_g2_state_dict,
     num_columns,
-    save_pretrained,
 )
+from core.backends.ocr_checkpoint import save_pretrained  # noqa: E402
 
 log = logging.getLogger("train_ocr")
 

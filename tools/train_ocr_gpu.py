@@ -38,7 +38,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
-from core.backends.ocr_attn import OCRVocab, ctc_greedy_decode, load_pretrained, num_columns, save_pretrained  # noqa: E402
+from core.backends.ocr_attn import OCRVocab, ctc_greedy_decode, num_columns  # noqa: E402
+from core.backends.ocr_checkpoint import load_pretrained, save_pretrained  # noqa: E402
 from tools.train_ocr import cer, sequence_modeling_packed, text_targets, visual_features  # noqa: E402
 
 log = logging.getLogger("train_ocr_gpu")

@@ -60,6 +60,14 @@ MAX_LENGTH_FACTOR = 2.5  # config.intgemm8bitalpha.yml: max-length-factor
 DIRECTIONS = {name: d.files for name, d in TRANSLATION_MODELS.items()}
 
 
+def bergamot_prompt(encoded: EncoderOutput) -> DecoderPrompt:
+    """A Bergamot direction's decoder prompt for a chunk of ``encoded.source_len`` source
+    tokens: the virtual start token (see the module docstring), ``</s>`` ends, ``<unk>``
+    suppressed, at most ``int(2.5 * source_len)`` new tokens (Marian's max-length-factor)."""
+    return DecoderPrompt(prompt_ids=(START_ID,), eos_token_id=EOS_ID, suppress_tokens=(UNK_ID,),
+                         max_new_tokens=max(1, int(MAX_LENGTH_FACTOR * encoded.source_len)))
+
+
 @dataclass
 class TinyDecoderCache:
     """Decoder state of ``batch`` hypotheses (immutable in use: ``step`` returns a new one).
@@ -176,13 +184,9 @@ class MarianTinyBackend:
                              {"mask": mask, "source_ids": ids, "shortlist_rows": rows})
 
     def decoder_prompt(self, encoded: EncoderOutput) -> DecoderPrompt:
-        """The translation task's prompt for this model
-        (``core.tasks.translation_sources.bergamot_prompt``: the virtual start token, see
-        the module docstring; ``</s>`` ends; ``<unk>`` suppressed; at most
-        ``int(2.5 * source_len)`` tokens), for callers that drive the backend alone (the
-        native-engine parity tests, ``tests/bench/bench_translation.py``)."""
-        from core.tasks.translation_sources import bergamot_prompt
-
+        """The translation task's prompt for this model (:func:`bergamot_prompt`), for callers
+        that drive the backend alone (the native-engine parity tests,
+        ``tests/bench/bench_translation.py``)."""
         return bergamot_prompt(encoded)
 
     def init_cache(self, encoded: EncoderOutput, batch_size: int) -> TinyDecoderCache:

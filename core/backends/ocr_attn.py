@@ -18,8 +18,9 @@ Decoder
     by one position per step; cross-attention keys/values are computed once) and
     returns the cross-attention weights of every layer and head.
 
-Vocabulary and CTC decoding: ``core.backends.ocr_vocab``; the files (save/load):
-``core.backends.ocr_checkpoint``. Their names, and the encoder's, are re-exported here.
+Vocabulary and CTC decoding: ``core.backends.ocr_vocab`` (its names, and the encoder's, are
+re-exported here); the files (save/load): ``core.backends.ocr_checkpoint``, which imports
+this module (never the other way round).
 """
 
 from __future__ import annotations
@@ -39,13 +40,6 @@ from core.backends.english_g2 import (  # noqa: F401  (re-exported: their old ho
     VGG_FeatureExtractor,
     load_english_g2_state_dict,
     num_columns,
-)
-from core.backends.ocr_checkpoint import (  # noqa: F401
-    CONFIG_FILE,
-    VOCAB_FILE,
-    WEIGHTS_FILE,
-    load_pretrained,
-    save_pretrained,
 )
 from core.backends.ocr_vocab import ENGLISH_G2_CHARACTERS, OCRVocab, ctc_greedy_decode  # noqa: F401
 

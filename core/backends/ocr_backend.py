@@ -41,7 +41,7 @@ from core.backends.english_g2 import (
 )
 from core.backends.ocr_attn import DecoderCache, OCRAttnModel
 from core.backends.ocr_checkpoint import load_pretrained
-from core.backends.ocr_vocab import ENGLISH_G2_CHARACTERS, OCRVocab, ctc_greedy_decode
+from core.backends.ocr_vocab import ENGLISH_G2_CHARACTERS, OCRVocab, bundled_prompt, ctc_greedy_decode
 
 #: width in model-input pixels (height 64) of one encoder column
 COLUMN_PX = float(PIXELS_PER_COLUMN)
@@ -143,11 +143,9 @@ class OCRAttnBackend:
 
     # -- decoder -------------------------------------------------------------------
     def decoder_prompt(self, encoded: EncoderOutput) -> DecoderPrompt:
-        """The OCR task's prompt for this reader (``core.tasks.ocr_readers.bundled_prompt``:
+        """The OCR task's prompt for this reader (``core.backends.ocr_vocab.bundled_prompt``:
         ``<s>``, ``</s>`` ends, at most ``source_len + 8`` characters), for callers that
         drive the backend alone (its tests, ``tests/bench/bench_ocr.py``)."""
-        from core.tasks.ocr_readers import bundled_prompt
-
         return bundled_prompt(encoded)
 
     def init_cache(self, encoded: EncoderOutput, batch_size: int) -> DecoderCache:

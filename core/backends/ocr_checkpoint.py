@@ -13,14 +13,10 @@ from __future__ import annotations
 import json
 from dataclasses import asdict
 from pathlib import Path
-from typing import TYPE_CHECKING
-
 import torch
 
+from core.backends.ocr_attn import OCRAttnConfig, OCRAttnModel
 from core.backends.ocr_vocab import OCRVocab
-
-if TYPE_CHECKING:
-    from core.backends.ocr_attn import OCRAttnModel
 
 CONFIG_FILE, VOCAB_FILE, WEIGHTS_FILE = "config.json", "vocab.json", "model.safetensors"
 
@@ -52,8 +48,6 @@ def load_pretrained(directory: str | Path, device: str | torch.device = "cpu") -
         ValueError: if config and vocabulary disagree or weights do not match.
     """
     from safetensors.torch import load_file
-
-    from core.backends.ocr_attn import OCRAttnConfig, OCRAttnModel  # that module re-exports this one
 
     directory = Path(directory)
     for name in (CONFIG_FILE, VOCAB_FILE, WEIGHTS_FILE):

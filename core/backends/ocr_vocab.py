@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Sequence
 
+from core.backends.base import DecoderPrompt, EncoderOutput
+
 if TYPE_CHECKING:
     import torch
 
@@ -112,3 +114,11 @@ def ctc_greedy_decode(ctc_logits: torch.Tensor, characters: str = ENGLISH_G2_CHA
             prev = k
         texts.append("".join(chars))
     return texts
+
+
+def bundled_prompt(encoded: EncoderOutput) -> DecoderPrompt:
+    """The bundled reader's decoder prompt for a line of ``encoded.source_len`` encoder columns:
+    ``<s>``, ``</s>`` ends, ``<pad>`` and ``<s>`` suppressed, at most ``source_len + 8`` characters."""
+    return DecoderPrompt(prompt_ids=(OCRVocab.BOS,), eos_token_id=OCRVocab.EOS,
+                         suppress_tokens=(OCRVocab.PAD, OCRVocab.BOS),
+                         max_new_tokens=int(encoded.source_len) + 8)

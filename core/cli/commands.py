@@ -68,74 +68,14 @@ from typing import Iterable, Sequence
 
 from core import catalog
 from core.cli import ocr as cli_ocr
-from core.analysis.lens import lens_json
-from core.analysis.beam_tree import BeamTree
-from core.events import BeamEvent, Event, Finished, SegmentEvent, StepEvent
+from core.events import Event, Finished
 from core.cli import translate as cli_translate
 from core.cli.lanes import add_compare_arguments, lanes_from_args, run_compare
-from core.cli.longform import (add_longform_arguments, check_writer_options, longform_options, run_longform,
-                               speech_notes, use_longform)
+from core.cli.longform import add_longform_arguments, check_writer_options, longform_options, run_longform, use_longform
 from core.cli.options import add_decoding_arguments, options_from_args
+from core.cli.trace import CLIError, speech_notes, trace
 from core.cli.words import add_word_arguments, emit_words
 from core.options import DecodingOptions
-
-
-class CLIError(Exception):
-    """An error to report as one line, exit status 1."""
-
-
-def trace(task: str, model: str, options: DecodingOptions, events: Iterable[Event], attention: str | None) -> dict:
-    """Consume ``events`` into the JSON trace dict (tokens in decoding order, no prompt)."""
-    tokens: list[dict] = []
-    finished: Finished | None = None
-    tree = BeamTree()
-    language_probs: dict[str, float] | None = None
-    for ev in events:
-        if isinstance(ev, SegmentEvent) and language_probs is None and ev.language_probs:
-            language_probs = {code: round(p, 6) for code, p in ev.language_probs}  # the first window's
-        if isinstance(ev, StepEvent):
-            tok = {
-                "id": ev.token_id,
-                "text": ev.text,
-                "prob": round(ev.prob, 6),
-                "raw_prob": round(ev.raw_prob, 6),
-                "entropy": round(ev.entropy, 6),
-                "segment": ev.segment,
-                "rank": ev.rank,
-                "topk": [{"id": t.id, "text": t.text, "prob": round(t.prob, 6)} for t in ev.topk],
-                "stages": [{"name": s.name, "kept": s.kept, "mass": round(s.mass, 6)} for s in ev.stages],
-            }
-            if ev.mu is not None:
-                tok["mu"] = round(ev.mu, 6)
-            if ev.forced:
-                tok["forced"] = True
-            if ev.lens:
-                tok["lens"] = lens_json(ev.lens)
-            if attention and ev.cross_attention is not None:
-                a = ev.cross_attention
-                tok["cross_attention"] = (a.mean(axis=(0, 1)) if attention == "mean" else a).round(5).tolist()
-            tokens.append(tok)
-        elif isinstance(ev, BeamEvent):
-            tree.add(ev)
-        elif isinstance(ev, Finished):
-            finished = ev
-    if finished is None:
-        raise CLIError("decoding ended without a result")
-    out = {
-        "task": task,
-        "model": model,
-        "options": options.to_dict(),
-        "text": finished.text,
-        "tokens": tokens,
-        "timing": finished.stats.to_dict(),
-        "cancelled": finished.cancelled,
-        "reason": finished.reason,
-    }
-    if len(tree):
-        out["beam_tree"] = tree.to_dict()
-    if language_probs:
-        out["language_probs"] = language_probs
-    return out
 
 
 def cmd_transcribe(args: argparse.Namespace) -> int:

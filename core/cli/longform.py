@@ -160,33 +160,6 @@ def attempt_rows(events) -> list[dict]:
     return rows
 
 
-def speech_notes(model, events, audio=None):
-    """Pass a fixed-window run's events through, printing on stderr what the user should know:
-    each window's warning as it starts (skipped as silence, or a high no-speech probability),
-    then at the end the windows that loop (``core.tasks.speech.window_warnings``) and what was
-    skipped as silence (``core.tasks.longform.silence_note``; ``audio``: the run's samples, for
-    the skipped windows' levels)."""
-    from core.events import SegmentEvent, StepEvent
-    from core.tasks.longform import loudest_db, silence_note
-    from core.tasks.speech import SKIPPED, window_warnings
-
-    seen, skipped = [], []
-    for ev in events:
-        if isinstance(ev, (SegmentEvent, StepEvent)):
-            seen.append(ev)
-        if isinstance(ev, SegmentEvent) and ev.warning:
-            print(f"warning: {ev.warning}", file=sys.stderr, flush=True)
-        if isinstance(ev, SegmentEvent) and ev.label.endswith(SKIPPED):
-            level = float("-inf") if audio is None else loudest_db(audio[ev.segment * 480_000:(ev.segment + 1) * 480_000])
-            skipped.append((ev.no_speech_prob, level))
-        if isinstance(ev, Finished):
-            for line in window_warnings(seen, model.backend.decode):
-                print(f"warning: {line}", file=sys.stderr, flush=True)
-            if skipped:
-                print(silence_note(skipped), file=sys.stderr, flush=True)
-        yield ev
-
-
 def _timestamp(seconds: float) -> str:
     m, s = divmod(seconds, 60)
     return f"{int(m):02d}:{s:06.3f}"
@@ -194,7 +167,7 @@ def _timestamp(seconds: float) -> str:
 
 def run_longform(model, audio, options, prefix: list[int], args: argparse.Namespace) -> int:
     """Decode long-form and print / write the result; 0 on success (130 when cancelled)."""
-    from core.cli import trace
+    from core.cli.trace import trace
     from core.tasks.writers import write_result
     from core.tasks.longform import result_dict, transcript_events
 
@@ -270,4 +243,4 @@ def run_longform(model, audio, options, prefix: list[int], args: argparse.Namesp
 
 
 __all__ = ["add_longform_arguments", "attach_words", "attempt_rows", "check_writer_options", "longform_options",
-           "longform_words", "run_longform", "speech_notes", "use_longform"]
+           "longform_words", "run_longform", "use_longform"]

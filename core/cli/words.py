@@ -12,6 +12,7 @@ import time
 from dataclasses import replace
 
 from core.analysis.silence import snap_words
+from core.cli.trace import speech_notes, trace
 from core.events import Finished, StepEvent
 
 
@@ -110,13 +111,9 @@ def emit_words(model, audio, options, prefix: list[int], args: argparse.Namespac
     again, ``SpeechModel.end_attention``; with ``--refine`` moved by ``SpeechModel.refine_words``),
     print: ``--json`` the trace with ``"words"``, else the text then one ``start end word`` line
     per word."""
-    from core.cli import trace
-
     options = replace(options, capture_attention=True)
     kw = {"language": args.language, "task": args.task, "timestamps": bool(getattr(args, "timestamps", False)),
           "candidate_languages": getattr(args, "language_candidates", None)}
-    from core.cli.longform import speech_notes
-
     events = list(speech_notes(model, model.decode(audio, options, prefix_ids=prefix, **kw), audio))
     steps = [ev for ev in events if isinstance(ev, StepEvent)]
     snap = not getattr(args, "no_silence_snap", False)

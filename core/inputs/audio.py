@@ -27,8 +27,9 @@ import numpy as np
 import soundfile as sf
 import soxr
 
-SAMPLE_RATE = 16000
-"""Sample rate in Hz of all audio handed to the models."""
+from core.catalog import MIN_AUDIO_S
+from core.inputs.common import RESAMPLE_QUALITY as _RESAMPLE_QUALITY
+from core.inputs.common import SAMPLE_RATE, AudioError  # noqa: F401  (SAMPLE_RATE: 16 kHz, core.catalog)
 
 SUPPORTED_FORMATS = ("wav", "flac", "ogg", "mp3")
 """File formats the app offers (file name extensions); libsndfile may read a few more."""
@@ -38,11 +39,9 @@ _SUPPORTED_TEXT = "WAV, FLAC, OGG (Vorbis/Opus) or MP3"
 _UNSUPPORTED_AUDIO_EXT = {
     ".m4a", ".mp4", ".aac", ".wma", ".webm", ".mka", ".amr", ".ape", ".alac", ".3gp", ".mov", ".mkv", ".avi",
 }
-_RESAMPLE_QUALITY = "HQ"
 
-MIN_DURATION_S = 0.1
-"""Shortest clip in seconds :func:`open_audio` accepts: Whisper's minimum
-(``core.tasks.speech.MIN_AUDIO_S``; a test keeps the two equal)."""
+MIN_DURATION_S = MIN_AUDIO_S
+"""Shortest clip in seconds :func:`open_audio` accepts: Whisper's minimum (``core.catalog.MIN_AUDIO_S``)."""
 
 # Re-exported from core.inputs.microphone on first use (PEP 562), so importing core.inputs.audio never
 # loads PortAudio.
@@ -55,13 +54,6 @@ def __getattr__(name: str) -> Any:
 
         return getattr(microphone, name)
     raise AttributeError(f"module 'core.inputs.audio' has no attribute {name!r}")
-
-
-class AudioError(Exception):
-    """An audio file or device problem, with a message for the user.
-
-    The message says what went wrong and what to do about it; the GUI shows it as is.
-    """
 
 
 # --------------------------------------------------------------------------- files

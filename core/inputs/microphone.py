@@ -4,7 +4,7 @@ Split from ``core.inputs.audio`` (which re-exports these names, so ``from core.i
 Recorder`` keeps working). PortAudio is reached through python-sounddevice, imported
 lazily: without the PortAudio shared library (Debian ``libportaudio2``) its import raises
 ``OSError``; the functions here then report the problem (:func:`microphone_status`) or
-raise :class:`core.inputs.audio.AudioError`.
+raise :class:`core.inputs.common.AudioError` (``core.inputs.audio.AudioError``).
 
 Stream life cycle (PortAudio's ALSA host API prints "Expression ... failed" lines and can
 crash when a stream is left running while its device goes away or its callback is
@@ -26,7 +26,7 @@ from typing import Any, Callable, NamedTuple
 import numpy as np
 import soxr
 
-from core.inputs.audio import _RESAMPLE_QUALITY, SAMPLE_RATE, AudioError
+from core.inputs.common import RESAMPLE_QUALITY, SAMPLE_RATE, AudioError
 
 # ---------------------------------------------------------------------- devices
 
@@ -233,7 +233,7 @@ class Recorder:
             return np.zeros(0, dtype=np.float32)
         raw = np.concatenate(chunks)
         if self.stream_rate != self.sample_rate:
-            raw = soxr.resample(raw, self.stream_rate, self.sample_rate, quality=_RESAMPLE_QUALITY)
+            raw = soxr.resample(raw, self.stream_rate, self.sample_rate, quality=RESAMPLE_QUALITY)
         out = np.ascontiguousarray(np.clip(raw, -1.0, 1.0), dtype=np.float32)
         with self._lock:
             if self._frames == frames:

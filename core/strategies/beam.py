@@ -39,7 +39,7 @@ import torch
 
 from core.events import BeamNode
 from core.report import TokenRecord
-from core.strategies import Result, Update
+from core.strategies.base import Result, Update
 
 _NEG = -1.0e9  # transformers' "impossible" score
 

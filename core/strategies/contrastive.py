@@ -37,7 +37,7 @@ from typing import Sequence
 import torch
 
 from core.report import TokenRecord
-from core.strategies import Result, Update
+from core.strategies.base import Result, Update
 
 
 def degeneration_penalty(candidates: torch.Tensor, context: torch.Tensor) -> torch.Tensor:

@@ -39,7 +39,7 @@ from typing import Sequence
 
 import torch
 
-from core.strategies import Result, Update
+from core.strategies.base import Result, Update
 from core.strategies.beam import BeamSearch
 
 

@@ -51,7 +51,7 @@ from typing import Sequence
 import torch
 
 from core.report import TokenRecord
-from core.strategies import Result, Strategy, Update
+from core.strategies.base import Result, Strategy, Update
 
 
 def check_forced_ids(forced_ids: Sequence[int], eos_token_id: int, vocab_size: int) -> tuple[int, ...]:

@@ -12,7 +12,7 @@ from typing import Sequence
 import torch
 
 from core.report import TokenRecord
-from core.strategies import Result, Update
+from core.strategies.base import Result, Update
 
 
 class SingleHypothesis:

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, Callable, Protocol
 
 from core.backends.base import Backend, DecoderPrompt, EncoderOutput
+from core.backends.ocr_vocab import bundled_prompt
 from core.tasks.ocr_lines import PATH_DETECTED, TextLine
 
 #: where the bundled decoder's model.safetensors / config.json / vocab.json live
@@ -133,15 +134,6 @@ class BundledReader:
     def clear_cache(self) -> None:
         """Forget cached CTC readings."""
         self._ctc_cache.clear()
-
-
-def bundled_prompt(encoded: EncoderOutput) -> DecoderPrompt:
-    """The bundled reader's prompt for a line of ``encoded.source_len`` columns (see
-    :class:`BundledReader`)."""
-    from core.backends.ocr_vocab import OCRVocab as V
-
-    return DecoderPrompt(prompt_ids=(V.BOS,), eos_token_id=V.EOS, suppress_tokens=(V.PAD, V.BOS),
-                         max_new_tokens=int(encoded.source_len) + 8)
 
 
 class TrOCRReader:

@@ -130,16 +130,9 @@ class BergamotSource:
         return self._backend.tokenizer.decode(ids)
 
     def prompt(self, encoded: EncoderOutput) -> DecoderPrompt:
+        from core.backends.marian_tiny import bergamot_prompt
+
         return bergamot_prompt(encoded)
-
-
-def bergamot_prompt(encoded: EncoderOutput) -> DecoderPrompt:
-    """A Bergamot direction's prompt for a chunk of ``encoded.source_len`` source tokens
-    (see :class:`BergamotSource`)."""
-    from core.backends.marian_tiny import EOS_ID, MAX_LENGTH_FACTOR, START_ID, UNK_ID
-
-    return DecoderPrompt(prompt_ids=(START_ID,), eos_token_id=EOS_ID, suppress_tokens=(UNK_ID,),
-                         max_new_tokens=max(1, int(MAX_LENGTH_FACTOR * encoded.source_len)))
 
 
 class HubSource:

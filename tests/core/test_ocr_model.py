@@ -15,10 +15,9 @@ from core.backends.ocr_attn import (
     OCRVocab,
     ctc_greedy_decode,
     load_english_g2_state_dict,
-    load_pretrained,
     num_columns,
-    save_pretrained,
 )
+from core.backends.ocr_checkpoint import load_pretrained, save_pretrained
 
 
 def tiny_model(seed: int = 0) -> OCRAttnModel:

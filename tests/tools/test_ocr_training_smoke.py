@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from core.backends.ocr_attn import load_pretrained
+from core.backends.ocr_checkpoint import load_pretrained
 from tests.helpers.ocr_images import font_path
 
 ROOT = Path(__file__).resolve().parents[2]

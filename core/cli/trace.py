@@ -1,0 +1,101 @@
+"""What a decode run reports: the JSON trace (``--json``, on stdout) and the notes of a
+fixed-window speech run (on stderr).
+
+Shared by the subcommands (``core.cli.commands``), long-form transcription
+(``core.cli.longform``) and word timing (``core.cli.words``), which import this module and
+never each other in a circle.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Iterable
+
+from core.analysis.beam_tree import BeamTree
+from core.analysis.lens import lens_json
+from core.events import BeamEvent, Event, Finished, SegmentEvent, StepEvent
+from core.options import DecodingOptions
+
+
+class CLIError(Exception):
+    """An error to report as one line, exit status 1."""
+
+
+def trace(task: str, model: str, options: DecodingOptions, events: Iterable[Event], attention: str | None) -> dict:
+    """Consume ``events`` into the JSON trace dict (tokens in decoding order, no prompt)."""
+    tokens: list[dict] = []
+    finished: Finished | None = None
+    tree = BeamTree()
+    language_probs: dict[str, float] | None = None
+    for ev in events:
+        if isinstance(ev, SegmentEvent) and language_probs is None and ev.language_probs:
+            language_probs = {code: round(p, 6) for code, p in ev.language_probs}  # the first window's
+        if isinstance(ev, StepEvent):
+            tok = {
+                "id": ev.token_id,
+                "text": ev.text,
+                "prob": round(ev.prob, 6),
+                "raw_prob": round(ev.raw_prob, 6),
+                "entropy": round(ev.entropy, 6),
+                "segment": ev.segment,
+                "rank": ev.rank,
+                "topk": [{"id": t.id, "text": t.text, "prob": round(t.prob, 6)} for t in ev.topk],
+                "stages": [{"name": s.name, "kept": s.kept, "mass": round(s.mass, 6)} for s in ev.stages],
+            }
+            if ev.mu is not None:
+                tok["mu"] = round(ev.mu, 6)
+            if ev.forced:
+                tok["forced"] = True
+            if ev.lens:
+                tok["lens"] = lens_json(ev.lens)
+            if attention and ev.cross_attention is not None:
+                a = ev.cross_attention
+                tok["cross_attention"] = (a.mean(axis=(0, 1)) if attention == "mean" else a).round(5).tolist()
+            tokens.append(tok)
+        elif isinstance(ev, BeamEvent):
+            tree.add(ev)
+        elif isinstance(ev, Finished):
+            finished = ev
+    if finished is None:
+        raise CLIError("decoding ended without a result")
+    out = {
+        "task": task,
+        "model": model,
+        "options": options.to_dict(),
+        "text": finished.text,
+        "tokens": tokens,
+        "timing": finished.stats.to_dict(),
+        "cancelled": finished.cancelled,
+        "reason": finished.reason,
+    }
+    if len(tree):
+        out["beam_tree"] = tree.to_dict()
+    if language_probs:
+        out["language_probs"] = language_probs
+    return out
+
+
+def speech_notes(model, events, audio=None):
+    """Pass a fixed-window run's events through, printing on stderr what the user should know:
+    each window's warning as it starts (skipped as silence, or a high no-speech probability),
+    then at the end the windows that loop (``core.tasks.speech.window_warnings``) and what was
+    skipped as silence (``core.tasks.longform.silence_note``; ``audio``: the run's samples, for
+    the skipped windows' levels)."""
+    from core.tasks.longform import loudest_db, silence_note
+    from core.tasks.speech import SKIPPED, window_warnings
+
+    seen, skipped = [], []
+    for ev in events:
+        if isinstance(ev, (SegmentEvent, StepEvent)):
+            seen.append(ev)
+        if isinstance(ev, SegmentEvent) and ev.warning:
+            print(f"warning: {ev.warning}", file=sys.stderr, flush=True)
+        if isinstance(ev, SegmentEvent) and ev.label.endswith(SKIPPED):
+            level = float("-inf") if audio is None else loudest_db(audio[ev.segment * 480_000:(ev.segment + 1) * 480_000])
+            skipped.append((ev.no_speech_prob, level))
+        if isinstance(ev, Finished):
+            for line in window_warnings(seen, model.backend.decode):
+                print(f"warning: {line}", file=sys.stderr, flush=True)
+            if skipped:
+                print(silence_note(skipped), file=sys.stderr, flush=True)
+        yield ev
