@@ -73,7 +73,7 @@ from core.cli import translate as cli_translate
 from core.cli.lanes import add_compare_arguments, lanes_from_args, run_compare
 from core.cli.longform import add_longform_arguments, check_writer_options, longform_options, run_longform, use_longform
 from core.cli.options import add_decoding_arguments, options_from_args
-from core.cli.trace import CLIError, speech_notes, trace
+from core.cli.trace import CLIError, speech_notes, stage_reports, trace, vocab_size_of
 from core.cli.words import add_word_arguments, emit_words
 from core.options import DecodingOptions
 
@@ -112,11 +112,11 @@ def cmd_transcribe(args: argparse.Namespace) -> int:
                                               prefix_ids=prefix, timestamps=args.timestamps,
                                               candidate_languages=args.language_candidates), audio)
     if not args.timestamps:
-        return _emit("transcribe", model.name, options, events, args)
+        return _emit("transcribe", model.name, options, events, args, vocab_size_of(model))
     events = list(events)
     segments = model.segments(events)
     if args.json:
-        out = trace("transcribe", model.name, options, events, args.attention)
+        out = trace("transcribe", model.name, options, events, args.attention, vocab_size_of(model))
         out["segments"] = segments
         print(json.dumps(out, ensure_ascii=False, indent=1))
     else:  # as openai/whisper's CLI prints them
@@ -163,7 +163,7 @@ def cmd_translate(args: argparse.Namespace) -> int:
     if cli_translate.wants_progress(args):
         events = cli_translate.said_segments(events)
     name = model.name + (" (shortlist)" if args.shortlist else "")
-    return _emit("translate", name, options, events, args)
+    return _emit("translate", name, options, events, args, vocab_size_of(model))
 
 
 def parse_region(text: str | None) -> tuple[int, int, int, int] | None:
@@ -198,8 +198,8 @@ def cmd_ocr(args: argparse.Namespace) -> int:
             image, ls, lines=lines, region=region, prefix_ids=prefix))
     events = cli_ocr.said_lines(model.decode(image, options, lines=lines, region=region, prefix_ids=prefix), say)
     if not args.json:
-        return _emit("ocr", model.name, options, events, args)
-    out = trace("ocr", model.name, options, events, args.attention)
+        return _emit("ocr", model.name, options, events, args, vocab_size_of(model))
+    out = trace("ocr", model.name, options, events, args.attention, vocab_size_of(model))
     texts = out["text"].split("\n")
     out["lines"] = [
         {"box": list(line.box), "text": texts[i] if i < len(texts) else "",
@@ -225,15 +225,19 @@ def _prefix_ids(model, text: str | None) -> list[int]:
     return ids
 
 
-def _emit(task: str, model_name: str, options: DecodingOptions, events: Iterable[Event], args) -> int:
+def _emit(task: str, model_name: str, options: DecodingOptions, events: Iterable[Event], args,
+          vocab_size: int | None = None) -> int:
     if args.json:
-        print(json.dumps(trace(task, model_name, options, events, args.attention), ensure_ascii=False, indent=1))
+        print(json.dumps(trace(task, model_name, options, events, args.attention, vocab_size), ensure_ascii=False,
+                         indent=1))
         return 0
-    text = None
+    finished = None
     for ev in events:
         if isinstance(ev, Finished):
-            text = ev.text
-    print(text)
+            finished = ev
+    print(finished.text if finished is not None else None)
+    if finished is not None:
+        stage_reports(options, finished, vocab_size)  # notes on stderr (the watermark's z-score)
     return 0
 
 

@@ -15,14 +15,31 @@ from core.analysis.beam_tree import BeamTree
 from core.analysis.lens import lens_json
 from core.events import BeamEvent, Event, Finished, SegmentEvent, StepEvent
 from core.options import DecodingOptions
+from core.processors.stages import run_reports
 
 
 class CLIError(Exception):
     """An error to report as one line, exit status 1."""
 
 
-def trace(task: str, model: str, options: DecodingOptions, events: Iterable[Event], attention: str | None) -> dict:
-    """Consume ``events`` into the JSON trace dict (tokens in decoding order, no prompt)."""
+def vocab_size_of(model) -> int | None:
+    """A task model's vocabulary size (its backend's), None if it has none."""
+    return getattr(getattr(model, "backend", None), "vocab_size", None)
+
+
+def stage_reports(options: DecodingOptions, finished: Finished, vocab_size: int | None) -> dict:
+    """What the stages that shaped the run report about it (``run_reports``: the watermark's
+    detector z-score), ``{stage name: data}`` for the JSON trace; each note is printed on stderr."""
+    reports = run_reports(options, finished.token_ids, vocab_size)
+    for _data, note in reports.values():
+        print(note, file=sys.stderr)
+    return {name: data for name, (data, _note) in reports.items()}
+
+
+def trace(task: str, model: str, options: DecodingOptions, events: Iterable[Event], attention: str | None,
+          vocab_size: int | None = None) -> dict:
+    """Consume ``events`` into the JSON trace dict (tokens in decoding order, no prompt);
+    with ``vocab_size``, the stages' run reports are added (``stage_reports``)."""
     tokens: list[dict] = []
     finished: Finished | None = None
     tree = BeamTree()
@@ -72,6 +89,7 @@ def trace(task: str, model: str, options: DecodingOptions, events: Iterable[Even
         out["beam_tree"] = tree.to_dict()
     if language_probs:
         out["language_probs"] = language_probs
+    out.update(stage_reports(options, finished, vocab_size))
     return out
 
 

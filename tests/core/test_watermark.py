@@ -118,3 +118,42 @@ def test_run_reports_come_from_the_registry():
     assert data == watermark_z_score(ids, V, 0.5).to_dict() and note.startswith("watermark: z = ")
     assert run_reports(on, ids, None) == {}
     assert run_reports(DecodingOptions(watermark_delta=2.0, disabled_stages=("watermark",)), ids, V) == {}
+
+
+STATION = "Where is the nearest train station? The station is closed today."
+
+
+@pytest.mark.usefixtures("one_torch_thread")
+def test_cli_reports_the_z_score_in_the_trace_and_on_stderr(capsys):
+    import json
+
+    from core.cli import main
+
+    assert main(["translate", STATION, "--json", "--watermark-delta", "6"]) == 0
+    captured = capsys.readouterr()
+    marked = json.loads(captured.out)
+    assert marked["watermark"]["gamma"] == 0.25 and marked["watermark"]["scored"] == len(marked["tokens"]) - 1
+    assert "watermark: z = " in captured.err
+    assert marked["watermark"]["z"] > 3.0  # detected
+    # a bias too small to change the text: reported, and not detected
+    assert main(["translate", STATION, "--json", "--watermark-delta", "0.0001"]) == 0
+    faint = json.loads(capsys.readouterr().out)
+    assert faint["watermark"]["z"] < marked["watermark"]["z"]
+    assert main(["translate", STATION, "--json"]) == 0  # off: nothing reported
+    captured = capsys.readouterr()
+    assert "watermark" not in json.loads(captured.out) and "watermark" not in captured.err
+
+
+def test_cli_text_mode_notes_on_stderr(capsys):
+    from types import SimpleNamespace
+
+    from core.cli.commands import _emit
+    from core.events import RunStats
+
+    fin = Finished(text="hello", token_ids=[5, 9, 2, 7], stats=RunStats())
+    args = SimpleNamespace(json=False, attention=None)
+    assert _emit("ocr", "m", DecodingOptions(watermark_delta=2.0), [fin], args, vocab_size=V) == 0
+    captured = capsys.readouterr()
+    assert captured.out == "hello\n" and captured.err.startswith("watermark: z = ")
+    assert _emit("ocr", "m", DecodingOptions(), [fin], args, vocab_size=V) == 0
+    assert capsys.readouterr().err == ""
