@@ -90,8 +90,60 @@ class _AttentionField:
         obj.__dict__[self.slot] = value
 
 
+class _SpillsAttention:
+    """What an event with one large attention array (an :class:`_AttentionField` named by
+    ``_ATTENTION``) offers to move it to disk and to ask about it without loading it:
+    ``StepEvent.cross_attention``, ``AttemptEvent.end_attention``."""
+
+    _ATTENTION = "cross_attention"
+
+    def _stored(self):
+        return self.__dict__.get(f"_{self._ATTENTION}_stored")
+
+    @property
+    def has_attention(self) -> bool:
+        """Whether the event carries its attention (in memory or spilled), without loading it."""
+        return self._stored() is not None
+
+    @property
+    def attention_shape(self) -> tuple[int, ...] | None:
+        """The attention's shape (None when not captured), without loading a spilled one."""
+        v = self._stored()
+        return None if v is None else tuple(np.shape(v) if not isinstance(v, Spilled) else v.shape)
+
+    @property
+    def attention_spilled(self) -> bool:
+        """Whether the attention was moved to disk (:meth:`spill_attention`)."""
+        return isinstance(self._stored(), Spilled)
+
+    @property
+    def attention_nbytes(self) -> int:
+        """Bytes of attention this event keeps in memory (0 when none or spilled)."""
+        v = self._stored()
+        return int(v.nbytes) if isinstance(v, np.ndarray) else 0
+
+    def spill_attention(self, store: SpillFile, min_bytes: int = 0) -> int:
+        """Move the attention into ``store`` (float16 on disk) when it takes at least
+        ``min_bytes`` in memory; reading the field then loads it back on each read. The
+        event is changed in place, so every holder of it (the run, the long-form attempts,
+        the views) frees the memory at once; nothing else about it changes.
+
+        Returns:
+            the bytes freed in memory (0: nothing to spill, already spilled, or smaller
+            than ``min_bytes``).
+
+        Raises:
+            OSError: the store could not be written (the attention stays in memory).
+        """
+        v = self._stored()
+        if not isinstance(v, np.ndarray) or v.nbytes < min_bytes or not np.isfinite(v).all():
+            return 0
+        self.__dict__[f"_{self._ATTENTION}_stored"] = store.put(v)
+        return int(v.nbytes)
+
+
 @dataclass(frozen=True)
-class StepEvent:
+class StepEvent(_SpillsAttention):
     """One emitted token.
 
     Attributes:
@@ -157,47 +209,6 @@ class StepEvent:
     def kept(self) -> int:
         """Tokens left with probability > 0 after the whole chain (0 = not reported)."""
         return self.stages[-1].kept if self.stages else 0
-
-    @property
-    def has_attention(self) -> bool:
-        """Whether the event carries cross-attention (in memory or spilled), without loading it."""
-        return self.__dict__.get("_cross_attention_stored") is not None
-
-    @property
-    def attention_shape(self) -> tuple[int, ...] | None:
-        """The cross-attention's shape (None when not captured), without loading a spilled one."""
-        v = self.__dict__.get("_cross_attention_stored")
-        return None if v is None else tuple(np.shape(v) if not isinstance(v, Spilled) else v.shape)
-
-    @property
-    def attention_spilled(self) -> bool:
-        """Whether the cross-attention was moved to disk (:meth:`spill_attention`)."""
-        return isinstance(self.__dict__.get("_cross_attention_stored"), Spilled)
-
-    @property
-    def attention_nbytes(self) -> int:
-        """Bytes of cross-attention this event keeps in memory (0 when none or spilled)."""
-        v = self.__dict__.get("_cross_attention_stored")
-        return int(v.nbytes) if isinstance(v, np.ndarray) else 0
-
-    def spill_attention(self, store: SpillFile, min_bytes: int = 0) -> int:
-        """Move the cross-attention into ``store`` (float16 on disk) when it takes at least
-        ``min_bytes`` in memory; ``cross_attention`` then loads it back on each read. The
-        event is changed in place, so every holder of it (the run, the long-form attempts,
-        the views) frees the memory at once; nothing else about it changes.
-
-        Returns:
-            the bytes freed in memory (0: nothing to spill, already spilled, or smaller
-            than ``min_bytes``).
-
-        Raises:
-            OSError: the store could not be written (the attention stays in memory).
-        """
-        v = self.__dict__.get("_cross_attention_stored")
-        if not isinstance(v, np.ndarray) or v.nbytes < min_bytes or not np.isfinite(v).all():
-            return 0
-        self.__dict__["_cross_attention_stored"] = store.put(v)
-        return int(v.nbytes)
 
     def renumbered(self, step: int) -> "StepEvent":
         """A copy of this event at ``step`` (a fork's later segments, renumbered) that shares
@@ -413,7 +424,7 @@ class Finished:
 
 
 @dataclass(frozen=True)
-class AttemptEvent:
+class AttemptEvent(_SpillsAttention):
     """One decoding attempt of a long-form window ended (``core.tasks.longform``; openai/whisper
     ``decode_with_fallback``). It follows the attempt's StepEvents; when
     ``kept_in_transcript`` is False those steps are taken back (drop the window's steps
@@ -440,7 +451,10 @@ class AttemptEvent:
             timestamp pair, is decoded again in the next window).
         seek: the window's start in mel frames (10 ms); start, end: the window in seconds.
         end_attention: float32 (layers, heads, frames): the cross-attention at the
-            end-of-text step (openai timing.py's last row), or None.
+            end-of-text step (openai timing.py's last row), or None. Like
+            ``StepEvent.cross_attention`` it may be moved to disk (:meth:`spill_attention`,
+            ``attention_nbytes``, ``attention_spilled``; 288 kB per window with base) and
+            is then loaded back on each read (float32, values rounded to float16).
         segments: the timestamped segments it adds, ``{"start", "end", "tokens", "text"}``
             (seconds); () when not kept.
         loudest_db: the window's loudest 20 ms frame in dBFS (-inf: digital silence).
@@ -464,9 +478,11 @@ class AttemptEvent:
     seek: int = 0
     start: float = 0.0
     end: float = 0.0
-    end_attention: np.ndarray | None = None
+    end_attention: np.ndarray | None = _AttentionField()
     segments: tuple[dict, ...] = ()
     loudest_db: float = 0.0
+
+    _ATTENTION = "end_attention"
 
 
 Event = Union[StepEvent, BeamEvent, SegmentEvent, AttemptEvent, Finished]

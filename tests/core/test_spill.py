@@ -112,3 +112,26 @@ def test_load_many_reads_back_to_back_arrays_in_one_read(monkeypatch):
         else:
             np.testing.assert_allclose(g, w, rtol=0, atol=ATOL)
     assert len(reads) == 2  # events 0-3 in one read, event 5 in another; event 4 from memory
+
+
+def test_an_attempts_end_attention_spills_like_a_steps():
+    """issue 19 §3: AttemptEvent.end_attention (the end-of-text row of every long-form
+    window, 288 kB with base) moves to disk as a step's attention does, with the same
+    interface (``attention_nbytes``, ``spill_attention``), so the run can spill it with its
+    window's steps once the window is out of view."""
+    from core.events import AttemptEvent
+
+    end = rows(5)
+    ev = AttemptEvent(segment=4, attempt=0, temperature=0.0, step_offset=10, end_attention=end)
+    assert ev.attention_nbytes == end.nbytes and not ev.attention_spilled and ev.has_attention
+    store = SpillFile()
+    assert ev.spill_attention(store, min_bytes=end.nbytes + 1) == 0  # smaller than asked: stays
+    assert ev.spill_attention(store, min_bytes=32 * 1024) == end.nbytes
+    assert ev.attention_spilled and ev.attention_nbytes == 0 and ev.has_attention
+    assert ev.attention_shape == end.shape
+    np.testing.assert_allclose(ev.end_attention, end, atol=ATOL)
+    assert ev.spill_attention(store) == 0  # already on disk
+    assert pickle.loads(pickle.dumps(ev)).end_attention.shape == end.shape
+    none = AttemptEvent(segment=0, attempt=0, temperature=0.0, step_offset=0)
+    assert none.end_attention is None and none.attention_nbytes == 0 and none.spill_attention(store) == 0
+    assert dataclasses.replace(ev, attempt=1).end_attention.shape == end.shape
