@@ -5,7 +5,7 @@ with other options, another input or an opened exploration file starts a new one
 tree, if the user made something in it (a fork, a what-if), is kept here as a
 :class:`KeptExploration`. Edit → Previous exploration (Ctrl+Z) brings back the newest one kept
 for the current input and model, Next exploration (Ctrl+Shift+Z) goes forward again
-(``gui.tabs.forking.ForkMixin.previous_exploration`` / ``next_exploration``).
+(``RunTab.previous_exploration`` / ``next_exploration``, ``gui.tabs.kept_explorations``).
 
 :class:`ExplorationHistory` is an undo / redo pair of stacks keyed by the input's hash: an
 exploration is only brought back onto the input (and model) it was made on. Nothing with work in it is

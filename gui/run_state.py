@@ -1,10 +1,16 @@
 """The public model of an exploration: a tree of branches of one input, and the selection.
 
 The model side of the views (napari's ``components/`` next to ``_qt/``): no widgets, only
-data and signals. The tab fills it from the worker's events (``RunTab._on_event``); the
+data and signals. The tab fills it from the worker's events (``RunTab.on_run_event``); the
 tabs and views ask it for a step, the newest step or the selection instead of keeping
 copies of their own, and subscribe to its signals (token stream, fork diff, branch tree;
 the sister views — lanes, what-ifs — can take it the same way).
+
+Once per frame, not once per token: the steps and segments added to the current branch
+wait in one batch until :meth:`RunState.flush` (the run controller calls it at the end of
+each pump turn, ``gui.run_controller``), which emits ``stepsAdded(branch, steps)`` per run
+of steps and ``segmentAdded(branch, segment)`` between them, in order, and
+``beamsAdded(events)`` (a per-token redraw of a view is O(n²) on a long run).
 
 A decode run is the **root** branch. Forcing another token at step ``s`` of a branch
 (``RunTab.fork``) makes a child branch: it shares its parent's steps before ``s`` (the
@@ -152,6 +158,11 @@ class RunState(QObject):
         currentBranchChanged(int): another branch is the current one.
         stepsRetracted(int, int): (branch, first step) a branch's steps from that step on were
             taken back (a long-form attempt that failed, :meth:`retract`); views redraw it.
+        stepsAdded(int, list): (branch, StepEvents) the current branch's steps added since the
+            last frame (:meth:`flush`), in order.
+        segmentAdded(int, object): (branch, SegmentEvent) a segment of the current branch
+            started; emitted by :meth:`flush` between the steps before and after it.
+        beamsAdded(list): the BeamEvents of the current branch since the last frame.
     """
 
     stepAdded = Signal(object)
@@ -161,6 +172,9 @@ class RunState(QObject):
     branchChanged = Signal(int)
     currentBranchChanged = Signal(int)
     stepsRetracted = Signal(int, int)
+    stepsAdded = Signal(int, list)
+    segmentAdded = Signal(int, object)
+    beamsAdded = Signal(list)
 
     def __init__(self, parent: QObject | None = None) -> None:
         super().__init__(parent)
@@ -172,6 +186,42 @@ class RunState(QObject):
         self._spill: SpillFile | None = None  # made on the first spill; a new one per exploration
         self._in_memory: list[StepEvent] = []  # growing branch's events whose attention is not spilled yet
         self._spilling: list[Future] = []  # spill jobs not known to be done
+        self._batch: list[StepEvent | SegmentEvent] = []  # the current branch's, since the last frame
+        self._beams: list = []  # BeamEvents since the last frame
+
+    # ------------------------------------------------------------ the frame
+    def flush(self) -> None:
+        """Emit what the current branch got since the last frame: ``stepsAdded`` per run of
+        steps, ``segmentAdded`` between them, then ``beamsAdded``."""
+        batch, self._batch = self._batch, []
+        beams, self._beams = self._beams, []
+        branch = self._current
+        steps: list[StepEvent] = []
+        for ev in batch:
+            if isinstance(ev, StepEvent):
+                steps.append(ev)
+                continue
+            if steps:
+                self.stepsAdded.emit(branch, steps)
+                steps = []
+            self.segmentAdded.emit(branch, ev)
+        if steps:
+            self.stepsAdded.emit(branch, steps)
+        if beams:
+            self.beamsAdded.emit(beams)
+
+    def pending(self) -> bool:
+        """Steps, segments or beams wait for the next frame."""
+        return bool(self._batch or self._beams)
+
+    def drop_pending(self) -> None:
+        """Forget what waits for the next frame (a superseded or cancelled run's last events)."""
+        self._batch, self._beams = [], []
+
+    def add_beams(self, ev: object) -> None:
+        """A BeamEvent of the growing branch (shown when it is the current one, per frame)."""
+        if self._growing == self._current:
+            self._beams.append(ev)
 
     # ------------------------------------------------------------ changes
     def clear(self, options: object | None = None) -> None:
@@ -182,6 +232,7 @@ class RunState(QObject):
         self._current = self._growing = 0
         self._latest.clear()
         self._spill, self._in_memory = None, []  # the old file goes with the last event holding it
+        self.drop_pending()
         self.cleared.emit()
 
     def add(self, ev: StepEvent) -> None:
@@ -195,6 +246,8 @@ class RunState(QObject):
             self._in_memory.append(ev)
         if ev.step >= self._latest.get(b.id, -1):
             self._latest[b.id] = ev.step
+        if b.id == self._current:
+            self._batch.append(ev)
         self.stepAdded.emit(ev)
         self.branchChanged.emit(b.id)
 
@@ -210,6 +263,8 @@ class RunState(QObject):
             del b.own[k]
         if not gone:
             return 0
+        self._batch = [e for e in self._batch
+                       if not (isinstance(e, StepEvent) and e.step >= step_offset and e.segment == segment)]
         if b.own:
             self._latest[b.id] = max(b.own)
         else:
@@ -222,6 +277,8 @@ class RunState(QObject):
         """Keep the SegmentEvent of a segment of the growing branch; the attention of the
         steps of windows now out of view moves to disk (see the module docstring)."""
         self._branches[self._growing].segments[ev.segment] = ev
+        if self._growing == self._current:
+            self._batch.append(ev)
         self.spill_out_of_view(keep=ev.segment)
 
     def spill_out_of_view(self, keep: int | None = None) -> int:
@@ -344,6 +401,15 @@ class RunState(QObject):
             if k > seg:
                 b.segments[k] = sev
         self._latest[b.id] = max(b.own)
+        if b.id == self._current:  # shown at the next frame, each segment's label first
+            shown = {e.segment for e in self._batch if isinstance(e, StepEvent)} | {seg}
+            for ev in later:
+                renum = b.own[ev.step + shift]
+                if ev.segment not in shown:
+                    shown.add(ev.segment)
+                    if ev.segment in b.segments:
+                        self._batch.append(b.segments[ev.segment])
+                self._batch.append(renum)
         self.branchChanged.emit(b.id)
         return len(later)
 
@@ -353,6 +419,7 @@ class RunState(QObject):
             raise KeyError(f"no branch {branch}")
         if branch != self._current:
             self._current = branch
+            self.drop_pending()  # the views show the new current branch from its steps
             self.currentBranchChanged.emit(branch)
 
     def set_growing(self, branch: int) -> None:
@@ -375,6 +442,7 @@ class RunState(QObject):
         self._current = self._growing = branches[0].id
         self._spill = None
         self._in_memory = [ev for b in branches for ev in b.own.values() if ev.attention_nbytes >= SPILL_MIN_BYTES]
+        self.drop_pending()
         self.cleared.emit()
         for b in branches:
             self.branchAdded.emit(b.id)
@@ -456,6 +524,20 @@ class RunState(QObject):
         merged = self._all_segments(b.parent)
         merged.update(b.segments)
         return merged
+
+    def replay(self, branch: int | None = None) -> list[StepEvent | SegmentEvent]:
+        """``branch``'s (default: the current one's) segments and steps in the order a view
+        shows them: each segment's SegmentEvent (even one with no steps left), then its steps."""
+        branch = self._current if branch is None else branch
+        by_seg: dict[int, list[StepEvent]] = {}
+        for e in self.branch_steps(branch):
+            by_seg.setdefault(e.segment, []).append(e)
+        out: list[StepEvent | SegmentEvent] = []
+        for sev in self.segments(branch):
+            out.append(sev)
+            out.extend(by_seg.pop(sev.segment, []))
+        out.extend(e for seg in sorted(by_seg) for e in by_seg[seg])
+        return out
 
     def segments(self, branch: int | None = None) -> list[SegmentEvent]:
         """The SegmentEvents of ``branch`` (default: the current one), in segment order."""

@@ -257,7 +257,8 @@ class WorkerHandle(QObject):
 
     @Slot()
     def _thread_done(self) -> None:
-        self.thread, self.worker = None, None
+        thread, self._thread_ref, self.thread, self.worker = self._thread_ref, None, None, None
+        _end_thread(thread)
         if self._on_ready is not None:
             self._on_ready()  # the end may be waiting behind nothing
 
@@ -277,9 +278,7 @@ class WorkerHandle(QObject):
                 return NOTHING
             if item is _END:
                 thread, self._thread_ref = self._thread_ref, None
-                if thread is not None:
-                    thread.quit()
-                    thread.wait(5000)
+                _end_thread(thread)
                 self._source = None
                 self.running = False
                 _live.discard(self)
@@ -359,6 +358,17 @@ class WorkerHandle(QObject):
 
 
 _live: set[WorkerHandle] = set()
+
+
+def _end_thread(thread: QThread | None) -> None:
+    """Quit ``thread`` and wait for it (its generator is done; it ends at once)."""
+    if thread is None:
+        return
+    try:
+        thread.quit()
+        thread.wait(5000)
+    except RuntimeError:  # already ended and deleted (deleteLater)
+        pass
 
 
 def start_worker(

@@ -5,8 +5,9 @@ model (:class:`~gui.lanes_state.LanesState`) and view (:class:`~gui.widgets.lane
 the "Lanes" tab beside the heatmap). "Run lanes" builds each lane's options from the
 options panel's (``core.tasks.lane_spec.parse_lane_spec``) and decodes them in a worker thread
 with the tab's ``lanes_fn`` (the task model's ``decode_lanes``: one encoder pass per
-segment, the lanes interleaved). The lane events reach the model in batches, at most
-once per frame, as the run's events do.
+segment, the lanes interleaved), started by the tab's run controller (slot "lanes",
+``gui.run_controller``) whose pump hands the events on; they reach the model in one batch
+per frame (:meth:`LanesController.flush`, a frame listener), as the run's events do.
 
 One model, one decoding thread: lanes asked for while the tab decodes (a run, a fork, a
 what-if) start when it ends; a new run of the tab (an option changed, another input)
@@ -32,17 +33,7 @@ from core.tasks.lanes import LaneEvent, LanesFinished
 
 from ..lanes_state import LanesState
 from ..widgets.lanes import LanesView
-from ..worker import WorkerHandle, start_worker
-
-#: the lane events reach the model at most once per this many ms
-FRAME_MS = 33
-
-
-class _Ended:
-    """Queued behind the lanes run's last event: its worker thread has ended."""
-
-    def __init__(self, handle: WorkerHandle) -> None:
-        self.handle = handle
+from ..worker import WorkerHandle
 
 
 class LanesController(QObject):
@@ -61,29 +52,30 @@ class LanesController(QObject):
         self.tab = tab
         self.state = LanesState(metric_for(tab.settings_key))
         self.view = LanesView(self.state)
-        self.handle: WorkerHandle | None = None
+        self.controller = tab.controller
         self._pending: list[str] | None = None  # specs waiting for the tab's decode to end
         self._context: dict[str, str] | None = None  # run_context() of the lanes shown
-        self._inbox: list = []
+        self._batch: list = []  # lane events since the last frame
         self._t0 = 0.0
-        self._timer = QTimer(self)
-        self._timer.setSingleShot(True)
-        self._timer.setInterval(FRAME_MS)
-        self._timer.timeout.connect(self._pump)
+        self.controller.add_frame_listener(self.flush)
         self.view.runRequested.connect(self.run)
         self.view.stepClicked.connect(self._step_clicked)
         tab.busyChanged.connect(self._busy_changed)
         tab.modelReady.connect(lambda _model: self.check_context())
 
     # ---------------------------------------------------------------- state
+    @property
+    def handle(self) -> WorkerHandle | None:
+        """The running lanes worker, or None."""
+        return self.controller.handle("lanes")
+
     def running(self) -> bool:
         """A lanes run is decoding and was not cancelled."""
-        h = self.handle
-        return bool(h is not None and h.running and not h.abort_requested)
+        return self.controller.active("lanes")
 
     def alive(self) -> bool:
         """The lanes worker thread has not ended (it may be stopping after a cancel)."""
-        return self.handle is not None and self.handle.running
+        return self.controller.alive("lanes")
 
     def pending(self) -> bool:
         """Lanes wait for the tab's decode to end."""
@@ -107,8 +99,7 @@ class LanesController(QObject):
         if getattr(tab, "lanes_fn", None) is None:
             tab.show_error(f"The {tab.title} tab cannot run lanes.")
             return False
-        if self.running():
-            self.handle.abort()
+        self.controller.abort("lanes")
         if tab.is_busy() or self.alive():  # one decoding thread per model
             self._pending = list(specs)
             tab.statusMessage.emit("The lanes start when the current run ends.")
@@ -125,16 +116,12 @@ class LanesController(QObject):
             return
         tab.clear_error()
         self._pending = None
-        self._inbox.clear()
+        self._batch.clear()
         self.state.start(specs, lanes)
         self._context = self.run_context()
         tab.inspector_tabs.setCurrentWidget(self.view)
         self._t0 = time.perf_counter()
-        handle = start_worker(
-            fn, on_event=self._receive, on_error=self._failed,
-            on_finished=lambda: self._receive(_Ended(handle)), name="lanes",
-        )
-        self.handle = handle
+        self.controller.start("lanes", fn, self, name="lanes")
         tab.busyChanged.emit(True, f"Decoding {len(lanes)} lanes on one encoder output…")
 
     def _busy_changed(self, busy: bool, _message: str) -> None:
@@ -143,24 +130,20 @@ class LanesController(QObject):
             specs, self._pending = self._pending, None
             QTimer.singleShot(0, lambda: self.run(specs))
 
-    # ---------------------------------------------------------------- events
-    def _receive(self, ev: Any) -> None:
-        self._inbox.append(ev)
-        if not self._timer.isActive():
-            self._timer.start(FRAME_MS)
+    # ---------------------------------------------------------------- events (the controller's client)
+    def on_event(self, ev: Any) -> None:
+        """One lane event (from the controller's pump): kept for the frame's batch."""
+        if isinstance(ev, (LaneEvent, LanesFinished)):
+            self._batch.append(ev)
 
-    def _pump(self) -> None:
-        """Hand the batch of lane events to the model (one ``grew`` per frame)."""
-        batch, self._inbox = self._inbox, []
-        events = [e for e in batch if isinstance(e, (LaneEvent, LanesFinished))]
+    def flush(self) -> None:
+        """Hand the frame's lane events to the model (one ``grew`` per frame)."""
+        events, self._batch = self._batch, []
         if events:
             self.state.add_events(events)
         done = next((e for e in events if isinstance(e, LanesFinished)), None)
         if done is not None:
             self._finished(done)
-        for e in batch:
-            if isinstance(e, _Ended):
-                self._ended(e.handle)
 
     def _finished(self, done: LanesFinished) -> None:
         st = done.stats
@@ -170,21 +153,20 @@ class LanesController(QObject):
         self.tab.statusMessage.emit(f"Lanes: {what} · {encoder} · lanes {st.decode_s:.2f} s · "
                                     f"agreement {done.mean_agreement:.2f}")
 
-    def _failed(self, message: str) -> None:
-        self._pump()
+    def on_error(self, message: str) -> None:
+        """The lanes' worker failed: they keep what they got."""
+        self.flush()
         self.state.end_unfinished("error")
         self.tab.show_error(f"The lanes failed: {message}")
 
-    def _ended(self, handle: WorkerHandle) -> None:
-        if self.handle is handle:
-            self.handle = None
+    def on_end(self, _handle: WorkerHandle) -> None:
+        """The lanes' worker ended (a run that stopped them has started already: the
+        controller's deferred start)."""
+        self.flush()
         if self.state.is_running():  # cancelled: the lanes keep what they got
             self.state.end_unfinished("cancelled")
         tab = self.tab
-        if tab._pending_decode and not (tab._decode is not None and tab._decode.running):
-            tab._pending_decode = False
-            tab._start_decode()  # the run that stopped the lanes
-        elif self._pending is not None and not tab.is_busy():
+        if self._pending is not None and not tab.is_busy():
             specs, self._pending = self._pending, None
             self.run(specs)  # lanes asked for while these were stopping
         elif not tab.is_busy():
@@ -227,7 +209,7 @@ class LanesController(QObject):
     def stop_for_decode(self) -> bool:
         """The tab starts a run: stop the lanes first (and mark them as an earlier run when
         the model or a setting changed, :meth:`check_context`). True if lanes were running
-        (the tab then starts its run when their thread ends, :meth:`_ended`)."""
+        (the tab then starts its run when their thread ends: ``RunController.defer``)."""
         self._pending = None
         self.check_context()
         if not self.alive():
@@ -239,9 +221,8 @@ class LanesController(QObject):
         """Cancel the lanes (Esc); they keep what they got. True if some were running or waiting."""
         was = self.running() or self._pending is not None
         self._pending = None
-        if self.running():
-            self.handle.abort()
-            self._inbox = [e for e in self._inbox if isinstance(e, _Ended)]
+        if self.controller.abort("lanes"):
+            self._batch.clear()
             self.state.end_unfinished("cancelled")
             self.tab.statusMessage.emit("Lanes cancelled")
         return was
@@ -255,8 +236,9 @@ class LanesController(QObject):
     def wait(self, msecs: int = 10000) -> None:
         """Cancel and wait for the lanes thread (window close)."""
         self.cancel()
-        if self.handle is not None:
-            self.handle.wait(msecs)
+        h = self.handle
+        if h is not None:
+            h.wait(msecs)
 
 
 def _describe(key: str, value: str | None) -> str:

@@ -8,8 +8,8 @@ A mixin of :class:`gui.tabs.speech.SpeechTab` (the speech tab keeps only small h
   ``transcribe()``: seek, previous-text conditioning, temperature fallback) in the worker;
 - each ``core.events.AttemptEvent`` goes to the Attempts view (``gui.widgets.attempts_view``)
   and the waveform's window marks (``gui.widgets.window_marks``); an attempt that was not
-  kept is taken back from the run (``RunState.retract``), and the token stream, step strip,
-  heatmap and lens are redrawn from the run's steps (:meth:`LongFormMixin._steps_retracted`);
+  kept is taken back from the run (``RunState.retract``), and the run tab redraws the token
+  stream, step strip, heatmap and lens from the run's steps (``RunState.stepsRetracted``);
 - File → Export… (:meth:`LongFormMixin.export_transcript`) writes txt/srt/vtt/tsv/json with
   ``core.tasks.writers.render``: a long-form run's ``core.tasks.longform.result_dict``, or
   the timestamp segments of a run decoded with timestamps (``SpeechModel.segments``), or
@@ -17,7 +17,8 @@ A mixin of :class:`gui.tabs.speech.SpeechTab` (the speech tab keeps only small h
 - forks, input what-ifs and lanes re-decode fixed 30 s windows (``SpeechModel.fork`` /
   ``what_if`` / ``decode_lanes``), so they are refused on a long-form run, with the reason in
   the status bar, until the core takes ``longform=`` there (then set
-  :data:`LONGFORM_EXPLORING` and route them in :meth:`LongFormMixin.longform_refusal`).
+  :data:`LONGFORM_EXPLORING` and route them in :meth:`LongFormMixin.longform_refusal`,
+  which the run tab asks through ``exploring_refusal``).
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from typing import Any
 from PySide6.QtWidgets import QFileDialog, QHBoxLayout, QLabel, QWidget
 
 from core.catalog import FRAME_S, SAMPLE_RATE
-from core.events import AttemptEvent, Finished, SegmentEvent, StepEvent
+from core.events import AttemptEvent, Finished, SegmentEvent
 from core.options import DecodingOptions
 
 from ..widgets.attempts_view import AttemptsView, attempt_kind
@@ -75,7 +76,6 @@ class LongFormMixin:
         self.inspector_tabs.setTabVisible(self.inspector_tabs.indexOf(self.attempts_view), False)
         self.window_marks = WindowMarks([self.wave, self.heatmap.wave_plot])
         self.longform_panel.changed.connect(self.request_decode)
-        self.run.stepsRetracted.connect(self._steps_retracted)
         self.run.cleared.connect(self._longform_cleared)
 
     # ------------------------------------------------------------ the run
@@ -126,30 +126,6 @@ class LongFormMixin:
         i = self.inspector_tabs.indexOf(self.attempts_view)
         self.inspector_tabs.setTabText(i, f"Attempts ⚠{failed}" if failed else "Attempts")
 
-    def _steps_retracted(self, branch: int, step: int) -> None:
-        """Steps from ``step`` on were taken back: redraw the stream, strip, heatmap and lens
-        from the run's steps (each window's label line first, even a window with no steps left)."""
-        if branch != self.run.current_branch():
-            return
-        self._view_queue = [e for e in self._view_queue if not (isinstance(e, StepEvent) and e.step >= step)]
-        steps = self.run.branch_steps(branch)
-        by_seg: dict[int, list[StepEvent]] = {}
-        for e in steps:
-            by_seg.setdefault(e.segment, []).append(e)
-        queue: list = []
-        for sev in self.run.segments(branch):
-            queue.append(sev)
-            queue.extend(by_seg.pop(sev.segment, []))
-        queue.extend(e for seg in sorted(by_seg) for e in by_seg[seg])
-        self._view_queue = []
-        self.stream.clear()  # the step strip follows (stream.cleared)
-        self.heatmap.clear()
-        self.lens_view.clear()
-        self._view_queue = queue
-        self.flush_views()
-        if self.run.selected() is None:
-            self.topk.set_step(self.run.step(self.run.latest()))
-
     def _longform_cleared(self) -> None:
         """A new run (or no input): forget the attempts and marks."""
         self._lf_run, self._lf_attempts, self._lf_finished = False, [], None
@@ -192,11 +168,19 @@ class LongFormMixin:
         return (f"{what} decode fixed 30 s windows and cannot follow a long-form run's seek and fallback yet: "
                 "set windows to 'fixed 30 s' to use them.")
 
-    def _fork_refusal(self, ev, token_ids) -> str:
-        return self.longform_refusal("Forks") or super()._fork_refusal(ev, token_ids)
+    def exploring_refusal(self, what: str) -> str:
+        """The run tab's question before a fork or a what-if (``RunTab.exploring_refusal``)."""
+        return self.longform_refusal(what)
 
-    def _whatif_refusal(self, kind: str, parent: int) -> str:
-        return self.longform_refusal("What-ifs") or super()._whatif_refusal(kind, parent)
+    @property
+    def longform_run(self) -> bool:
+        """The current run is long-form (``SpeechModel.transcribe``)."""
+        return bool(getattr(self, "_lf_run", False))
+
+    @property
+    def longform_attempts(self) -> list[AttemptEvent]:
+        """The attempts of the current long-form run, in order."""
+        return list(getattr(self, "_lf_attempts", []))
 
     # ------------------------------------------------------------ export
     def export_result(self) -> dict:

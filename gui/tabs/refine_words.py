@@ -64,7 +64,7 @@ class RefineAction(QObject):
         c, tab = self.controller, self.controller.tab
         why = self.refusal()
         if why:
-            c._show_status(why)
+            c.show_status(why)
             return
         model, audio, steps, words = tab.model, tab.audio, list(tab.run.steps()), list(c.alignment.words)
         options = tab.run.branch(0).options
@@ -86,11 +86,11 @@ class RefineAction(QObject):
 
         self._job = start_worker(gen, on_event=self._got, on_error=self._failed, name="refine")
         self.button.setText("cancel refine")
-        c._show_status(f"refining words 0/{len(words)}: muting around each word boundary…")
+        c.show_status(f"refining words 0/{len(words)}: muting around each word boundary…")
 
     def _progress(self, done: int, total: int) -> None:
         if self.running():
-            self.controller._show_status(f"refining words {done}/{total}…")
+            self.controller.show_status(f"refining words {done}/{total}…")
 
     def _failed(self, message: str) -> None:
         """Refine's own message ("refine failed on word 37 ..." / "... in window 2 ..."), else prefixed."""
@@ -105,4 +105,4 @@ class RefineAction(QObject):
     def _finish(self, note: str) -> None:
         self._job = None
         self.button.setText("refine")
-        self.controller._show_status(note)
+        self.controller.show_status(note)

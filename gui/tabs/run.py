@@ -26,49 +26,34 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
-from collections import deque
 from typing import Any, Callable, Iterator
 
-from PySide6.QtCore import QObject, Qt, QTimer, Signal
+from PySide6.QtCore import QObject, Qt, Signal
 from PySide6.QtWidgets import QSplitter, QVBoxLayout, QWidget
 
 from core.events import BeamEvent, Finished, RunStats, SegmentEvent, StepEvent
 from core.options import BEAM_STRATEGIES, DecodingOptions
 
+from ..inspector import InspectorTabs
+from ..run_controller import RunController
 from ..run_state import RunState
 from ..widgets.attention_heatmap import AttentionHeatmap
 from ..widgets.beam_tree import BeamTreeView
+from ..widgets.branch_tree import BranchTree
 from ..widgets.error_banner import ErrorBanner
+from ..widgets.fork_diff import ForkDiff
 from ..widgets.logit_lens import LogitLensView
 from ..widgets.options_panel import OptionsPanel
 from ..widgets.stage_view import StageView, StepInspector
 from ..widgets.step_strip import STRIP_HEIGHT, StepStrip
 from ..widgets.token_stream import TokenStreamView
 from ..widgets.topk_chart import TopKChart
-from ..worker import WorkerHandle, start_worker
-from .forking import ForkMixin
+from ..widgets.whatif_view import WhatIfView
+from ..worker import WorkerHandle
+from .forking import Forking
+from .kept_explorations import KeptExplorations
 from .lanes import LanesController
-from .whatif import WhatIfMixin
-
-#: the views take the events of a running decode at most once per this many ms (~30 frames/s)
-FRAME_MS = 33
-#: at most this many events, or this many seconds of handling them, per turn of the event loop
-MAX_EVENTS_PER_FRAME = 400
-PUMP_BUDGET_S = 0.015
-
-
-class _RunEnded:
-    """Queued behind a run's last event: its worker thread has ended."""
-
-    def __init__(self, handle: WorkerHandle) -> None:
-        self.handle = handle
-
-
-class _RunError:
-    """Queued behind the events a run yielded before it failed: the message for the user."""
-
-    def __init__(self, message: str) -> None:
-        self.message = message
+from .whatif import WhatIfs
 
 
 class _Relay(QObject):
@@ -77,13 +62,37 @@ class _Relay(QObject):
     text = Signal(str)
 
 
-class RunTab(ForkMixin, WhatIfMixin, QWidget):
+class _ModelLoad:
+    """The run controller's client for a model load: the model, or the error, then the end."""
+
+    def __init__(self, tab: "RunTab", name: str) -> None:
+        self.tab, self.name = tab, name
+
+    def on_event(self, model: Any) -> None:
+        self.tab.model_ready(model)
+
+    def on_error(self, message: str) -> None:
+        self.tab.show_error(f"Could not load model {self.name!r}: {message}")
+
+    def on_end(self, _handle: WorkerHandle) -> None:
+        self.tab.model_load_ended()
+
+
+class RunTab(QWidget):
     """The layout, the model load and the decode run of a task tab.
 
     Subclasses implement :meth:`build_input`, :meth:`load_model_object`,
     :meth:`decode_fn`, :meth:`has_input` and may override :meth:`model_loaded`,
     :meth:`configure_heatmap`, :meth:`rtf_applies` and :meth:`toggle_record`; a tab that
-    implements :meth:`lanes_fn` runs decoding lanes (the "Lanes" tab, ``gui.tabs.lanes``).
+    implements :meth:`lanes_fn` runs decoding lanes (the "Lanes" tab, ``gui.tabs.lanes``),
+    one that implements :meth:`fork_fn` and :meth:`input_identity` forks
+    (``gui.tabs.forking``), one that implements :meth:`whatif_fn` runs what-ifs
+    (``gui.tabs.whatif``).
+
+    The workers (model load, decode, fork, what-if, lanes) are started, superseded and
+    cancelled by one :class:`~gui.run_controller.RunController` (:attr:`controller`), whose
+    pump hands their events on; the run's steps go into :attr:`run` (a
+    :class:`~gui.run_state.RunState`), which feeds the views once per frame.
 
     Signals:
         statusMessage(str): a transient message for the status bar.
@@ -105,6 +114,10 @@ class RunTab(ForkMixin, WhatIfMixin, QWidget):
     #: default heights in pixels of (input + options, token stream, top-k + attention) for a
     #: 1400 x 900 window; a subclass whose input needs more height overrides it
     main_splitter_sizes: tuple[int, int, int] = (290, 190, 370)
+    #: ask the model to reuse the KV cache of the forced prefix (False: always re-run it)
+    fork_reuse_cache = True
+    #: how to mask in this tab (shown while nothing is masked)
+    mask_hint = "this tab cannot mask its input yet"
 
     statusMessage = Signal(str)
     statsChanged = Signal(dict)
@@ -118,11 +131,11 @@ class RunTab(ForkMixin, WhatIfMixin, QWidget):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.model: Any = None
-        self._load: WorkerHandle | None = None
-        self._decode: WorkerHandle | None = None
-        self._pending_decode = False
         #: the current run's steps, the newest and the selected step (views query it)
         self.run = RunState(self)
+        #: starts, supersedes and cancels the workers; the one event pump
+        self.controller = RunController(self)
+        self.controller.add_frame_listener(self.run.flush)
         self._t_first: float | None = None
         self._n_live = 0
         self._relay = _Relay(self)
@@ -136,17 +149,7 @@ class RunTab(ForkMixin, WhatIfMixin, QWidget):
         self.statsChanged.connect(self._remember_stats)
         self.busyChanged.connect(self._remember_busy)
         self.progressChanged.connect(self._remember_progress)
-        # Views are updated at most once per frame: StepEvents (and the latest BeamEvent)
-        # wait here until the flush timer fires, so a fast decoder cannot flood the GUI thread.
-        self._view_queue: list[StepEvent | SegmentEvent] = []
-        self._pending_beams: BeamEvent | None = None
-        self._beam_queue: list[BeamEvent] = []  # every BeamEvent since the last frame (the beam tree's nodes)
-        self._progress_due: tuple[int, int, str] | None = None  # (done, total, kind) to show
-        self._flush_timer = QTimer(self)
-        self._flush_timer.setSingleShot(True)
-        self._flush_timer.setInterval(FRAME_MS)
-        self._flush_timer.timeout.connect(self._pump)
-        self._inbox: deque = deque()  # worker events not yet handed to _on_event
+        self._progress_due: tuple[int, int, str] | None = None  # (done, total, kind) to show at the frame
 
         self.banner = ErrorBanner()
         self.options_panel = OptionsPanel()
@@ -157,17 +160,29 @@ class RunTab(ForkMixin, WhatIfMixin, QWidget):
         self.stages = StageView()
         self.inspector = StepInspector(self.topk, self.stages)
         self.heatmap = AttentionHeatmap()
-        self._init_forking()  # the fork diff and branch tree, tabbed with the heatmap
-        self._init_whatif()  # the What if view (input masks, no input), a tab beside them
-        self.beam_tree = BeamTreeView()  # a tab beside them for beam strategies (show_beam_tree)
+        # the views beside the top-k chart, one line each (gui/inspector.py)
+        self.inspector_tabs = tabs = InspectorTabs()
+        self.fork_diff = ForkDiff(self.run)
+        self.branch_tree = BranchTree(self.run)
+        self.whatif_view = WhatIfView()
+        self.beam_tree = BeamTreeView()  # for beam strategies (show_beam_tree)
         self.beam_tree.column_axis = self.heatmap.column_axis
         self.beam_tree.column_count = self.heatmap.column_count
-        self.add_inspector_view(self.beam_tree, "Beam tree")
-        self.show_beam_tree(False)
         self.lens_view = LogitLensView(self.run)  # layers x steps; its Capture box re-decodes with the lens
-        self.add_inspector_view(self.lens_view, "Logit lens")
+        tabs.add_view(self.heatmap, "Attention")
+        tabs.add_view(self.fork_diff, "Fork diff", "a branch beside the branch it was forked from: the common "
+                      "prefix, then both continuations aligned token by token")
+        tabs.add_view(self.branch_tree, "Branches", "every branch of this input: select one to show it")
+        tabs.add_view(self.whatif_view, "What if", "mask part of the input and see which tokens depended on it; "
+                      "No input: which tokens the decoder's prior alone explains")
+        tabs.add_view(self.beam_tree, "Beam tree", shown=False)
+        tabs.add_view(self.lens_view, "Logit lens")
+        #: forks, exploration files and kept trees, what-ifs, lanes: clients of the controller
+        self.explorations_keeper = KeptExplorations(self)
+        self.forking = Forking(self)
+        self.whatifs = WhatIfs(self)
         self.lanes = LanesController(self)  # strategies side by side on one encoder output
-        self.add_inspector_view(self.lanes.view, "Lanes")
+        tabs.add_view(self.lanes.view, "Lanes")
         self.input_area = self.build_input()
         self._build_layout()
 
@@ -179,7 +194,130 @@ class RunTab(ForkMixin, WhatIfMixin, QWidget):
         self.beam_tree.stepSelected.connect(self.select_step)
         self.lens_view.stepSelected.connect(self.select_step)
         self.lens_view.captureChanged.connect(self._lens_capture_changed)
+        # the views follow the run, once per frame
+        self.run.stepsAdded.connect(self._steps_added)
+        self.run.segmentAdded.connect(self._segment_added)
+        self.run.beamsAdded.connect(self._beams_added)
+        self.run.currentBranchChanged.connect(self._current_branch_changed)
+        self.run.stepsRetracted.connect(self._steps_retracted)
+        self.run.cleared.connect(self._run_cleared)
+        self.controller.add_frame_listener(self._frame)
         self.configure_heatmap()
+
+    # ------------------------------------------------------------ what the tab offers (delegated)
+    @property
+    def explorations(self):
+        """Explorations replaced by a new one (``gui.exploration_history.ExplorationHistory``)."""
+        return self.explorations_keeper.history
+
+    def add_inspector_view(self, widget: QWidget, title: str) -> int:
+        """Add a view (a beam tree, a lens) as a tab beside the heatmap; its index."""
+        return self.inspector_tabs.add_view(widget, title)
+
+    def fork(self, step: int | None, token_ids: list[int], text: str, branch: int | None = None) -> bool:
+        """Fork ``branch`` (default: the current one) at ``step`` forcing ``token_ids``
+        (``gui.tabs.forking.Forking.fork``)."""
+        return self.forking.fork(step, token_ids, text, branch)
+
+    def force_text(self, text: str) -> bool:
+        """Fork at the shown step forcing the tokens of ``text`` (the force… field)."""
+        return self.forking.force_text(text)
+
+    def tokenize_text(self, text: str) -> list[tuple[int, str]]:
+        """``text`` as the decoder would write it: (token id, token text) pairs.
+
+        Raises:
+            ValueError: no model, or the text gives no token.
+        """
+        return self.forking.tokenize_text(text)
+
+    def show_branch(self, branch: int) -> None:
+        """Make ``branch`` the current one (the token stream, top-k and heatmap show it)."""
+        self.run.set_current(branch)
+
+    def select_branch_step(self, branch: int, step: int) -> None:
+        """Make ``branch`` current and select its ``step`` (a click in the fork diff)."""
+        self.run.set_current(branch)
+        self.select_step(step)
+
+    def exploration_data(self, attention: str = "mean") -> dict:
+        """The tab's exploration as JSON data (``gui.exploration.to_json``).
+
+        Raises:
+            ValueError: nothing to save yet.
+        """
+        return self.explorations_keeper.data(attention)
+
+    def save_exploration(self, path: str, attention: str = "mean") -> bool:
+        """Write the exploration to ``path`` (JSON). True on success; errors go to the banner."""
+        return self.explorations_keeper.save(path, attention)
+
+    def open_exploration(self, source: Any, name: str | None = None) -> bool:
+        """Open an exploration (a path, or data from ``gui.exploration.load``) made on this
+        tab's input with its model (``gui.tabs.kept_explorations.KeptExplorations.open``)."""
+        return self.explorations_keeper.open(source, name)
+
+    def previous_exploration(self) -> bool:
+        """Edit → Previous exploration (Ctrl+Z): show the tree the last new run replaced."""
+        return self.explorations_keeper.previous()
+
+    def next_exploration(self) -> bool:
+        """Edit → Next exploration (Ctrl+Shift+Z)."""
+        return self.explorations_keeper.next()
+
+    def has_exploration_work(self) -> bool:
+        """The tree holds something the user made: a fork or a what-if."""
+        return self.explorations_keeper.has_work()
+
+    def unsaved_explorations(self) -> list:
+        """The kept explorations with work that was not saved."""
+        return self.explorations_keeper.unsaved()
+
+    def exploration_work(self) -> list[str]:
+        """What would be lost on close, one line each (``MainWindow.confirm_explorations``)."""
+        return self.explorations_keeper.work()
+
+    def save_kept(self, entry: Any, path: str) -> bool:
+        """Save a kept exploration to ``path``."""
+        return self.explorations_keeper.save_kept(entry, path)
+
+    def input_identity_or_none(self) -> tuple[str, str] | None:
+        """``input_identity()``, or None without an input (hashed once per input object)."""
+        return self.explorations_keeper.input_identity_or_none()
+
+    @property
+    def whatif_mask(self) -> Any:
+        """The mask What if? uses (the tab's kind: a span, a region, source positions), or None."""
+        return self.whatifs.mask
+
+    @property
+    def whatif_result(self):
+        """The last what-if's ``gui.tabs.whatif.WhatIfResult``, or None."""
+        return self.whatifs.result
+
+    @whatif_result.setter
+    def whatif_result(self, value) -> None:
+        self.whatifs.result = value
+
+    def set_mask(self, mask: Any, description: str = "") -> None:
+        """Use ``mask`` for What if?; None clears it (``gui.tabs.whatif.WhatIfs.set_mask``)."""
+        self.whatifs.set_mask(mask, description)
+
+    def clear_mask(self) -> None:
+        """Forget the mask and the what-if result (and their marks)."""
+        self.whatifs.clear_mask()
+
+    def run_what_if(self) -> bool:
+        """What if? (the mask): False, with a message, when it cannot start."""
+        return self.whatifs.start("mask")
+
+    def run_no_input(self) -> bool:
+        """No input: False, with a message, when it cannot start."""
+        return self.whatifs.start("prior")
+
+    def whatif_marks(self) -> dict[int, tuple[str, str]]:
+        """step -> (colour, tooltip line) of the tokens the last what-if flags."""
+        return self.whatifs.marks()
 
     def _build_layout(self) -> None:
         """The three splitters (input | options, stream, top-k | heatmap) under the banner."""
@@ -218,15 +356,7 @@ class RunTab(ForkMixin, WhatIfMixin, QWidget):
 
     def show_beam_tree(self, on: bool) -> None:
         """Offer the beam tree's tab (beam strategies), shown when it newly appears, or take it away."""
-        tabs = self.inspector_tabs
-        i = tabs.indexOf(self.beam_tree)
-        if on and not tabs.isTabVisible(i):
-            tabs.setTabVisible(i, True)
-            tabs.setCurrentIndex(i)
-        elif not on and tabs.isTabVisible(i):
-            if tabs.currentIndex() == i:
-                tabs.setCurrentWidget(self.heatmap)
-            tabs.setTabVisible(i, False)
+        self.inspector_tabs.offer(self.beam_tree, on, fallback=self.heatmap)
 
     def splitters(self) -> tuple[QSplitter, QSplitter, QSplitter]:
         """(top, bottom, main) splitters, whose sizes the settings keep."""
@@ -283,6 +413,55 @@ class RunTab(ForkMixin, WhatIfMixin, QWidget):
         """Whether RTF (processing time / audio duration) makes sense for this tab."""
         return False
 
+    def exploring_refusal(self, what: str) -> str:
+        """Why ``what`` ("Forks", "What-ifs", "Lanes") cannot run on the current run ("" if it
+        can); a tab whose runs cannot be explored yet says why (the Speech tab's long-form)."""
+        return ""
+
+    def branch_replayed(self, branch: int) -> None:
+        """Called after ``branch``'s events were shown again (refresh the tab's own views)."""
+
+    def fork_fn(self, options: DecodingOptions, segment: int, forced_ids: tuple[int, ...],
+                step_offset: int) -> Callable[[Callable[[], bool]], Iterator[Any]]:
+        """The worker's generator that re-decodes segment ``segment`` of the current input
+        with ``forced_ids`` forced after the task prompt, its steps numbered from
+        ``step_offset`` (the segment's first step), asking to reuse the KV cache if
+        :attr:`fork_reuse_cache` (called in the GUI thread; it captures what it needs). Its
+        events: the segment's SegmentEvent, StepEvents, one Finished (the task model's
+        ``fork``).
+
+        Raises:
+            ValueError, RuntimeError: the input cannot be forked (shown to the user).
+        """
+        raise RuntimeError(f"the {self.title} tab cannot fork yet")
+
+    def whatif_fn(self, options: DecodingOptions, kind: str, original: list[StepEvent]
+                  ) -> Callable[[Callable[[], bool]], Iterator[Any]]:
+        """The worker's generator for a what-if of the current input (called in the GUI
+        thread; it captures what it needs): ``kind`` "mask" runs the task model's
+        ``what_if`` with :attr:`whatif_mask`, "prior" its ``no_input``; ``original`` is the
+        scored branch's StepEvents.
+
+        Raises:
+            ValueError, RuntimeError: it cannot run (shown to the user).
+        """
+        raise RuntimeError(f"the {self.title} tab has no input what-ifs")
+
+    def mask_changed(self, mask: Any) -> None:
+        """The mask changed (None: cleared); the tab draws it on its input view."""
+
+    def input_identity(self) -> tuple[str, str]:
+        """(a description of the current input for people, a hash of its content)."""
+        raise RuntimeError("no input")
+
+    def input_settings(self) -> dict:
+        """Task settings beside the options that shaped the run (language, region, ...), saved
+        with an exploration for the record."""
+        return {}
+
+    def apply_input_settings(self, settings: dict) -> None:
+        """Restore what :meth:`input_settings` saved (an exploration is opened); no decode."""
+
     # ---------------------------------------------------------------- state
     def is_busy(self) -> bool:
         """A model load or decode is running and was not cancelled."""
@@ -291,17 +470,37 @@ class RunTab(ForkMixin, WhatIfMixin, QWidget):
     def is_loading(self) -> bool:
         """A model load is running and was not cancelled (a cancelled load may still be
         reading files in the background; its result is discarded)."""
-        return _active(self._load)
+        return self.controller.active("load")
 
     def is_decoding(self) -> bool:
-        """A decode is running and was not cancelled, or one waits to start (it replaces a
-        run that is stopping after an option change)."""
-        return _active(self._decode) or self._pending_decode or self.lanes.running()
+        """A decode (a run, a fork, a what-if) is running and was not cancelled, or one waits
+        to start (it replaces a run that is stopping after an option change), or lanes run."""
+        return self.controller.active("decode") or self.controller.deferred() or self.lanes.running()
 
     def workers_idle(self) -> bool:
         """No worker thread of this tab runs, cancelled ones included (their threads end
         after the current decoder step)."""
-        return not any(h is not None and h.running for h in (self._load, self._decode, self.lanes.handle))
+        return self.controller.idle()
+
+    def start_live_count(self, t0: float | None = None) -> None:
+        """A run (a fork, a what-if) starts at ``t0`` (perf_counter; None keeps the last
+        start): the live statistics count its tokens from 0."""
+        if t0 is not None:
+            self._t_first = t0
+        self._n_live = 0
+
+    def count_live_token(self) -> None:
+        """One more token of the running decode (the live statistics)."""
+        self._n_live += 1
+
+    @property
+    def n_live(self) -> int:
+        """Tokens of the running (or last) decode so far."""
+        return self._n_live
+
+    def stats_dict(self, fin: Finished | None) -> dict:
+        """The statistics for the status bar (``statsChanged``): ``fin``'s, or live ones."""
+        return self._stats_dict(fin)
 
     def _remember_stats(self, d: dict) -> None:
         self.last_stats = dict(d)
@@ -326,11 +525,8 @@ class RunTab(ForkMixin, WhatIfMixin, QWidget):
     # ---------------------------------------------------------------- model
     def load_model(self, name: str) -> None:
         """Load ``name`` in a worker thread; a decode follows if there is an input."""
-        if self._load is not None and self._load.running:
-            self._load.abort()
-        if self._decode is not None and self._decode.running:
-            self._pending_decode = False
-            self._decode.abort()
+        self.controller.defer(None)
+        self.controller.abort("decode")
         self.clear_error()
         self.model = None
         relay = self._relay
@@ -339,20 +535,14 @@ class RunTab(ForkMixin, WhatIfMixin, QWidget):
             yield self.load_model_object(name, relay.text.emit)
 
         self.busyChanged.emit(True, f"Loading model {name}…")
-        handle = start_worker(
-            gen,
-            on_event=self._on_model,
-            on_error=lambda m: self.show_error(f"Could not load model {name!r}: {m}"),
-            on_finished=lambda: self._load_finished(handle),
-            name=f"load-{name}",
-        )
-        self._load = handle
+        self.controller.start("load", gen, _ModelLoad(self, name), name=f"load-{name}")
 
     def _on_progress(self, text: str) -> None:
         if self.is_loading():
             self.busyChanged.emit(True, text)
 
-    def _on_model(self, model: Any) -> None:
+    def model_ready(self, model: Any) -> None:
+        """A model finished loading (the controller's load client)."""
         self.model = model
         self.model_loaded(model)
         load_s = getattr(model, "load_s", 0.0) or 0.0
@@ -360,9 +550,8 @@ class RunTab(ForkMixin, WhatIfMixin, QWidget):
         self.statsChanged.emit(self._stats_dict(None))
         self.modelReady.emit(model)
 
-    def _load_finished(self, handle: WorkerHandle) -> None:
-        if self._load is handle:
-            self._load = None
+    def model_load_ended(self) -> None:
+        """The model load's worker ended (loaded, failed or cancelled)."""
         if not self.is_busy():
             self.busyChanged.emit(False, "")
         if self.model is not None and self.has_input():
@@ -373,21 +562,18 @@ class RunTab(ForkMixin, WhatIfMixin, QWidget):
         """Decode the current input with the current options (cancels a running decode first)."""
         if self.model is None or not self.has_input():
             return
-        if self.lanes.stop_for_decode():  # one decoding thread: the run starts when the lanes stopped
-            self._pending_decode = True
-            return
-        if self._decode is not None and self._decode.running:
-            self._pending_decode = True
-            self._decode.abort()
-            self._drop_queued_events()  # the superseded run's events never reach the views
+        if self.lanes.stop_for_decode() or self.controller.alive("decode"):
+            # one decoding thread: the run starts when the lanes (or the superseded run) stopped
+            self.controller.abort("decode")
+            self.run.drop_pending()  # the superseded run's last events never reach the views
+            self.controller.defer(self._start_decode)
             return
         self._start_decode()
 
     def stop_decode(self) -> None:
         """Stop a running decode without a message (the input went away: nothing to show)."""
-        self._pending_decode = False
-        if self._decode is not None and self._decode.running:
-            self._decode.abort()
+        self.controller.defer(None)
+        self.controller.abort("decode")
 
     def _start_decode(self) -> None:
         try:
@@ -397,176 +583,175 @@ class RunTab(ForkMixin, WhatIfMixin, QWidget):
             return
         options = dataclasses.replace(options, capture_lens=self.lens_view.capture)  # forks inherit it
         self.clear_error()
-        self._drop_queued_events()
-        self.stream.clear()
+        self._progress_due = None
         self.heatmap.clear(columns=True)  # the run's events size the columns to this input
-        self.beam_tree.clear()
         self.show_beam_tree(options.strategy in BEAM_STRATEGIES)
-        self._fork = None
-        self._begin_exploration(options)  # the tree is kept: taken back at the end, or for Ctrl+Z
-        self.run.clear(options)  # a new run (gui/run_state.py says why)
+        self.forking.reset()
+        self.explorations_keeper.begin(options)  # the tree is kept: taken back at the end, or for Ctrl+Z
+        self.run.clear(options)  # a new run (gui/run_state.py says why); the views follow
         self._t_first = time.perf_counter()
         self._n_live = 0
-        self.topk.set_step(None)
         self.inspector.set_seed(options.seed)
         self.progress = None
         self.busyChanged.emit(True, "Decoding…")
         try:
             fn = self.decode_fn(options)
         except (ValueError, RuntimeError) as exc:
-            self._settle_kept_tree(None)
-            self.statusMessage.emit(self._with_exploration_note("The run could not start"))
+            self.explorations_keeper.settle(None)
+            self.statusMessage.emit(self.explorations_keeper.with_note("The run could not start"))
             self.show_error(str(exc))
             self.busyChanged.emit(self.is_busy(), "")
             return
-        handle = start_worker(
-            fn,
-            on_event=self._receive,
-            on_error=lambda m: self._receive(_RunError(m)),
-            on_finished=lambda: self._receive(_RunEnded(handle)),
-            name="decode",
-        )
-        self._decode = handle
+        self.controller.start("decode", fn, self, name="decode")
 
-    def _receive(self, ev: Any) -> None:
-        """A worker event (or the end of a run): into the inbox, which :meth:`_pump` empties
-        frame by frame."""
-        self._inbox.append(ev)
-        try:
-            if not self._flush_timer.isActive():
-                self._flush_timer.start(FRAME_MS)
-        except RuntimeError:  # the tab is gone (its C++ timer deleted) while a worker still reported
-            self._inbox.clear()
+    # the run controller's client for a run (forks and what-ifs have their own)
+    def on_event(self, ev: Any) -> None:
+        """One event of the running decode (from the controller's pump)."""
+        self._on_event(ev)
 
-    def _pump(self) -> None:
-        """Hand the inbox's events to ``_on_event`` in order, at most ``MAX_EVENTS_PER_FRAME``
-        or ``PUMP_BUDGET_S`` seconds' worth, then update the views once; the rest waits for
-        the next turn of the event loop (timers and paints run in between). Before any event
-        other than a step, beams or a segment, the views catch up (so a subclass's
-        ``_on_event`` sees every earlier token in them)."""
-        deadline = time.perf_counter() + PUMP_BUDGET_S
-        n = 0
-        while self._inbox and n < MAX_EVENTS_PER_FRAME and time.perf_counter() < deadline:
-            ev = self._inbox.popleft()
-            n += 1
-            if isinstance(ev, _RunEnded):
-                self.flush_views()
-                self._decode_finished(ev.handle)
-                continue
-            if not isinstance(ev, (StepEvent, BeamEvent, SegmentEvent)):
-                self.flush_views()
-            (self._on_fork_event if self._fork is not None
-             else self._on_whatif_event if self._whatif is not None else self._on_event)(ev)
-        self.flush_views()
-        if self._inbox:
-            self._flush_timer.start(1)  # more next turn, after timers and paints
+    def on_error(self, message: str) -> None:
+        """The running decode failed (after the events it yielded)."""
+        self.explorations_keeper.settle(None)
+        self.statusMessage.emit(self.explorations_keeper.with_note("The run failed"))
+        self.show_error(message)
+
+    def on_end(self, _handle: WorkerHandle) -> None:
+        """The decode's worker ended (finished, failed, cancelled or superseded)."""
+        if not self.is_busy():
+            self.busyChanged.emit(False, "")
 
     def _on_event(self, ev: Any) -> None:
         """Take one event of the running decode (GUI thread). The run's state (:attr:`run`)
-        is updated at once; the views are updated by :meth:`flush_views`, at most once per
-        ``FRAME_MS``, with every StepEvent that arrived since the last frame."""
-        if isinstance(ev, (StepEvent, SegmentEvent)):
-            if isinstance(ev, StepEvent):
-                self.run.add(ev)
-                self._n_live += 1
-            else:
-                self.run.add_segment(ev)
-                if ev.warning:
-                    self.banner.show_message(ev.warning)
-                    self.statusMessage.emit(ev.warning)
-                if ev.total > 1:
-                    self._progress_due = (ev.segment, ev.total, ev.kind)
-            self._view_queue.append(ev)
-            return
-        if isinstance(ev, BeamEvent):
-            self._pending_beams = ev
-            self._beam_queue.append(ev)
-            return
-        self.flush_views()
-        if isinstance(ev, _RunError):
-            self._settle_kept_tree(None)
-            self.statusMessage.emit(self._with_exploration_note("The run failed"))
-            self.show_error(ev.message)
+        is updated at once; the views follow it at the end of the controller's pump turn,
+        once per frame. Subclasses extend it (and call it)."""
+        if isinstance(ev, StepEvent):
+            self.run.add(ev)
+            self._n_live += 1
+        elif isinstance(ev, SegmentEvent):
+            self.run.add_segment(ev)
+            if ev.warning:
+                self.banner.show_message(ev.warning)
+                self.statusMessage.emit(ev.warning)
+            if ev.total > 1:
+                self._progress_due = (ev.segment, ev.total, ev.kind)
+        elif isinstance(ev, BeamEvent):
+            self.run.add_beams(ev)
         elif isinstance(ev, Finished):
             self.run.finish(ev)
-            self._settle_kept_tree(ev)  # the same tokens take the old forks back
+            self.explorations_keeper.settle(ev)  # the same tokens take the old forks back
             self.stream.finish(ev)
             self.beam_tree.finish()
             self.statsChanged.emit(self._stats_dict(ev))
             self.decodeFinished.emit(ev)
             what = "cancelled" if ev.cancelled else f"{ev.stats.n_tokens} tokens ({ev.reason})"
-            self.statusMessage.emit(self._with_exploration_note(f"Decoded: {what}"))
+            self.statusMessage.emit(self.explorations_keeper.with_note(f"Decoded: {what}"))
 
-    def _drop_queued_events(self) -> None:
-        """Forget the events of a superseded or cancelled run that were not shown yet (the
-        ends of runs stay: they finish the bookkeeping of their worker)."""
-        self._inbox = deque(ev for ev in self._inbox if isinstance(ev, _RunEnded))
-        self._view_queue.clear()
-        self._pending_beams = None
-        self._beam_queue.clear()
-        self._progress_due = None
-        if not self._inbox:
-            self._flush_timer.stop()
-
+    # ------------------------------------------------------------ the views follow the run
     def flush_views(self) -> None:
-        """Show the StepEvents (and the latest beams) that arrived since the last frame:
-        one batch for the token stream, the step strip and the heatmap, the top-k (and chain
-        stages) of the newest (or the selected) step, one statistics update."""
-        self._flush_timer.stop()
-        queue, self._view_queue = self._view_queue, []
-        beams, self._pending_beams = self._pending_beams, None
-        if beams is not None:
-            self.stream.set_beams(beams)
-        beam_batch, self._beam_queue = self._beam_queue, []
-        if beam_batch:
-            self.beam_tree.add_events(beam_batch)
+        """Show now what the run got since the last frame (the controller does it once per
+        pump turn)."""
+        self.controller.frame()
+
+    def _frame(self) -> None:
+        """The end of a pump turn: the progress of a long input, once."""
         progress, self._progress_due = self._progress_due, None
         if progress is not None:
             done, total, kind = progress
             self.busyChanged.emit(True, f"Decoding {kind} {done + 1} of {total}…")
             self.progressChanged.emit(done, total)
-        if not queue:
-            return
-        batch: list[StepEvent] = []
-        for ev in queue:  # steps in batches; a segment between them starts a new line/columns
-            if isinstance(ev, StepEvent):
-                batch.append(ev)
-                continue
-            self._show_steps(batch)
-            batch = []
-            self.stream.handle(ev)
-            self.heatmap.handle(ev)
-            self.beam_tree.handle_segment(ev)
-        self._show_steps(batch)
-        last = next((ev for ev in reversed(queue) if isinstance(ev, StepEvent)), None)
-        if last is None:
-            return
+
+    def _steps_added(self, _branch: int, steps: list[StepEvent]) -> None:
+        """The current branch's steps of one frame: one batch for the token stream, the
+        step strip, the heatmap and the lens; the top-k (and chain stages) of the newest (or
+        the selected) step; one statistics update."""
+        self.stream.append_steps(steps)
+        self.strip.append_steps(steps)
+        self.heatmap.append_steps(steps)
+        self.lens_view.append_steps(steps)
         sel = self.run.selected()
         if sel is None:
-            self.topk.set_step(last)
-        elif any(isinstance(ev, StepEvent) and ev.step == sel for ev in queue):
+            self.topk.set_step(steps[-1])
+        elif any(ev.step == sel for ev in steps):
             self.topk.set_step(self.run.step(sel))
             self.stream.select_step(sel)
             self.strip.select_step(sel)
             self.heatmap.select_step(sel)
         self.statsChanged.emit(self._stats_dict(None))
 
-    def _show_steps(self, batch: list[StepEvent]) -> None:
-        if batch:
-            self.stream.append_steps(batch)
-            self.strip.append_steps(batch)
-            self.heatmap.append_steps(batch)
-            self.lens_view.append_steps(batch)
+    def _segment_added(self, _branch: int, ev: SegmentEvent) -> None:
+        """A segment of the current branch starts: a new line / columns."""
+        self.stream.handle(ev)
+        self.heatmap.handle(ev)
+        self.beam_tree.handle_segment(ev)
 
-    def _decode_finished(self, handle: WorkerHandle) -> None:
-        if self._decode is handle:
-            self._decode = None
-        if self._pending_decode:
-            self._pending_decode = False
-            self._start_decode()
+    def _beams_added(self, beams: list[BeamEvent]) -> None:
+        self.stream.set_beams(beams[-1])
+        self.beam_tree.add_events(beams)
+
+    def _clear_views(self) -> None:
+        self.stream.clear()  # the step strip follows (stream.cleared)
+        self.heatmap.clear()
+        self.lens_view.clear()
+        self.topk.set_step(None)
+
+    def rebuild_views(self) -> None:
+        """Show the current branch again from the run's steps (each segment's label line
+        first) in the stream, strip, heatmap and lens."""
+        self.run.drop_pending()
+        self._clear_views()
+        items = self.run.replay()
+        steps: list[StepEvent] = []
+        for ev in items:
+            if isinstance(ev, StepEvent):
+                steps.append(ev)
+                continue
+            if steps:
+                self._show_steps(steps)
+                steps = []
+            self._segment_added(self.run.current_branch(), ev)
+        if steps:
+            self._show_steps(steps)
+
+    def _show_steps(self, steps: list[StepEvent]) -> None:
+        self.stream.append_steps(steps)
+        self.strip.append_steps(steps)
+        self.heatmap.append_steps(steps)
+        self.lens_view.append_steps(steps)
+
+    def _current_branch_changed(self, branch: int) -> None:
+        """Show the current branch's segments and steps in the stream, strip and heatmap,
+        then the selection (or the newest step) in the top-k chart."""
+        self.rebuild_views()
+        b = self.run.branch(branch)
+        if b.finished is not None and not self.forking.growing(branch):
+            self.stream.finish(b.finished)
+        sel = self.run.selected()
+        if sel is not None and sel in self.run:
+            self.select_step(sel)
+        else:
+            self.follow_newest()
+        if b.finished is not None:  # this branch's statistics are final
+            self.statsChanged.emit(self._stats_dict(b.finished))
+        self.show_branch_title()
+        self.branch_replayed(branch)
+
+    def _steps_retracted(self, branch: int, _step: int) -> None:
+        """Steps were taken back (a long-form attempt that was not kept): the views redraw
+        the current branch from the run's steps."""
+        if branch != self.run.current_branch():
             return
-        if not self.is_busy():
-            self.busyChanged.emit(False, "")
+        self.rebuild_views()
+        if self.run.selected() is None:
+            self.topk.set_step(self.run.step(self.run.latest()))
+
+    def show_branch_title(self) -> None:
+        """The token stream's title: which branch it shows."""
+        b = self.run.branch(self.run.current_branch())
+        if b.is_root and not self.run.children(b.id):
+            self.stream.title.setText("<b>Token stream</b> — click a token to inspect its step")
+        else:
+            what = "the original run" if b.is_root else f"branch {b.id} ({_html(b.label())})"
+            self.stream.title.setText(f"<b>Token stream</b> — {what}")
 
     def _lens_capture_changed(self, on: bool) -> None:
         """The lens view's Capture box: switched on, decode again with the lens (switched
@@ -582,16 +767,18 @@ class RunTab(ForkMixin, WhatIfMixin, QWidget):
         """Forget the previous run (the input changed or went away): the token stream, top-k,
         heatmap rows, the run's steps and the status bar's statistics. A tree with forks or
         what-ifs is kept for that input (Edit → Previous exploration once it is back)."""
-        self._leave_exploration("another input", same_input=False)
-        self.stream.clear()
-        self.topk.set_step(None)
-        self.heatmap.clear()
+        self.explorations_keeper.leave("another input", same_input=False)
         self.run.clear()
-        self.beam_tree.clear()
         self.lanes.clear()
         self._n_live = 0
         self._t_first = None
         self.statsChanged.emit(self._stats_dict(None))
+
+    def _run_cleared(self) -> None:
+        """A new run (or no input): the views start empty."""
+        self._clear_views()
+        self.beam_tree.clear()
+        self.show_branch_title()
 
     # ------------------------------------------------------------ selection
     def select_step(self, step: int) -> None:
@@ -627,17 +814,16 @@ class RunTab(ForkMixin, WhatIfMixin, QWidget):
         """
         lanes = self.lanes.cancel()  # they keep what they got
         was_loading, was_decoding = self.is_loading(), self.is_decoding()
-        self._pending_decode = False
-        for h in (self._load, self._decode):
-            if h is not None and h.running:
-                h.abort()
+        self.controller.defer(None)
+        self.controller.abort("load")
+        self.controller.abort("decode")
         if was_decoding:
-            self._drop_queued_events()
+            self.controller.frame()  # the views show every token the run got
             self._end_cancelled_run()
         if was_loading:
             self.statusMessage.emit("Model load cancelled (the files finish loading in the background and are discarded).")
         elif was_decoding:
-            self.statusMessage.emit(self._with_exploration_note(
+            self.statusMessage.emit(self.explorations_keeper.with_note(
                 f"Cancelled after {self._n_live} token{'s' if self._n_live != 1 else ''}"))
         self.busyChanged.emit(False, "")
         return was_loading or was_decoding or lanes
@@ -645,12 +831,12 @@ class RunTab(ForkMixin, WhatIfMixin, QWidget):
     def _end_cancelled_run(self) -> None:
         """Show the end of a run the user cancelled: the text so far marked "(cancelled)" and
         the statistics of the tokens that arrived."""
-        if self._whatif_cancelled():  # the run shown was not touched: it keeps its end
+        if self.whatifs.cancel():  # the run shown was not touched: it keeps its end
             return
         elapsed = time.perf_counter() - self._t_first if self._t_first is not None else 0.0
-        forked = self._fork_cancelled()  # a fork's branch keeps what it got
+        forked = self.forking.cancel()  # a fork's branch keeps what it got
         if not forked:
-            self._settle_kept_tree(None)  # a cancelled same-options run: the old tree is kept for Ctrl+Z
+            self.explorations_keeper.settle(None)  # a cancelled same-options run: the old tree is kept for Ctrl+Z
         steps = self.run.steps()
         fin = Finished(
             text=self.cancelled_text(steps), token_ids=[ev.token_id for ev in steps],
@@ -669,10 +855,8 @@ class RunTab(ForkMixin, WhatIfMixin, QWidget):
     def shutdown(self, wait_ms: int = 10000) -> None:
         """Cancel everything and wait for the worker threads (window close)."""
         self.cancel()
-        self.lanes.wait(wait_ms)
-        for h in (self._load, self._decode):
-            if h is not None:
-                h.wait(wait_ms)
+        self.lanes.cancel()
+        self.controller.wait(wait_ms)
 
     # ---------------------------------------------------------------- stats
     def _stats_dict(self, fin: Finished | None) -> dict:
@@ -718,6 +902,5 @@ def pane_at_least(sizes: list[int], i: int, need: int) -> list[int]:
     return out
 
 
-def _active(handle: WorkerHandle | None) -> bool:
-    """A worker that runs and was not cancelled."""
-    return bool(handle is not None and handle.running and not handle.abort_requested)
+def _html(text: str) -> str:
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")

@@ -586,7 +586,7 @@ class SpeechTab(LongFormMixin, SpeechMask, DecodeTab):
         extras = {"timestamps": True} if self.timestamps_check.isChecked() else {}
         if self.candidates_edit.isEnabled() and self.candidates_edit.codes():
             extras["candidate_languages"] = self.candidates_edit.codes()
-        if getattr(self, "_lf_run", False):  # fork / what-if / end rows go back to the long-form run's windows
+        if self.longform_run:  # fork / what-if / end rows go back to the long-form run's windows
             extras = {"longform": True, **{k: v for k, v in extras.items() if k != "timestamps"}}
         return extras
 
@@ -606,8 +606,8 @@ class SpeechTab(LongFormMixin, SpeechMask, DecodeTab):
         from core.tasks.speech import SKIPPED, WINDOW_SAMPLES, window_warnings
 
         warns: list[str] = []
-        if getattr(self, "_lf_run", False):
-            attempts = list(self._lf_attempts)
+        if self.longform_run:
+            attempts = self.longform_attempts
             skipped = [(a.no_speech_prob, a.loudest_db) for a in attempts if a.verdict == "silence"]
             threshold = self.longform_panel.options().no_speech_threshold
             warns = [w for w in (attempt_warning(a, threshold) for a in attempts) if w]

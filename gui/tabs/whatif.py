@@ -3,7 +3,7 @@ see which tokens depended on it; "No input": which tokens the decoder's prior al
 
 The tab lets the user mask part of its input (``gui.tabs.whatif_inputs``: drag a span on the
 waveform, a region on the image in mask mode, drop selected source words) and calls
-:meth:`WhatIfMixin.set_mask`. **What if?** (the "What if" view beside the heatmap) runs the
+:meth:`WhatIfs.set_mask` (through ``RunTab.set_mask``). **What if?** (the "What if" view beside the heatmap) runs the
 task model's ``what_if`` in a worker thread (``core.tasks.whatif``): the segments the mask touches
 are encoded and decoded again without it, and the current branch's tokens are scored under
 the masked input. The re-decode becomes a branch of the current one (``RunState.add_what_if``:
@@ -22,7 +22,9 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
+
+from PySide6.QtCore import QObject
 
 from core.events import BeamEvent, Finished, RunStats, SegmentEvent, StepEvent
 from core.options import DecodingOptions
@@ -60,139 +62,113 @@ class WhatIfResult:
     done: Any
 
 
-class WhatIfMixin:
-    """What-ifs for :class:`gui.tabs.run.RunTab` (see the module docstring).
+class WhatIfs(QObject):
+    """What-ifs for :class:`gui.tabs.run.RunTab` (see the module docstring): a client of the
+    tab's run controller.
 
-    A tab implements :meth:`whatif_fn` and sets :attr:`mask_hint`; its mask controls call
-    :meth:`set_mask` (and :meth:`mask_changed` lets it draw the mask).
+    The tab implements ``whatif_fn`` and sets ``mask_hint``; its mask controls call
+    ``set_mask`` (and ``mask_changed`` lets it draw the mask). The tab's ``whatif_view``
+    shows the result.
     """
 
-    #: how to mask in this tab (shown while nothing is masked)
-    mask_hint = "this tab cannot mask its input yet"
-
-    def _init_whatif(self) -> None:
-        self._whatif: _WhatIfRun | None = None
-        self.whatif_mask: Any = None
-        self.whatif_result: WhatIfResult | None = None
+    def __init__(self, tab: Any) -> None:
+        super().__init__(tab)
+        self.tab = tab
+        self.run = tab.run
+        self.view: WhatIfView = tab.whatif_view
+        self.current: _WhatIfRun | None = None  # the what-if being computed
+        self.mask: Any = None
+        self.result: WhatIfResult | None = None
         self._mask_description = ""
-        self.whatif_view = WhatIfView()
-        self.whatif_view.set_mask(None, self.mask_hint)
-        self.add_inspector_view(self.whatif_view, "What if")
-        self.inspector_tabs.setTabToolTip(self.inspector_tabs.indexOf(self.whatif_view),
-                                          "mask part of the input and see which tokens depended on it; "
-                                          "No input: which tokens the decoder's prior alone explains")
-        self.whatif_view.whatIfRequested.connect(self.run_what_if)
-        self.whatif_view.noInputRequested.connect(self.run_no_input)
-        self.whatif_view.clearRequested.connect(self.clear_mask)
-        self.whatif_view.stepClicked.connect(self._whatif_step_clicked)
-        self.run.cleared.connect(self._whatif_cleared)
+        self._mask_input: str | None = None
+        self.view.set_mask(None, tab.mask_hint)
+        self.view.whatIfRequested.connect(lambda: self.start("mask"))
+        self.view.noInputRequested.connect(lambda: self.start("prior"))
+        self.view.clearRequested.connect(self.clear_mask)
+        self.view.stepClicked.connect(self._step_clicked)
+        self.run.cleared.connect(self._cleared)
         self.run.currentBranchChanged.connect(lambda _b: self._apply_marks())
-        self.run.selectionChanged.connect(self.whatif_view.select_step)
-
-    # ------------------------------------------------------------ subclass API
-    def whatif_fn(self, options: DecodingOptions, kind: str, original: list[StepEvent]
-                  ) -> Callable[[Callable[[], bool]], Iterator[Any]]:
-        """The worker's generator for a what-if of the current input (called in the GUI
-        thread; it captures what it needs): ``kind`` "mask" runs the task model's
-        ``what_if`` with :attr:`whatif_mask`, "prior" its ``no_input``; ``original`` is the
-        scored branch's StepEvents.
-
-        Raises:
-            ValueError, RuntimeError: it cannot run (shown to the user).
-        """
-        raise RuntimeError(f"the {self.title} tab has no input what-ifs")
-
-    def mask_changed(self, mask: Any) -> None:
-        """The mask changed (None: cleared); the tab draws it on its input view."""
+        self.run.selectionChanged.connect(self.view.select_step)
 
     # ------------------------------------------------------------ mask
     def set_mask(self, mask: Any, description: str = "") -> None:
         """Use ``mask`` (the tab's kind: a span, a region, source positions) for What if?; None
         clears it. The What if view comes to the front so that its button is at hand. The mask
         belongs to the current input: another input clears it."""
-        self.whatif_mask = mask
+        self.mask = mask
         self._mask_input = self._input_hash() if mask is not None else None
         self._mask_description = description if mask is not None else ""
-        self.whatif_view.set_mask(self._mask_description or None, self.mask_hint)
-        if self._whatif is not None:
-            self.whatif_view.set_busy(True)
+        self.view.set_mask(self._mask_description or None, self.tab.mask_hint)
+        if self.current is not None:
+            self.view.set_busy(True)
         if mask is not None:
-            self.inspector_tabs.setCurrentWidget(self.whatif_view)
-        self.mask_changed(mask)
+            self.tab.inspector_tabs.bring(self.view)
+        self.tab.mask_changed(mask)
 
     def clear_mask(self) -> None:
         """Forget the mask and the what-if result (and their marks)."""
         self.set_mask(None)
-        self.whatif_result = None
-        self.whatif_view.clear_result()
+        self.result = None
+        self.view.clear_result()
         self._apply_marks()
 
     # ------------------------------------------------------------ running
-    def run_what_if(self) -> bool:
-        """What if? (the mask): False, with a message, when it cannot start."""
-        return self._start_whatif("mask")
-
-    def run_no_input(self) -> bool:
-        """No input: False, with a message, when it cannot start."""
-        return self._start_whatif("prior")
-
-    def _whatif_refusal(self, kind: str, parent: int) -> str:
-        if self.model is None or not self.has_input():
+    def refusal(self, kind: str, parent: int) -> str:
+        """Why a what-if of ``kind`` on branch ``parent`` cannot start now ("" if it can)."""
+        why = self.tab.exploring_refusal("What-ifs")
+        if why:
+            return why
+        if self.tab.model is None or not self.tab.has_input():
             return "Load a model and an input, decode it, then ask what if."
-        if self.is_decoding():
+        if self.tab.is_decoding():
             return "A run is still decoding: wait for it to end (or press Esc), then ask what if."
-        if kind == "mask" and self.whatif_mask is None:
-            return f"Mask part of the input first: {self.mask_hint}."
+        if kind == "mask" and self.mask is None:
+            return f"Mask part of the input first: {self.tab.mask_hint}."
         if not self.run.branch_steps(parent) or self.run.branch(parent).finished is None:
             return "Decode the input first: the what-if scores the run's tokens."
         return ""
 
-    def _start_whatif(self, kind: str) -> bool:
+    def start(self, kind: str) -> bool:
+        """Run a what-if: ``kind`` "mask" (What if?, the mask) or "prior" (No input). False,
+        with a message, when it cannot start."""
         t0 = time.perf_counter()
-        while self._inbox:  # the last run's events that the views have not taken yet go first
-            self._pump()
+        self.tab.controller.drain()  # the last run's events that the views have not taken yet go first
+        self.tab.controller.frame()
         parent = self.run.current_branch()
-        why = self._whatif_refusal(kind, parent)
+        why = self.refusal(kind, parent)
         if why:
-            self.statusMessage.emit(why)
+            self.tab.statusMessage.emit(why)
             return False
         options = self.run.branch(parent).options
         if not isinstance(options, DecodingOptions):
-            options = self.options_panel.options()
+            options = self.tab.options_panel.options()
         original = self.run.branch_steps(parent)
         try:
-            fn = self.whatif_fn(options, kind, original)
+            fn = self.tab.whatif_fn(options, kind, original)
         except (ValueError, RuntimeError) as exc:
-            self.show_error(str(exc))
+            self.tab.show_error(str(exc))
             return False
-        self.clear_error()
+        self.tab.clear_error()
         what = self._mask_description if kind == "mask" else "no input"
-        self._whatif = _WhatIfRun(kind, parent, what, options, t0)
-        self._n_live = 0
-        self._start_whatif_worker(fn)
-        self.whatif_view.set_busy(True)
-        self.inspector_tabs.setCurrentWidget(self.whatif_view)
-        self.busyChanged.emit(True, f"What if: {what}…" if kind == "mask" else "Scoring the tokens with no input…")
+        self.current = _WhatIfRun(kind, parent, what, options, t0)
+        self.tab.start_live_count()
+        self.tab.controller.start("decode", fn, self, name="whatif")
+        self.view.set_busy(True)
+        self.tab.inspector_tabs.bring(self.view)
+        self.tab.busyChanged.emit(True, f"What if: {what}…" if kind == "mask" else "Scoring the tokens with no input…")
         return True
 
-    def _start_whatif_worker(self, fn) -> None:
-        from ..worker import start_worker
-        from .run import _RunEnded, _RunError
-
-        handle = start_worker(
-            fn, on_event=self._receive, on_error=lambda m: self._receive(_RunError(m)),
-            on_finished=lambda: self._receive(_RunEnded(handle)), name="whatif",
-        )
-        self._decode = handle
-
-    def _on_whatif_event(self, ev: Any) -> None:
-        """One event of the running what-if (GUI thread, from ``_pump``)."""
+    # the run controller's client
+    def on_event(self, ev: Any) -> None:
+        """One event of the running what-if (GUI thread, from the controller's pump)."""
         from core.tasks.whatif import WhatIfDone, WhatIfScores
 
-        w = self._whatif
+        w = self.current
+        if w is None:
+            return
         if isinstance(ev, SegmentEvent):
             if w.kind == "mask":
-                self._whatif_segment(w, ev)
+                self._segment(w, ev)
             return
         if isinstance(ev, StepEvent):
             if w.branch is not None:  # renumbered: the branch's steps run on without gaps
@@ -205,19 +181,27 @@ class WhatIfMixin:
             w.finished = ev
             return
         if isinstance(ev, WhatIfDone):
-            self._whatif_done(w, ev)
-            return
-        if hasattr(ev, "message"):  # the worker failed
-            self._whatif = None
-            self.whatif_view.set_busy(False)
-            self.whatif_view.clear_result()
-            if w.branch is not None:
-                self.run.finish(Finished("", [], RunStats(), True, "error"), w.branch,
-                                note="failed: " + ev.message.splitlines()[0])
-                self.run.set_growing(self.run.current_branch())
-            self.show_error(f"The what-if failed: {ev.message}")
+            self._done(w, ev)
 
-    def _whatif_segment(self, w: _WhatIfRun, ev: SegmentEvent) -> None:
+    def on_error(self, message: str) -> None:
+        """The what-if's worker failed: its branch keeps what it got, marked failed."""
+        w, self.current = self.current, None
+        if w is None:
+            return
+        self.view.set_busy(False)
+        self.view.clear_result()
+        if w.branch is not None:
+            self.run.finish(Finished("", [], RunStats(), True, "error"), w.branch,
+                            note="failed: " + message.splitlines()[0])
+            self.run.set_growing(self.run.current_branch())
+        self.tab.show_error(f"The what-if failed: {message}")
+
+    def on_end(self, _handle: Any) -> None:
+        """The what-if's worker ended."""
+        if not self.tab.is_busy():
+            self.tab.busyChanged.emit(False, "")
+
+    def _segment(self, w: _WhatIfRun, ev: SegmentEvent) -> None:
         """A touched segment starts: the branch is made at the first one; the parent's
         untouched segments before this one are copied in between."""
         if w.branch is None:
@@ -242,9 +226,9 @@ class WhatIfMixin:
                 self.run.add(replace(e, step=w.next_step) if e.step != w.next_step else e)
                 w.next_step += 1
 
-    def _whatif_done(self, w: _WhatIfRun, done: Any) -> None:
-        self._whatif = None
-        self.whatif_view.set_busy(False)
+    def _done(self, w: _WhatIfRun, done: Any) -> None:
+        self.current = None
+        self.view.set_busy(False)
         if w.branch is not None:
             if not done.cancelled:
                 self._copy_parent_segments(w, lambda s: s > w.last_segment)
@@ -254,8 +238,8 @@ class WhatIfMixin:
                              cancelled=done.cancelled, reason=fin.reason)
             self.run.finish(whole, w.branch, note=f"input what-if ({done.seconds:.1f} s)")
             self.run.set_growing(self.run.current_branch())
-        self.whatif_result = WhatIfResult(w.kind, w.parent, w.branch, done)
-        self._show_whatif_result()
+        self.result = WhatIfResult(w.kind, w.parent, w.branch, done)
+        self._show_result()
         self._apply_marks()
         if w.kind == "mask":
             if not done.segments:
@@ -266,12 +250,12 @@ class WhatIfMixin:
         else:
             msg = (f"No input: {len(done.prior_explained())} of {len(done.shifts)} tokens are hallucination-prone "
                    f"(the prior explains them) · {done.seconds:.1f} s")
-        self.statusMessage.emit(msg + (" (cancelled)" if done.cancelled else ""))
+        self.tab.statusMessage.emit(msg + (" (cancelled)" if done.cancelled else ""))
 
-    def _show_whatif_result(self) -> None:
-        r = self.whatif_result
+    def _show_result(self) -> None:
+        r = self.result
         if r is None:
-            self.whatif_view.clear_result()
+            self.view.clear_result()
             return
         d = r.done
         original = whatif = None
@@ -280,17 +264,17 @@ class WhatIfMixin:
             original = [e for e in self.run.branch_steps(r.parent) if e.segment in segs]
             whatif = [e for e in self.run.branch_steps(r.branch) if e.segment in segs]
         note = f"The re-decode is branch {r.branch} (Branches tab)." if r.branch is not None else ""
-        self.whatif_view.show_result(r.kind, d.description, list(d.shifts), original=original, whatif=whatif,
+        self.view.show_result(r.kind, d.description, list(d.shifts), original=original, whatif=whatif,
                                      seconds=d.seconds, note=note)
-        self.whatif_view.select_step(self.run.selected())
+        self.view.select_step(self.run.selected())
 
-    def _whatif_cancelled(self) -> bool:
+    def cancel(self) -> bool:
         """The user cancelled the running what-if (if one runs: True): its branch keeps what it got."""
-        w, self._whatif = self._whatif, None
+        w, self.current = self.current, None
         if w is None:
             return False
-        self.whatif_view.set_busy(False)
-        self.whatif_view.clear_result()
+        self.view.set_busy(False)
+        self.view.clear_result()
         if w.branch is not None:
             self.run.finish(Finished(self.run.text(w.branch), [], RunStats(), True, "cancelled"), w.branch,
                             note="cancelled")
@@ -298,10 +282,10 @@ class WhatIfMixin:
         return True
 
     # ------------------------------------------------------------ marks
-    def whatif_marks(self) -> dict[int, tuple[str, str]]:
+    def marks(self) -> dict[int, tuple[str, str]]:
         """step -> (colour, tooltip line) of the tokens the last result flags, for the branch it
         scored ({} when another branch is shown, or there is no result)."""
-        r = self.whatif_result
+        r = self.result
         if r is None or self.run.current_branch() != r.parent:
             return {}
         out = {}
@@ -315,30 +299,30 @@ class WhatIfMixin:
         return out
 
     def _apply_marks(self) -> None:
-        self.stream.set_marks(self.whatif_marks())
+        self.tab.stream.set_marks(self.marks())
 
     # ------------------------------------------------------------ housekeeping
     def _input_hash(self) -> str | None:
         try:
-            return self.input_identity()[1] if self.has_input() else None
+            return self.tab.input_identity()[1] if self.tab.has_input() else None
         except Exception:  # noqa: BLE001 - no input (yet)
             return None
 
-    def _whatif_cleared(self) -> None:
+    def _cleared(self) -> None:
         """A new run: the result scored the old run's tokens. The mask stays for the same input
         (another option was chosen), another input clears it."""
-        if self.whatif_mask is not None and self._input_hash() != getattr(self, "_mask_input", None):
-            self.whatif_mask, self._mask_description = None, ""
-            self.mask_changed(None)
-        self._whatif = None
-        self.whatif_result = None
-        self.whatif_view.set_busy(False)
-        self.whatif_view.clear_result()
-        self.whatif_view.set_mask(self._mask_description or None, self.mask_hint)
+        if self.mask is not None and self._input_hash() != self._mask_input:
+            self.mask, self._mask_description = None, ""
+            self.tab.mask_changed(None)
+        self.current = None
+        self.result = None
+        self.view.set_busy(False)
+        self.view.clear_result()
+        self.view.set_mask(self._mask_description or None, self.tab.mask_hint)
         self._apply_marks()
 
-    def _whatif_step_clicked(self, step: int) -> None:
-        r = self.whatif_result
+    def _step_clicked(self, step: int) -> None:
+        r = self.result
         if r is not None and self.run.current_branch() != r.parent:
             self.run.set_current(r.parent)
-        self.select_step(step)
+        self.tab.select_step(step)

@@ -126,13 +126,13 @@ class WordTimingController(QObject):
         self.status = QLabel("")
         self.status.setToolTip(HEADS_WHAT)
         self.heads_button = popup_button("alignment heads", HEADS_WHAT, self.picker)
-        self.picker.headsChanged.connect(lambda _h: self._show_status())
+        self.picker.headsChanged.connect(lambda _h: self.show_status())
         lay.addWidget(legend)
         lay.addWidget(self.status, 1)
         lay.addWidget(self.heads_button)
         return bar
 
-    def _show_status(self, note: str = "") -> None:
+    def show_status(self, note: str = "") -> None:
         text = self.picker.summary_text()
         if self.alignment is not None:
             text += f" · {len(self.alignment.words)} words" + (" (end of text)" if self.final else " (live)")
@@ -151,7 +151,7 @@ class WordTimingController(QObject):
         self.picker.set_model_heads(*shape, heads)
         if ticked is not None:
             self.picker.set_heads(ticked, emit=False)
-        self._show_status()
+        self.show_status()
 
     def _toggled(self, on: bool) -> None:
         self.bar.setVisible(on)
@@ -174,7 +174,7 @@ class WordTimingController(QObject):
                 job.abort()
         self._end_rows = None
         self.clear()
-        self._show_status()
+        self.show_status()
 
     def _start(self) -> None:
         """Align the current branch's steps in a worker."""
@@ -186,11 +186,11 @@ class WordTimingController(QObject):
         heads = self.picker.heads()
         if not steps or not heads:
             self.clear()
-            self._show_status("no tokens yet" if heads else "")
+            self.show_status("no tokens yet" if heads else "")
             return
         if any(not ev.has_attention for ev in steps):  # spilled rows are not read back for this
             self.clear()
-            self._show_status("this run has no cross-attention: decode again")
+            self.show_status("this run has no cross-attention: decode again")
             return
         model, audio = self.tab.model, self.tab.audio
         ids = tuple(ev.token_id for ev in steps)
@@ -205,7 +205,7 @@ class WordTimingController(QObject):
             yield model.alignment(steps, end_attention=end, heads=heads, audio=audio)  # words moved off silence
 
         self._job = start_worker(gen, on_event=lambda a: self._show(a, end is not None, growing),
-                                 on_error=lambda m: self._show_status(m),
+                                 on_error=lambda m: self.show_status(m),
                                  on_finished=self._job_done, name="word-timing")
 
     def _job_done(self) -> None:
@@ -220,7 +220,7 @@ class WordTimingController(QObject):
         self.alignment, self.final = alignment, final
         self.bands.set_words(alignment.words, open_last=growing and not final)
         self.path.set_paths(alignment.paths)
-        self._show_status()
+        self.show_status()
         self.aligned.emit(alignment)
 
     def _run_ended(self, fin) -> None:
@@ -232,7 +232,7 @@ class WordTimingController(QObject):
         if not self.enabled() or (fin is not None and getattr(fin, "cancelled", False)):
             return
         tab = self.tab
-        if getattr(tab, "_lf_run", False) and tab.run.current_branch() == 0:
+        if getattr(tab, "longform_run", False) and tab.run.current_branch() == 0:
             self.schedule()  # a long-form run's attempts carry their end-of-text rows
             return
         steps = list(tab.run.steps())
@@ -254,7 +254,7 @@ class WordTimingController(QObject):
                 self._end_rows = (ids, rows)
                 self.schedule()
 
-        self._end_job = start_worker(gen, on_event=got, on_error=lambda m: self._show_status(m), name="end-attention")
+        self._end_job = start_worker(gen, on_event=got, on_error=lambda m: self.show_status(m), name="end-attention")
 
 
 def _active(handle) -> bool:

@@ -33,10 +33,7 @@ from PySide6.QtWidgets import (
 
 from core.events import AttemptEvent
 
-from .fork_diff import (
-    _AlignCanvas as AlignCanvas,  # the fork diff's two-row chip canvas
-)
-from .fork_diff import align
+from .fork_diff import AlignCanvas, align  # the fork diff's two-row chip canvas
 from .popup_button import read_only_table
 
 COLUMNS = ("window", "try", "T", "compr.", "avg logp", "no-speech", "entropy", "verdict", "why")

@@ -83,7 +83,7 @@ def fmt_logprob(v: float) -> str:
     return "−∞" if v == -math.inf else f"{v:.2f}".replace("-", "−")
 
 
-class _AlignCanvas(WrapCanvas):
+class AlignCanvas(WrapCanvas):
     """The aligned continuations, two chip rows per wrapped line (parent above, branch below)."""
 
     chipClicked = Signal(int, int)  # side (0 parent, 1 branch), step
@@ -118,7 +118,7 @@ class _AlignCanvas(WrapCanvas):
         for col in self.columns:
             w = max(fm.horizontalAdvance(display_text(e.text)) if e is not None else 10 for e in (col.a, col.b))
             w += 2 * _PAD
-            if x + w > self._width - 4 and x > _GUTTER:
+            if x + w > self.layout_width - 4 and x > _GUTTER:
                 x, y = _GUTTER, y + 2 * h + 10
                 self._rows.append(y)
             self._boxes.append(QRect(x - 2, y - 2, w + 4, 2 * h + 6))
@@ -214,7 +214,7 @@ class ForkDiff(QWidget):
         self.prefix_label.setTextFormat(Qt.TextFormat.PlainText)
         self.prefix_label.setWordWrap(True)
         self.prefix_label.setStyleSheet("color: palette(placeholder-text);")
-        self.canvas = _AlignCanvas()
+        self.canvas = AlignCanvas()
         self.canvas.chipClicked.connect(self._chip_clicked)
         self.scroll = QScrollArea()
         self.scroll.setWidgetResizable(True)

@@ -58,7 +58,7 @@ class LanesCanvas(WrapCanvas):
         for col in self.state.columns():
             texts = [display_text(lanes[k].steps[i].text) if i is not None else "" for k, i in enumerate(col)]
             w = max(max((fm.horizontalAdvance(t) for t in texts if t), default=0), 8) + 2 * _PAD
-            if x + w > self._width - 4 and x > _GUTTER:
+            if x + w > self.layout_width - 4 and x > _GUTTER:
                 x, y = _GUTTER, y + block_h
                 self._blocks.append(y)
             for k, i in enumerate(col):

@@ -17,7 +17,7 @@ an empty input: the language prior). The result is drawn as one cell per origina
   (``core.tasks.whatif.TokenShift.prior_explained``) are outlined and marked ⚠.
 
 Clicking a cell selects that step (``stepClicked``). The view holds no model state: the tab
-(``gui.tabs.whatif.WhatIfMixin``) gives it the result.
+(``gui.tabs.whatif.WhatIfs``) gives it the result.
 """
 
 from __future__ import annotations
@@ -117,7 +117,7 @@ class _ShiftCanvas(WrapCanvas):
                 note = f"{s.p_input:.2f} · {s.p_other:.2f}" + (" ⚠" if flagged else "")
             w = max(fm.horizontalAdvance(display_text(s.text)), sm.horizontalAdvance(note)) + 2 * _PAD
             newline = prev_seg is not None and s.segment != prev_seg
-            if (x + w > self._width - _GAP and x > _GAP) or newline:
+            if (x + w > self.layout_width - _GAP and x > _GAP) or newline:
                 x, y = _GAP, y + cell_h + 6
             self._cells.append(Cell(QRect(x, y, w, cell_h), s, color, note, flagged))
             x += w + _GAP

@@ -10,16 +10,16 @@ from PySide6.QtWidgets import QWidget
 
 class WrapCanvas(QWidget):
     """Base of the chip canvases. Subclasses implement :meth:`relayout` (place the chips for
-    ``self._width`` pixels, then call :meth:`set_content_height`)."""
+    ``self.layout_width`` pixels, then call :meth:`set_content_height`)."""
 
     MIN_WIDTH = 120
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
-        self._width = 400  # pixels laid out for, until the first resize
+        self.layout_width = 400  # pixels laid out for, until the first resize
 
     def relayout(self) -> None:
-        """Place the chips for ``self._width`` pixels."""
+        """Place the chips for ``self.layout_width`` pixels."""
         raise NotImplementedError
 
     def set_content_height(self, height: int) -> None:
@@ -29,10 +29,10 @@ class WrapCanvas(QWidget):
         self.update()
 
     def resizeEvent(self, e) -> None:  # noqa: N802
-        if e.size().width() != self._width:
-            self._width = max(self.MIN_WIDTH, e.size().width())
+        if e.size().width() != self.layout_width:
+            self.layout_width = max(self.MIN_WIDTH, e.size().width())
             self.relayout()
         super().resizeEvent(e)
 
     def sizeHint(self) -> QSize:
-        return QSize(self._width, self.minimumHeight())
+        return QSize(self.layout_width, self.minimumHeight())

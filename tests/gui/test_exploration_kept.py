@@ -321,7 +321,7 @@ def test_a_large_input_is_hashed_once_while_it_stays(qtbot, tab, monkeypatch):
         _redecoded(qtbot, tab, tab.request_decode)
     assert len(tab.run.branches()) == 2 and len(calls) <= 1
     decoded(qtbot, tab, (TONE * 0.5).copy(), "quieter")  # another array: hashed again
-    assert tab._input_identity_or_none()[1] != tab.explorations._undo[-1].input_hash
+    assert tab.input_identity_or_none()[1] != tab.explorations._undo[-1].input_hash
 
 
 def test_ocr_region_change_keeps_the_tree_for_that_region(qtbot):
