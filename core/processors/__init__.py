@@ -16,6 +16,7 @@ _LAZY = {
     "TopK": "core.processors.warpers", "TopP": "core.processors.warpers",
     "NoRepeatNGram": "core.processors.penalties", "RepetitionPenalty": "core.processors.penalties",
     "SuppressTokens": "core.processors.rules", "BeginSuppressTokens": "core.processors.rules",
+    "HARD_RULES": "core.processors.rules", "rules_for": "core.processors.chain",
     "ChainContext": "core.processors.chain", "chain_stages": "core.processors.chain",
     "LogitsProcessor": "core.processors.pipeline", "ProcessorList": "core.processors.pipeline",
     "build_processors": "core.processors.pipeline", "split_hard_rules": "core.processors.pipeline",
