@@ -237,7 +237,7 @@ def _emit(task: str, model_name: str, options: DecodingOptions, events: Iterable
             finished = ev
     print(finished.text if finished is not None else None)
     if finished is not None:
-        stage_reports(options, finished, vocab_size)  # notes on stderr (the watermark's z-score)
+        stage_reports(options, finished.token_ids, vocab_size)  # notes on stderr (the watermark's z-score)
     return 0
 
 

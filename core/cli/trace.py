@@ -27,12 +27,13 @@ def vocab_size_of(model) -> int | None:
     return getattr(getattr(model, "backend", None), "vocab_size", None)
 
 
-def stage_reports(options: DecodingOptions, finished: Finished, vocab_size: int | None) -> dict:
-    """What the stages that shaped the run report about it (``run_reports``: the watermark's
-    detector z-score), ``{stage name: data}`` for the JSON trace; each note is printed on stderr."""
-    reports = run_reports(options, finished.token_ids, vocab_size)
+def stage_reports(options: DecodingOptions, token_ids: list[int], vocab_size: int | None, err=None) -> dict:
+    """What the stages that shaped a run of ``token_ids`` report about it (``run_reports``: the
+    watermark's detector z-score), ``{stage name: data}`` for the JSON trace; each note is
+    printed on ``err`` (stderr)."""
+    reports = run_reports(options, token_ids, vocab_size)
     for _data, note in reports.values():
-        print(note, file=sys.stderr)
+        print(note, file=err or sys.stderr)
     return {name: data for name, (data, _note) in reports.items()}
 
 
@@ -89,7 +90,7 @@ def trace(task: str, model: str, options: DecodingOptions, events: Iterable[Even
         out["beam_tree"] = tree.to_dict()
     if language_probs:
         out["language_probs"] = language_probs
-    out.update(stage_reports(options, finished, vocab_size))
+    out.update(stage_reports(options, finished.token_ids, vocab_size))
     return out
 
 

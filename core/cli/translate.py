@@ -13,6 +13,7 @@ import sys
 from typing import Iterable, Iterator, TextIO
 
 from core.events import Event, SegmentEvent
+from core.cli.trace import stage_reports, vocab_size_of
 from core.options import DecodingOptions
 
 
@@ -50,8 +51,9 @@ def stream_translation(model, text: str, options: DecodingOptions, prefix: list[
     separators of the input kept; the same text :meth:`TranslationModel.decode` gives, then
     a newline. Returns the exit status (0)."""
     out, err = out or sys.stdout, err or sys.stderr
-    pending, wrote = "", False
+    pending, wrote, ids = "", False, []
     for res in model.sentences(text, options, shortlist=shortlist, prefix_ids=prefix):
+        ids += res.finished.token_ids
         if progress:
             print(f"sentence {res.index + 1}/{res.total}", file=err, flush=True)
         if res.text:
@@ -62,4 +64,5 @@ def stream_translation(model, text: str, options: DecodingOptions, prefix: list[
             pending += res.chunk.separator
     out.write("\n")
     out.flush()
+    stage_reports(options, ids, vocab_size_of(model), err)  # the watermark's z-score, on stderr
     return 0

@@ -42,9 +42,6 @@ SAMPLING_STRATEGIES = ("sample", "mirostat")
 DRY_SEQUENCE_BREAKERS = ("\n", ":", '"', "*")
 """llama.cpp's default DRY sequence breakers (``common/common.h`` ``dry_sequence_breakers``)."""
 
-WATERMARK_HASH_KEY = 15485863
-"""transformers' ``WatermarkLogitsProcessor`` default ``hashing_key`` (the millionth prime)."""
-
 
 # ------------------------------------------------------------------ checks
 def _range(name: str, value: float, lo: float, hi: float, *, lo_open=False, hi_open=False, off: str = "") -> None:

@@ -18,7 +18,8 @@ from typing import Sequence
 
 import torch
 
-from core.processors.stages import WATERMARK_HASH_KEY
+WATERMARK_HASH_KEY = 15485863
+"""transformers' ``WatermarkLogitsProcessor`` default ``hashing_key`` (the millionth prime)."""
 
 
 def green_list(previous: int, vocab_size: int, gamma: float, hash_key: int = WATERMARK_HASH_KEY) -> torch.Tensor:

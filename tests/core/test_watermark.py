@@ -139,6 +139,8 @@ def test_cli_reports_the_z_score_in_the_trace_and_on_stderr(capsys):
     assert main(["translate", STATION, "--json", "--watermark-delta", "0.0001"]) == 0
     faint = json.loads(capsys.readouterr().out)
     assert faint["watermark"]["z"] < marked["watermark"]["z"]
+    assert main(["translate", STATION, "--watermark-delta", "6"]) == 0  # text mode: the note on stderr
+    assert "watermark: z = " in capsys.readouterr().err
     assert main(["translate", STATION, "--json"]) == 0  # off: nothing reported
     captured = capsys.readouterr()
     assert "watermark" not in json.loads(captured.out) and "watermark" not in captured.err
