@@ -21,7 +21,6 @@ from typing import Any
 from core.processors.stages import (
     LABELS,
     LLAMA_CPP_ORDER,
-    REGISTRY,
     SAMPLING_STRATEGIES,
     TRANSFORMERS_ORDER,
     _range,
@@ -32,11 +31,11 @@ from core.processors.stages import stage as _stage
 STRATEGIES = ("greedy", "sample", "beam", "diverse_beam", "contrastive", "mirostat")
 BEAM_STRATEGIES = ("beam", "diverse_beam")
 
-PENALTY_STAGES = tuple(s.name for s in REGISTRY if s.every_strategy)
+PENALTY_STAGES = tuple(n for n in TRANSFORMERS_ORDER if _stage(n).every_strategy)
 """Stages that apply to every strategy (penalties, constraints, the watermark), in
 transformers' order; read from the registry (``core.processors.stages``)."""
 
-WARPER_STAGES = tuple(s.name for s in REGISTRY if not s.every_strategy)
+WARPER_STAGES = tuple(n for n in TRANSFORMERS_ORDER if not _stage(n).every_strategy)
 """Stages that apply to sampling only (temperature and the filters), in transformers' order."""
 
 STAGES = TRANSFORMERS_ORDER
