@@ -1,249 +1,283 @@
-"""What every task shares: decoding an input segment by segment into one event stream.
+"""What every task is: the :class:`Task` protocol, and its five runs written once.
 
-Speech decodes 30 s windows, translation sentences, OCR text lines; each segment is
-one ``Engine.run``. :func:`decode_segments` is that loop, written once: the task gives
-the segments and a ``prepare`` that encodes one (cached) and says its prompt and its
-``SegmentEvent``. ``run_segment`` passes the engine's events through and returns its
-``Finished``; ``RunTotals`` adds the segments up into the single ``Finished`` that ends
-the task's stream, and keeps the global step counter continuous.
+A task (speech, OCR, translation) decodes an input segment by segment: 30 s windows,
+text lines, sentences. Everything it can do with a loaded model is one of five runs of
+the same segments, here written once in :class:`SegmentedTask` over the task's
+:meth:`~SegmentedTask.plan`:
 
-:func:`fork_segment` re-decodes one segment alone with forced tokens (a fork, issue 12):
-the same ``prepare`` (so the cached encoder output), the segment's original step
-numbering, and the engine's KV-cache reuse.
+- ``decode``: every segment, one after another, into one event stream;
+- ``decode_lanes``: every segment once per lane, on one encoder output per segment;
+- ``fork``: one segment again with its first tokens forced;
+- ``what_if``: the segments a mask touches, re-decoded and scored under the masked input;
+- ``no_input``: every segment's tokens scored under an empty input (the language prior).
+
+A task says only what differs: its input dataclass (``core.inputs.types``: SpeechInput,
+ImageInput, TextInput), its :meth:`~SegmentedTask.plan` (the segments, a ``prepare`` that
+encodes one and gives its decoder prompt and SegmentEvent, the engine, how texts join),
+and what a mask and an empty input are (:meth:`~SegmentedTask.masked`,
+:meth:`~SegmentedTask.emptied`). The loops themselves are ``core.tasks.segments``.
 
 Torch-free at import (the OCR task's image loading must not load torch).
 """
 
 from __future__ import annotations
 
-import time
-from dataclasses import dataclass, field
-from typing import Callable, Generator, Iterator, Mapping, Sequence, TypeVar
+from dataclasses import dataclass
+from typing import Any, Callable, ClassVar, Iterator, Protocol, Sequence, runtime_checkable
 
-from core.backends.base import DecoderPrompt, EncoderOutput
-from core.events import Event, Finished, RunStats, SegmentEvent
+from core.backends.base import EncoderOutput
+from core.events import Event, RunStats, SegmentEvent, StepEvent
 from core.options import DecodingOptions
+from core.tasks.segments import (  # noqa: F401 - the loops' old home
+    Prepared,
+    RunTotals,
+    decode_lanes,
+    decode_segments,
+    fork_segment,
+    run_segment,
+    what_if_segments,
+)
 
-S = TypeVar("S")
+
+@runtime_checkable
+class Task(Protocol):
+    """A loaded model of one task, as the GUI and the command line use it.
+
+    Each run method takes the input's source first (audio, image or text) and its settings
+    as keywords (``core.inputs.types``: ``language=``, ``region=``, ``shortlist=``, ...);
+    ``model.decode(*SpeechInput(audio, language="de").call_args(), options)`` is the same
+    call as ``model.decode(audio, options, language="de")``. Every run is a generator of
+    plain-data events (``core.events``); ``cancel`` is polled between steps.
+
+    Attributes:
+        name: the model's display name.
+        backend: the ``core.backends`` Backend its engine drives (tokenize, decode, vocab).
+        load_s: seconds the load took.
+    """
+
+    name: str
+    backend: Any
+    load_s: float
+
+    def decode(self, source: Any, options: DecodingOptions, *, cancel: Callable[[], bool] | None = None,
+               prefix_ids: Sequence[int] = (), **settings: Any) -> Iterator[Event]:
+        """Decode the whole input: SegmentEvents, StepEvents, BeamEvents, one Finished."""
+
+    def decode_lanes(self, source: Any, lanes: Sequence[DecodingOptions], *,
+                     cancel: Callable[[], bool] | None = None, prefix_ids: Sequence[int] = (),
+                     **settings: Any) -> Iterator[Any]:
+        """Decode with several options side by side: LaneEvents, then one LanesFinished."""
+
+    def fork(self, source: Any, options: DecodingOptions, *, segment: int, forced_ids: Sequence[int],
+             step_offset: int, cancel: Callable[[], bool] | None = None, reuse_cache: bool = True,
+             **settings: Any) -> Iterator[Event]:
+        """Re-decode one segment with its first tokens forced (a fork)."""
+
+    def what_if(self, source: Any, options: DecodingOptions, original: Sequence[StepEvent], *,
+                cancel: Callable[[], bool] | None = None, **settings: Any) -> Iterator[Any]:
+        """Mask part of the input (the task's mask keyword: ``span=``, ``mask=``, ``drop=``),
+        re-decode and score the segments it touches."""
+
+    def no_input(self, source: Any, options: DecodingOptions, original: Sequence[StepEvent], *,
+                 cancel: Callable[[], bool] | None = None, **settings: Any) -> Iterator[Any]:
+        """Score the run ``original``'s tokens under an empty input (the language prior)."""
+
+    def prefix_ids(self, text: str) -> list[int]:
+        """The token ids of a text prefix ([] for blank text)."""
 
 
 @dataclass(frozen=True)
-class Prepared:
-    """One segment, encoded and ready to decode.
+class Plan:
+    """One run's segments, ready to decode.
 
     Attributes:
-        encoded: its encoder output (from the task's encoder cache; never modified).
-        prompt: the task's decoder prompt for it.
-        event: the ``SegmentEvent`` announcing it (its ``source_offset`` is passed on to
-            the engine's events).
-        cached: True if ``encoded`` came from the cache.
-    """
-
-    encoded: EncoderOutput
-    prompt: DecoderPrompt
-    event: SegmentEvent
-    cached: bool
-
-
-def decode_segments(
-    engine,
-    segments: Sequence[S],
-    prepare: Callable[[int, S], Prepared],
-    options: DecodingOptions,
-    stats: RunStats,
-    join: Callable[[list[tuple[S, str]]], str],
-    *,
-    cancel: Callable[[], bool] | None = None,
-    forced: Mapping[int, Sequence[int]] | None = None,
-    skip: Callable[[int, S, Prepared], SegmentEvent | None] | None = None,
-) -> Iterator[Event]:
-    """Decode ``segments`` one after another into one event stream.
-
-    For each segment: ``prepare(i, segment)`` (timed as encoding), its SegmentEvent, then
-    the engine's events with a step counter running across segments. ``cancel`` is
-    polled between segments and, by the engine, between steps.
-
-    Args:
+        segments: the task's segments (windows, text lines, sentence chunks).
+        prepare: (i, segment) -> :class:`Prepared`: encodes segment ``i`` (cached) and gives
+            its decoder prompt and SegmentEvent.
+        stats: the run's starting stats (``load_s``, ``audio_s``, ``encoder_cached=True``).
         engine: the ``core.engine.Engine`` to run.
-        segments: the task's segments (windows, sentence chunks, text lines).
-        prepare: encodes segment ``i`` and gives its prompt and SegmentEvent.
-        options: validated decoding options.
-        stats: the run's stats so far (``load_s``, ``audio_s``, ``encoder_cached=True``);
-            encode and decode times and token counts are added to it.
         join: the whole text from ``(segment, its stripped text)`` pairs, in order.
-        cancel: returns True to stop.
-        forced: segment index -> token ids forced at the start of that segment's
-            generated tokens (``Engine.run``'s ``forced_ids``; the CLI's ``--prefix``
-            forces segment 0). Such a segment does not reuse a kept KV cache, so every
-            forced token is reported (reuse would leave out those the cache holds; a
-            fork, :func:`fork_segment`, is where that is wanted).
-        skip: (i, segment, prepared) -> a SegmentEvent to yield instead of decoding the
-            segment (no tokens; its text ""), or None to decode it (speech: a window of
-            digital silence, ``SpeechModel.decode``).
-
-    Yields:
-        per segment a SegmentEvent, then its StepEvents / BeamEvents; one Finished at
-        the end (text from ``join``, every segment's token ids, the summed stats).
+        skip: ``decode_segments``' skip rule (speech: a window of digital silence), or None.
     """
-    totals = RunTotals(stats)
-    texts: list[tuple[S, str]] = []
-    begun = time.perf_counter()
-    for i, segment in enumerate(segments):
-        if i > 0 and cancel is not None and cancel():  # stop between segments
-            totals.reason = "cancelled"
-            break
-        t0 = time.perf_counter()
-        ready = prepare(i, segment)
-        stats.encode_s += time.perf_counter() - t0
-        stats.encoder_cached = stats.encoder_cached and ready.cached
-        skipped = skip(i, segment, ready) if skip is not None else None
-        if skipped is not None:
-            engine.processors(ready.encoded, ready.prompt, options)  # options the input can't take fail all the same
-            yield skipped
-            texts.append((segment, ""))
-            continue
-        yield ready.event
-        run_start = time.perf_counter() - begun
-        forced_ids = (forced or {}).get(i, ())
-        finished = yield from run_segment(
-            engine, ready.encoded, ready.prompt, options, cancel=cancel, step_offset=totals.step,
-            segment=i, source_offset=ready.event.source_offset, forced_ids=forced_ids, reuse_cache=not forced_ids,
-        )
-        texts.append((segment, finished.text.strip()))
-        if totals.add(finished, run_start):
-            break
-    yield totals.finished(join(texts))
+
+    segments: Sequence[Any]
+    prepare: Callable[[int, Any], Prepared]
+    stats: RunStats
+    engine: Any
+    join: Callable[[list], str]
+    skip: Callable[[int, Any, Prepared], SegmentEvent | None] | None = None
 
 
-def run_segment(
-    engine,
-    encoded: EncoderOutput,
-    prompt: DecoderPrompt,
-    options: DecodingOptions,
-    *,
-    cancel: Callable[[], bool] | None,
-    step_offset: int,
-    segment: int,
-    source_offset: int = 0,
-    forced_ids: Sequence[int] = (),
-    reuse_cache: bool = True,
-) -> Generator[Event, None, Finished]:
-    """Yield one segment's StepEvents/BeamEvents; return (not yield) its Finished.
-
-    Use as ``finished = yield from run_segment(...)``. ``forced_ids`` and ``reuse_cache``
-    go to ``Engine.run``.
-
-    Raises:
-        RuntimeError: if the engine ended without a Finished event (a bug).
-    """
-    finished = None
-    for event in engine.run(
-        encoded, prompt, options, cancel=cancel, step_offset=step_offset, segment=segment,
-        source_offset=source_offset, forced_ids=forced_ids, reuse_cache=reuse_cache,
-    ):
-        if isinstance(event, Finished):
-            finished = event
-        else:
-            yield event
-    if finished is None:
-        raise RuntimeError("the engine ended without a Finished event")
-    return finished
-
-
-def fork_segment(
-    engine,
-    segments: Sequence[S],
-    index: int,
-    prepare: Callable[[int, S], Prepared],
-    options: DecodingOptions,
-    stats: RunStats,
-    *,
-    forced_ids: Sequence[int],
-    step_offset: int,
-    cancel: Callable[[], bool] | None = None,
-    reuse_cache: bool = True,
-) -> Iterator[Event]:
-    """Re-decode segment ``index`` alone, its first generated tokens forced (a fork).
-
-    The other segments are not decoded: a caller showing the branch shows the original
-    run with this segment replaced. The segment is prepared as in the original run (its
-    encoder output comes from the task's cache), its steps are numbered from
-    ``step_offset`` (the number the segment's first token had in the original run), and
-    the engine reuses the KV cache of its last batch-1 run on this segment where it can
-    (``Engine.run``'s ``reuse_cache``): then forced tokens inside the reused part are not
-    reported again (the caller has them from the run it forks).
-
-    Args:
-        engine, segments, prepare, options: as for :func:`decode_segments`.
-        index: the segment to re-decode, ``0 <= index < len(segments)``.
-        stats: stats to fill (``load_s``, ``audio_s``; encode and decode times, tokens,
-            ``reused_tokens`` and ``first_token_s`` are set here: ``first_token_s`` counts
-            from this call, the segment's preparation included).
-        forced_ids: token ids forced first (``Engine.run``'s ``forced_ids``): typically the
-            original tokens of this segment up to the fork step, then the alternative.
-        step_offset: the segment's first step number in the original run.
-        cancel: polled between steps.
-        reuse_cache: let the engine reuse its kept KV cache.
-
-    Yields:
-        the segment's SegmentEvent, its StepEvents (forced ones with ``forced=True``) and
-        BeamEvents, and one Finished: the segment's text (stripped), its token ids (the
-        forced ones included), the stats.
-
-    Raises:
-        ValueError: ``index`` out of range; a forced id that is EOS or outside the
-            vocabulary; bad options.
-    """
-    if not 0 <= index < len(segments):
-        raise ValueError(f"segment {index} does not exist; the input has {len(segments)} segment(s)")
-    begun = time.perf_counter()
-    ready = prepare(index, segments[index])
-    stats.encode_s += time.perf_counter() - begun
-    stats.encoder_cached = stats.encoder_cached and ready.cached
-    yield ready.event
-    run_start = time.perf_counter() - begun
-    finished = yield from run_segment(
-        engine, ready.encoded, ready.prompt, options, cancel=cancel, step_offset=step_offset, segment=index,
-        source_offset=ready.event.source_offset, forced_ids=forced_ids, reuse_cache=reuse_cache,
-    )
-    totals = RunTotals(stats, step=step_offset)
-    totals.add(finished, run_start)
-    yield totals.finished(finished.text.strip())
-
-
-@dataclass
-class RunTotals:
-    """Running totals of a segmented run.
+@dataclass(frozen=True)
+class OtherInput:
+    """What a what-if puts in place of the input (a mask, or nothing).
 
     Attributes:
-        stats: summed timing; the caller adds ``encode_s`` and sets ``encoder_cached``.
-        token_ids: generated ids of all segments, in order.
-        step: the step index the next segment's first token gets.
-        reason: why the last segment ended ("eos" | "max_tokens" | "cancelled").
+        segments: the segment indices to re-run, in order (those a mask touches; all for
+            an empty input).
+        encode: segment index -> the encoder output of the masked / empty input.
+        description: what was changed ("silence 1.20–1.65 s", "no input: a blank image").
+        adapt: applied to each StepEvent of a mask's re-decode (translation puts dropped
+            source positions back into the attention columns), or None.
     """
 
-    stats: RunStats
-    token_ids: list[int] = field(default_factory=list)
-    step: int = 0
-    reason: str = "eos"
+    segments: Sequence[int]
+    encode: Callable[[int], EncoderOutput]
+    description: str
+    adapt: Callable[[int, StepEvent], StepEvent] | None = None
 
-    def add(self, finished: Finished, run_start: float = 0.0) -> bool:
-        """Add one segment's result; True if the run was cancelled (stop decoding).
-        ``run_start``: seconds from the task's start to this segment's engine run (for
-        ``first_token_s``)."""
-        self.token_ids.extend(finished.token_ids)
-        self.step += len(finished.token_ids)
-        self.stats.decode_s += finished.stats.decode_s
-        self.stats.n_tokens += finished.stats.n_tokens
-        self.stats.reused_tokens += finished.stats.reused_tokens
-        if not self.stats.first_token_s and finished.stats.first_token_s:
-            self.stats.first_token_s = run_start + finished.stats.first_token_s
-        self.reason = finished.reason
-        return finished.cancelled
 
-    def finished(self, text: str) -> Finished:
-        """The Finished event that ends the whole run, with ``text`` as its text."""
-        return Finished(
-            text=text, token_ids=self.token_ids, stats=self.stats,
-            cancelled=self.reason == "cancelled", reason=self.reason,
+class SegmentedTask:
+    """:class:`Task`'s five runs, written once over a subclass's :meth:`plan`.
+
+    A subclass sets :attr:`input_type` and implements
+    :meth:`plan`, :meth:`masked` and :meth:`emptied` (and :meth:`run_options` where a
+    prefix changes the options). Errors: every run raises ``ValueError`` for bad input,
+    options or settings (from :meth:`plan`), ``TypeError`` for a setting the input does
+    not have.
+    """
+
+    #: the input dataclass (``core.inputs.types``) built from a run's source and settings;
+    #: its ``mask_keyword`` is the keyword ``what_if`` takes the mask by
+    input_type: ClassVar[type]
+
+    # ------------------------------------------------------------------ what a task gives
+    def plan(self, inp: Any, options: DecodingOptions, *, prefix_len: int = 0,
+             max_new: Sequence[int] | None = None) -> Plan:
+        """The run's :class:`Plan` for ``inp`` (validating ``inp`` and ``options``).
+        ``prefix_len``: tokens of a forced prefix; ``max_new``: each lane's
+        ``max_new_tokens`` (a task whose length budget depends on them uses them)."""
+        raise NotImplementedError
+
+    def masked(self, inp: Any, plan: Plan, mask: Any) -> OtherInput:
+        """The segments ``mask`` touches and their masked encodings."""
+        raise NotImplementedError
+
+    def emptied(self, inp: Any, plan: Plan) -> OtherInput:
+        """Every segment's encoding of an input with nothing in it."""
+        raise NotImplementedError
+
+    def run_options(self, options: DecodingOptions, prefix_ids: Sequence[int]) -> DecodingOptions:
+        """The options a run with a forced ``prefix_ids`` decodes with (``options``)."""
+        return options
+
+    # ------------------------------------------------------------------ the five runs
+    def decode(self, source: Any, options: DecodingOptions, *, cancel: Callable[[], bool] | None = None,
+               prefix_ids: Sequence[int] = (), **settings: Any) -> Iterator[Event]:
+        """Decode the input segment by segment into one continuous event stream
+        (``core.tasks.segments.decode_segments``).
+
+        Args:
+            source: the input (audio, image, text); settings: its settings (:attr:`input_type`).
+            options: decoding options (validated here).
+            cancel: polled between segments and steps; True stops the run.
+            prefix_ids: token ids forced at the start of the first segment's tokens (see
+                :meth:`prefix_ids`), reported with ``forced=True``.
+
+        Yields:
+            per segment a SegmentEvent, then its StepEvents (a step counter running across
+            segments) and BeamEvents; one Finished with the joined text and all token ids.
+
+        Raises:
+            ValueError: bad input, options or settings; a prefix id that is EOS or outside
+                the vocabulary.
+        """
+        inp = self.input_type.of(source, settings, method="decode")
+        plan = self.plan(inp, options, prefix_len=len(prefix_ids))
+        yield from decode_segments(plan.engine, plan.segments, plan.prepare, self.run_options(options, prefix_ids),
+                                   plan.stats, plan.join, cancel=cancel, forced={0: prefix_ids} if prefix_ids else None,
+                                   skip=plan.skip)
+
+    def decode_lanes(self, source: Any, lanes: Sequence[DecodingOptions], *,
+                     cancel: Callable[[], bool] | None = None, prefix_ids: Sequence[int] = (),
+                     **settings: Any) -> Iterator[Any]:
+        """Decode the input with several options side by side on one encoder pass per
+        segment (``core.tasks.segments.decode_lanes``): ``LaneEvent`` s of every lane,
+        interleaved, then a ``LanesFinished``. Each lane's events equal :meth:`decode` with
+        its options.
+
+        Raises:
+            ValueError: as :meth:`decode`; no lanes, or a lane's options invalid.
+        """
+        from core.tasks.lanes import check_lanes
+
+        inp = self.input_type.of(source, settings, method="decode_lanes")
+        lanes = check_lanes(lanes)
+        plan = self.plan(inp, lanes[0], prefix_len=len(prefix_ids), max_new=[o.max_new_tokens for o in lanes])
+        yield from decode_lanes(plan.engine, plan.segments, plan.prepare,
+                                [self.run_options(o, prefix_ids) for o in lanes], plan.stats, plan.join,
+                                cancel=cancel, forced={0: prefix_ids} if prefix_ids else None)
+
+    def fork(self, source: Any, options: DecodingOptions, *, segment: int, forced_ids: Sequence[int],
+             step_offset: int, cancel: Callable[[], bool] | None = None, reuse_cache: bool = True,
+             **settings: Any) -> Iterator[Event]:
+        """Re-decode one segment of the input with its first tokens forced (a fork).
+
+        Only segment ``segment`` is decoded (from the cached encoder output); the others
+        are left as they were, so a branch is the original run with this segment replaced
+        (``core.tasks.segments.fork_segment``). The engine reuses the KV cache of its last
+        batch-1 run on this segment up to the common prefix.
+
+        Args:
+            source, options, settings, cancel: as given to the :meth:`decode` that is forked.
+            segment: the segment's index (``SegmentEvent.segment``).
+            forced_ids: the segment's tokens to force: the original ones before the fork
+                step plus the token chosen there.
+            step_offset: the step number of the segment's first token in the original run.
+            reuse_cache: allow the KV-cache reuse.
+
+        Yields:
+            the segment's SegmentEvent, StepEvents numbered from ``step_offset`` (forced ones
+            marked; those inside a reused cache are not repeated), BeamEvents, one Finished
+            (the segment's text and token ids).
+
+        Raises:
+            ValueError: as :meth:`decode`; a segment index out of range.
+        """
+        inp = self.input_type.of(source, settings, method="fork")
+        plan = self.plan(inp, options)
+        yield from fork_segment(plan.engine, plan.segments, segment, plan.prepare, options, plan.stats,
+                                forced_ids=forced_ids, step_offset=step_offset, cancel=cancel, reuse_cache=reuse_cache)
+
+    def what_if(self, source: Any, options: DecodingOptions, original: Sequence[StepEvent], *,
+                cancel: Callable[[], bool] | None = None, **settings: Any) -> Iterator[Any]:
+        """Mask part of the input (the keyword ``input_type.mask_keyword``) and re-decode the
+        segments it touches; score their original tokens under the masked input
+        (``core.tasks.whatif``: a mask). Each segment keeps the original run's prompt.
+
+        Args:
+            source, options, settings, cancel: as given to the :meth:`decode` whose run
+                ``original`` (its StepEvents) is.
+
+        Raises:
+            TypeError: no mask given.
+            ValueError: as :meth:`decode`; a mask that is empty, outside the input or
+                holds nothing to mask.
+        """
+        keyword = self.input_type.mask_keyword
+        if keyword not in settings:
+            raise TypeError(f"what_if() missing 1 required keyword-only argument: {keyword!r}")
+        mask = settings.pop(keyword)
+        inp = self.input_type.of(source, settings, method="what_if")
+        plan = self.plan(inp, options)
+        yield from self._what_if(plan, self.masked(inp, plan, mask), original, options, "mask", cancel)
+
+    def no_input(self, source: Any, options: DecodingOptions, original: Sequence[StepEvent], *,
+                 cancel: Callable[[], bool] | None = None, **settings: Any) -> Iterator[Any]:
+        """The decoder's language prior for the run ``original``: each segment's original
+        tokens forced through the encoding of an input with nothing in it
+        (``core.tasks.whatif``: kind "prior")."""
+        inp = self.input_type.of(source, settings, method="no_input")
+        plan = self.plan(inp, options)
+        yield from self._what_if(plan, self.emptied(inp, plan), original, options, "prior", cancel)
+
+    @staticmethod
+    def _what_if(plan: Plan, other: OtherInput, original: Sequence[StepEvent], options: DecodingOptions,
+                 kind: str, cancel: Callable[[], bool] | None) -> Iterator[Any]:
+        from core.tasks.whatif import original_segments
+
+        yield from what_if_segments(
+            plan.engine, other.segments, lambda i: plan.prepare(i, plan.segments[i]), other.encode,
+            original_segments(original, len(plan.segments)), options, kind=kind, description=other.description,
+            cancel=cancel, adapt=other.adapt,
         )

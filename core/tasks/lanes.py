@@ -1,8 +1,8 @@
 """Strategies side by side on one encoder output: decoding lanes (issue 13, section 1).
 
 A *lane* is one decoding run with its own ``DecodingOptions`` (greedy | beam 5 |
-sample T=0.8 | min-p 0.1, ...). :func:`decode_lanes` decodes 2 to 4 lanes on the same
-input: per segment (30 s window, sentence, text line) the task's ``prepare`` encodes once
+sample T=0.8 | min-p 0.1, ...). The segment loop (``core.tasks.segments.decode_lanes``,
+a task's ``decode_lanes``) decodes 2 to 4 lanes on the same input: per segment (30 s window, sentence, text line) the task's ``prepare`` encodes once
 and every lane's ``Engine.run`` decodes from that one ``EncoderOutput``. The runs are
 interleaved round-robin, one engine event (a token, a beam step) per lane per turn, so
 all lanes grow live; a lane that finishes a segment early waits for the others before
@@ -26,15 +26,12 @@ import math
 import time
 from dataclasses import dataclass, field
 from difflib import SequenceMatcher
-from typing import Any, Callable, Generator, Iterable, Iterator, Mapping, Sequence, TypeVar
+from typing import Any, Generator, Iterable, Iterator, Sequence
 
 import numpy as np
 
 from core.events import Event, Finished, RunStats, StepEvent
 from core.options import DecodingOptions
-from core.tasks.base import Prepared, RunTotals, run_segment
-
-S = TypeVar("S")
 
 #: how many lanes the views and the CLI offer
 MIN_LANES, MAX_LANES = 2, 4
@@ -139,92 +136,6 @@ class LaneTally:
         lanes = tuple(self.results)
         return LanesFinished(lanes, agreement([r.token_ids for r in lanes]), stats,
                              cancelled=any(r.cancelled for r in lanes))
-
-
-def decode_lanes(
-    engine,
-    segments: Sequence[S],
-    prepare: Callable[[int, S], Prepared],
-    lanes: Sequence[DecodingOptions],
-    stats: RunStats,
-    join: Callable[[list[tuple[S, str]]], str],
-    *,
-    cancel: Callable[[], bool] | None = None,
-    forced: Mapping[int, Sequence[int]] | None = None,
-) -> Iterator[LaneEvent | LanesFinished]:
-    """Decode ``segments`` once per lane, every lane on the same encoder output.
-
-    For each segment: ``prepare(i, segment)`` once (the encoder, timed as ``encode_s``),
-    its SegmentEvent to every lane, then every lane's ``Engine.run`` on the prepared
-    encoder output and prompt, interleaved one event per lane per turn (:func:`round_robin`).
-    Each lane's steps are numbered across segments as in a run alone, and each lane's
-    tokens and probabilities equal that lane's options run alone (``decode_segments``):
-    the lanes share the encoder output (read only) and nothing else (no KV cache reuse
-    between them; each sampler has its own seeded generator). ``cancel`` is polled
-    between segments and, by the engines, between steps.
-
-    Args:
-        engine: the ``core.engine.Engine``.
-        segments, prepare, join: as for ``core.tasks.base.decode_segments``.
-        lanes: one validated-here ``DecodingOptions`` per lane (at least one).
-        stats: the run's starting stats (``load_s``, ``audio_s``, ``encoder_cached=True``);
-            each lane's stats start as a copy of it.
-        cancel: returns True to stop.
-        forced: segment index -> token ids forced first in that segment, in every lane
-            (the CLI's ``--prefix``).
-
-    Yields:
-        ``LaneEvent`` s (per lane: SegmentEvents, StepEvents, BeamEvents, then its
-        Finished, whose ``stats.decode_s`` is the lane's own decoding time and
-        ``encode_s`` the shared encoding), then one :class:`LanesFinished`.
-
-    Raises:
-        ValueError: no lanes; invalid options (naming the lane).
-    """
-    lanes = check_lanes(lanes)
-    n = len(lanes)
-    totals = [RunTotals(RunStats(load_s=stats.load_s, audio_s=stats.audio_s, encoder_cached=True)) for _ in lanes]
-    texts: list[list[tuple[S, str]]] = [[] for _ in lanes]
-    tally = LaneTally(lanes)
-    begun = time.perf_counter()
-    stopped = False
-    for i, segment in enumerate(segments):
-        if i > 0 and cancel is not None and cancel():
-            for t in totals:
-                t.reason = "cancelled"
-            break
-        t0 = time.perf_counter()
-        ready = prepare(i, segment)
-        encode_s = time.perf_counter() - t0
-        stats.encode_s += encode_s
-        stats.encoder_cached = stats.encoder_cached and ready.cached
-        for k in range(n):
-            totals[k].stats.encode_s += encode_s
-            totals[k].stats.encoder_cached = stats.encoder_cached
-            yield LaneEvent(k, ready.event)
-        forced_ids = (forced or {}).get(i, ())
-        runs = [
-            run_segment(engine, ready.encoded, ready.prompt, lanes[k], cancel=cancel, step_offset=totals[k].step,
-                        segment=i, source_offset=ready.event.source_offset, forced_ids=forced_ids, reuse_cache=False)
-            for k in range(n)
-        ]
-        seconds = [0.0] * n
-        ends = yield from _tallied(round_robin(runs, seconds), tally)
-        for k in range(n):
-            fin: Finished = ends[k]
-            fin.stats.decode_s = seconds[k]  # the engine's clock also ran while the other lanes stepped
-            texts[k].append((segment, fin.text.strip()))
-            stopped = totals[k].add(fin) or stopped
-        if stopped:
-            break
-    for k in range(n):
-        fin = totals[k].finished(join(texts[k]))
-        ev = LaneEvent(k, fin)
-        tally.add(ev)
-        yield ev
-    stats.decode_s = time.perf_counter() - begun - stats.encode_s
-    stats.n_tokens = sum(r.n_tokens for r in tally.results)
-    yield tally.finished(stats)
 
 
 def interleave(
@@ -357,7 +268,7 @@ def align_lanes(token_lists: Sequence[Sequence[int]]) -> list[tuple[int | None, 
     return cols
 
 
-def _tallied(events: Generator[LaneEvent, None, Any], tally: LaneTally) -> Generator[LaneEvent, None, Any]:
+def tallied(events: Generator[LaneEvent, None, Any], tally: LaneTally) -> Generator[LaneEvent, None, Any]:
     """Pass ``events`` on, counting each in ``tally``; return what ``events`` returns."""
     while True:
         try:

@@ -30,14 +30,15 @@ from __future__ import annotations
 
 import hashlib
 import time
-from typing import Callable, Generator, Iterator, Sequence
+from typing import Callable, Generator, Sequence
 
 import numpy as np
 from PIL import Image
 
 from core.catalog import OCR_BUNDLED as BUNDLED
 from core.catalog import OCR_DEFAULT as DEFAULT_MODEL
-from core.events import Event, RunStats, SegmentEvent
+from core.events import RunStats, SegmentEvent
+from core.inputs.types import ImageInput
 from core.inputs.images import (  # noqa: F401 - re-exported: load_image's old home
     MAX_DECODE_BYTES,
     MAX_KEEP_PIXELS,
@@ -73,10 +74,20 @@ from core.tasks.ocr_readers import BUNDLED_DIR, BundledReader, LineReader, TrOCR
 STRETCH_LINES = False
 
 
-class OCRModel:
+class OCRModel(task_base.SegmentedTask):
     """A loaded OCR reader (CRAFT detector + line reader) with an encoder-output cache.
 
     Build with :meth:`load` (seconds; call it off the GUI thread).
+
+    Its runs (``decode``, ``decode_lanes``, ``fork``, ``what_if``, ``no_input``) are
+    ``core.tasks.base.SegmentedTask``'s over :meth:`plan`; they take the image (a PIL image
+    from :func:`load_image`, or anything it accepts) and the settings of
+    ``core.inputs.types.ImageInput`` (``lines`` from :meth:`detect`: pass them to a re-run,
+    detecting again costs CRAFT's time; ``region`` (x, y, w, h) to read only that part).
+    Segments are text lines: StepEvents' cross-attention is float32 (layers, heads,
+    n_columns); ``decode``'s Finished joins the lines with "\\n" (:func:`join_lines`).
+    ``what_if``'s mask is ``mask=(x, y, w, h)`` pixels blanked (:meth:`masked`); ``no_input``
+    reads each box in a blank image (:meth:`emptied`).
 
     Attributes:
         name: display name ("english_g2+attn" for the bundled model, or the id/dir name).
@@ -89,6 +100,8 @@ class OCRModel:
         backend: the ``Backend`` the engine drives (the reader's).
         stretch_lines: contrast-stretch each line crop before reading (:meth:`line_crop`).
     """
+
+    input_type = ImageInput
 
     def __init__(self, reader: LineReader, detector, load_s: float, cache_size: int = 64):
         from core.engine import EncoderCache, Engine
@@ -251,170 +264,30 @@ class OCRModel:
         """The ``DecoderPrompt`` of one line (bundled: ``<s>``; TrOCR: decoder start)."""
         return self.reader.prompt(encoded)
 
-    # ---------------------------------------------------------------- decoding
-    def decode(
-        self,
-        image,
-        options: DecodingOptions,
-        *,
-        lines: list[TextLine] | None = None,
-        region: tuple[int, int, int, int] | None = None,
-        cancel: Callable[[], bool] | None = None,
-        prefix_ids: Sequence[int] = (),
-    ) -> Iterator[Event]:
-        """Read the image line by line into one continuous event stream.
-
-        Args:
-            image: a PIL image from :func:`load_image` (or anything it accepts).
-            options: decoding options (validated here).
-            lines: lines from :meth:`detect` (detected here when None).
-            region: (x, y, w, h) to read only that part (when ``lines`` is None).
-            cancel: polled between lines and between steps; when it returns True the
-                run stops (the ``Finished`` says ``cancelled``).
-            prefix_ids: token ids forced at the start of the first line's reading (see
-                :meth:`prefix_ids`), reported with ``forced=True``.
-
-        Yields:
-            per line ``SegmentEvent(segment=i, label="line i+1", source_offset=0,
-            source_len=line.n_columns)``, then StepEvents (step counter continuing across
-            lines; cross-attention float32 (layers, heads, n_columns)) and BeamEvents for
-            beam search; one ``Finished`` at the end: text = line texts joined with "\\n"
-            (parts of a long line, ``continues_previous``, joined with a space),
-            token_ids = all lines' ids, stats with encode_s / decode_s / n_tokens.
-
-        Raises:
-            ValueError: "No text found in the image ..." when nothing is detected; bad
-                options; an unreadable image; a prefix id that is EOS or outside the vocabulary.
-        """
-        lines, prepare = self._plan(image, options, lines, region)
-        yield from task_base.decode_segments(self._engine, lines, prepare, options,
-                                             RunStats(load_s=self.load_s, encoder_cached=True), join_lines,
-                                             cancel=cancel, forced={0: prefix_ids} if prefix_ids else None)
-
-    def decode_lanes(
-        self,
-        image,
-        lanes: Sequence[DecodingOptions],
-        *,
-        lines: list[TextLine] | None = None,
-        region: tuple[int, int, int, int] | None = None,
-        cancel: Callable[[], bool] | None = None,
-        prefix_ids: Sequence[int] = (),
-    ) -> Iterator:
-        """Read the image with several options side by side on one encoder pass per line
-        (``core.tasks.lanes.decode_lanes``): ``LaneEvent`` s of every lane, interleaved, then a
-        ``LanesFinished``. Each lane's events equal :meth:`decode` with its options.
-
-        Raises:
-            ValueError: as :meth:`decode`; no lanes, or a lane's options invalid.
-        """
-        from core.tasks.lanes import check_lanes, decode_lanes
-
-        lanes = check_lanes(lanes)
-        lines, prepare = self._plan(image, lanes[0], lines, region)
-        yield from decode_lanes(self._engine, lines, prepare, lanes, RunStats(load_s=self.load_s, encoder_cached=True),
-                                join_lines, cancel=cancel, forced={0: prefix_ids} if prefix_ids else None)
-
-    def fork(
-        self,
-        image,
-        options: DecodingOptions,
-        *,
-        segment: int,
-        forced_ids: Sequence[int],
-        step_offset: int,
-        lines: list[TextLine] | None = None,
-        region: tuple[int, int, int, int] | None = None,
-        cancel: Callable[[], bool] | None = None,
-        reuse_cache: bool = True,
-    ) -> Iterator[Event]:
-        """Re-read one text line with its first tokens forced (a fork).
-
-        Only line ``segment`` is decoded (from the cached encoder output); the other lines
-        are left as they were, so a branch is the original reading with this line replaced
-        (``core.tasks.base.fork_segment``). The engine reuses the KV cache of its last
-        batch-1 run on this line up to the common prefix.
-
-        Args:
-            image, options, region, cancel: as given to the :meth:`decode` that is forked.
-            lines: the lines that decode read (pass them: detecting again costs CRAFT's time).
-            segment: the line's index (``SegmentEvent.segment``).
-            forced_ids: the line's tokens to force: the original ones before the fork step
-                plus the token chosen there.
-            step_offset: the step number of the line's first token in the original run.
-            reuse_cache: allow the KV-cache reuse.
-
-        Yields:
-            the line's SegmentEvent, StepEvents numbered from ``step_offset``, BeamEvents,
-            one Finished (the line's text and token ids).
-
-        Raises:
-            ValueError: as :meth:`decode`; a line index out of range.
-        """
-        lines, prepare = self._plan(image, options, lines, region)
-        yield from task_base.fork_segment(self._engine, lines, segment, prepare, options,
-                                          RunStats(load_s=self.load_s, encoder_cached=True), forced_ids=forced_ids,
-                                          step_offset=step_offset, cancel=cancel, reuse_cache=reuse_cache)
-
-    def what_if(self, image, options: DecodingOptions, original: Sequence, *, mask: tuple[int, int, int, int],
-                lines: list[TextLine] | None = None, region: tuple[int, int, int, int] | None = None,
-                cancel: Callable[[], bool] | None = None) -> Iterator:
-        """Blank ``mask`` ((x, y, w, h) pixels) with the image's background colour
-        (``core.tasks.whatif.blank_region``) and re-read the lines whose boxes it overlaps; score
-        their original tokens under the blanked image (``core.tasks.whatif``: a mask). The lines
-        stay those of the original run (not detected again).
-
-        Args:
-            image, options, lines, region, cancel: as given to the :meth:`decode` whose run
-                ``original`` (its StepEvents) is.
-
-        Raises:
-            ValueError: as :meth:`decode`; a mask of zero size or outside the image.
-        """
-        from core.tasks import whatif
-
-        lines, prepare = self._plan(image, options, lines, region)
-        img = as_image(image)
-        masked = whatif.blank_region(img, mask)
-        x, y, w, h = check_region(mask, img.size)
-        touched = whatif.boxes_touched([tuple(line.box) for line in lines], (x, y, w, h))
-        yield from whatif.what_if_segments(
-            self._engine, touched, lambda i: prepare(i, lines[i]), lambda i: self.encode_line(masked, lines[i])[0],
-            whatif.original_segments(original, len(lines)), options, kind="mask",
-            description=f"blank {w}×{h} px at ({x}, {y})", cancel=cancel,
-        )
-
-    def no_input(self, image, options: DecodingOptions, original: Sequence, *, lines: list[TextLine] | None = None,
-                 region: tuple[int, int, int, int] | None = None,
-                 cancel: Callable[[], bool] | None = None) -> Iterator:
-        """The decoder's language prior for the run ``original``: each line's original tokens
-        forced through the encoding of the same box in a blank image of the background colour
-        (``core.tasks.whatif``: kind "prior")."""
-        from core.tasks import whatif
-
-        lines, prepare = self._plan(image, options, lines, region)
-        blank = whatif.blank_image(as_image(image))
-        yield from whatif.what_if_segments(
-            self._engine, range(len(lines)), lambda i: prepare(i, lines[i]),
-            lambda i: self.encode_line(blank, lines[i])[0], whatif.original_segments(original, len(lines)), options,
-            kind="prior", description="no input: a blank image", cancel=cancel,
-        )
-
     def prefix_ids(self, text: str) -> list[int]:
         """Token ids of a text prefix (``Backend.tokenize``: the bundled reader's
         characters, characters it cannot write dropped; TrOCR's BPE pieces)."""
         return self.backend.tokenize(text) if text else []
 
-    def _plan(self, image, options: DecodingOptions, lines: list[TextLine] | None,
-              region: tuple[int, int, int, int] | None):
-        """(lines, prepare) of one decode: the image's lines (detected when None) and a
-        ``prepare`` that encodes one (cached) and says its prompt and SegmentEvent."""
+    # ---------------------------------------------------------------- runs
+    def plan(self, inp: ImageInput, options: DecodingOptions, *, prefix_len: int = 0,
+             max_new: Sequence[int] | None = None) -> task_base.Plan:
+        """The run's text lines (``core.tasks.base.Plan``; ``prefix_len`` and ``max_new`` do
+        not change them): ``inp.lines``, or those :meth:`detect` finds (in ``inp.region``),
+        and a ``prepare`` that encodes one (cached) and gives its prompt and SegmentEvent
+        (label "line i+1", ``source_offset`` 0, ``source_len`` the line's columns).
+
+        Raises:
+            ValueError: "No text found in the image ..." when nothing is detected; bad
+                options; an unreadable image.
+        """
         options = options.validate()
-        img = as_image(image)
+        img = as_image(inp.image)
+        lines = inp.lines
         if lines is None:
-            lines = self.detect(img, region)
+            lines = self.detect(img, inp.region)
         if not lines:
-            where = "in the selected region" if region is not None else "in the image"
+            where = "in the selected region" if inp.region is not None else "in the image"
             raise ValueError(
                 f"No text found {where}: the image is blank or holds no legible text. "
                 "Open an image with printed text, or select a region around a line."
@@ -426,7 +299,33 @@ class OCRModel:
                                  total=len(lines), kind="line")
             return task_base.Prepared(encoded, self.decoder_prompt(encoded), event, hit)
 
-        return lines, prepare
+        return task_base.Plan(lines, prepare, RunStats(load_s=self.load_s, encoder_cached=True), self._engine,
+                              join_lines)
+
+    def masked(self, inp: ImageInput, plan: task_base.Plan, mask: tuple[int, int, int, int]) -> task_base.OtherInput:
+        """``mask`` ((x, y, w, h) pixels) blanked with the image's background colour
+        (``core.tasks.whatif.blank_region``): the lines whose boxes it overlaps, re-read from
+        the blanked image (the lines stay those of the original run, not detected again).
+
+        Raises:
+            ValueError: a mask of zero size or outside the image.
+        """
+        from core.tasks import whatif
+
+        img, lines = as_image(inp.image), plan.segments
+        masked = whatif.blank_region(img, mask)
+        x, y, w, h = check_region(mask, img.size)
+        touched = whatif.boxes_touched([tuple(line.box) for line in lines], (x, y, w, h))
+        return task_base.OtherInput(touched, lambda i: self.encode_line(masked, lines[i])[0],
+                                    f"blank {w}×{h} px at ({x}, {y})")
+
+    def emptied(self, inp: ImageInput, plan: task_base.Plan) -> task_base.OtherInput:
+        """Every line's box in a blank image of the background colour."""
+        from core.tasks import whatif
+
+        blank, lines = whatif.blank_image(as_image(inp.image)), plan.segments
+        return task_base.OtherInput(range(len(lines)), lambda i: self.encode_line(blank, lines[i])[0],
+                                    "no input: a blank image")
 
     def ctc_reading(self, image, line: TextLine) -> str:
         """english_g2's own CTC reading of ``line`` (original english_g2 weights, best

@@ -1,9 +1,12 @@
 """Speech-to-text with Whisper: audio in, a live stream of decoding events out.
 
 Pre-processing (log-mel features), the Whisper prompt (start-of-transcript,
-language, task, no-timestamps), language detection, and 30-second windowing
-live here; the decoding itself is ``core.engine.Engine`` on a
-``core.backends.hf.HFSeq2SeqBackend``.
+language, task, no-timestamps) and the run's plan (30-second windows) live here; beside
+it ``core.tasks.speech_language`` (language detection, no-speech probability),
+``core.tasks.speech_windows`` (checking audio, skipping silence, window warnings) and
+``core.tasks.speech_words`` (end-of-text attention, refined word times). The runs
+(decode, lanes, fork, what-ifs) are ``core.tasks.base.SegmentedTask``'s; the decoding
+itself is ``core.engine.Engine`` on a ``core.backends.hf.HFSeq2SeqBackend``.
 
 Whisper's encoder turns 30 s of 16 kHz audio (480 000 samples) into 1500 frames
 of 20 ms; those frames are the columns of the cross-attention the events carry.
@@ -22,24 +25,43 @@ from core.catalog import FRAME_S, LANGUAGE_PROBS_KEPT, MIN_AUDIO_S, NO_SPEECH_WA
 from core.catalog import WHISPER_BUNDLED as BUNDLED
 from core.catalog import WHISPER_DEFAULT as DEFAULT_MODEL
 from core.catalog import WHISPER_TASKS as TASKS
-from core.events import Event, RunStats, SegmentEvent
+from core.events import RunStats, SegmentEvent
+from core.inputs.types import SpeechInput
 from core.options import DecodingOptions
-from core.tasks.base import Prepared, decode_segments, fork_segment
-
-#: audio samples per encoder frame (320 at 16 kHz)
-SAMPLES_PER_FRAME = int(SAMPLE_RATE * FRAME_S)
-#: Whisper's fixed input window in samples / encoder frames
-WINDOW_SAMPLES = int(SAMPLE_RATE * WINDOW_S)
-WINDOW_FRAMES = WINDOW_SAMPLES // SAMPLES_PER_FRAME
+from core.tasks.base import OtherInput, Plan, Prepared, SegmentedTask
+from core.tasks.speech_language import StartOfTranscript
+from core.tasks.speech_windows import (  # noqa: F401 - LONGFORM_HINT, SKIPPED, window_warnings are used from here
+    LONGFORM_HINT,
+    SAMPLES_PER_FRAME,
+    SKIPPED,
+    WINDOW_FRAMES,
+    WINDOW_SAMPLES,
+    check_audio,
+    join_windows,
+    skip_silence,
+    window_ranges,
+    window_warnings,
+)
+from core.tasks.speech_windows import check_audio as _check_audio  # noqa: F401 - core.tasks.longform's name
 
 __all__ = ["BUNDLED", "DEFAULT_MODEL", "FRAME_S", "LONGFORM_HINT", "NO_SPEECH_WARN", "SAMPLE_RATE", "SKIPPED",
            "SpeechModel", "TASKS", "window_warnings"]
 
 
-class SpeechModel:
+class SpeechModel(SegmentedTask):
     """A loaded Whisper model ready to decode audio, with an encoder-output cache.
 
     Build with :meth:`load` (slow: seconds; call it off the GUI thread).
+
+    Its runs (``decode``, ``decode_lanes``, ``fork``, ``what_if``, ``no_input``) are
+    ``core.tasks.base.SegmentedTask``'s over :meth:`plan`; they take the audio (float32
+    (n_samples,), 16 kHz mono) and the settings of ``core.inputs.types.SpeechInput``
+    (``language``, ``task``, ``timestamps``, ``candidate_languages``; ``longform`` for a
+    re-run). Segments are 30 s windows: a SegmentEvent per window (``source_offset`` in
+    encoder frames), StepEvents whose cross-attention columns are the window's 20 ms
+    frames. ``prefix_ids`` are forced after the first window's prompt only, as
+    openai/whisper's ``prefix``. ``what_if``'s mask is ``span=(t0, t1)`` seconds of silence
+    (:meth:`masked`); ``no_input`` forces the tokens through all-zero audio (:meth:`emptied`).
 
     Attributes:
         name: display name ("whisper-base", "whisper-tiny.en", or the id/dir given).
@@ -50,6 +72,8 @@ class SpeechModel:
             options reuse the cached encoder hidden states, so this stays put).
         last_language: the language used by the last decode (detected or given).
     """
+
+    input_type = SpeechInput
 
     def __init__(self, loaded, cache_size: int = 8):
         from core.backends.hf import HFSeq2SeqBackend
@@ -65,8 +89,9 @@ class SpeechModel:
         self._cache = EncoderCache(max_items=cache_size)
         self.encode_count = 0
         self.last_language: str | None = None
-        # window key -> (logits of the language tokens float32 (n_languages,), no-speech probability)
-        self._language_cache: dict = {}
+        #: the <|startoftranscript|> step per window: language logits, no-speech probability
+        self.sot = StartOfTranscript(loaded, self.backend, self.name)
+        self._language_cache = self.sot.cache  # window key -> (language logits, no-speech probability)
 
     @classmethod
     def load(cls, name: str = DEFAULT_MODEL, progress: Callable[[str], None] | None = None) -> "SpeechModel":
@@ -142,7 +167,7 @@ class SpeechModel:
         if not self.multilingual:
             return {}
         cands = self.candidates(candidate_languages)
-        audio = _check_audio(audio)
+        audio = check_audio(audio)
         n_windows = math.ceil(len(audio) / WINDOW_SAMPLES)
         if not 0 <= window < n_windows:
             raise ValueError(f"window {window} is outside the audio's {n_windows} window(s); give 0..{n_windows - 1}")
@@ -150,23 +175,12 @@ class SpeechModel:
         return self._language_distribution(encoded, key, cands)
 
     def candidates(self, candidate_languages: Sequence[str] | str | None) -> tuple[str, ...] | None:
-        """The checked candidate languages (deduplicated, in the order given), or None for
-        "all": None, an empty sequence/string, and any value on an English-only model (it
-        has no language choice, so the restriction does not apply).
+        """The checked candidate languages, or None for "all" (``StartOfTranscript.candidates``).
 
         Raises:
             ValueError: a code the model does not know (the message lists the valid ones).
         """
-        if candidate_languages is None or not self.multilingual:
-            return None
-        if isinstance(candidate_languages, str):
-            candidate_languages = candidate_languages.replace(",", " ").split()
-        codes = tuple(dict.fromkeys(str(c).strip().lower() for c in candidate_languages if str(c).strip()))
-        unknown = [c for c in codes if c not in self._loaded.lang_token_ids]
-        if unknown:
-            raise ValueError(f"unknown candidate language(s) {', '.join(map(repr, unknown))}; "
-                             f"use codes {self.name} knows: {', '.join(self.languages)}")
-        return codes or None
+        return self.sot.candidates(candidate_languages)
 
     def no_speech_prob(self, encoded, key=None) -> float | None:
         """Probability of Whisper's no-speech token after <|startoftranscript|> (0..1), or
@@ -177,56 +191,13 @@ class SpeechModel:
         ``transcribe()`` treats a window as silence when it is > 0.6 (and the average
         log-probability < -1).
         """
-        return self._sot_logits(encoded, key)[1]
+        return self.sot.logits(encoded, key)[1]
 
-    def _sot_step(self, encoded, key=None, candidates: tuple[str, ...] | None = None
-                  ) -> tuple[str | None, float, float | None]:
-        """(detected language or None, its probability, no-speech probability) from one
-        decoder step on <|startoftranscript|>; the language among ``candidates`` (checked
-        codes, :meth:`candidates`) when given. Cached by the window's key."""
-        probs = self._language_distribution(encoded, key, candidates)
-        language, p = next(iter(probs.items())) if probs else (None, 0.0)
-        return language, p, self._sot_logits(encoded, key)[1]
+    def _sot_step(self, encoded, key=None, candidates: tuple[str, ...] | None = None):
+        return self.sot.step(encoded, key, candidates)
 
-    def _language_distribution(self, encoded, key=None, candidates: tuple[str, ...] | None = None) -> dict[str, float]:
-        """code -> probability, best first (ties in token order): the softmax over the
-        language-token logits of ``candidates`` (all languages when None); {} English-only."""
-        import torch
-
-        if not self.multilingual:
-            return {}
-        logits = self._sot_logits(encoded, key)[0]
-        codes = list(candidates) if candidates else self.languages
-        idx = [self._language_index[c] for c in codes]
-        probs = torch.softmax(torch.from_numpy(logits[idx]), dim=-1).tolist()
-        return dict(sorted(zip(codes, probs), key=lambda kv: -kv[1]))
-
-    @property
-    def _language_index(self) -> dict[str, int]:
-        return {c: i for i, c in enumerate(self.languages)}
-
-    def _sot_logits(self, encoded, key=None) -> tuple[np.ndarray, float | None]:
-        """(float32 logits of the language tokens in ``self.languages`` order, shape
-        (n_languages,) — (0,) for English-only models; no-speech probability or None) of
-        one decoder step on <|startoftranscript|>; cached by the window's key."""
-        if key is not None and key in self._language_cache:
-            return self._language_cache[key]
-        import torch
-
-        lw = self._loaded
-        cache = self.backend.init_cache(encoded, 1)
-        out = self.backend.step(torch.tensor([[lw.special.sot]]), cache, output_attentions=False)
-        logits = out.logits[0].float()
-        lang = np.zeros(0, np.float32)
-        if self.multilingual:
-            ids = torch.tensor([lw.lang_token_ids[c] for c in self.languages])
-            lang = logits[ids].detach().cpu().numpy().astype(np.float32, copy=True)
-        ns = lw.special.no_speech
-        no_speech = float(torch.softmax(logits, dim=-1)[ns]) if ns is not None else None
-        result = (lang, no_speech)
-        if key is not None:
-            self._language_cache[key] = result
-        return result
+    def _language_distribution(self, encoded, key=None, candidates: tuple[str, ...] | None = None):
+        return self.sot.distribution(encoded, key, candidates)
 
     def prompt(self, language: str, task: str, timestamps: bool = False, previous: Sequence[int] = ()) -> DecoderPrompt:
         """The forced decoder prompt and Whisper's hard rules for one window.
@@ -277,213 +248,96 @@ class SpeechModel:
                 f"unknown language {language!r}; use 'auto' or one of: {', '.join(self.languages[:20])}, ..."
             )
 
-    # ---------------------------------------------------------------- decode
-    def decode(
-        self,
-        audio: np.ndarray,
-        options: DecodingOptions,
-        *,
-        language: str = "auto",
-        task: str = "transcribe",
-        timestamps: bool = False,
-        candidate_languages: Sequence[str] | None = None,
-        cancel: Callable[[], bool] | None = None,
-        prefix_ids: Sequence[int] = (),
-    ) -> Iterator[Event]:
-        """Decode 16 kHz mono audio window by window into one continuous event stream.
-
-        Args:
-            audio: float32 array (n_samples,), 16 kHz mono, values in [-1, 1].
-            options: decoding options (validated here).
-            language: "auto" (detected from the first window) or a code like "en".
-            candidate_languages: restrict detection to these codes (the softmax over their
-                language tokens only; :meth:`candidates`); None = all; ignored by English-only
-                models and when ``language`` is given.
-            task: "transcribe" or "translate" (to English; multilingual models only).
-            timestamps: decode with timestamp tokens (no ``<|notimestamps|>`` in the prompt,
-                Whisper's timestamp rules as a hard rule); they are StepEvents like any
-                token; :meth:`segments` pairs them.
-            cancel: polled between steps; when it returns True the run stops.
-            prefix_ids: token ids forced after the prompt of the first window (openai/whisper's
-                ``prefix``, which it also applies to the first window only; see
-                :meth:`prefix_ids`), reported with ``forced=True``.
-
-        A window of any length (a clip of 30 s or less too) whose no-speech probability is above
-        0.6 while its loudest 20 ms frame is below -50 dBFS is skipped as silence, as long-form
-        runs skip it (``core.tasks.longform.LongFormOptions``: ``no_speech_threshold``,
-        ``silence_db``): its SegmentEvent's label ends "skipped as silence" and its warning says
-        why; no token is decoded from it (Whisper writes "you" over 30 s of digital silence).
-
-        Yields:
-            SegmentEvent per 30 s window (``source_offset`` in encoder frames),
-            StepEvent per token (cross-attention columns = 20 ms frames of the window),
-            BeamEvent per step for beam search, and one Finished at the end.
+    # ---------------------------------------------------------------- runs
+    def plan(self, inp: SpeechInput, options: DecodingOptions, *, prefix_len: int = 0,
+             max_new: Sequence[int] | None = None) -> Plan:
+        """The run's 30 s windows (``core.tasks.base.Plan``; ``prefix_len`` and ``max_new`` do
+        not change them): the checked audio cut into windows, a ``prepare`` that encodes one
+        (cached) and gives its prompt and SegmentEvent (``source_offset`` in encoder frames),
+        and the rule that skips a window of digital silence in ``decode``: a window of any
+        length whose no-speech probability is above 0.6 while its loudest 20 ms is below
+        -50 dBFS (``core.tasks.longform.LongFormOptions``: ``no_speech_threshold``,
+        ``silence_db``) gets a SegmentEvent whose label ends "skipped as silence" and whose
+        warning says why, and no token (Whisper writes "you" over 30 s of digital silence).
+        ``inp.longform``: the windows of the last :meth:`transcribe` run on this audio.
 
         Raises:
             ValueError: empty, too short, non-finite or wrongly shaped audio; bad options,
-                language or task; a prefix id that is EOS or outside the vocabulary.
+                language or task; ``longform`` and no long-form run of this audio.
         """
-        windows, prepare, stats = self._plan(audio, options, language, task, timestamps, candidate_languages)
-        yield from decode_segments(self.engine, windows, prepare, options, stats, _join, cancel=cancel,
-                                   forced={0: prefix_ids} if prefix_ids else None, skip=_skip_silence)
+        audio, language, task, timestamps, candidate_languages = (inp.audio, inp.language, inp.task, inp.timestamps,
+                                                                  inp.candidate_languages)
+        if inp.longform:
+            from core.tasks.longform import plan_of_run
 
-    def decode_lanes(
-        self,
-        audio: np.ndarray,
-        lanes: Sequence[DecodingOptions],
-        *,
-        language: str = "auto",
-        task: str = "transcribe",
-        timestamps: bool = False,
-        candidate_languages: Sequence[str] | None = None,
-        cancel: Callable[[], bool] | None = None,
-        prefix_ids: Sequence[int] = (),
-    ) -> Iterator:
-        """Decode ``audio`` with several options side by side on one encoder pass per window
-        (``core.tasks.lanes.decode_lanes``): ``LaneEvent`` s of every lane, interleaved, then a
-        ``LanesFinished``. Each lane's events equal :meth:`decode` with its options.
+            windows, prepare, stats = plan_of_run(self, audio, options, language, task, candidate_languages)
+            return Plan(windows, prepare, stats, self.engine, join_windows)
+        options = options.validate()
+        self.check_language_task(language, task, candidate_languages)
+        cands = self.candidates(candidate_languages)
+        audio = check_audio(audio)
+        duration = len(audio) / SAMPLE_RATE
+        n_windows = math.ceil(len(audio) / WINDOW_SAMPLES)
+        windows = [audio[i * WINDOW_SAMPLES : (i + 1) * WINDOW_SAMPLES] for i in range(n_windows)]
+        if n_windows > 1 and len(windows[-1]) < MIN_AUDIO_S * SAMPLE_RATE:
+            windows.pop()  # a sliver at the end of a long clip holds no word
+
+        def prepare(i: int, window: np.ndarray) -> Prepared:
+            encoded, hit, key = self._encode(window)
+            span = f"{i * WINDOW_S:.1f}–{min(duration, (i + 1) * WINDOW_S):.1f} s"
+            label = span
+            detected, p, no_speech = self._sot_step(encoded, key, cands)
+            probs = self._language_distribution(encoded, key, cands)
+            if self.multilingual and language == "auto":
+                lang = detected
+                label += f" · language {lang} ({p:.0%})"
+            else:
+                lang = language if self.multilingual else "en"
+            self.last_language = lang
+            warning = ""
+            if no_speech is not None:
+                label += f" · no speech {no_speech:.0%}" + (" — likely no speech" if no_speech > NO_SPEECH_WARN else "")
+                if no_speech > NO_SPEECH_WARN:
+                    warning = (f"{span}: the model's no-speech probability is {no_speech:.0%}, so this audio may "
+                               f"hold no speech and the text decoded from it may be invented; {LONGFORM_HINT}.")
+            event = SegmentEvent(segment=i, label=label, source_offset=i * WINDOW_FRAMES, source_len=encoded.source_len,
+                                 total=n_windows, kind="window", no_speech_prob=no_speech, warning=warning,
+                                 language_probs=tuple(list(probs.items())[:LANGUAGE_PROBS_KEPT]))
+            return Prepared(encoded, self.prompt(lang, task, timestamps), event, hit)
+
+        stats = RunStats(load_s=self.load_s, audio_s=duration, encoder_cached=True)
+        return Plan(windows, prepare, stats, self.engine, join_windows, skip_silence)
+
+    def masked(self, inp: SpeechInput, plan: Plan, span: tuple[float, float]) -> OtherInput:
+        """``span`` (t0, t1 seconds, t0 < t1) of the audio silenced: the windows it touches,
+        encoded anew from the silenced samples (a long-form run's windows from the silenced
+        audio's log-mel, cut where the run cut it).
 
         Raises:
-            ValueError: as :meth:`decode`; no lanes, or a lane's options invalid.
-        """
-        from core.tasks.lanes import check_lanes, decode_lanes
-
-        lanes = check_lanes(lanes)
-        windows, prepare, stats = self._plan(audio, lanes[0], language, task, timestamps, candidate_languages)
-        yield from decode_lanes(self.engine, windows, prepare, lanes, stats, _join, cancel=cancel,
-                                forced={0: prefix_ids} if prefix_ids else None)
-
-    def fork(
-        self,
-        audio: np.ndarray,
-        options: DecodingOptions,
-        *,
-        segment: int,
-        forced_ids: Sequence[int],
-        step_offset: int,
-        language: str = "auto",
-        task: str = "transcribe",
-        timestamps: bool = False,
-        candidate_languages: Sequence[str] | None = None,
-        cancel: Callable[[], bool] | None = None,
-        reuse_cache: bool = True,
-        longform: bool = False,
-    ) -> Iterator[Event]:
-        """Re-decode one 30 s window of ``audio`` with its first tokens forced (a fork).
-
-        Only window ``segment`` is decoded (from the cached encoder output); the other
-        windows are left as they were, so a branch is the original run with this window
-        replaced (``core.tasks.base.fork_segment``). The engine reuses the KV cache of its
-        last batch-1 run on this window up to the common prefix (``Engine.run``'s
-        ``reuse_cache``).
-
-        Args:
-            audio, options, language, task, cancel: as given to the :meth:`decode` that is forked.
-            segment: the window's index (``SegmentEvent.segment``).
-            forced_ids: the window's generated tokens to force: the original ones before
-                the fork step plus the token chosen there.
-            step_offset: the step number of the window's first token in the original run.
-            reuse_cache: allow the KV-cache reuse.
-            longform: the run forked was :meth:`transcribe` (its last run on this audio):
-                its windows, encoder outputs and prompts (previous text included) are used.
-
-        Yields:
-            the window's SegmentEvent, StepEvents numbered from ``step_offset`` (forced
-            ones marked; those inside a reused cache are not repeated), BeamEvents, one
-            Finished (the window's text and token ids; ``stats.first_token_s`` from this
-            call, ``stats.reused_tokens``).
-
-        Raises:
-            ValueError: as :meth:`decode`; a window index out of range.
-        """
-        windows, prepare, stats = self._plan(audio, options, language, task, timestamps, candidate_languages,
-                                             longform)
-        yield from fork_segment(self.engine, windows, segment, prepare, options, stats, forced_ids=forced_ids,
-                                step_offset=step_offset, cancel=cancel, reuse_cache=reuse_cache)
-
-    def what_if(
-        self,
-        audio: np.ndarray,
-        options: DecodingOptions,
-        original: Sequence,
-        *,
-        span: tuple[float, float],
-        language: str = "auto",
-        task: str = "transcribe",
-        timestamps: bool = False,
-        candidate_languages: Sequence[str] | None = None,
-        cancel: Callable[[], bool] | None = None,
-        longform: bool = False,
-    ) -> Iterator:
-        """Silence ``span`` (t0, t1 seconds) of ``audio`` and re-decode the 30 s windows it
-        touches; score the original tokens of those windows under the silenced audio
-        (``core.tasks.whatif``: a mask).
-
-        Args:
-            audio, options, language, task, cancel: as given to the :meth:`decode` whose
-                run ``original`` is (each window keeps that run's prompt, e.g. its detected
-                language).
-            original: that run's StepEvents.
-            span: (t0, t1) seconds, t0 < t1.
-            longform: ``original`` is a :meth:`transcribe` run (its windows are re-encoded
-                from the silenced audio's log-mel, cut where the run cut it).
-
-        Yields:
-            ``core.tasks.whatif``'s mask stream (the silenced windows are encoded anew: their
-            samples, so their encoder-cache keys, changed).
-
-        Raises:
-            ValueError: as :meth:`decode`; an empty span or one outside the audio.
+            ValueError: an empty span or one outside the audio.
         """
         from core.tasks import whatif
 
-        windows, prepare, _stats = self._plan(audio, options, language, task, timestamps, candidate_languages,
-                                              longform)
+        audio, windows = inp.audio, plan.segments
         t0, t1 = span
         a, b = whatif.span_samples(len(audio), t0, t1, SAMPLE_RATE)
         masked = whatif.silence_span(audio, t0, t1, SAMPLE_RATE)
-        ranges = self._window_ranges(windows, longform)
+        ranges = window_ranges(windows, inp.longform)
         touched = [i for i, (lo, hi) in enumerate(ranges) if a < hi and lo < b]
-        if longform:
+        if inp.longform:
             from core.tasks.longform import encode_audio
 
             encode = lambda i: encode_audio(self, masked, windows[i])  # noqa: E731
         else:
             encode = lambda i: self._encode(masked[ranges[i][0]: ranges[i][1]])[0]  # noqa: E731
-        yield from whatif.what_if_segments(
-            self.engine, touched, lambda i: prepare(i, windows[i]), encode,
-            whatif.original_segments(original, len(windows)), options, kind="mask",
-            description=f"silence {a / SAMPLE_RATE:.2f}–{b / SAMPLE_RATE:.2f} s", cancel=cancel,
-        )
+        return OtherInput(touched, encode, f"silence {a / SAMPLE_RATE:.2f}–{b / SAMPLE_RATE:.2f} s")
 
-    def no_input(
-        self,
-        audio: np.ndarray,
-        options: DecodingOptions,
-        original: Sequence,
-        *,
-        language: str = "auto",
-        task: str = "transcribe",
-        timestamps: bool = False,
-        candidate_languages: Sequence[str] | None = None,
-        cancel: Callable[[], bool] | None = None,
-        longform: bool = False,
-    ) -> Iterator:
-        """The decoder's language prior for the run ``original`` of ``audio``: each window's
-        original tokens forced through the encoder output of all-zero audio of the window's
-        length (``core.tasks.whatif``: kind "prior"). ``longform``: ``original`` is a
-        :meth:`transcribe` run."""
-        from core.tasks import whatif
-
-        windows, prepare, _stats = self._plan(audio, options, language, task, timestamps, candidate_languages,
-                                              longform)
-        ranges = self._window_ranges(windows, longform)
-        yield from whatif.what_if_segments(
-            self.engine, range(len(windows)), lambda i: prepare(i, windows[i]),
-            lambda i: self._encode(np.zeros(min(ranges[i][1], len(audio)) - ranges[i][0], np.float32))[0],
-            whatif.original_segments(original, len(windows)), options, kind="prior",
-            description="no input: silence of the same length", cancel=cancel,
-        )
+    def emptied(self, inp: SpeechInput, plan: Plan) -> OtherInput:
+        """Every window's encoding of all-zero audio of the window's length."""
+        ranges, n = window_ranges(plan.segments, inp.longform), len(inp.audio)
+        return OtherInput(range(len(plan.segments)),
+                          lambda i: self._encode(np.zeros(min(ranges[i][1], n) - ranges[i][0], np.float32))[0],
+                          "no input: silence of the same length")
 
     def transcribe(self, audio: np.ndarray, options: DecodingOptions, longform=None, *, language: str = "auto",
                    task: str = "transcribe", cancel: Callable[[], bool] | None = None,
@@ -552,91 +406,25 @@ class SpeechModel:
                       eot=self._loaded.special.eot, eot_attention=end_attention, language=self.last_language)
         return found if audio is None else _replace(found, words=snap_words(found.words, audio))
 
-    def end_attention(self, audio: np.ndarray, steps: Sequence, options: DecodingOptions, *,
-                      language: str = "auto", task: str = "transcribe", timestamps: bool = False,
-                      candidate_languages: Sequence[str] | None = None, longform: bool = False) -> dict:
+    def end_attention(self, audio: np.ndarray, steps: Sequence, options: DecodingOptions, **settings) -> dict:
         """Per window of a finished run, the cross-attention float32 (layers, heads, frames) of the
         step that chose end-of-text (timing.py's last DTW row): the window's prompt and tokens
         fed again in one decoder call on the cached encoder output (the events carry no step
-        for end-of-text). ``longform``: ``steps`` are a :meth:`transcribe` run's."""
-        import torch
+        for end-of-text). ``settings``: the run's (``SpeechInput``; ``longform=True``: ``steps``
+        are a :meth:`transcribe` run's)."""
+        from core.tasks.speech_words import end_attention
 
-        windows, prepare, _stats = self._plan(audio, options, language, task, timestamps, candidate_languages,
-                                              longform)
-        per_window: dict[int, list[int]] = {}
-        for ev in steps:
-            per_window.setdefault(ev.segment, []).append(ev.token_id)
-        rows = {}
-        for i, ids in per_window.items():
-            ready = prepare(i, windows[i])
-            fed = torch.tensor([list(ready.prompt.prompt_ids) + ids], dtype=torch.long)
-            out = self.backend.step(fed, self.backend.init_cache(ready.encoded, 1), True)
-            rows[i] = out.cross_attention[0, :, :, : ready.encoded.source_len].float().numpy().copy()
-        return rows
-
-    @staticmethod
-    def _window_ranges(windows, longform: bool) -> list[tuple[int, int]]:
-        """(first, end) sample of each window of a :meth:`_plan`."""
-        if longform:
-            from core.tasks.longform import window_samples
-
-            return [window_samples(w) for w in windows]
-        return [(i * WINDOW_SAMPLES, i * WINDOW_SAMPLES + len(w)) for i, w in enumerate(windows)]
-
-    def _plan(self, audio, options: DecodingOptions, language: str, task: str, timestamps: bool = False,
-              candidate_languages: Sequence[str] | None = None, longform: bool = False):
-        """(windows, prepare, stats) of one decode: the checked audio cut into 30 s windows,
-        a ``prepare`` that encodes one (cached) and says its prompt and SegmentEvent, the
-        run's starting stats. ``longform``: the windows of the last :meth:`transcribe` run on
-        this audio (``core.tasks.longform.plan_of_run``)."""
-        if longform:
-            from core.tasks.longform import plan_of_run
-
-            return plan_of_run(self, audio, options, language, task, candidate_languages)
-        options = options.validate()
-        self.check_language_task(language, task, candidate_languages)
-        cands = self.candidates(candidate_languages)
-        audio = _check_audio(audio)
-        duration = len(audio) / SAMPLE_RATE
-        n_windows = math.ceil(len(audio) / WINDOW_SAMPLES)
-        windows = [audio[i * WINDOW_SAMPLES : (i + 1) * WINDOW_SAMPLES] for i in range(n_windows)]
-        if n_windows > 1 and len(windows[-1]) < MIN_AUDIO_S * SAMPLE_RATE:
-            windows.pop()  # a sliver at the end of a long clip holds no word
-
-        def prepare(i: int, window: np.ndarray) -> Prepared:
-            encoded, hit, key = self._encode(window)
-            span = f"{i * WINDOW_S:.1f}–{min(duration, (i + 1) * WINDOW_S):.1f} s"
-            label = span
-            detected, p, no_speech = self._sot_step(encoded, key, cands)
-            probs = self._language_distribution(encoded, key, cands)
-            if self.multilingual and language == "auto":
-                lang = detected
-                label += f" · language {lang} ({p:.0%})"
-            else:
-                lang = language if self.multilingual else "en"
-            self.last_language = lang
-            warning = ""
-            if no_speech is not None:
-                label += f" · no speech {no_speech:.0%}" + (" — likely no speech" if no_speech > NO_SPEECH_WARN else "")
-                if no_speech > NO_SPEECH_WARN:
-                    warning = (f"{span}: the model's no-speech probability is {no_speech:.0%}, so this audio may "
-                               f"hold no speech and the text decoded from it may be invented; {LONGFORM_HINT}.")
-            event = SegmentEvent(segment=i, label=label, source_offset=i * WINDOW_FRAMES, source_len=encoded.source_len,
-                                 total=n_windows, kind="window", no_speech_prob=no_speech, warning=warning,
-                                 language_probs=tuple(list(probs.items())[:LANGUAGE_PROBS_KEPT]))
-            return Prepared(encoded, self.prompt(lang, task, timestamps), event, hit)
-
-        return windows, prepare, RunStats(load_s=self.load_s, audio_s=duration, encoder_cached=True)
+        return end_attention(self, self.plan(SpeechInput.of(audio, settings, method="end_attention"), options), steps)
 
     def refine_words(self, audio: np.ndarray, steps: Sequence, words: Sequence, options: DecodingOptions, *,
-                     refine=None, language: str = "auto", task: str = "transcribe", timestamps: bool = False,
-                     candidate_languages: Sequence[str] | None = None, cancel: Callable[[], bool] | None = None,
-                     progress: Callable[[int, int], None] | None = None, longform: bool = False,
-                     budget_s: float | None = None, report: dict | None = None) -> list:
+                     refine=None, cancel: Callable[[], bool] | None = None,
+                     progress: Callable[[int, int], None] | None = None, budget_s: float | None = None,
+                     report: dict | None = None, **settings) -> list:
         """The DTW ``words`` of the run ``steps`` of ``audio`` with their boundaries moved to where
         muting the audio starts to hurt each word (``core.analysis.refine``, as stable-ts
         ``refine()``): each window's tokens forced through its audio with spans silenced,
         re-encoded (not cached). ``refine``: ``RefineOptions``. Cancelled: ``words`` as given.
+        ``settings``: the run's (``SpeechInput``).
 
         ``longform``: ``steps`` are the kept attempts' steps of the last :meth:`transcribe` run on
         ``audio`` (its transcript); each word is refined within its own window's audio (the
@@ -654,121 +442,8 @@ class SpeechModel:
             core.analysis.refine.RefineError: scoring failed (the message names the window and
                 its words).
         """
-        import torch
+        from core.tasks.speech_words import refine_words
 
-        from core.analysis.refine import RefineWindow, forced_token_probs
-        from core.analysis.refine import refine_words as refine_pass
-
-        windows, prepare, _stats = self._plan(audio, options, language, task, timestamps, candidate_languages,
-                                              longform)
-        per_window: dict[int, list] = {}
-        for ev in sorted(steps, key=lambda e: e.step):
-            per_window.setdefault(ev.segment, []).append(ev)
-        ranges = self._window_ranges(windows, longform)
-        audio = np.asarray(audio, np.float32)
-        parts = [RefineWindow(i, audio[ranges[i][0]: min(ranges[i][1], len(audio))], ranges[i][0] / SAMPLE_RATE,
-                              tuple(ev.step for ev in evs))
-                 for i, evs in sorted(per_window.items()) if i < len(windows)]
-        ids = {i: [ev.token_id for ev in evs] for i, evs in per_window.items()}
-
-        def encode(samples):  # silenced (or a long-form window's) audio: encoded anew, kept out of the cache
-            frames = min(WINDOW_FRAMES, math.ceil(len(samples) / SAMPLES_PER_FRAME))
-            return self.backend.encode({"input_features": self._features(samples), "source_len": torch.tensor(frames)})
-
-        def score(window, samples):
-            ready = prepare(window.index, windows[window.index])
-            encoded = ready.encoded
-            if samples is not None or longform:
-                encoded = encode(window.audio if samples is None else samples)
-            return forced_token_probs(self.backend, encoded, ready.prompt, ids[window.index])
-
-        return refine_pass(words, parts, score, refine, decode=self.backend.decode, sample_rate=SAMPLE_RATE,
-                           cancel=cancel, progress=progress, budget_s=budget_s, report=report)
-
-
-#: what fixed-window warnings (no speech, repetition loops) point the user to
-LONGFORM_HINT = "long-form mode (windows: long-form) re-decodes such windows with temperature fallback"
-#: the end of a skipped window's SegmentEvent label
-SKIPPED = "skipped as silence"
-
-
-def _skip_silence(i: int, window: np.ndarray, ready: Prepared) -> SegmentEvent | None:
-    """``decode_segments``' skip rule for fixed windows: a window whose no-speech probability is
-    above the long-form ``no_speech_threshold`` while its loudest 20 ms is below ``silence_db``
-    (defaults 0.6, -50 dBFS) gets its SegmentEvent marked skipped; None = decode it."""
-    from dataclasses import replace
-
-    from core.tasks.longform import LongFormOptions, loudest_db
-
-    rule, ns = LongFormOptions(), ready.event.no_speech_prob
-    if ns is None or rule.no_speech_threshold is None or rule.silence_db is None or ns <= rule.no_speech_threshold:
-        return None
-    level = loudest_db(window)
-    if level >= rule.silence_db:
-        return None
-    span = ready.event.label.split(" · ")[0]
-    return replace(ready.event, label=f"{ready.event.label} · {SKIPPED}", warning=(
-        f"{span} {SKIPPED}: no-speech probability {ns:.2f} > {rule.no_speech_threshold:g} and the loudest 20 ms is "
-        f"{_db(level)} < {rule.silence_db:g} dBFS (Whisper writes \"you\" or \"Thank you.\" over silence)"))
-
-
-def _db(level: float) -> str:
-    """A level in dBFS as the notes write it ("−inf dBFS", "−62 dBFS")."""
-    return "−inf dBFS" if level == float("-inf") else f"{level:.0f} dBFS".replace("-", "−")
-
-
-def window_warnings(events: Sequence, decode: Callable[[Sequence[int]], str], *,
-                    compression_ratio_threshold: float = 2.4, entropy_threshold: float = 2.4) -> list[str]:
-    """Warnings about the windows of a fixed-window run (``SpeechModel.decode``'s events): a
-    window whose text repeats itself (gzip compression ratio above ``compression_ratio_threshold``,
-    or more than 32 tokens whose last 32 have an entropy below ``entropy_threshold`` nats: the
-    long-form fallback's own tests) is a repetition loop; each warning names the window and points
-    to long-form mode. [] when nothing loops.
-
-    Args:
-        events: the run's events (StepEvents and SegmentEvents; others are ignored).
-        decode: token ids -> text (``SpeechModel.backend.decode``).
-    """
-    from core.events import StepEvent
-    from core.tasks.longform import compression_ratio, token_entropy
-
-    labels, tokens = {}, {}
-    for ev in events:
-        if isinstance(ev, SegmentEvent):
-            labels[ev.segment] = ev.label.split(" · ")[0]
-        elif isinstance(ev, StepEvent):
-            tokens.setdefault(ev.segment, []).append(ev.token_id)
-    out = []
-    for seg, ids in sorted(tokens.items()):
-        ratio, entropy = compression_ratio(decode(ids)), token_entropy(ids)
-        why = []
-        if ratio > compression_ratio_threshold:
-            why.append(f"compression ratio {ratio:.2f} > {compression_ratio_threshold:g}")
-        if len(ids) > 32 and entropy < entropy_threshold:
-            why.append(f"token entropy {entropy:.2f} < {entropy_threshold:g} nats")
-        if why:
-            out.append(f"{labels.get(seg, f'window {seg + 1}')}: the text repeats itself ({'; '.join(why)}), a "
-                       f"repetition loop; {LONGFORM_HINT}.")
-    return out
-
-
-def _join(done) -> str:
-    """The windows' texts joined with spaces."""
-    return " ".join(text for _, text in done if text)
-
-
-def _check_audio(audio) -> np.ndarray:
-    """Validate and return float32 mono audio, or raise ValueError saying what is wrong."""
-    audio = np.asarray(audio)
-    if audio.ndim != 1:
-        raise ValueError(f"audio must be mono (n_samples,), got shape {audio.shape}; mix channels down first")
-    if audio.size == 0:
-        raise ValueError("the audio is empty (0 samples); record or open a clip with speech")
-    if audio.size < MIN_AUDIO_S * SAMPLE_RATE:
-        raise ValueError(
-            f"the audio is too short ({audio.size / SAMPLE_RATE * 1000:.0f} ms); give at least {MIN_AUDIO_S:.1f} s"
-        )
-    audio = audio.astype(np.float32, copy=False)
-    if not np.all(np.isfinite(audio)):
-        raise ValueError("the audio holds NaN or infinite samples; the file or recording is corrupt")
-    return audio
+        plan = self.plan(SpeechInput.of(audio, settings, method="refine_words"), options)
+        return refine_words(self, plan, audio, steps, words, refine, longform=bool(settings.get("longform")),
+                            cancel=cancel, progress=progress, budget_s=budget_s, report=report)

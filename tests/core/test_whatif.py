@@ -34,8 +34,8 @@ from core.tasks.whatif import (
     WhatIfScores,
     is_prior_explained,
     original_segments,
-    what_if_segments,
 )
+from core.tasks.segments import what_if_segments
 from tests.core.conftest import V
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")

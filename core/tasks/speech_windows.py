@@ -1,0 +1,120 @@
+"""Whisper's fixed 30 s windows: checking the audio, skipping digital silence, joining the
+windows' texts, and the warnings about windows that hold no speech or loop.
+
+Pure functions over numpy audio and events (``core.tasks.speech.SpeechModel.plan`` uses them);
+the long-form rules they share (``no_speech_threshold``, ``silence_db``, the compression
+ratio and token entropy) are ``core.tasks.longform``'s.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Sequence
+
+import numpy as np
+
+from core.catalog import FRAME_S, MIN_AUDIO_S, SAMPLE_RATE, WINDOW_S
+from core.events import SegmentEvent
+from core.tasks.segments import Prepared
+
+#: audio samples per encoder frame (320 at 16 kHz)
+SAMPLES_PER_FRAME = int(SAMPLE_RATE * FRAME_S)
+#: Whisper's fixed input window in samples / encoder frames
+WINDOW_SAMPLES = int(SAMPLE_RATE * WINDOW_S)
+WINDOW_FRAMES = WINDOW_SAMPLES // SAMPLES_PER_FRAME
+
+
+def window_ranges(windows, longform: bool) -> list[tuple[int, int]]:
+    """(first, end) sample of each window of a plan (``SpeechModel.plan``'s segments): fixed
+    windows of ``WINDOW_SAMPLES``, or a long-form run's ``WindowPlan`` s."""
+    if longform:
+        from core.tasks.longform import window_samples
+
+        return [window_samples(w) for w in windows]
+    return [(i * WINDOW_SAMPLES, i * WINDOW_SAMPLES + len(w)) for i, w in enumerate(windows)]
+
+#: what fixed-window warnings (no speech, repetition loops) point the user to
+LONGFORM_HINT = "long-form mode (windows: long-form) re-decodes such windows with temperature fallback"
+#: the end of a skipped window's SegmentEvent label
+SKIPPED = "skipped as silence"
+
+
+def skip_silence(i: int, window: np.ndarray, ready: Prepared) -> SegmentEvent | None:
+    """``decode_segments``' skip rule for fixed windows: a window whose no-speech probability is
+    above the long-form ``no_speech_threshold`` while its loudest 20 ms is below ``silence_db``
+    (defaults 0.6, -50 dBFS) gets its SegmentEvent marked skipped; None = decode it."""
+    from dataclasses import replace
+
+    from core.tasks.longform import LongFormOptions, loudest_db
+
+    rule, ns = LongFormOptions(), ready.event.no_speech_prob
+    if ns is None or rule.no_speech_threshold is None or rule.silence_db is None or ns <= rule.no_speech_threshold:
+        return None
+    level = loudest_db(window)
+    if level >= rule.silence_db:
+        return None
+    span = ready.event.label.split(" · ")[0]
+    return replace(ready.event, label=f"{ready.event.label} · {SKIPPED}", warning=(
+        f"{span} {SKIPPED}: no-speech probability {ns:.2f} > {rule.no_speech_threshold:g} and the loudest 20 ms is "
+        f"{_db(level)} < {rule.silence_db:g} dBFS (Whisper writes \"you\" or \"Thank you.\" over silence)"))
+
+
+def _db(level: float) -> str:
+    """A level in dBFS as the notes write it ("−inf dBFS", "−62 dBFS")."""
+    return "−inf dBFS" if level == float("-inf") else f"{level:.0f} dBFS".replace("-", "−")
+
+
+def window_warnings(events: Sequence, decode: Callable[[Sequence[int]], str], *,
+                    compression_ratio_threshold: float = 2.4, entropy_threshold: float = 2.4) -> list[str]:
+    """Warnings about the windows of a fixed-window run (``SpeechModel.decode``'s events): a
+    window whose text repeats itself (gzip compression ratio above ``compression_ratio_threshold``,
+    or more than 32 tokens whose last 32 have an entropy below ``entropy_threshold`` nats: the
+    long-form fallback's own tests) is a repetition loop; each warning names the window and points
+    to long-form mode. [] when nothing loops.
+
+    Args:
+        events: the run's events (StepEvents and SegmentEvents; others are ignored).
+        decode: token ids -> text (``SpeechModel.backend.decode``).
+    """
+    from core.events import StepEvent
+    from core.tasks.longform import compression_ratio, token_entropy
+
+    labels, tokens = {}, {}
+    for ev in events:
+        if isinstance(ev, SegmentEvent):
+            labels[ev.segment] = ev.label.split(" · ")[0]
+        elif isinstance(ev, StepEvent):
+            tokens.setdefault(ev.segment, []).append(ev.token_id)
+    out = []
+    for seg, ids in sorted(tokens.items()):
+        ratio, entropy = compression_ratio(decode(ids)), token_entropy(ids)
+        why = []
+        if ratio > compression_ratio_threshold:
+            why.append(f"compression ratio {ratio:.2f} > {compression_ratio_threshold:g}")
+        if len(ids) > 32 and entropy < entropy_threshold:
+            why.append(f"token entropy {entropy:.2f} < {entropy_threshold:g} nats")
+        if why:
+            out.append(f"{labels.get(seg, f'window {seg + 1}')}: the text repeats itself ({'; '.join(why)}), a "
+                       f"repetition loop; {LONGFORM_HINT}.")
+    return out
+
+
+def join_windows(done) -> str:
+    """The windows' texts joined with spaces."""
+    return " ".join(text for _, text in done if text)
+
+
+def check_audio(audio) -> np.ndarray:
+    """Validate and return float32 mono audio, or raise ValueError saying what is wrong."""
+    audio = np.asarray(audio)
+    if audio.ndim != 1:
+        raise ValueError(f"audio must be mono (n_samples,), got shape {audio.shape}; mix channels down first")
+    if audio.size == 0:
+        raise ValueError("the audio is empty (0 samples); record or open a clip with speech")
+    if audio.size < MIN_AUDIO_S * SAMPLE_RATE:
+        raise ValueError(
+            f"the audio is too short ({audio.size / SAMPLE_RATE * 1000:.0f} ms); give at least {MIN_AUDIO_S:.1f} s"
+        )
+    audio = audio.astype(np.float32, copy=False)
+    if not np.all(np.isfinite(audio)):
+        raise ValueError("the audio holds NaN or infinite samples; the file or recording is corrupt")
+    return audio
