@@ -140,20 +140,6 @@ def watermark_z_score(
     return WatermarkScore(z=z, green=green, scored=scored, gamma=gamma)
 
 
-def watermark_report(options, token_ids: Sequence[int], vocab_size: int) -> WatermarkScore | None:
-    """The detector's score of a run's ``token_ids`` when ``options`` watermarked it
-    (``watermark_delta`` > 0), counted with the run's ``watermark_gamma``; None otherwise.
-
-    Args:
-        options: the run's ``DecodingOptions``.
-        token_ids: the run's generated ids (``Finished.token_ids``; segments joined).
-        vocab_size: the model's vocabulary size (``backend.vocab_size``).
-    """
-    if not options.watermark_delta > 0:
-        return None
-    return watermark_z_score(token_ids, vocab_size, options.watermark_gamma)
-
-
 def watermark_note(score: WatermarkScore) -> str:
     """One line for people: "watermark: z = 5.31 (30 of 40 tokens green, γ 0.25; z > 3: watermarked)"."""
     if score.scored == 0:

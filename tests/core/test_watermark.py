@@ -97,15 +97,12 @@ def test_z_score_formula_and_empty_input():
         watermark_z_score([1, 2], 10, 1.0)
 
 
-def test_report_is_none_when_off_and_a_note_when_on():
-    from core.processors.watermark import watermark_note, watermark_report
+def test_the_note_says_z_and_the_count():
+    from core.processors.watermark import watermark_note
 
-    ids = [5, 9, 2, 7, 7, 3]
-    assert watermark_report(DecodingOptions(), ids, V) is None
-    score = watermark_report(DecodingOptions(watermark_delta=2.0, watermark_gamma=0.5), ids, V)
-    assert score == watermark_z_score(ids, V, 0.5)
+    score = watermark_z_score([5, 9, 2, 7, 7, 3], V, 0.5)
     note = watermark_note(score)
-    assert note.startswith("watermark: z = ") and f"of {score.scored} tokens green" in note
+    assert note.startswith(f"watermark: z = {score.z:.2f}") and f"of {score.scored} tokens green" in note
 
 
 def test_run_reports_come_from_the_registry():
