@@ -188,7 +188,7 @@ def encode_audio(model, audio: np.ndarray, plan: WindowPlan):
     """The EncoderOutput of ``plan``'s window of ``audio`` (another version of the run's
     audio, e.g. with a span silenced): the whole clip's log-mel, cut as the run cut it."""
     key = hashlib.sha1(np.ascontiguousarray(audio).tobytes()).hexdigest()
-    encoded = _encode_window(model, _log_mel(model, audio), key, plan.seek, plan.n_frames)[0]
+    encoded = _encode_window(model, _LogMel(model, audio), key, plan.seek, plan.n_frames)[0]
     hold_window_kv(model, encoded)
     return encoded
 
@@ -213,7 +213,7 @@ def plan_of_run(model, audio: np.ndarray, options: DecodingOptions, language: st
     plans = getattr(model, "_longform_plans", {}).get(key)
     if not plans:
         raise ValueError("this audio has no long-form run to go back to; transcribe it long-form first")
-    mel = _log_mel(model, audio)
+    mel = _LogMel(model, audio)  # computed only for a window not in the encoder cache
 
     def prepare(i: int, plan: WindowPlan) -> Prepared:
         encoded, hit = _encode_window(model, mel, key, plan.seek, plan.n_frames)
@@ -339,7 +339,7 @@ def transcribe(
     audio = _check_audio(audio)
     lw = model._loaded
     timestamp_begin = lw.special.notimestamps + 1
-    mel = _log_mel(model, audio)
+    mel = _LogMel(model, audio)
     total_frames = int(mel.shape[-1])
     audio_key = hashlib.sha1(np.ascontiguousarray(audio).tobytes()).hexdigest()
     stats = RunStats(load_s=model.load_s, audio_s=len(audio) / SAMPLE_RATE, encoder_cached=True)
@@ -439,11 +439,83 @@ def transcribe(
     yield totals.finished(" ".join(texts))
 
 
+class _LogMel:
+    """The log-mel spectrogram of the whole audio as transformers' feature extractor computes
+    it for long-form (``truncation=False, padding="longest"``: normalised over the whole
+    clip: values below the clip's maximum - 8 are raised to it), computed a window at a time.
+
+    The whole spectrogram of an hour is 80 × 360,000 float32 (115 MB), and computing it in
+    one call (``torch.stft`` of the whole clip) took a transient ~2 GB (measured: +705 MB
+    for 20 minutes). Here the clip's maximum is found in chunks of :data:`MEL_CHUNK` frames
+    (the first time a window is asked for), and each window's frames are computed when
+    asked: the same frames (the STFT's reflect padding at the clip's two ends, a frame's
+    samples the same as in one call), so the values equal the one-call ones up to float
+    rounding of the filter-bank product. Audio of 30 s or less is short-form: padded to
+    30 s of samples and computed in one call, as before.
+
+    Attributes:
+        shape: (1, n_mels, n_frames) of the whole spectrogram (n_frames = samples // hop).
+    """
+
+    def __init__(self, model, audio: np.ndarray) -> None:
+        self._fe = model._loaded.feature_extractor
+        self._audio = np.asarray(audio, dtype=np.float32)
+        self._full = None
+        self._max: float | None = None
+        n_mels = int(self._fe.feature_size)
+        if len(audio) <= N_FRAMES * SAMPLE_RATE // MEL_PER_S or getattr(self._fe, "dither", 0.0):
+            self._full = _log_mel(model, audio)  # short-form (or random dither: one call, as transformers)
+            self.shape = tuple(self._full.shape)
+        else:
+            self.shape = (1, n_mels, len(audio) // int(self._fe.hop_length))
+
+    def _log_spec(self, first: int, end: int):
+        """log10 of the mel power of frames [first, end) before the clip-wide clamp:
+        float32 (n_mels, end - first)."""
+        import torch
+
+        fe, w = self._fe, self._audio
+        n_fft, hop, n = int(fe.n_fft), int(fe.hop_length), len(self._audio)
+        lo, hi = first * hop - n_fft // 2, (end - 1) * hop + n_fft // 2  # samples; torch.stft's centre padding
+        if lo >= 0 and hi <= n:
+            seg = w[lo:hi]
+        else:  # a frame at the clip's start or end: reflect padding (no edge repeat), as torch.stft(center=True)
+            idx = np.arange(lo, hi)
+            idx = np.where(idx < 0, -idx, idx)
+            idx = np.where(idx >= n, 2 * (n - 1) - idx, idx)
+            seg = w[idx]
+        stft = torch.stft(torch.from_numpy(np.ascontiguousarray(seg)), n_fft, hop,
+                          window=torch.hann_window(n_fft), center=False, return_complex=True)
+        magnitudes = (stft.abs() ** 2).contiguous()
+        filters = torch.from_numpy(fe.mel_filters).to(torch.float32)
+        return torch.clamp(filters.T @ magnitudes, min=1e-10).log10()
+
+    def window(self, seek: int, n_frames: int):
+        """float32 tensor (1, n_mels, <= n_frames): frames [seek, seek + n_frames) (fewer at
+        the clip's end), normalised as the whole clip is."""
+        if self._full is not None:
+            return self._full[..., seek: seek + n_frames]
+        import torch
+
+        total = self.shape[-1]
+        if self._max is None:
+            self._max = max(float(self._log_spec(a, min(total, a + MEL_CHUNK)).max())
+                            for a in range(0, total, MEL_CHUNK))
+        end = min(total, seek + n_frames)
+        spec = torch.maximum(self._log_spec(seek, end), torch.tensor(self._max - 8.0))
+        return ((spec + 4.0) / 4.0)[None]
+
+
+#: frames per chunk while finding a long clip's log-mel maximum (5 minutes: ~50 MB of STFT)
+MEL_CHUNK = 30_000
+
+
 def _log_mel(model, audio: np.ndarray):
     """float32 tensor (1, n_mels, n_frames): the log-mel spectrogram of the whole audio, as
     transformers' feature extractor computes it for long-form (``truncation=False,
     padding="longest"``: normalised over the whole clip); audio of 30 s or less is padded to
-    30 s of samples first (short-form)."""
+    30 s of samples first (short-form). In one call: :class:`_LogMel` gives it a window at a
+    time."""
     fe = model._loaded.feature_extractor
     if len(audio) <= N_FRAMES * SAMPLE_RATE // MEL_PER_S:
         return fe(audio, sampling_rate=SAMPLE_RATE, return_tensors="pt").input_features
@@ -461,7 +533,7 @@ def _encode_window(model, mel, audio_key: str, seek: int, n_frames: int):
 
     def run():
         model.encode_count += 1
-        window = mel[..., seek: seek + n_frames]
+        window = mel.window(seek, n_frames)
         if window.shape[-1] < N_FRAMES:
             window = torch.nn.functional.pad(window, (0, N_FRAMES - window.shape[-1]))
         return model.backend.encode({"input_features": window,

@@ -58,3 +58,35 @@ def test_a_long_run_keeps_the_cross_kv_of_its_last_windows_only(whisper_tiny_en,
     assert forked[-1].token_ids == list(first.token_ids)
     with_kv, kept = _windows_holding_kv(model)
     assert with_kv <= KV_WINDOWS_KEPT and kept <= KV_WINDOWS_KEPT, (with_kv, kept)
+
+
+def test_the_log_mel_is_computed_a_window_at_a_time_and_equals_the_one_call(whisper_tiny_en, clip_100s, monkeypatch):
+    """The whole clip's log-mel in one torch.stft took a transient ~2 GB for an hour (+705 MB
+    for 20 minutes); a long-form run now computes it in chunks and windows, bit for bit the
+    same as transformers' one call."""
+    import torch
+
+    from core.tasks import longform
+
+    model = whisper_tiny_en
+    monkeypatch.setattr(longform, "MEL_CHUNK", 3000, raising=False)
+    frames: list[int] = []
+    real = torch.stft
+
+    def stft(x, n_fft, hop_length=None, *a, **kw):
+        frames.append(x.shape[-1] // hop_length)
+        return real(x, n_fft, hop_length, *a, **kw)
+
+    monkeypatch.setattr(torch, "stft", stft)
+    model._cache.clear()
+    for ev in model.transcribe(clip_100s, DecodingOptions()):
+        if isinstance(ev, AttemptEvent):  # the first window is decoded: the clip's maximum is known
+            break
+    assert frames and max(frames) <= 3000 + 3, frames  # never the whole clip's 10,000 frames at once
+    monkeypatch.undo()
+
+    full = longform._log_mel(model, clip_100s)
+    mel = longform._LogMel(model, clip_100s)
+    assert mel.shape == tuple(full.shape)
+    for seek in (0, 2999, 5000, mel.shape[-1] - 1200):
+        assert torch.equal(mel.window(seek, 3000), full[..., seek: seek + 3000])
