@@ -19,11 +19,17 @@ some of them alone):
   - ``image``: the OCR tab opens a 12000×12000 PNG with one 64 px line of DejaVu Sans and
     reads it (up to ``--image-seconds``), then Cancel.
 Prints, per case: the longest gap (ms), the 99th percentile gap, the number of gaps over
-100 ms, and what was decoded. The goal is no gap over 100 ms, and at most 1.5 GB for the
+100 ms, and what was decoded. With ``--stall-stacks`` a thread samples the GUI thread's
+Python stack every 5 ms and, per case, names what the GUI thread was doing during the gaps
+over ``--stall-ms``: the handler (the first frame under the event loop) and the innermost
+frame of the app's own code, with the milliseconds sampled in each (what takes the time,
+even on a machine whose other load inflates the gaps). ``--profile-gui N`` profiles the GUI
+thread's CPU time (``time.thread_time``: neither waits for the GIL nor other processes'
+load count) and prints the N costliest functions. The goal is no gap over 100 ms, and at most 1.5 GB for the
 1-hour recording with base. Not a pass/fail test.
 
     QT_QPA_PLATFORM=offscreen .venv/bin/python tests/bench/bench_gui_stall.py \
-        [--case hour --audio-minutes 10] [--seconds S]
+        [--case hour --audio-minutes 10] [--seconds S] [--stall-stacks] [--profile-gui 30]
 """
 
 from __future__ import annotations
@@ -33,7 +39,9 @@ import os
 import pathlib
 import sys
 import tempfile
+import threading
 import time
+from collections import Counter
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -62,29 +70,123 @@ def anon_mb() -> float:
     return float("nan")
 
 
+def _where(code, line: int) -> str:
+    path = pathlib.Path(code.co_filename)
+    try:
+        path = path.relative_to(ROOT)
+    except ValueError:
+        path = pathlib.Path(path.name)
+    return f"{path}:{line} {code.co_name}"
+
+
+def _own(filename: str) -> bool:
+    """A frame of the app's own code (gui/, core/), not the bench's."""
+    return filename.startswith((str(ROOT / "gui"), str(ROOT / "core")))
+
+
+class StackSampler:
+    """Samples the GUI (main) thread's Python stack every ``every`` seconds on a daemon
+    thread: ``samples`` holds (time, handler, innermost own frame, innermost frame) with
+    "handler" the first frame called from the bench's event loop (``app.processEvents``),
+    "own" the innermost frame in gui/ or core/ and "innermost" the deepest Python frame
+    (a Qt or numpy call there holds the time, or waits for the GIL)."""
+
+    def __init__(self, every: float = 0.005) -> None:
+        self.every = every
+        self.samples: list[tuple[float, str, str, str]] = []
+        self._main = threading.main_thread().ident
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="stall-sampler", daemon=True)
+
+    def start(self) -> "StackSampler":
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        bench = __file__
+        while not self._stop.wait(self.every):
+            frame = sys._current_frames().get(self._main)
+            t = time.perf_counter()
+            if frame is None:
+                continue
+            chain = []
+            while frame is not None:
+                chain.append(frame)
+                frame = frame.f_back
+            chain.reverse()  # outermost first
+            handler = own = ""
+            for i, f in enumerate(chain):
+                if f.f_code.co_filename == bench and i + 1 < len(chain) and chain[i + 1].f_code.co_filename != bench:
+                    handler = _where(chain[i + 1].f_code, chain[i + 1].f_lineno)
+                if _own(f.f_code.co_filename):
+                    own = _where(f.f_code, f.f_lineno)
+            inner = _where(chain[-1].f_code, chain[-1].f_lineno)
+            self.samples.append((t, handler, own, inner))
+
+    def during(self, t0: float, t1: float) -> list[tuple[float, str, str, str]]:
+        return [s for s in self.samples if t0 <= s[0] <= t1]
+
+
 class StallMeter:
-    """Records the ticks of a 10 ms QTimer on the GUI thread; gaps between them are stalls."""
+    """Records the ticks of a 10 ms QTimer on the GUI thread; gaps between them are stalls.
+    With a :class:`StackSampler` it also says what the GUI thread did during the stalls."""
+
+    sampler_every: float | None = None  # set by --stall-stacks
+    stall_ms: float = 100.0
 
     def __init__(self) -> None:
         self.ticks: list[float] = []
         self.timer = QTimer()
         self.timer.setInterval(10)
         self.timer.timeout.connect(lambda: self.ticks.append(time.perf_counter()))
+        self.sampler: StackSampler | None = None
 
     def __enter__(self):
         self.ticks = [time.perf_counter()]
         self.timer.start()
+        if self.sampler_every:
+            self.sampler = StackSampler(self.sampler_every).start()
         return self
 
     def __exit__(self, *exc):
         self.timer.stop()
         self.ticks.append(time.perf_counter())
+        if self.sampler is not None:
+            self.sampler.stop()
 
     def report(self, name: str, extra: str = "") -> None:
         gaps = np.diff(self.ticks) * 1000.0
         at = self.ticks[int(np.argmax(gaps))] - self.ticks[0]
         print(f"{name:<12} longest {gaps.max():7.0f} ms (at {at:.1f} s) · p99 {np.percentile(gaps, 99):5.0f} ms · "
               f">100 ms: {int((gaps > 100).sum()):4d} of {len(gaps)} gaps · {extra}", flush=True)
+        if self.sampler is not None:
+            self.report_stacks(gaps)
+
+    def report_stacks(self, gaps: np.ndarray, top: int = 12) -> None:
+        """What the GUI thread did during the gaps over ``stall_ms``: sampled milliseconds per
+        handler, per innermost own frame, and the longest gap's samples."""
+        every = self.sampler.every * 1000
+        long_ = [i for i in np.argsort(-gaps) if gaps[i] > self.stall_ms]
+        by_handler, by_own, by_inner = Counter(), Counter(), Counter()
+        for i in long_:
+            for _t, handler, own, inner in self.sampler.during(self.ticks[i], self.ticks[i + 1]):
+                by_handler[handler or "(event loop: Qt's own work, no Python handler)"] += every
+                by_own[own or "-"] += every
+                by_inner[inner] += every
+        print(f"  stalls over {self.stall_ms:.0f} ms: {len(long_)}, {gaps[long_].sum():.0f} ms in all; "
+              f"GUI-thread samples every {every:.0f} ms in them:", flush=True)
+        for title, counts in (("handler", by_handler), ("innermost app frame", by_own), ("innermost frame", by_inner)):
+            print(f"   by {title}:")
+            for key, ms in counts.most_common(top):
+                print(f"     {ms:7.0f} ms  {key}")
+        for rank, i in enumerate(long_[:3]):
+            seen = Counter((h, o) for _t, h, o, _i in self.sampler.during(self.ticks[i], self.ticks[i + 1]))
+            parts = "; ".join(f"{h or '(Qt)'} > {o or '-'} ×{n}" for (h, o), n in seen.most_common(4))
+            print(f"   gap #{rank + 1}: {gaps[i]:.0f} ms at {self.ticks[i] - self.ticks[0]:.1f} s: {parts}", flush=True)
 
 
 def pump_until(app: QApplication, done, timeout_s: float, tick=None) -> bool:
@@ -280,7 +382,20 @@ def main() -> int:
     ap.add_argument("--rss-every", type=float, default=60.0,
                     help="memory curve: one RSS sample per this many seconds of audio decoded (default 60)")
     ap.add_argument("--image-seconds", type=float, default=300.0, help="at most this long on the huge image (default 300)")
+    ap.add_argument("--stall-stacks", action="store_true",
+                    help="sample the GUI thread's stack every 5 ms and name what it did in the long gaps")
+    ap.add_argument("--stall-ms", type=float, default=100.0, help="gaps longer than this are explained (default 100)")
+    ap.add_argument("--profile-gui", type=int, default=0, metavar="N",
+                    help="profile the GUI thread's CPU time (cProfile with time.thread_time: GIL waits and other "
+                         "processes' load not counted) and print the N costliest functions by own and total time")
+    ap.add_argument("--switch-interval", type=float, default=None,
+                    help="sys.setswitchinterval(S) before the cases (Python's default 0.005 s): how long a thread "
+                         "that wants the GIL waits for the one holding it")
     args = ap.parse_args()
+    if args.stall_stacks:
+        StallMeter.sampler_every, StallMeter.stall_ms = 0.005, args.stall_ms
+    if args.switch_interval is not None:
+        sys.setswitchinterval(args.switch_interval)
     import torch
 
     torch.set_num_threads(1)
@@ -296,8 +411,22 @@ def main() -> int:
     print(f"window open · RSS {rss_mb():.0f} MB", flush=True)
     run = {"load": case_load, "text": case_text, "text1mb": case_text1mb, "audio": case_audio,
            "hour": case_hour, "image": case_image}
+    profile = None
+    if args.profile_gui:
+        import cProfile
+
+        profile = cProfile.Profile(time.thread_time)
+        profile.enable()
     for name in args.case or CASES:
         run[name](app, win, args)
+    if profile is not None:
+        import pstats
+
+        profile.disable()
+        stats = pstats.Stats(profile)
+        print(f"GUI thread CPU time: {stats.total_tt:.1f} s; costliest functions (own time, then total time):")
+        stats.sort_stats("tottime").print_stats(args.profile_gui)
+        stats.sort_stats("cumulative").print_stats(r"gui/", args.profile_gui)
     for i in range(win.tabs.count()):
         win.tabs.widget(i).shutdown()
     return 0
