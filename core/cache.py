@@ -126,7 +126,7 @@ class Inference:
         self._capture_attention = capture_attention
         self._lens_kw = {"capture_lens": True} if capture_lens else {}
         # what this run's cache holds, while it is batch 1 and never reordered (kept at the end)
-        hidden = None if self.reused and self.reused_hidden is None else [] if not self.reused else [self.reused_hidden[0]]
+        hidden = ([] if not self.reused else None if self.reused_hidden is None else [self.reused_hidden[0]])
         self._kept: KeptCache | None = KeptCache(
             encoded, torch.tensor(list(known)[:self.reused], dtype=torch.long), None, hidden)
 

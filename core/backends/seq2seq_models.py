@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from core.backends.hub import Seq2SeqLoadError, from_pretrained, resolve, start_and_eos
+from core.catalog import TRANSLATION_BUNDLED
 
 FAMILIES = ("marian", "t5", "m2m100", "nllb", "other")
 #: T5's task prefix when none is given (the translation task of the original checkpoints)
@@ -176,8 +177,8 @@ def load_seq2seq(name_or_path: str, progress: Callable[[str], None] | None = Non
         name_or_path, Seq2SeqLoadError,
         not_a_directory="{name} is not a directory; pass a translation model directory saved with "
                         "save_pretrained (config.json, weights and tokenizer files).",
-        unknown="unknown translation model {name}: use en-pt or pt-en (bundled), a Hugging Face id such as "
-                "'Helsinki-NLP/opus-mt-en-de', or a local directory saved with save_pretrained.",
+        unknown=f"unknown translation model {{name}}: use {' or '.join(TRANSLATION_BUNDLED)} (bundled), a Hugging "
+                "Face id such as 'Helsinki-NLP/opus-mt-en-de', or a local directory saved with save_pretrained.",
         is_hub_id=lambda n: "/" in n or n in ("t5-small", "t5-base", "t5-large"),
     )
     from transformers import AutoConfig, AutoModelForSeq2SeqLM, AutoTokenizer
@@ -197,7 +198,7 @@ def load_seq2seq(name_or_path: str, progress: Callable[[str], None] | None = Non
 
     model, tokenizer = from_pretrained(name, Seq2SeqLoadError, load, kind="translation",
                                        files="config.json, weights and tokenizer files",
-                                       otherwise="use the bundled en-pt / pt-en")
+                                       otherwise=f"use the bundled {' / '.join(TRANSLATION_BUNDLED)}")
     model = model.float().eval()
     cfg, gen = model.config, model.generation_config
     family = family_of(cfg.model_type, tokenizer)

@@ -291,7 +291,8 @@ def build_parser() -> argparse.ArgumentParser:
     tr.add_argument("text", nargs="?", help="the text to translate (or use --input-file)")
     tr.add_argument("--input-file", metavar="F", help="a UTF-8 .txt file to translate instead of TEXT")
     tr.add_argument("--direction", default=catalog.TRANSLATION_DEFAULT,
-                    help="en-pt | pt-en (bundled) | a transformers model id or local directory (MarianMT, T5, M2M100, NLLB)")
+                    help=f"{' | '.join(catalog.TRANSLATION_BUNDLED)} (bundled) | a transformers model id or local "
+                         "directory (MarianMT, T5, M2M100, NLLB)")
     tr.add_argument("--shortlist", action="store_true",
                     help="bundled models: restrict each step to the lexical shortlist (faster; probabilities "
                          "renormalised over a few hundred candidates)")
