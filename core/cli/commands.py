@@ -260,6 +260,16 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
+def _decoding_subcommand(parser: argparse.ArgumentParser, task: str, func, *more) -> None:
+    """The flags every decoding subcommand shares (the decoding options, ``--compare``), then
+    ``more`` (functions adding the subcommand's own groups), and the ``cmd_*`` it runs."""
+    add_decoding_arguments(parser)
+    add_compare_arguments(parser, task)
+    for add in more:
+        add(parser)
+    parser.set_defaults(func=func)
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(
         prog="decoding-explorer",
@@ -282,11 +292,7 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--timestamps", action="store_true",
                    help="decode with Whisper's timestamp tokens; --json gains \"segments\": [{start, end, text}] "
                         "(seconds)")
-    add_decoding_arguments(t)
-    add_compare_arguments(t, "transcribe")
-    add_word_arguments(t)
-    add_longform_arguments(t)
-    t.set_defaults(func=cmd_transcribe)
+    _decoding_subcommand(t, "transcribe", cmd_transcribe, add_word_arguments, add_longform_arguments)
     tr = sub.add_parser("translate", help="translate text (bundled Bergamot en<->pt, or a transformers model)")
     tr.add_argument("text", nargs="?", help="the text to translate (or use --input-file)")
     tr.add_argument("--input-file", metavar="F", help="a UTF-8 .txt file to translate instead of TEXT")
@@ -302,10 +308,7 @@ def build_parser() -> argparse.ArgumentParser:
                     help="T5: text put before every source sentence (default 'translate English to German: ')")
     tr.add_argument("--prefix", default=None, metavar="TEXT",
                     help="force this start of the translation (target prefix, first sentence), then continue")
-    add_decoding_arguments(tr)
-    add_compare_arguments(tr, "translate")
-    cli_translate.add_progress_argument(tr)
-    tr.set_defaults(func=cmd_translate)
+    _decoding_subcommand(tr, "translate", cmd_translate, cli_translate.add_progress_argument)
     o = sub.add_parser("ocr", help="read the text in an image (CRAFT lines + bundled reader or TrOCR)")
     o.add_argument("image", help="image file: PNG, JPEG, WebP, BMP, TIFF")
     o.add_argument("--model", default=catalog.OCR_DEFAULT,
@@ -313,10 +316,7 @@ def build_parser() -> argparse.ArgumentParser:
     o.add_argument("--region", default=None, metavar="X,Y,W,H", help="read only this part of the image (pixels)")
     o.add_argument("--prefix", default=None, metavar="TEXT",
                    help="force this start of the first line's reading, then continue")
-    add_decoding_arguments(o)
-    add_compare_arguments(o, "ocr")
-    cli_ocr.add_progress_argument(o)
-    o.set_defaults(func=cmd_ocr)
+    _decoding_subcommand(o, "ocr", cmd_ocr, cli_ocr.add_progress_argument)
     return p
 
 
