@@ -178,8 +178,6 @@ def test_backends_never_import_tasks():
 CYCLES_ALLOWED: tuple[frozenset[str], ...] = (
     # issue 20: H3/H5 remove this (the speech task and long-form share check_audio and window helpers)
     frozenset({"core.tasks.longform", "core.tasks.speech", "core.tasks.speech_windows", "core.tasks.speech_words"}),
-    # issue 20: H1 removes this (the stage registry and the watermark stage import each other)
-    frozenset({"core.processors.stages", "core.processors.watermark"}),
 )
 
 
