@@ -13,15 +13,22 @@ and :meth:`DecodeTab.make_file_buttons` and places the widgets they make.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Iterator, Union
 
 from PySide6.QtCore import QByteArray, QDataStream, QIODevice, QSettings
 from PySide6.QtWidgets import QComboBox, QFileDialog, QPushButton, QWidget
 
+from core.inputs.types import ImageInput, SpeechInput, TextInput
 from core.options import DecodingOptions
+from core.tasks.base import Task
 
 from ..widgets.options_panel import ENCODER_STAGES, NO_SOURCE_IDS
 from .run import RunTab
+
+#: what a tab gives the task model's runs: its input and that input's settings
+TaskInput = Union[SpeechInput, ImageInput, TextInput]
+#: the worker's generator: ``gen(cancel)`` runs in a worker thread and yields the model's events
+RunFn = Callable[[Callable[[], bool]], Iterator[Any]]
 
 #: the bundled sample inputs (audio, images, text) that the Sample buttons open
 SAMPLES_DIR = Path(__file__).resolve().parents[2] / "assets" / "samples"
@@ -46,7 +53,8 @@ class DecodeTab(RunTab):
     """Base class of the Speech / OCR / Translation tabs.
 
     Besides :class:`~gui.tabs.run.RunTab`'s hooks, subclasses implement :meth:`read_file`
-    and may override :meth:`refusal`, :meth:`model_name` / :meth:`model_label` (what the
+    and :meth:`task_input` (the input and its settings; the decode, fork, lanes and what-if
+    runs and the input's identity are written here once over it), and may override :meth:`refusal`, :meth:`model_name` / :meth:`model_label` (what the
     picker shows for a model) and extend :meth:`save_settings` / :meth:`restore_settings`.
     """
 
@@ -66,6 +74,11 @@ class DecodeTab(RunTab):
     #: what the encoder reads; None when the source has token ids (translation), which the
     #: encoder stages of the sampler chain need (elsewhere they are disabled, saying why)
     encoder_reads: str | None = "its input"
+
+    #: the loaded task model (``core.tasks.base.Task``), None before the first load
+    model: Task | None
+    #: the input's file or take name ("" for typed text)
+    source_name = ""
 
     def __init__(self, parent: QWidget | None = None) -> None:
         self.model_combo: QComboBox | None = None
@@ -218,6 +231,55 @@ class DecodeTab(RunTab):
     def dropEvent(self, e) -> None:  # noqa: N802
         if self.drop(e.mimeData()):
             e.acceptProposedAction()
+
+    # --------------------------------------------------------------- runs
+    def task_input(self, purpose: str = "decode") -> TaskInput:
+        """The current input and its settings as the task model's runs take them
+        (``core.inputs.types``). ``purpose``: "decode", "fork", "lanes", "what_if" or
+        "identity" (a re-run may need other settings: the OCR tab re-reads the lines read).
+
+        Raises:
+            ValueError: there is nothing to run on (shown in the banner).
+        """
+        raise NotImplementedError
+
+    def decode_fn(self, options: DecodingOptions) -> RunFn:
+        """The task model's ``decode`` of :meth:`task_input` with ``options``."""
+        model, (source, settings) = self.model, self.task_input("decode").call_args(rerun=False)
+        return lambda cancel: model.decode(source, options, cancel=cancel, **settings)
+
+    def fork_fn(self, options: DecodingOptions, segment: int, forced_ids: tuple[int, ...], step_offset: int) -> RunFn:
+        """The task model's ``fork`` of segment ``segment`` with ``forced_ids`` forced, its
+        steps numbered from ``step_offset``, reusing the KV cache if :attr:`fork_reuse_cache`."""
+        model, reuse = self.model, self.fork_reuse_cache
+        source, settings = self.task_input("fork").call_args()
+        return lambda cancel: model.fork(source, options, segment=segment, forced_ids=forced_ids,
+                                         step_offset=step_offset, cancel=cancel, reuse_cache=reuse, **settings)
+
+    def lanes_fn(self, lanes: list[DecodingOptions]) -> RunFn:
+        """The task model's ``decode_lanes``: every lane's options on one encoder pass per segment."""
+        model, (source, settings) = self.model, self.task_input("lanes").call_args(rerun=False)
+        return lambda cancel: model.decode_lanes(source, lanes, cancel=cancel, **settings)
+
+    def whatif_fn(self, options: DecodingOptions, kind: str, original: list) -> RunFn:
+        """The task model's ``what_if`` with :attr:`whatif_mask` (``kind`` "mask") or its
+        ``no_input`` ("prior") of the run whose StepEvents are ``original``.
+
+        Raises:
+            RuntimeError: the model cannot do what-ifs of ``kind``.
+        """
+        inp, model, mask = self.task_input("what_if"), self.model, self.whatif_mask
+        if not hasattr(model, "what_if" if kind == "mask" else "no_input"):
+            raise RuntimeError(f"{getattr(model, 'name', 'this model')} cannot do input what-ifs")
+        source, settings = inp.call_args()
+        if kind == "mask":
+            settings = {inp.mask_keyword: mask, **settings}
+            return lambda cancel: model.what_if(source, options, original, cancel=cancel, **settings)
+        return lambda cancel: model.no_input(source, options, original, cancel=cancel, **settings)
+
+    def input_identity(self) -> tuple[str, str]:
+        """(a description of the current input for people, a SHA-256 of its content)."""
+        return self.task_input("identity").identity(self.source_name)
 
     # ----------------------------------------------------------- settings
     def save_settings(self, s: QSettings) -> None:

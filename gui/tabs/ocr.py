@@ -28,9 +28,8 @@ starts at column 0; a white line separates the lines' rows).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Callable, Hashable, Iterator
+from typing import Any, Callable, Hashable
 
-import numpy as np
 from PySide6.QtCore import QSettings, Qt, Signal
 from PySide6.QtGui import QAction, QImage, QKeySequence
 from PySide6.QtWidgets import (
@@ -47,12 +46,13 @@ from PySide6.QtWidgets import (
 
 from core.catalog import OCR_BUNDLED, OCR_DEFAULT
 from core.events import Finished, SegmentEvent, StepEvent
+from core.inputs.types import ImageInput, rgb_digest
 from core.options import DecodingOptions
 
 from ..widgets.attention_heatmap import reduce_attention
 from ..widgets.image_view import ImageView, qimage_from_array  # noqa: F401 - re-exported
 from ..widgets.readings_table import COL_PATH, PATH_TIPS, ReadingsTable, line_labels  # noqa: F401 - re-exported
-from .base import SAMPLES_DIR, DecodeTab, first_file, local_files
+from .base import SAMPLES_DIR, DecodeTab, RunFn, first_file, local_files
 from .image_input import (
     FORMATS,
     IMAGE_SUFFIXES,
@@ -347,7 +347,7 @@ class OCRTab(ImageMask, DecodeTab):
     def _key(self) -> Hashable:
         return (self._generation, self.region)
 
-    def decode_fn(self, options: DecodingOptions) -> Callable[[Callable[[], bool]], Iterator[Any]]:
+    def decode_fn(self, options: DecodingOptions) -> RunFn:
         key = self._key()
         lines = self._lines_cache.get(key)
         ctc = self._ctc_cache.get(key)
@@ -361,45 +361,23 @@ class OCRTab(ImageMask, DecodeTab):
             self._show_stage("detect", 0, 1, "detecting text lines")
         return read_image(self.model, self.image, self.region, key, options, lines, ctc)
 
-    def fork_fn(self, options: DecodingOptions, segment: int, forced_ids: tuple[int, ...],
-                step_offset: int) -> Callable[[Callable[[], bool]], Iterator[Any]]:
-        """Re-read line ``segment`` with ``forced_ids`` forced (``OCRModel.fork``; the
-        detected lines are reused)."""
-        if not self.lines:
-            raise ValueError("No text lines to fork: read the image first.")
-        model, image, region, lines, reuse = self.model, self.image, self.region, list(self.lines), self.fork_reuse_cache
-
-        def gen(cancel):
-            return model.fork(image, options, segment=segment, forced_ids=forced_ids, step_offset=step_offset,
-                              lines=lines, region=region, cancel=cancel, reuse_cache=reuse)
-
-        return gen
-
-    def lanes_fn(self, lanes: list[DecodingOptions]) -> Callable[[Callable[[], bool]], Iterator[Any]]:
-        """Read the lines with every lane's options on one encoder pass per line
-        (``OCRModel.decode_lanes``; the lines detected for this image and region, detected in the
-        worker when there are none yet)."""
-        model, image, region = self.model, self.image, self.region
-        lines = self._lines_cache.get(self._key())
-
-        def gen(cancel):
-            return model.decode_lanes(image, lanes, lines=lines, region=region, cancel=cancel)
-
-        return gen
+    def task_input(self, purpose: str = "decode") -> ImageInput:
+        """The image and region, with the lines of this image and region for lanes (detected
+        in the worker when there are none yet) and the lines read for a fork or a what-if."""
+        lines = None
+        if purpose == "lanes":
+            lines = self._lines_cache.get(self._key())
+        elif purpose in ("fork", "what_if"):
+            if not self.lines:
+                raise ValueError(f"No text lines{' to fork' if purpose == 'fork' else ''}: read the image first.")
+            lines = list(self.lines)
+        return ImageInput(self.image, lines, self.region)
 
     def input_identity(self) -> tuple[str, str]:
-        """("name (w×h px[, region …])", SHA-256 of the RGB pixels, their shape and the region)."""
-        import hashlib
-
         if self._pixel_hash is None or self._pixel_hash[0] != self._generation:
             # once per image: a 4096 x 4096 image's array and hash take ~0.5 s of the GUI thread
-            rgb = np.ascontiguousarray(np.asarray(self.image.convert("RGB"), dtype=np.uint8))
-            self._pixel_hash = (self._generation, hashlib.sha256(rgb.tobytes()), rgb.shape)
-        _, pixels, shape = self._pixel_hash
-        h = pixels.copy()
-        h.update(repr((shape, self.region)).encode())
-        where = "" if self.region is None else ", region {2}×{3} px at ({0}, {1})".format(*self.region)
-        return f"{self.source_name} ({shape[1]}×{shape[0]} px{where})", h.hexdigest()
+            self._pixel_hash = (self._generation, *rgb_digest(self.image))
+        return self.task_input("identity").identity(self.source_name, self._pixel_hash[1:])
 
     def input_settings(self) -> dict:
         return {"region": list(self.region) if self.region is not None else None}

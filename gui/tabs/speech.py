@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
 import numpy as np
 import pyqtgraph as pg
@@ -51,10 +51,11 @@ from core.catalog import (
 from core.catalog import WHISPER_BUNDLED as BUNDLED
 from core.catalog import WHISPER_DEFAULT as DEFAULT_MODEL
 from core.catalog import WHISPER_TASKS as TASKS
+from core.inputs.types import SpeechInput
 from core.options import DecodingOptions
 
 from ..widgets.attention_heatmap import no_si_prefix
-from .base import SAMPLES_DIR, DecodeTab, first_file
+from .base import SAMPLES_DIR, DecodeTab, RunFn, first_file
 from .longform import LongFormMixin
 from .recording import WARNING_STYLE, RecordingBar, RecordingError, Take
 from .whatif_inputs import SpeechMask
@@ -627,48 +628,19 @@ class SpeechTab(LongFormMixin, SpeechMask, DecodeTab):
         if note or warns:
             self.statusMessage.emit(" · ".join(x for x in (what, note, warns[0] if warns else "") if x))
 
-    def decode_fn(self, options: DecodingOptions) -> Callable[[Callable[[], bool]], Iterator[Any]]:
+    def task_input(self, purpose: str = "decode") -> SpeechInput:
+        """The audio with the chosen language, task and :meth:`decode_extras`."""
+        return SpeechInput(self.audio, self.language(), self.task(), **self.decode_extras())
+
+    def decode_fn(self, options: DecodingOptions) -> RunFn:
         if self.longform_active():
             return self.longform_fn(options)  # SpeechModel.transcribe: seek, conditioning, fallback
-        model, audio, language, task = self.model, self.audio, self.language(), self.task()
-        extras = {k: v for k, v in self.decode_extras().items() if k != "longform"}
+        return super().decode_fn(options)
 
-        def gen(cancel):
-            return model.decode(audio, options, language=language, task=task, cancel=cancel, **extras)
-
-        return gen
-
-    def fork_fn(self, options: DecodingOptions, segment: int, forced_ids: tuple[int, ...],
-                step_offset: int) -> Callable[[Callable[[], bool]], Iterator[Any]]:
-        """Re-decode 30 s window ``segment`` with ``forced_ids`` forced (``SpeechModel.fork``)."""
-        model, audio, language, task, reuse = self.model, self.audio, self.language(), self.task(), self.fork_reuse_cache
-        extras = self.decode_extras()
-
-        def gen(cancel):
-            return model.fork(audio, options, segment=segment, forced_ids=forced_ids, step_offset=step_offset,
-                              language=language, task=task, cancel=cancel, reuse_cache=reuse, **extras)
-
-        return gen
-
-    def lanes_fn(self, lanes: list[DecodingOptions]) -> Callable[[Callable[[], bool]], Iterator[Any]]:
-        """Decode the audio with every lane's options on one encoder pass per window
-        (``SpeechModel.decode_lanes``)."""
+    def lanes_fn(self, lanes: list[DecodingOptions]) -> RunFn:
         if self.longform_refusal("Lanes"):
             raise RuntimeError(self.longform_refusal("Lanes"))
-        model, audio, language, task, extras = self.model, self.audio, self.language(), self.task(), self.decode_extras()
-
-        def gen(cancel):
-            return model.decode_lanes(audio, lanes, language=language, task=task, cancel=cancel, **extras)
-
-        return gen
-
-    def input_identity(self) -> tuple[str, str]:
-        """("name (12.34 s audio)", SHA-256 of the float32 samples)."""
-        import hashlib
-
-        audio = np.ascontiguousarray(self.audio, dtype=np.float32)
-        return (f"{self.source_name} ({len(audio) / SAMPLE_RATE:.2f} s audio)",
-                hashlib.sha256(audio.tobytes()).hexdigest())
+        return super().lanes_fn(lanes)
 
     def input_settings(self) -> dict:
         return {"language": self.language(), "task": self.task(), "timestamps": self.timestamps_check.isChecked(),

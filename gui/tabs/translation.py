@@ -35,7 +35,7 @@ thread; the decode starts when that is done.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
 import numpy as np
 from PySide6.QtCore import QSettings, QTimer
@@ -54,9 +54,10 @@ from core.catalog import TRANSLATION_BUNDLED as BUNDLED
 from core.catalog import TRANSLATION_DEFAULT as DEFAULT_MODEL
 from core.catalog import TRANSLATION_MODELS
 from core.events import StepEvent
+from core.inputs.types import TextInput
 from core.options import DecodingOptions
 
-from .base import SAMPLES_DIR, DecodeTab, first_file
+from .base import SAMPLES_DIR, DecodeTab, RunFn, first_file
 from .source_text import (  # noqa: F401  (column_label is used from here)
     TEXT_SUFFIXES,
     SourceTextEdit,
@@ -417,47 +418,18 @@ class TranslationTab(SourceDrop, DecodeTab):
         self.request_decode()
 
     # --------------------------------------------------------------- decode
-    def decode_fn(self, options: DecodingOptions) -> Callable[[Callable[[], bool]], Iterator[Any]]:
-        model, text, shortlist = self.model, self.text(), self.shortlist()
-        chunks, tokens = self._analysis(text)  # ValueError (empty) is shown by the base class
+    def task_input(self, purpose: str = "decode") -> TextInput:
+        """The text with the shortlist choice."""
+        return TextInput(self.text(), self.shortlist())
+
+    def decode_fn(self, options: DecodingOptions) -> RunFn:
+        """The columns follow the text's analysis, then the base decode."""
+        fn = super().decode_fn(options)
+        chunks, tokens = self._analysis(self.text())  # ValueError (empty) is shown by the base class
         self._reset_columns(tokens, self._analysed.boundaries, labels=self._analysed.labels)
         self.hover_step(None)
         self._update_info()
-
-        def gen(cancel):
-            return model.decode(text, options, shortlist=shortlist, cancel=cancel)
-
-        return gen
-
-    def fork_fn(self, options: DecodingOptions, segment: int, forced_ids: tuple[int, ...],
-                step_offset: int) -> Callable[[Callable[[], bool]], Iterator[Any]]:
-        """Re-translate sentence ``segment`` with ``forced_ids`` forced (``TranslationModel.fork``)."""
-        model, text, shortlist, reuse = self.model, self.text(), self.shortlist(), self.fork_reuse_cache
-
-        def gen(cancel):
-            return model.fork(text, options, segment=segment, forced_ids=forced_ids, step_offset=step_offset,
-                              shortlist=shortlist, cancel=cancel, reuse_cache=reuse)
-
-        return gen
-
-    def lanes_fn(self, lanes: list[DecodingOptions]) -> Callable[[Callable[[], bool]], Iterator[Any]]:
-        """Translate the text with every lane's options on one encoder pass per sentence
-        (``TranslationModel.decode_lanes``)."""
-        model, text, shortlist = self.model, self.text(), self.shortlist()
-
-        def gen(cancel):
-            return model.decode_lanes(text, lanes, shortlist=shortlist, cancel=cancel)
-
-        return gen
-
-    def input_identity(self) -> tuple[str, str]:
-        """("text 'The weather…' (27 characters)", SHA-256 of the UTF-8 text)."""
-        import hashlib
-
-        text = self.text()
-        head = " ".join(text.split())
-        head = head if len(head) <= 40 else head[:39] + "…"
-        return f"the text {head!r} ({len(text)} characters)", hashlib.sha256(text.encode("utf-8")).hexdigest()
+        return fn
 
     def input_settings(self) -> dict:
         return {"shortlist": self.shortlist()}

@@ -7,20 +7,19 @@
 - :class:`SourceDrop`: select words in the source text and press **Drop selection**: the
   source tokens they overlap are dropped (struck through in the text box).
 
-Each one implements ``whatif_fn`` (the task model's ``what_if`` with its mask, or
-``no_input``) and ``mask_changed`` (draws the mask); the tab mixes it in before
-:class:`~gui.tabs.base.DecodeTab`.
+Each one implements ``mask_changed`` (draws the mask); the tab mixes it in before
+:class:`~gui.tabs.base.DecodeTab`, whose ``whatif_fn`` runs the task model's ``what_if``
+with the mask (or ``no_input``) on the tab's ``task_input``.
 """
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterator
+from typing import Any
 
 from PySide6.QtGui import QColor, QTextCharFormat, QTextCursor
 from PySide6.QtWidgets import QPushButton, QTextEdit, QToolButton
 
 from core.catalog import SAMPLE_RATE
-from core.options import DecodingOptions
 
 #: a span shorter than this (seconds) is a click, not a mask
 MIN_SPAN_S = 0.02
@@ -94,20 +93,6 @@ class SpeechMask:
             self.mask_span.show()
         self.mask_span.blockSignals(False)
 
-    def whatif_fn(self, options: DecodingOptions, kind: str, original: list
-                  ) -> Callable[[Callable[[], bool]], Iterator[Any]]:
-        model, audio, language, task, span = self.model, self.audio, self.language(), self.task(), self.whatif_mask
-        extras = self.decode_extras()  # timestamps=True when on (the original run's prompt)
-        _needs(model, kind)
-
-        def gen(cancel):
-            if kind == "mask":
-                return model.what_if(audio, options, original, span=span, language=language, task=task,
-                                     cancel=cancel, **extras)
-            return model.no_input(audio, options, original, language=language, task=task, cancel=cancel, **extras)
-
-        return gen
-
 
 class ImageMask:
     """Blank a region of the image (see the module docstring). Needs the OCR tab's ``view``,
@@ -141,20 +126,6 @@ class ImageMask:
 
     def mask_changed(self, mask: Any) -> None:
         self.view.set_mask(mask)
-
-    def whatif_fn(self, options: DecodingOptions, kind: str, original: list
-                  ) -> Callable[[Callable[[], bool]], Iterator[Any]]:
-        if not self.lines:
-            raise ValueError("No text lines: read the image first.")
-        model, image, region, lines, mask = self.model, self.image, self.region, list(self.lines), self.whatif_mask
-        _needs(model, kind)
-
-        def gen(cancel):
-            if kind == "mask":
-                return model.what_if(image, options, original, mask=mask, lines=lines, region=region, cancel=cancel)
-            return model.no_input(image, options, original, lines=lines, region=region, cancel=cancel)
-
-        return gen
 
 
 class SourceDrop:
@@ -226,22 +197,3 @@ class SourceDrop:
     def dropped_ranges(self) -> list[tuple[int, int]]:
         """The character ranges struck through in the text box."""
         return [(s.cursor.selectionStart(), s.cursor.selectionEnd()) for s in self.text_edit.extraSelections()]
-
-    def whatif_fn(self, options: DecodingOptions, kind: str, original: list
-                  ) -> Callable[[Callable[[], bool]], Iterator[Any]]:
-        model, text, shortlist, drop = self.model, self.text(), self.shortlist(), self.whatif_mask
-        _needs(model, kind)
-
-        def gen(cancel):
-            if kind == "mask":
-                return model.what_if(text, options, original, drop=drop, shortlist=shortlist, cancel=cancel)
-            return model.no_input(text, options, original, shortlist=shortlist, cancel=cancel)
-
-        return gen
-
-
-def _needs(model: Any, kind: str) -> None:
-    """Raise RuntimeError when ``model`` cannot do what-ifs of ``kind``."""
-    name = "what_if" if kind == "mask" else "no_input"
-    if not hasattr(model, name):
-        raise RuntimeError(f"{getattr(model, 'name', 'this model')} cannot do input what-ifs")
