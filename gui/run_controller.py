@@ -16,10 +16,11 @@ The path of an event from a worker to the pixels waits in two queues only:
    ``flush``, the lanes' ``flush``) run once at the end of each pump turn and emit one
    signal per frame to the views.
 
-Clients (:class:`RunClient`): the run tab's decode and model load, forking
-(``gui.tabs.forking``), what-ifs (``gui.tabs.whatif``), lanes (``gui.tabs.lanes``);
-long-form and refine go through the tab's decode client. They only use the public methods
-here.
+Clients (:class:`RunClient`): the run tab's decode and model load (long-form runs are
+decodes: the Speech tab's ``gui.tabs.longform`` extends the decode client), forking
+(``gui.tabs.forking``), what-ifs (``gui.tabs.whatif``), lanes (``gui.tabs.lanes``) and the
+word-timing bar's refine (``gui.tabs.refine_words``, slot "refine"). They only use the
+public methods here.
 
 One model, one decoding thread: a start that must wait for the decoding workers (``decode``
 and ``lanes``) to end is *deferred* (:meth:`RunController.defer`) and runs when the last of
@@ -109,6 +110,11 @@ class RunController(QObject):
             return False
         h.abort()
         return True
+
+    def abort_all(self) -> None:
+        """Cancel every worker (window close)."""
+        for slot in list(self._slots):
+            self.abort(slot)
 
     def idle(self) -> bool:
         """No worker thread runs, cancelled ones included."""

@@ -67,7 +67,7 @@ class Forking(QObject):
         tab.topk.alternativeClicked.connect(self._alternative_clicked)
         tab.stages.candidateClicked.connect(self._alternative_clicked)
         tab.inspector.forceRequested.connect(self.force_text)
-        tab.fork_diff.stepClicked.connect(tab.select_branch_step)
+        tab.fork_diff.stepClicked.connect(self.select_branch_step)
         tab.branch_tree.branchPicked.connect(self._branch_picked)
 
     def growing(self, branch: int) -> bool:
@@ -236,6 +236,11 @@ class Forking(QObject):
                         cancelled=fin.cancelled, reason=fin.reason)
 
     # ------------------------------------------------------------ showing branches
+    def select_branch_step(self, branch: int, step: int) -> None:
+        """Make ``branch`` current and select its ``step`` (a click in the fork diff)."""
+        self.run.set_current(branch)
+        self.tab.select_step(step)
+
     def _branch_picked(self, branch: int) -> None:
         """A branch picked in the tree: a fork is shown in the diff beside its parent (the root
         keeps the diff as it is)."""

@@ -38,11 +38,12 @@ class RefineAction(QObject):
         self.button.setToolTip(TIP)
         self.button.clicked.connect(self.toggle)
         controller.bar.layout().addWidget(self.button)
-        self._job = None
         self.progressed.connect(self._progress)
+        self._active = False  # a refine runs and was not cancelled
 
     def running(self) -> bool:
-        return self._job is not None and self._job.running
+        """A refine runs (the tab's run controller, slot "refine") and was not cancelled."""
+        return self._active
 
     def refusal(self) -> str:
         """Why refine cannot run now ("" if it can)."""
@@ -55,10 +56,8 @@ class RefineAction(QObject):
 
     def toggle(self) -> None:
         """Start refining the drawn words, or cancel a refine that is running."""
-        from ..worker import start_worker
-
         if self.running():
-            self._job.abort()
+            self.controller.tab.controller.abort("refine")
             self._finish("refine cancelled")
             return
         c, tab = self.controller, self.controller.tab
@@ -84,13 +83,26 @@ class RefineAction(QObject):
             yield snap_words(model.refine_words(audio, steps, words, replace(options, capture_attention=True),
                                                 cancel=cancel, progress=progress, **kw), audio)
 
-        self._job = start_worker(gen, on_event=self._got, on_error=self._failed, name="refine")
+        tab.controller.start("refine", gen, self, name="refine")  # a client of the run controller
+        self._active = True
         self.button.setText("cancel refine")
         c.show_status(f"refining words 0/{len(words)}: muting around each word boundary…")
 
     def _progress(self, done: int, total: int) -> None:
         if self.running():
             self.controller.show_status(f"refining words {done}/{total}…")
+
+    # the run controller's client
+    def on_event(self, words) -> None:
+        """The refined words (the worker's one item)."""
+        self._got(words)
+
+    def on_error(self, message: str) -> None:
+        """Refine failed (its message for the user)."""
+        self._failed(message)
+
+    def on_end(self, _handle) -> None:
+        """The refine worker ended."""
 
     def _failed(self, message: str) -> None:
         """Refine's own message ("refine failed on word 37 ..." / "... in window 2 ..."), else prefixed."""
@@ -103,6 +115,6 @@ class RefineAction(QObject):
         self.refined.emit(list(words))
 
     def _finish(self, note: str) -> None:
-        self._job = None
+        self._active = False
         self.button.setText("refine")
         self.controller.show_status(note)

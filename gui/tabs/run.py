@@ -4,18 +4,28 @@
 
     ┌ input area (subclass) ──────────┬ options panel ─────────┐
     ├ token stream (strip: entropy, varentropy, kept, μ) ──────┤
-    ├ top-k | chain stages ───────────┬ cross-attention ───────┤
+    ├ top-k | chain stages ───────────┬ inspector tabs ────────┤
 
 (``QSplitter``s; sizes persist.) The step strip sits above the token chips; the selected
 step's distribution is shown as the top-k chart or, per stage of the sampler chain, as
-the stage view (``StepInspector``), with "Sample ×N" over the chart.
+the stage view (``StepInspector``), with "Sample ×N" over the chart. The inspector tabs
+(``gui.inspector``: Attention, Fork diff, Branches, What if, Beam tree, Logit lens,
+Lanes) are built here, one line per view.
 
-A subclass supplies the input area, how to load its model and how to decode its input;
-this class runs both in worker threads
-(``gui.worker.start_worker``), keeps the run's steps in a :class:`~gui.run_state.RunState`,
-feeds the events to the views at most once per frame, re-decodes when an option changes
-(cancelling the running decode first), and reports errors inline (a banner at the top
-of the tab) and through ``errorOccurred`` for the status bar.
+A subclass supplies the input area, how to load its model and how to decode its input.
+One :class:`~gui.run_controller.RunController` runs the load and the decode (and forks,
+what-ifs, lanes, refine) in worker threads and hands their events on in one time-sliced
+pump; the run's steps go into a :class:`~gui.run_state.RunState`, which every view takes in
+its constructor and follows (``gui.widgets.follow``): one ``stepsAdded`` per frame, the
+selection, another branch, steps taken back, a new run. Nothing feeds a view by hand but
+its end (``finish``) and the what-if marks. An option change re-decodes (the running
+decode is cancelled first); errors show inline (a banner at the top of the tab) and
+through ``errorOccurred`` for the status bar.
+
+Forking (``gui.tabs.forking.Forking``), what-ifs (``gui.tabs.whatif.WhatIfs``), kept
+explorations and exploration files (``gui.tabs.kept_explorations.KeptExplorations``) and
+lanes (``gui.tabs.lanes.LanesController``) are objects of the tab; it offers their public
+methods (``fork``, ``run_what_if``, ``save_exploration``, ...).
 
 :class:`gui.tabs.base.DecodeTab` adds what the tabs' input areas share (model picker,
 samples, Open…, drops, settings).
@@ -153,21 +163,20 @@ class RunTab(QWidget):
 
         self.banner = ErrorBanner()
         self.options_panel = OptionsPanel()
-        self.stream = TokenStreamView()
-        self.strip = StepStrip()
+        # the views take the run (and the input's axis) and follow it, once per frame
+        self.stream = TokenStreamView(self.run)
+        self.strip = StepStrip(self.run)
         self.stream.set_strip(self.strip)
         self.topk = TopKChart()
         self.stages = StageView()
         self.inspector = StepInspector(self.topk, self.stages)
-        self.heatmap = AttentionHeatmap()
+        self.heatmap = AttentionHeatmap(self.run)  # its column axis is the input's (configure_heatmap)
         # the views beside the top-k chart, one line each (gui/inspector.py)
         self.inspector_tabs = tabs = InspectorTabs()
         self.fork_diff = ForkDiff(self.run)
         self.branch_tree = BranchTree(self.run)
         self.whatif_view = WhatIfView()
-        self.beam_tree = BeamTreeView()  # for beam strategies (show_beam_tree)
-        self.beam_tree.column_axis = self.heatmap.column_axis
-        self.beam_tree.column_count = self.heatmap.column_count
+        self.beam_tree = BeamTreeView(self.run, axis=self.heatmap.axis)  # for beam strategies (show_beam_tree)
         self.lens_view = LogitLensView(self.run)  # layers x steps; its Capture box re-decodes with the lens
         tabs.add_view(self.heatmap, "Attention")
         tabs.add_view(self.fork_diff, "Fork diff", "a branch beside the branch it was forked from: the common "
@@ -194,10 +203,9 @@ class RunTab(QWidget):
         self.beam_tree.stepSelected.connect(self.select_step)
         self.lens_view.stepSelected.connect(self.select_step)
         self.lens_view.captureChanged.connect(self._lens_capture_changed)
-        # the views follow the run, once per frame
+        # the top-k chart and the statistics follow the run, once per frame
         self.run.stepsAdded.connect(self._steps_added)
-        self.run.segmentAdded.connect(self._segment_added)
-        self.run.beamsAdded.connect(self._beams_added)
+        self.run.selectionChanged.connect(self._selection_changed)
         self.run.currentBranchChanged.connect(self._current_branch_changed)
         self.run.stepsRetracted.connect(self._steps_retracted)
         self.run.cleared.connect(self._run_cleared)
@@ -219,34 +227,9 @@ class RunTab(QWidget):
         (``gui.tabs.forking.Forking.fork``)."""
         return self.forking.fork(step, token_ids, text, branch)
 
-    def force_text(self, text: str) -> bool:
-        """Fork at the shown step forcing the tokens of ``text`` (the force… field)."""
-        return self.forking.force_text(text)
-
-    def tokenize_text(self, text: str) -> list[tuple[int, str]]:
-        """``text`` as the decoder would write it: (token id, token text) pairs.
-
-        Raises:
-            ValueError: no model, or the text gives no token.
-        """
-        return self.forking.tokenize_text(text)
-
     def show_branch(self, branch: int) -> None:
         """Make ``branch`` the current one (the token stream, top-k and heatmap show it)."""
         self.run.set_current(branch)
-
-    def select_branch_step(self, branch: int, step: int) -> None:
-        """Make ``branch`` current and select its ``step`` (a click in the fork diff)."""
-        self.run.set_current(branch)
-        self.select_step(step)
-
-    def exploration_data(self, attention: str = "mean") -> dict:
-        """The tab's exploration as JSON data (``gui.exploration.to_json``).
-
-        Raises:
-            ValueError: nothing to save yet.
-        """
-        return self.explorations_keeper.data(attention)
 
     def save_exploration(self, path: str, attention: str = "mean") -> bool:
         """Write the exploration to ``path`` (JSON). True on success; errors go to the banner."""
@@ -264,10 +247,6 @@ class RunTab(QWidget):
     def next_exploration(self) -> bool:
         """Edit → Next exploration (Ctrl+Shift+Z)."""
         return self.explorations_keeper.next()
-
-    def has_exploration_work(self) -> bool:
-        """The tree holds something the user made: a fork or a what-if."""
-        return self.explorations_keeper.has_work()
 
     def unsaved_explorations(self) -> list:
         """The kept explorations with work that was not saved."""
@@ -303,10 +282,6 @@ class RunTab(QWidget):
         """Use ``mask`` for What if?; None clears it (``gui.tabs.whatif.WhatIfs.set_mask``)."""
         self.whatifs.set_mask(mask, description)
 
-    def clear_mask(self) -> None:
-        """Forget the mask and the what-if result (and their marks)."""
-        self.whatifs.clear_mask()
-
     def run_what_if(self) -> bool:
         """What if? (the mask): False, with a message, when it cannot start."""
         return self.whatifs.start("mask")
@@ -314,10 +289,6 @@ class RunTab(QWidget):
     def run_no_input(self) -> bool:
         """No input: False, with a message, when it cannot start."""
         return self.whatifs.start("prior")
-
-    def whatif_marks(self) -> dict[int, tuple[str, str]]:
-        """step -> (colour, tooltip line) of the tokens the last what-if flags."""
-        return self.whatifs.marks()
 
     def _build_layout(self) -> None:
         """The three splitters (input | options, stream, top-k | heatmap) under the banner."""
@@ -661,67 +632,24 @@ class RunTab(QWidget):
             self.progressChanged.emit(done, total)
 
     def _steps_added(self, _branch: int, steps: list[StepEvent]) -> None:
-        """The current branch's steps of one frame: one batch for the token stream, the
-        step strip, the heatmap and the lens; the top-k (and chain stages) of the newest (or
-        the selected) step; one statistics update."""
-        self.stream.append_steps(steps)
-        self.strip.append_steps(steps)
-        self.heatmap.append_steps(steps)
-        self.lens_view.append_steps(steps)
+        """The current branch's steps of one frame (the views follow the run themselves):
+        the top-k (and chain stages) of the newest (or the selected) step; one statistics
+        update."""
         sel = self.run.selected()
         if sel is None:
             self.topk.set_step(steps[-1])
         elif any(ev.step == sel for ev in steps):
             self.topk.set_step(self.run.step(sel))
-            self.stream.select_step(sel)
-            self.strip.select_step(sel)
-            self.heatmap.select_step(sel)
         self.statsChanged.emit(self._stats_dict(None))
 
-    def _segment_added(self, _branch: int, ev: SegmentEvent) -> None:
-        """A segment of the current branch starts: a new line / columns."""
-        self.stream.handle(ev)
-        self.heatmap.handle(ev)
-        self.beam_tree.handle_segment(ev)
-
-    def _beams_added(self, beams: list[BeamEvent]) -> None:
-        self.stream.set_beams(beams[-1])
-        self.beam_tree.add_events(beams)
-
-    def _clear_views(self) -> None:
-        self.stream.clear()  # the step strip follows (stream.cleared)
-        self.heatmap.clear()
-        self.lens_view.clear()
-        self.topk.set_step(None)
-
-    def rebuild_views(self) -> None:
-        """Show the current branch again from the run's steps (each segment's label line
-        first) in the stream, strip, heatmap and lens."""
-        self.run.drop_pending()
-        self._clear_views()
-        items = self.run.replay()
-        steps: list[StepEvent] = []
-        for ev in items:
-            if isinstance(ev, StepEvent):
-                steps.append(ev)
-                continue
-            if steps:
-                self._show_steps(steps)
-                steps = []
-            self._segment_added(self.run.current_branch(), ev)
-        if steps:
-            self._show_steps(steps)
-
-    def _show_steps(self, steps: list[StepEvent]) -> None:
-        self.stream.append_steps(steps)
-        self.strip.append_steps(steps)
-        self.heatmap.append_steps(steps)
-        self.lens_view.append_steps(steps)
+    def _selection_changed(self, step: int | None) -> None:
+        """The top-k chart shows the selected step, or the newest."""
+        self.topk.set_step(self.run.step(step if step is not None else self.run.latest()))
 
     def _current_branch_changed(self, branch: int) -> None:
-        """Show the current branch's segments and steps in the stream, strip and heatmap,
-        then the selection (or the newest step) in the top-k chart."""
-        self.rebuild_views()
+        """The views have shown the current branch's segments and steps again (they follow
+        the run): its end in the stream, the selection (or the newest step) in the top-k chart."""
+        self.topk.set_step(None)
         b = self.run.branch(branch)
         if b.finished is not None and not self.forking.growing(branch):
             self.stream.finish(b.finished)
@@ -737,10 +665,9 @@ class RunTab(QWidget):
 
     def _steps_retracted(self, branch: int, _step: int) -> None:
         """Steps were taken back (a long-form attempt that was not kept): the views redraw
-        the current branch from the run's steps."""
+        the current branch from the run's steps themselves; the top-k chart follows."""
         if branch != self.run.current_branch():
             return
-        self.rebuild_views()
         if self.run.selected() is None:
             self.topk.set_step(self.run.step(self.run.latest()))
 
@@ -775,21 +702,16 @@ class RunTab(QWidget):
         self.statsChanged.emit(self._stats_dict(None))
 
     def _run_cleared(self) -> None:
-        """A new run (or no input): the views start empty."""
-        self._clear_views()
-        self.beam_tree.clear()
+        """A new run (or no input): the views start empty (they follow the run)."""
+        self.topk.set_step(None)
         self.show_branch_title()
 
     # ------------------------------------------------------------ selection
     def select_step(self, step: int) -> None:
-        """Show ``step`` in the top-k chart and the stage view, outline it in the stream, the
-        strip and the heatmap."""
+        """Select ``step`` in the run: the top-k chart and the stage view show it, the views
+        that follow the run outline it."""
         self.run.select(step)
-        self.stream.select_step(step)
-        self.strip.select_step(step)
-        self.heatmap.select_step(step)
         self.topk.set_step(self.run.step(step))
-        self.beam_tree.select_step(step)
 
     def selected_step(self) -> int | None:
         """The step the user selected (None: follow the newest token)."""
@@ -798,11 +720,7 @@ class RunTab(QWidget):
     def follow_newest(self) -> None:
         """Drop the token selection: the views follow the newest token again."""
         self.run.select(None)
-        self.stream.select_step(None)
-        self.strip.select_step(None)
-        self.heatmap.select_step(None)
         self.topk.set_step(self.run.step(self.run.latest()))
-        self.beam_tree.select_step(None)
 
     # --------------------------------------------------------------- cancel
     def cancel(self) -> bool:
@@ -855,7 +773,7 @@ class RunTab(QWidget):
     def shutdown(self, wait_ms: int = 10000) -> None:
         """Cancel everything and wait for the worker threads (window close)."""
         self.cancel()
-        self.lanes.cancel()
+        self.controller.abort_all()  # lanes, refine
         self.controller.wait(wait_ms)
 
     # ---------------------------------------------------------------- stats

@@ -28,6 +28,8 @@ from PySide6.QtWidgets import QComboBox, QGraphicsRectItem, QHBoxLayout, QLabel,
 from core.events import SegmentEvent, StepEvent, load_attention
 
 from .colors import LUT
+from .column_axis import ColumnAxis
+from .follow import follow_run
 from .token_stream import display_text
 from .waveform import envelope
 
@@ -101,8 +103,10 @@ class AttentionHeatmap(QWidget):
     viewChanged = Signal()
     rowHovered = Signal(object)
 
-    def __init__(self, parent: QWidget | None = None) -> None:
+    def __init__(self, run=None, parent: QWidget | None = None) -> None:
         super().__init__(parent)
+        #: the input's column axis (labels, unit, scale, column count), shared with other views
+        self.axis = ColumnAxis()
         self._scale = 1.0  # source units per column (e.g. 0.02 s)
         self._unit = "source position"
         self._col_labels: list[str] | None = None
@@ -194,6 +198,41 @@ class AttentionHeatmap(QWidget):
         lay.setSpacing(2)
         lay.addLayout(top)
         lay.addWidget(self.view, 1)
+        if run is not None:  # the run's steps, segments and selection, once per frame
+            follow_run(run, self)
+
+    # the column axis lives in the shared model (gui/widgets/column_axis.py)
+    @property
+    def _scale(self) -> float:
+        return self.axis.scale
+
+    @_scale.setter
+    def _scale(self, v: float) -> None:
+        self.axis.scale = v
+
+    @property
+    def _unit(self) -> str:
+        return self.axis.unit
+
+    @_unit.setter
+    def _unit(self, v: str) -> None:
+        self.axis.unit = v
+
+    @property
+    def _col_labels(self) -> list[str] | None:
+        return self.axis.labels
+
+    @_col_labels.setter
+    def _col_labels(self, v: list[str] | None) -> None:
+        self.axis.labels = v
+
+    @property
+    def _n_cols(self) -> int:
+        return self.axis.count
+
+    @_n_cols.setter
+    def _n_cols(self, n: int) -> None:
+        self.axis.count = n
 
     # ---------------------------------------------------------------- API
     def set_columns(self, unit: str, scale: float = 1.0, labels: list[str] | None = None, n_columns: int = 0) -> None:

@@ -84,7 +84,7 @@ class BeamTreeView(QWidget):
     nodeSelected = Signal(object)
     stepSelected = Signal(int)
 
-    def __init__(self, parent: QWidget | None = None) -> None:
+    def __init__(self, run=None, axis=None, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.model = BeamTree()
         self._layouts: dict[int, _Layout] = {}
@@ -95,16 +95,22 @@ class BeamTreeView(QWidget):
         self._open: set[int] = set()  # segments whose search has not ended
         self._selected: tuple[int, int] | None = None  # (segment, node id)
         #: () -> (column labels or None, unit, units per column) of the attention's input axis
-        #: (a tab hands in its heatmap's ``column_axis``)
-        self.column_axis: Callable[[], tuple[list[str] | None, str, float]] = lambda: (None, "column", 1.0)
+        #: (``axis``: the input's ``ColumnAxis``, shared with the heatmap)
+        self.column_axis: Callable[[], tuple[list[str] | None, str, float]] = (
+            axis.column_axis if axis is not None else lambda: (None, "column", 1.0))
         #: () -> how many columns the input has (0: unknown); the strip leaves out the encoder
         #: positions beyond it (Whisper's 30 s window past the end of a short clip)
-        self.column_count: Callable[[], int] = lambda: 0
+        self.column_count: Callable[[], int] = axis.column_count if axis is not None else lambda: 0
         self._font = QFont(self.font())
         self._font.setPointSizeF(max(7.0, self._font.pointSizeF() - 1))
         self._empty = QGraphicsScene(self)
         self._build()
         self._update_count()
+        if run is not None:  # the run's beams, segments and selection, once per frame
+            run.beamsAdded.connect(self.add_events)
+            run.segmentAdded.connect(lambda _branch, ev: self.handle_segment(ev))
+            run.selectionChanged.connect(self.select_step)
+            run.cleared.connect(self.clear)
 
     def _build(self) -> None:
         self.view = TreeCanvas()

@@ -337,6 +337,8 @@ class LogitLensView(QWidget):
             run.cleared.connect(self.clear)
             run.currentBranchChanged.connect(lambda _b: self.set_steps(run.steps()))
             run.selectionChanged.connect(self.select_step)
+            run.stepsAdded.connect(lambda _b, steps: self.append_steps(steps))  # once per frame
+            run.stepsRetracted.connect(lambda _b, _s: self.set_steps(run.steps()))
         self._update_legend()
         self._update_placeholder()
 

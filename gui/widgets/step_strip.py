@@ -24,6 +24,7 @@ from PySide6.QtWidgets import QHBoxLayout, QLabel, QSizePolicy, QWidget
 from core.events import StepEvent
 
 from .colors import SERIES_COLORS
+from .follow import follow_run
 
 #: the strip's height in pixels (plot and legend) when it has room; it shrinks (to nothing)
 #: before the token chips below it do
@@ -43,7 +44,7 @@ class StepStrip(QWidget):
 
     stepSelected = Signal(int)
 
-    def __init__(self, parent: QWidget | None = None) -> None:
+    def __init__(self, run=None, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self._n = 0
         self._steps = np.zeros(0, np.int64)
@@ -105,6 +106,8 @@ class StepStrip(QWidget):
             w.setMaximumHeight(STRIP_HEIGHT)
         self.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Maximum)
         self._update_legend()
+        if run is not None:  # the run's steps and selection, once per frame
+            follow_run(run, self, segments=False)
 
     def sizeHint(self) -> QSize:
         return QSize(400, STRIP_HEIGHT)

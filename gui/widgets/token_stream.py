@@ -37,6 +37,7 @@ from PySide6.QtWidgets import (
 
 from core.events import BeamEvent, Finished, SegmentEvent, StepEvent
 
+from .follow import follow_run
 from .colors import (
     COLOR_MODES,
     ENTROPY_SCALE,
@@ -481,7 +482,7 @@ class TokenStreamView(QWidget):
     #: the colouring modes as the combo box lists them
     MODE_LABELS = {"probability": "probability", "rank": "rank (GLTR)", "entropy": "entropy"}
 
-    def __init__(self, parent: QWidget | None = None) -> None:
+    def __init__(self, run=None, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.flow = TokenFlow()
         self.flow.stepSelected.connect(self.stepSelected)
@@ -554,6 +555,9 @@ class TokenStreamView(QWidget):
         lay.addWidget(self.scroll, 1)
         lay.addWidget(self.text_label)
         self._text_parts: list[str] = []
+        if run is not None:  # the run's steps, segments, beams and selection, once per frame
+            follow_run(run, self)
+            run.beamsAdded.connect(lambda beams: self.set_beams(beams[-1]))
 
     # ---------------------------------------------------------------- API
     def clear(self) -> None:
