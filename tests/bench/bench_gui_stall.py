@@ -60,6 +60,15 @@ def rss_mb() -> float:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 1e6
 
 
+def hwm_mb() -> float:
+    """The peak resident memory of this process so far (VmHWM), MB."""
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1000
+    return float("nan")
+
+
 def anon_mb() -> float:
     """The anonymous part of the resident memory (RssAnon: the heap, arrays, tensors), MB;
     the rest is mapped files (shared libraries: torch's CUDA build maps ~400 MB of them)."""
@@ -333,7 +342,7 @@ def case_hour(app, win, args) -> None:
                               f"{took:.0f} s{' then Cancel' if cancelled else ''}")
     extra = "" if s_end >= minutes * 60 - 30 else f" · extrapolated to 60 min: {end + slope * (3600 - s_end):.0f} MB"
     print(f"  memory: before the recording {base:.0f} MB · after open {opened:.0f} MB (+{opened - base:.0f}) · "
-          f"end {end:.0f} MB (peak {peak:.0f}) · after 240 s: {slope:.3f} MB per s of audio "
+          f"end {end:.0f} MB (peak {peak:.0f} sampled, {hwm_mb():.0f} process peak) · after 240 s: {slope:.3f} MB per s of audio "
           f"({per_token:.0f} kB per token){extra}", flush=True)
 
 
