@@ -151,6 +151,12 @@ def window_samples(plan: WindowPlan) -> tuple[int, int]:
     return plan.seek * per, (plan.seek + plan.n_frames) * per
 
 
+def _audio_key(audio: np.ndarray) -> str:
+    """SHA-1 of the samples' bytes (hex), read in place: ``tobytes()`` copied the whole clip
+    (230 MB for an hour of float32) at every run, fork and what-if."""
+    return hashlib.sha1(memoryview(np.ascontiguousarray(audio)).cast("B")).hexdigest()
+
+
 def drop_window_kv(model, encoded) -> int:
     """Free what decoding kept for one window beside its encoder output: the decoder's
     cross-attention keys and values (``EncoderOutput.extras["whisper_cross_kv"]``, a function
@@ -187,7 +193,7 @@ def hold_window_kv(model, encoded, keep: int = KV_WINDOWS_KEPT) -> None:
 def encode_audio(model, audio: np.ndarray, plan: WindowPlan):
     """The EncoderOutput of ``plan``'s window of ``audio`` (another version of the run's
     audio, e.g. with a span silenced): the whole clip's log-mel, cut as the run cut it."""
-    key = hashlib.sha1(np.ascontiguousarray(audio).tobytes()).hexdigest()
+    key = _audio_key(audio)
     encoded = _encode_window(model, _LogMel(model, audio), key, plan.seek, plan.n_frames)[0]
     hold_window_kv(model, encoded)
     return encoded
@@ -209,7 +215,7 @@ def plan_of_run(model, audio: np.ndarray, options: DecodingOptions, language: st
     options.validate()
     model.check_language_task(language, task, candidate_languages)
     audio = _check_audio(audio)
-    key = hashlib.sha1(np.ascontiguousarray(audio).tobytes()).hexdigest()
+    key = _audio_key(audio)
     plans = getattr(model, "_longform_plans", {}).get(key)
     if not plans:
         raise ValueError("this audio has no long-form run to go back to; transcribe it long-form first")
@@ -341,7 +347,7 @@ def transcribe(
     timestamp_begin = lw.special.notimestamps + 1
     mel = _LogMel(model, audio)
     total_frames = int(mel.shape[-1])
-    audio_key = hashlib.sha1(np.ascontiguousarray(audio).tobytes()).hexdigest()
+    audio_key = _audio_key(audio)
     stats = RunStats(load_s=model.load_s, audio_s=len(audio) / SAMPLE_RATE, encoder_cached=True)
     totals = RunTotals(stats)
     history: list[int] = model.prefix_ids(longform.initial_prompt) if longform.initial_prompt else []

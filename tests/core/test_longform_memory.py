@@ -90,3 +90,22 @@ def test_the_log_mel_is_computed_a_window_at_a_time_and_equals_the_one_call(whis
     assert mel.shape == tuple(full.shape)
     for seek in (0, 2999, 5000, mel.shape[-1] - 1200):
         assert torch.equal(mel.window(seek, 3000), full[..., seek: seek + 3000])
+
+
+def test_the_audio_key_is_hashed_without_a_copy_of_the_audio(whisper_tiny_en):
+    """A run, fork or what-if hashes the whole clip to find its windows; ``tobytes()`` made a
+    transient copy of it (230 MB for an hour of float32) at each of them."""
+    import tracemalloc
+
+    from core.tasks.longform import plan_of_run
+
+    audio = (np.random.default_rng(0).standard_normal(16000 * 240) * 0.1).astype(np.float32)  # 4 minutes, 15 MB
+    tracemalloc.start()
+    try:
+        with pytest.raises(ValueError, match="long-form first"):  # hashed, then no run of it found
+            plan_of_run(whisper_tiny_en, audio, DecodingOptions(), "en", "transcribe")
+        _now, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    # the audio check's np.isfinite mask (1 byte per sample) is a quarter of it; a copy is all of it
+    assert peak < audio.nbytes // 2, f"{peak / 1e6:.1f} MB allocated while hashing {audio.nbytes / 1e6:.1f} MB of audio"
