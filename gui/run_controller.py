@@ -29,6 +29,7 @@ them has ended.
 
 from __future__ import annotations
 
+import math
 import time
 from typing import Any, Callable, Protocol
 
@@ -168,16 +169,16 @@ class RunController(QObject):
         """Events (or ends) of some worker wait to be handed on."""
         return any(h.waiting() for h, _c in self._jobs)
 
-    def pump(self) -> None:
-        """Hand the workers' events to their clients in order, at most
-        :data:`MAX_EVENTS_PER_FRAME` or :data:`PUMP_BUDGET_S` seconds' worth, then run the
-        frame listeners once; the rest waits for the next turn of the event loop (timers
-        and paints run in between)."""
+    def pump(self, max_events: int = MAX_EVENTS_PER_FRAME, budget_s: float | None = PUMP_BUDGET_S) -> None:
+        """Hand the workers' events to their clients in order, at most ``max_events`` or
+        ``budget_s`` seconds' worth (None: no time limit), then run the frame listeners
+        once; the rest waits for the next turn of the event loop (timers and paints run in
+        between)."""
         self._timer.stop()
-        deadline = time.perf_counter() + PUMP_BUDGET_S
+        deadline = time.perf_counter() + budget_s if budget_s is not None else math.inf
         n = 0
         for handle, client in list(self._jobs):
-            while n < MAX_EVENTS_PER_FRAME and time.perf_counter() < deadline:
+            while n < max_events and time.perf_counter() < deadline:
                 ev = handle.next_item()
                 if ev is NOTHING:
                     break
@@ -198,10 +199,12 @@ class RunController(QObject):
             self._timer.start(1)  # more next turn, after timers and paints
 
     def drain(self) -> None:
-        """Hand on every event waiting now (a fork or a what-if starts after the last run's
-        events reached the views)."""
-        while self.waiting():
-            self.pump()
+        """Hand on the events waiting now (a fork or a what-if starts after the last run's
+        events reached the views); events a running worker adds meanwhile wait for the pump
+        (a fast worker cannot keep this loop going)."""
+        n = sum(h.queued() for h, _c in self._jobs)
+        if n:
+            self.pump(max_events=n, budget_s=None)
 
     def _ended(self, handle: WorkerHandle, client: RunClient) -> None:
         self._jobs = [(h, c) for h, c in self._jobs if h is not handle]

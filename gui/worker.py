@@ -264,7 +264,11 @@ class WorkerHandle(QObject):
 
     def waiting(self) -> bool:
         """Pulled mode: items (or the end) wait to be taken."""
-        return self._source is not None and len(self._source) > 0
+        return self.queued() > 0
+
+    def queued(self) -> int:
+        """Pulled mode: how many items (the end included) wait to be taken."""
+        return len(self._source) if self._source is not None else 0
 
     def next_item(self) -> Any:
         """Pulled mode: the worker's oldest item, a :class:`WorkerFailed` (the generator
