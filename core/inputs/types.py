@@ -172,3 +172,27 @@ def rgb_digest(image: Any) -> tuple[Any, tuple[int, ...]]:
     """(``hashlib.sha256`` of ``image``'s RGB uint8 pixels, the pixel array's shape (h, w, 3))."""
     rgb = np.ascontiguousarray(np.asarray(image.convert("RGB"), dtype=np.uint8))
     return hashlib.sha256(rgb.tobytes()), rgb.shape
+
+
+def check_audio(audio) -> np.ndarray:
+    """``audio`` as float32 mono (n_samples,) 16 kHz samples, checked: mono, not empty, at least
+    ``MIN_AUDIO_S`` long, finite.
+
+    Raises:
+        ValueError: saying what is wrong and what to do.
+    """
+    from core.catalog import MIN_AUDIO_S, SAMPLE_RATE
+
+    audio = np.asarray(audio)
+    if audio.ndim != 1:
+        raise ValueError(f"audio must be mono (n_samples,), got shape {audio.shape}; mix channels down first")
+    if audio.size == 0:
+        raise ValueError("the audio is empty (0 samples); record or open a clip with speech")
+    if audio.size < MIN_AUDIO_S * SAMPLE_RATE:
+        raise ValueError(
+            f"the audio is too short ({audio.size / SAMPLE_RATE * 1000:.0f} ms); give at least {MIN_AUDIO_S:.1f} s"
+        )
+    audio = audio.astype(np.float32, copy=False)
+    if not np.all(np.isfinite(audio)):
+        raise ValueError("the audio holds NaN or infinite samples; the file or recording is corrupt")
+    return audio

@@ -210,7 +210,7 @@ def plan_of_run(model, audio: np.ndarray, options: DecodingOptions, language: st
         ValueError: this audio has not been transcribed long-form by this model.
     """
     from core.tasks.base import Prepared
-    from core.tasks.speech import _check_audio
+    from core.inputs.types import check_audio as _check_audio
 
     options.validate()
     model.check_language_task(language, task, candidate_languages)
@@ -334,7 +334,7 @@ def transcribe(
     Raises:
         ValueError: bad audio, options, language or task.
     """
-    from core.tasks.speech import _check_audio
+    from core.inputs.types import check_audio as _check_audio
 
     longform = longform.validate()
     # a window may hold up to sample_len tokens, as openai's sample_len (the options' max_new_tokens is

@@ -3,7 +3,7 @@
 Pre-processing (log-mel features), the Whisper prompt (start-of-transcript,
 language, task, no-timestamps) and the run's plan (30-second windows) live here; beside
 it ``core.tasks.speech_language`` (language detection, no-speech probability),
-``core.tasks.speech_windows`` (checking audio, skipping silence, window warnings) and
+``core.tasks.speech_windows`` (window ranges, skipping silence, window warnings) and
 ``core.tasks.speech_words`` (end-of-text attention, refined word times). The runs
 (decode, lanes, fork, what-ifs) are ``core.tasks.base.SegmentedTask``'s; the decoding
 itself is ``core.engine.Engine`` on a ``core.backends.hf.HFSeq2SeqBackend``.
@@ -26,7 +26,7 @@ from core.catalog import WHISPER_BUNDLED as BUNDLED
 from core.catalog import WHISPER_DEFAULT as DEFAULT_MODEL
 from core.catalog import WHISPER_TASKS as TASKS
 from core.events import RunStats, SegmentEvent
-from core.inputs.types import SpeechInput
+from core.inputs.types import SpeechInput, check_audio
 from core.options import DecodingOptions
 from core.tasks.base import OtherInput, Plan, Prepared, SegmentedTask
 from core.tasks.speech_language import StartOfTranscript
@@ -36,13 +36,11 @@ from core.tasks.speech_windows import (  # noqa: F401 - LONGFORM_HINT, SKIPPED, 
     SKIPPED,
     WINDOW_FRAMES,
     WINDOW_SAMPLES,
-    check_audio,
     join_windows,
     skip_silence,
     window_ranges,
     window_warnings,
 )
-from core.tasks.speech_windows import check_audio as _check_audio  # noqa: F401 - core.tasks.longform's name
 
 __all__ = ["BUNDLED", "DEFAULT_MODEL", "FRAME_S", "LONGFORM_HINT", "NO_SPEECH_WARN", "SAMPLE_RATE", "SKIPPED",
            "SpeechModel", "TASKS", "window_warnings"]

@@ -1,4 +1,4 @@
-"""Whisper's fixed 30 s windows: checking the audio, skipping digital silence, joining the
+"""Whisper's fixed 30 s windows: their sample ranges, skipping digital silence, joining the
 windows' texts, and the warnings about windows that hold no speech or loop.
 
 Pure functions over numpy audio and events (``core.tasks.speech.SpeechModel.plan`` uses them);
@@ -12,7 +12,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from core.catalog import FRAME_S, MIN_AUDIO_S, SAMPLE_RATE, WINDOW_S
+from core.catalog import FRAME_S, SAMPLE_RATE, WINDOW_S
 from core.events import SegmentEvent
 from core.tasks.segments import Prepared
 
@@ -101,20 +101,3 @@ def window_warnings(events: Sequence, decode: Callable[[Sequence[int]], str], *,
 def join_windows(done) -> str:
     """The windows' texts joined with spaces."""
     return " ".join(text for _, text in done if text)
-
-
-def check_audio(audio) -> np.ndarray:
-    """Validate and return float32 mono audio, or raise ValueError saying what is wrong."""
-    audio = np.asarray(audio)
-    if audio.ndim != 1:
-        raise ValueError(f"audio must be mono (n_samples,), got shape {audio.shape}; mix channels down first")
-    if audio.size == 0:
-        raise ValueError("the audio is empty (0 samples); record or open a clip with speech")
-    if audio.size < MIN_AUDIO_S * SAMPLE_RATE:
-        raise ValueError(
-            f"the audio is too short ({audio.size / SAMPLE_RATE * 1000:.0f} ms); give at least {MIN_AUDIO_S:.1f} s"
-        )
-    audio = audio.astype(np.float32, copy=False)
-    if not np.all(np.isfinite(audio)):
-        raise ValueError("the audio holds NaN or infinite samples; the file or recording is corrupt")
-    return audio
