@@ -173,18 +173,9 @@ def test_backends_never_import_tasks():
     assert offenders == []
 
 
-# Circles being cut by other parts of issue 20 while this rule went in; a circle is tolerated only
-# while every module in it belongs to one group here. The lead empties this at the end.
-CYCLES_ALLOWED: tuple[frozenset[str], ...] = (
-    # issue 20: H3/H5 remove this (the speech task and long-form share check_audio and window helpers)
-    frozenset({"core.tasks.longform", "core.tasks.speech", "core.tasks.speech_windows", "core.tasks.speech_words"}),
-)
-
-
 def test_no_import_cycles():
     """No two modules of core/ or gui/ import each other, directly or round a longer circle."""
-    cycles = import_cycles(import_graph())
-    assert [c for c in cycles if not any(set(c) <= allowed for allowed in CYCLES_ALLOWED)] == []
+    assert import_cycles(import_graph()) == []
 
 
 # ------------------------------------------------------------------ private names across gui/ files
