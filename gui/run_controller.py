@@ -48,8 +48,15 @@ PUMP_BUDGET_S = 0.015
 DECODING_SLOTS = ("decode", "lanes")
 
 
+#: events that wait for the frame's batch: before any other event the frame listeners run
+#: (so a client's end handling sees every earlier token in the views)
+BATCHED_EVENTS = (StepEvent, BeamEvent, SegmentEvent)
+
+
 class RunClient(Protocol):
-    """What a worker's events go to (all calls on the GUI thread, in the worker's order)."""
+    """What a worker's events go to (all calls on the GUI thread, in the worker's order).
+    A client may name more event types that wait for the frame's batch (``batched_events``,
+    a tuple of types; the lanes' ``LaneEvent``)."""
 
     def on_event(self, ev: Any) -> None:
         """One item the worker's generator yielded."""
@@ -178,6 +185,7 @@ class RunController(QObject):
         deadline = time.perf_counter() + budget_s if budget_s is not None else math.inf
         n = 0
         for handle, client in list(self._jobs):
+            batched = BATCHED_EVENTS + tuple(getattr(client, "batched_events", ()))
             while n < max_events and time.perf_counter() < deadline:
                 ev = handle.next_item()
                 if ev is NOTHING:
@@ -191,12 +199,16 @@ class RunController(QObject):
                     self.frame()
                     client.on_error(ev.message)
                     continue
-                if not isinstance(ev, (StepEvent, BeamEvent, SegmentEvent)):
+                if not isinstance(ev, batched):
                     self.frame()
                 client.on_event(ev)
+        cut = n >= max_events or time.perf_counter() >= deadline  # the budget, not the events, ran out
         self.frame()
         if self.waiting():
-            self._timer.start(1)  # more next turn, after timers and paints
+            # cut short: more at the next turn, after timers and paints; else what arrived
+            # meanwhile waits for the next frame (a pump every millisecond would take the
+            # GIL from the decoding worker)
+            self._timer.start(1 if cut else FRAME_MS)
 
     def drain(self) -> None:
         """Hand on the events waiting now (a fork or a what-if starts after the last run's

@@ -37,7 +37,7 @@ from ..worker import WorkerHandle
 
 
 class LanesController(QObject):
-    """Runs a tab's lanes (module docstring).
+    """Runs a tab's lanes (module docstring); a client of the tab's run controller.
 
     Args:
         tab: the ``RunTab`` (its model, options panel, ``lanes_fn``, signals).
@@ -46,6 +46,9 @@ class LanesController(QObject):
         state: the lanes' model; view: the Lanes view (added to the tab's inspector tabs).
         handle: the running lanes worker, or None.
     """
+
+    #: lane events wait for the frame's batch (``RunController.pump``)
+    batched_events = (LaneEvent,)
 
     def __init__(self, tab: Any) -> None:
         super().__init__(tab)
