@@ -325,6 +325,28 @@ def _temperature_summary(o) -> str:
 
 _OFF0, _OFF1 = " (0 = off)", " (1 = off)"
 
+
+def _filter(name: str, label: str, build: tuple[str, str], *, off: int, transformers: int, llama_cpp: int,
+            help: str, field_help: str, check: Check, control: tuple, flag_help: str,
+            field_label: str | None = None) -> Stage:
+    """A sampling filter of one option field named as the stage (label ``field_label`` or the
+    stage's, CLI flag ``--name``), in the Filters section, applied when sampling only.
+
+    Args:
+        build: ``(module, class)``: the processor is ``class(options.<name>)``.
+        off: the "off" value: 0 (off at values <= 0) or 1 (off at values >= 1).
+    """
+    if off not in (0, 1):
+        raise ValueError(f"_filter {name}: off must be 0 or 1, got {off}")
+    is_off = (lambda o: getattr(o, name) <= 0) if off == 0 else (lambda o: getattr(o, name) >= 1.0)
+    return Stage(
+        name, label, help,
+        (Field(name, field_label or label, field_help, check=check, control=control,
+               flag="--" + name.replace("_", "-"), flag_help=flag_help),),
+        is_off=is_off, build=_make(*build, _opt(name)),
+        strategies=SAMPLING_STRATEGIES, transformers=transformers, llama_cpp=llama_cpp, section="Filters",
+    )
+
 # ------------------------------------------------------------------ the registry
 # Declared in the options panel's order (its sections list the controls in this order). The
 # chain's orders come from each stage's ranks: transformers' (``_get_logits_processor``: the
@@ -518,118 +540,83 @@ REGISTRY: tuple[Stage, ...] = (
         summary=lambda o: f"quadratic {_g(o.smoothing_factor)}"
         + (f", curve {_g(o.smoothing_curve)}" if o.smoothing_curve != 1 else ""),
     ),
-    Stage(
-        "top_h", "top-h",
-        "Keeps the best tokens while their entropy terms stay ≤ top_h · H (Top-H decoding, "
+    _filter(
+        "top_h", "top-h", (_W, "TopH"), off=0, transformers=12, llama_cpp=17,
+        help="Keeps the best tokens while their entropy terms stay ≤ top_h · H (Top-H decoding, "
         "arXiv:2509.02510; transformers TopHLogitsWarper).",
-        (Field("top_h", "top-h",
-               "Keep the best tokens while their −p·log p terms add up to ≤ top_h · H (entropy-bounded nucleus); "
-               "0 = off (Top-H decoding, arXiv:2509.02510; transformers TopHLogitsWarper).",
-               check=in_range(0.0, 1.0, off=_OFF0), control=(0.0, 1.0, 0.01, 2, "off"), flag="--top-h",
-               flag_help="entropy-bounded top-h; 0 = off"),),
-        is_off=lambda o: o.top_h <= 0, build=_make(_W, "TopH", _opt("top_h")),
-        strategies=SAMPLING_STRATEGIES, transformers=12, llama_cpp=17, section="Filters",
+        field_help="Keep the best tokens while their −p·log p terms add up to ≤ top_h · H (entropy-bounded nucleus); "
+        "0 = off (Top-H decoding, arXiv:2509.02510; transformers TopHLogitsWarper).",
+        check=in_range(0.0, 1.0, off=_OFF0), control=(0.0, 1.0, 0.01, 2, "off"), flag_help="entropy-bounded top-h; 0 = off",
     ),
-    Stage(
-        "top_k", "top-k",
-        "Keeps the k most probable tokens (Fan et al. 2018; transformers TopKLogitsWarper).",
-        (Field("top_k", "top-k",
-               "Keep only the k most probable tokens; 0 = off (Fan et al. 2018; transformers TopKLogitsWarper). "
-               "Contrastive search uses it as its number of candidates.",
-               check=at_least(0, _OFF0), control=(0, 100, 1, 0, "off"), flag="--top-k", flag_help="0 = off"),),
-        is_off=lambda o: o.top_k <= 0, build=_make(_W, "TopK", _opt("top_k")),
-        strategies=SAMPLING_STRATEGIES, transformers=13, llama_cpp=10, section="Filters",
+    _filter(
+        "top_k", "top-k", (_W, "TopK"), off=0, transformers=13, llama_cpp=10,
+        help="Keeps the k most probable tokens (Fan et al. 2018; transformers TopKLogitsWarper).",
+        field_help="Keep only the k most probable tokens; 0 = off (Fan et al. 2018; transformers TopKLogitsWarper). "
+        "Contrastive search uses it as its number of candidates.",
+        check=at_least(0, _OFF0), control=(0, 100, 1, 0, "off"), flag_help="0 = off",
     ),
-    Stage(
-        "top_p", "top-p",
-        "Nucleus: keeps the smallest set of tokens whose probability sums to ≥ p "
+    _filter(
+        "top_p", "top-p", (_W, "TopP"), off=1, transformers=14, llama_cpp=12,
+        help="Nucleus: keeps the smallest set of tokens whose probability sums to ≥ p "
         "(Holtzman et al. 2020; transformers TopPLogitsWarper).",
-        (Field("top_p", "top-p",
-               "Nucleus: keep the smallest set of tokens whose probability sums to ≥ p; 1 = off "
-               "(Holtzman et al. 2020; transformers TopPLogitsWarper).",
-               check=in_range(0, 1, lo_open=True, off=_OFF1), control=(0.05, 1.0, 0.01, 2, None), flag="--top-p",
-               flag_help="nucleus; 1.0 = off"),),
-        is_off=lambda o: o.top_p >= 1.0, build=_make(_W, "TopP", _opt("top_p")),
-        strategies=SAMPLING_STRATEGIES, transformers=14, llama_cpp=12, section="Filters",
+        field_help="Nucleus: keep the smallest set of tokens whose probability sums to ≥ p; 1 = off "
+        "(Holtzman et al. 2020; transformers TopPLogitsWarper).",
+        check=in_range(0, 1, lo_open=True, off=_OFF1), control=(0.05, 1.0, 0.01, 2, None), flag_help="nucleus; 1.0 = off",
     ),
-    Stage(
-        "min_p", "min-p",
-        "Keeps tokens with p ≥ min_p · p_max (transformers MinPLogitsWarper; Nguyen et al. 2024).",
-        (Field("min_p", "min-p",
-               "Keep tokens with p ≥ min_p · p_max; 0 = off (transformers MinPLogitsWarper; Nguyen et al. 2024).",
-               check=in_range(0.0, 1.0, off=_OFF0), control=(0.0, 1.0, 0.01, 2, "off"), flag="--min-p",
-               flag_help="keep p >= min_p * p_max; 0 = off"),),
-        is_off=lambda o: o.min_p <= 0, build=_make(_W, "MinP", _opt("min_p")),
-        strategies=SAMPLING_STRATEGIES, transformers=15, llama_cpp=13, section="Filters",
+    _filter(
+        "min_p", "min-p", (_W, "MinP"), off=0, transformers=15, llama_cpp=13,
+        help="Keeps tokens with p ≥ min_p · p_max (transformers MinPLogitsWarper; Nguyen et al. 2024).",
+        field_help="Keep tokens with p ≥ min_p · p_max; 0 = off (transformers MinPLogitsWarper; Nguyen et al. 2024).",
+        check=in_range(0.0, 1.0, off=_OFF0), control=(0.0, 1.0, 0.01, 2, "off"), flag_help="keep p >= min_p * p_max; 0 = off",
     ),
-    Stage(
-        "typical_p", "typical-p",
-        "Locally typical sampling: keeps the tokens whose surprise is closest to the entropy until "
+    _filter(
+        "typical_p", "typical-p", (_W, "TypicalP"), off=1, transformers=16, llama_cpp=11,
+        help="Locally typical sampling: keeps the tokens whose surprise is closest to the entropy until "
         "their mass reaches p (Meister et al. 2022; transformers TypicalLogitsWarper).",
-        (Field("typical_p", "typical-p",
-               "Locally typical sampling: keep the tokens whose surprise is closest to the entropy until their "
-               "mass reaches p; 1 = off (Meister et al. 2022; transformers TypicalLogitsWarper).",
-               check=in_range(0.0, 1.0, lo_open=True, off=_OFF1), control=(0.05, 1.0, 0.01, 2, None),
-               flag="--typical-p", flag_help="locally typical mass; 1.0 = off"),),
-        is_off=lambda o: o.typical_p >= 1.0, build=_make(_W, "TypicalP", _opt("typical_p")),
-        strategies=SAMPLING_STRATEGIES, transformers=16, llama_cpp=11, section="Filters",
+        field_help="Locally typical sampling: keep the tokens whose surprise is closest to the entropy until their "
+        "mass reaches p; 1 = off (Meister et al. 2022; transformers TypicalLogitsWarper).",
+        check=in_range(0.0, 1.0, lo_open=True, off=_OFF1), control=(0.05, 1.0, 0.01, 2, None),
+        flag_help="locally typical mass; 1.0 = off",
     ),
-    Stage(
-        "epsilon_cutoff", "epsilon cutoff",
-        "Drops tokens with p < ε (Hewitt et al. 2022, truncation sampling; transformers EpsilonLogitsWarper).",
-        (Field("epsilon_cutoff", "epsilon cutoff",
-               "Drop tokens with p < ε; 0 = off; the paper uses 3e-4 … 9e-4 "
-               "(Hewitt et al. 2022; transformers EpsilonLogitsWarper).",
-               check=in_range(0.0, 1.0, hi_open=True, off=_OFF0), control=(0.0, 0.01, 0.0001, 4, "off"),
-               flag="--epsilon-cutoff", flag_help="drop p < epsilon; 0 = off"),),
-        is_off=lambda o: o.epsilon_cutoff <= 0, build=_make(_W, "EpsilonCutoff", _opt("epsilon_cutoff")),
-        strategies=SAMPLING_STRATEGIES, transformers=17, llama_cpp=18, section="Filters",
+    _filter(
+        "epsilon_cutoff", "epsilon cutoff", (_W, "EpsilonCutoff"), off=0, transformers=17, llama_cpp=18,
+        help="Drops tokens with p < ε (Hewitt et al. 2022, truncation sampling; transformers EpsilonLogitsWarper).",
+        field_help="Drop tokens with p < ε; 0 = off; the paper uses 3e-4 … 9e-4 "
+        "(Hewitt et al. 2022; transformers EpsilonLogitsWarper).",
+        check=in_range(0.0, 1.0, hi_open=True, off=_OFF0), control=(0.0, 0.01, 0.0001, 4, "off"),
+        flag_help="drop p < epsilon; 0 = off",
     ),
-    Stage(
-        "eta_cutoff", "eta cutoff",
-        "Drops tokens with p < min(η, √η · e^(−H)), H the entropy (Hewitt et al. 2022; "
+    _filter(
+        "eta_cutoff", "eta cutoff", (_W, "EtaCutoff"), off=0, transformers=18, llama_cpp=19,
+        help="Drops tokens with p < min(η, √η · e^(−H)), H the entropy (Hewitt et al. 2022; "
         "transformers EtaLogitsWarper).",
-        (Field("eta_cutoff", "eta cutoff",
-               "Drop tokens with p < min(η, √η · e^(−H)), H the entropy; 0 = off "
-               "(Hewitt et al. 2022; transformers EtaLogitsWarper).",
-               check=in_range(0.0, 1.0, hi_open=True, off=_OFF0), control=(0.0, 0.01, 0.0001, 4, "off"),
-               flag="--eta-cutoff", flag_help="entropy-dependent cutoff; 0 = off"),),
-        is_off=lambda o: o.eta_cutoff <= 0, build=_make(_W, "EtaCutoff", _opt("eta_cutoff")),
-        strategies=SAMPLING_STRATEGIES, transformers=18, llama_cpp=19, section="Filters",
+        field_help="Drop tokens with p < min(η, √η · e^(−H)), H the entropy; 0 = off "
+        "(Hewitt et al. 2022; transformers EtaLogitsWarper).",
+        check=in_range(0.0, 1.0, hi_open=True, off=_OFF0), control=(0.0, 0.01, 0.0001, 4, "off"),
+        flag_help="entropy-dependent cutoff; 0 = off",
     ),
-    Stage(
-        "top_n_sigma", "top-nσ",
-        "Keeps logits ≥ max − n·σ (Tang et al. 2024, 'Top-nσ: Not All Logits Are You Need'; "
+    _filter(
+        "top_n_sigma", "top-nσ", (_L, "TopNSigma"), off=0, transformers=19, llama_cpp=9,
+        help="Keeps logits ≥ max − n·σ (Tang et al. 2024, 'Top-nσ: Not All Logits Are You Need'; "
         "llama.cpp top_n_sigma).",
-        (Field("top_n_sigma", "top-nσ",
-               "Keep logits ≥ max − n·σ of the logits; 0 = off (Tang et al. 2024, 'Top-nσ: Not All Logits "
-               "Are You Need'; llama.cpp top_n_sigma).",
-               check=in_range(0.0, 100.0, off=_OFF0), control=(0.0, 5.0, 0.1, 1, "off"), flag="--top-n-sigma",
-               flag_help="keep logits >= max - n*sigma; 0 = off"),),
-        is_off=lambda o: o.top_n_sigma <= 0, build=_make(_L, "TopNSigma", _opt("top_n_sigma")),
-        strategies=SAMPLING_STRATEGIES, transformers=19, llama_cpp=9, section="Filters",
+        field_help="Keep logits ≥ max − n·σ of the logits; 0 = off (Tang et al. 2024, 'Top-nσ: Not All Logits "
+        "Are You Need'; llama.cpp top_n_sigma).",
+        check=in_range(0.0, 100.0, off=_OFF0), control=(0.0, 5.0, 0.1, 1, "off"), flag_help="keep logits >= max - n*sigma; 0 = off",
     ),
-    Stage(
-        "top_a", "top-a",
-        "Keeps tokens with p ≥ top_a · p_max² (BlinkDL, RWKV; text-generation-webui TopALogitsWarper).",
-        (Field("top_a", "top-a",
-               "Keep tokens with p ≥ top_a · p_max²; 0 = off (BlinkDL, RWKV; text-generation-webui TopALogitsWarper).",
-               check=in_range(0.0, 1.0, off=_OFF0), control=(0.0, 1.0, 0.01, 2, "off"), flag="--top-a",
-               flag_help="keep p >= top_a * p_max^2; 0 = off"),),
-        is_off=lambda o: o.top_a <= 0, build=_make(_L, "TopA", _opt("top_a")),
-        strategies=SAMPLING_STRATEGIES, transformers=20, llama_cpp=20, section="Filters",
+    _filter(
+        "top_a", "top-a", (_L, "TopA"), off=0, transformers=20, llama_cpp=20,
+        help="Keeps tokens with p ≥ top_a · p_max² (BlinkDL, RWKV; text-generation-webui TopALogitsWarper).",
+        field_help="Keep tokens with p ≥ top_a · p_max²; 0 = off (BlinkDL, RWKV; text-generation-webui TopALogitsWarper).",
+        check=in_range(0.0, 1.0, off=_OFF0), control=(0.0, 1.0, 0.01, 2, "off"), flag_help="keep p >= top_a * p_max^2; 0 = off",
     ),
-    Stage(
-        "tfs", "tail-free",
-        "Tail-free sampling: cuts the tail where the normalised second differences of the sorted "
+    _filter(
+        "tfs", "tail-free", (_L, "TailFree"), off=1, transformers=21, llama_cpp=21, field_label="tail-free z",
+        help="Tail-free sampling: cuts the tail where the normalised second differences of the sorted "
         "probabilities add up to z (Phillips 2019; text-generation-webui TailFreeLogitsWarper).",
-        (Field("tfs", "tail-free z",
-               "Tail-free sampling: cut the tail where the normalised second differences of the sorted probabilities "
-               "add up to z; 1 = off (Phillips 2019; text-generation-webui TailFreeLogitsWarper).",
-               check=in_range(0.0, 1.0, lo_open=True, off=_OFF1), control=(0.05, 1.0, 0.01, 2, None), flag="--tfs",
-               flag_help="tail-free sampling z; 1.0 = off"),),
-        is_off=lambda o: o.tfs >= 1.0, build=_make(_L, "TailFree", _opt("tfs")),
-        strategies=SAMPLING_STRATEGIES, transformers=21, llama_cpp=21, section="Filters",
+        field_help="Tail-free sampling: cut the tail where the normalised second differences of the sorted probabilities "
+        "add up to z; 1 = off (Phillips 2019; text-generation-webui TailFreeLogitsWarper).",
+        check=in_range(0.0, 1.0, lo_open=True, off=_OFF1), control=(0.05, 1.0, 0.01, 2, None),
+        flag_help="tail-free sampling z; 1.0 = off",
     ),
     Stage(
         "xtc", "XTC",
