@@ -11,17 +11,17 @@ from __future__ import annotations
 
 import importlib
 
-_LAZY = {
-    "NEG_INF": "core.processors.warpers", "Temperature": "core.processors.warpers",
-    "TopK": "core.processors.warpers", "TopP": "core.processors.warpers",
-    "NoRepeatNGram": "core.processors.penalties", "RepetitionPenalty": "core.processors.penalties",
-    "SuppressTokens": "core.processors.rules", "BeginSuppressTokens": "core.processors.rules",
-    "HARD_RULES": "core.processors.rules", "rules_for": "core.processors.chain",
-    "ChainContext": "core.processors.chain", "chain_stages": "core.processors.chain",
-    "LogitsProcessor": "core.processors.pipeline", "ProcessorList": "core.processors.pipeline",
-    "build_processors": "core.processors.pipeline", "split_hard_rules": "core.processors.pipeline",
-    "apply_processors": "core.processors.pipeline", "stage_name": "core.processors.pipeline",
+_EXPORTS = {
+    "core.processors.warpers": ("NEG_INF", "Temperature", "TopK", "TopP"),
+    "core.processors.penalties": ("NoRepeatNGram", "RepetitionPenalty"),
+    "core.processors.rules": ("SuppressTokens", "BeginSuppressTokens", "HARD_RULES"),
+    "core.processors.chain": ("rules_for", "ChainContext", "chain_stages"),
+    "core.processors.pipeline": ("LogitsProcessor", "ProcessorList", "build_processors", "split_hard_rules",
+                                 "apply_processors", "stage_name"),
 }
+"""The names this package hands on, by the module that defines them (imported on first use)."""
+
+_LAZY = {name: module for module, names in _EXPORTS.items() for name in names}
 
 __all__ = sorted(_LAZY)
 
