@@ -185,8 +185,6 @@ def test_no_import_cycles():
 
 # issue 20: H2 removes these (the run tab's mixins and their clients share self today).
 PRIVATE_NAMES_ALLOWED: frozenset[tuple[str, str]] = frozenset({
-    ("_INT_FIELDS", "gui/widgets/options_panel.py"),
-    ("_ONLY_FOR", "gui/widgets/options_panel.py"),
 })
 
 

@@ -29,7 +29,7 @@ SECTION_STAGES = {
 MARKED_FIELDS = tuple(f.name for f in fields(DecodingOptions)
                       if f.name not in ("top_k_report", "capture_attention", "capture_lens"))
 #: integer fields (the spin boxes give floats)
-_INT_FIELDS = {f.name for f in fields(DecodingOptions) if type(f.default) is int}
+INT_FIELDS = {f.name for f in fields(DecodingOptions) if type(f.default) is int}
 
 STRATEGY_HELP = {
     "greedy": "Greedy: always take the most probable token after the penalties "
@@ -94,7 +94,7 @@ BEAM_SPECS = [
 ]
 
 #: fields used only by some strategies (the others: every strategy)
-_ONLY_FOR = {
+ONLY_FOR = {
     "seed": SAMPLING_STRATEGIES,
     "num_beams": BEAM_STRATEGIES,
     "length_penalty": BEAM_STRATEGIES,

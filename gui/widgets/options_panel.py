@@ -1,11 +1,9 @@
 """The decoding-options panel: a preset row over collapsible sections in a scroll area.
 
-Sections: **Strategy** (the six strategies, the seed, max tokens, mirostat τ/η and
-contrastive α/top-k when those are chosen), **Filters** (the sampler chain,
-:class:`~gui.widgets.sampler_chain.SamplerChain`, and the values of temperature and the
-filters), **Penalties**, **Beam** and **Constraints** (bad words, logit bias, min new
-tokens, length decay). Each header is a checkable tool button with an arrow and a
-one-line summary of what is active, so a collapsed section still says what it does.
+Sections (built by :class:`~gui.widgets.option_sections.OptionSections`): **Strategy**,
+**Filters** (the sampler chain, :class:`~gui.widgets.sampler_chain.SamplerChain`),
+**Penalties**, **Beam** and **Constraints**. Each header is a checkable tool button with an
+arrow and a one-line summary of what is active, so a collapsed section still says what it does.
 
 Emits ``optionsChanged(DecodingOptions)`` debounced (a single-shot ``QTimer``, 250 ms by
 default) so dragging a slider or a chain stage re-decodes once, not per pixel. Controls
@@ -13,11 +11,12 @@ that the chosen strategy (or the tab) does not use are disabled but keep their v
 with the reason in their tooltips. Invalid combinations (e.g. beams not a multiple of the
 beam groups) are shown in ``error_label`` and nothing is emitted.
 
-Presets (``core.tasks.presets``): the box lists the built-in presets and the user's (JSON files
+Presets (``core.tasks.presets``; the row is :class:`~gui.widgets.preset_row.PresetRow`): the box lists the built-in presets and the user's (JSON files
 in :func:`default_presets_dir`); picking one applies it, values that differ from it are
 marked (bold label with a dot, bold chain row, a dot on the section header), Reset
 restores them and "Save as…" stores the current options as a user preset.
 """
+
 
 from __future__ import annotations
 
@@ -26,71 +25,29 @@ from pathlib import Path
 from typing import Iterable
 
 from PySide6.QtCore import QSignalBlocker, Qt, QTimer, Signal
-from PySide6.QtWidgets import (
-    QButtonGroup,
-    QComboBox,
-    QFrame,
-    QGridLayout,
-    QHBoxLayout,
-    QInputDialog,
-    QLabel,
-    QLineEdit,
-    QRadioButton,
-    QScrollArea,
-    QSpinBox,
-    QToolButton,
-    QVBoxLayout,
-    QWidget,
-)
+from PySide6.QtWidgets import QFrame, QLabel, QScrollArea, QVBoxLayout, QWidget
 
-from core.options import (
-    BEAM_STRATEGIES,
-    SAMPLING_STRATEGIES,
-    STRATEGIES,
-    WARPER_STAGES,
-    DecodingOptions,
-)
-from core.tasks.presets import (
-    BUILTIN_PRESETS,
-    KEPT_FIELDS,
-    Preset,
-    load_user_presets,
-    save_user_preset,
-)
+from core.options import STRATEGIES, DecodingOptions
+from core.tasks.presets import Preset, save_user_preset
 
-from .sampler_chain import (
-    FIELD_STAGE,
-    STAGE_FIELDS,
-    SamplerChain,
-    stage_is_off,
-    stage_summary,
-)
-
-from .option_controls import Section, SliderSpin
+from .option_controls import SliderSpin
+from .option_sections import OptionSections
 from .option_specs import (  # noqa: F401 (ENCODER_STAGES, NO_SOURCE_IDS: re-exported for the tabs)
-    _INT_FIELDS,
-    _ONLY_FOR,
-    BEAM_SPECS,
-    CONSTRAINT_SPECS,
     CONTRASTIVE_DEFAULT_TOP_K,
-    CONTRASTIVE_SPECS,
     DEFAULT_EXPANDED,
     ENCODER_STAGES,
     FIELD_HELP,
-    FILTER_SPECS,
+    INT_FIELDS,
     MARKED_FIELDS,
-    MIROSTAT_SPECS,
     NO_SOURCE_IDS,
-    PENALTY_SPECS,
-    SECTION_STAGES,
     SECTIONS,
-    STRATEGY_HELP,
-    STRATEGY_SPECS,
     default_presets_dir,
     format_logit_bias,
     parse_bad_words,
     parse_logit_bias,
 )
+from .preset_row import PresetRow
+from .sampler_chain import FIELD_STAGE, STAGE_FIELDS, stage_is_off
 
 
 class OptionsPanel(QWidget):
@@ -121,24 +78,20 @@ class OptionsPanel(QWidget):
         self._timer.timeout.connect(self._emit)
         self._base = options or DecodingOptions()
         self._unavailable: dict[str, str] = {}
-        self._presets: list[Preset] = list(BUILTIN_PRESETS)
-        self._preset: Preset = BUILTIN_PRESETS[0]
-        self._preset_ref: DecodingOptions = self._preset.apply()
-        self._presets_dir: Path | None = Path(presets_dir) if presets_dir is not None else default_presets_dir()
         self.preset_errors: list[str] = []
         self._notice = ""  # shown in the error label while there is no other error
         self._changed: set[str] = set()
 
-        self.controls: dict[str, SliderSpin] = {}
-        self.text_controls: dict[str, QLineEdit] = {}
-        self.labels: dict[str, QLabel] = {}
-        self._label_text: dict[str, str] = {}
-        self._field_section: dict[str, str] = {}
-
         outer = QVBoxLayout(self)
         outer.setContentsMargins(6, 6, 6, 4)
         outer.setSpacing(3)
-        outer.addLayout(self._build_preset_row())
+        self._row = PresetRow(Path(presets_dir) if presets_dir is not None else default_presets_dir(),
+                              on_pick=lambda name: self.setPreset(name, apply=True), on_save=self._ask_save_preset,
+                              on_reset=self.reset)
+        self.preset_combo = self._row.combo
+        self.save_preset_button = self._row.save_button
+        self.reset_button = self._row.reset_button
+        outer.addLayout(self._row.row)
         self.error_label = QLabel()
         self.error_label.setStyleSheet("color: #b00020;")
         self.error_label.setWordWrap(True)
@@ -150,17 +103,12 @@ class OptionsPanel(QWidget):
         col = QVBoxLayout(content)
         col.setContentsMargins(0, 0, 0, 0)
         col.setSpacing(2)
-        self.sections: dict[str, Section] = {}
-        for name, build, tip in (
-            ("Strategy", self._build_strategy, "How the next token is chosen, and its own parameters"),
-            ("Filters", self._build_filters, "The sampler chain: its order, which stages are on, and their values"),
-            ("Penalties", self._build_penalties, "Penalties on repeating the output or copying the source"),
-            ("Beam", self._build_beam, "Beam search and diverse beam search"),
-            ("Constraints", self._build_constraints, "Forbidden words, biased texts and length rules"),
-        ):
-            sec = Section(name, tip)
-            build(sec)
-            self.sections[name] = sec
+        self._s = s = OptionSections(self, self._changed_by_user)
+        self.sections = s.sections
+        self.controls, self.text_controls, self.labels = s.controls, s.text_controls, s.labels
+        self.strategy_group, self.strategy_buttons, self.seed_spin = s.strategy_group, s.strategy_buttons, s.seed_spin
+        self.chain, self.contrastive_top_k = s.chain, s.contrastive_top_k
+        for sec in self.sections.values():
             col.addWidget(sec)
         col.addStretch(1)
         self.scroll = QScrollArea()
@@ -177,143 +125,6 @@ class OptionsPanel(QWidget):
         self.chain.stageActivated.connect(self.show_stage)
         self._reload_presets()
         self.setOptions(self._base)
-
-    # ------------------------------------------------------------------ building
-    def _build_preset_row(self) -> QHBoxLayout:
-        row = QHBoxLayout()
-        row.setSpacing(4)
-        title = QLabel("<b>Decoding options</b>")
-        row.addWidget(title)
-        row.addSpacing(6)
-        plabel = QLabel("preset:")
-        row.addWidget(plabel)
-        self.preset_combo = QComboBox()
-        self.preset_combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
-        self.preset_combo.setMinimumContentsLength(14)
-        self.preset_combo.activated.connect(self._preset_picked)
-        plabel.setBuddy(self.preset_combo)
-        row.addWidget(self.preset_combo, 1)
-        self.save_preset_button = QToolButton()
-        self.save_preset_button.setText("Save as…")
-        self.save_preset_button.setToolTip("Save the current options as a preset of your own (a JSON file)")
-        self.save_preset_button.clicked.connect(self._ask_save_preset)
-        row.addWidget(self.save_preset_button)
-        self.reset_button = QToolButton()
-        self.reset_button.setText("Reset")
-        self.reset_button.clicked.connect(self.reset)
-        row.addWidget(self.reset_button)
-        return row
-
-    def _add_slider(self, sec: Section, spec: tuple, row: int | None = None) -> SliderSpin:
-        field, label, lo, hi, step, dec, special = spec
-        grid = sec.grid
-        row = grid.rowCount() if row is None else row
-        lab = QLabel(label)
-        ctl = SliderSpin(lo, hi, step, dec, special)
-        lab.setBuddy(ctl.spin)
-        grid.addWidget(lab, row, 0)
-        grid.addWidget(ctl, row, 1)
-        self.controls[field] = ctl
-        self.labels[field] = lab
-        self._label_text[field] = label
-        self._field_section[field] = sec.title
-        ctl.valueChanged.connect(self._changed_by_user)
-        return ctl
-
-    def _build_strategy(self, sec: Section) -> None:
-        self.strategy_group = QButtonGroup(self)
-        self.strategy_buttons: dict[str, QRadioButton] = {}
-        box = QWidget()
-        g = QGridLayout(box)
-        g.setContentsMargins(0, 0, 0, 0)
-        g.setHorizontalSpacing(10)
-        g.setVerticalSpacing(0)
-        for i, name in enumerate(STRATEGIES):
-            b = QRadioButton(name.replace("_", " "))
-            b.setToolTip(STRATEGY_HELP[name])
-            self.strategy_group.addButton(b, i)
-            self.strategy_buttons[name] = b
-            g.addWidget(b, i // 3, i % 3)
-        g.setColumnStretch(3, 1)
-        lab = QLabel("strategy")
-        lab.setToolTip("How the next token is chosen; hover a choice for its definition and source")
-        self.labels["strategy"] = lab
-        self._label_text["strategy"] = "strategy"
-        self._field_section["strategy"] = "Strategy"
-        sec.grid.addWidget(lab, 0, 0, Qt.AlignmentFlag.AlignTop)
-        sec.grid.addWidget(box, 0, 1)
-        for spec in STRATEGY_SPECS:
-            self._add_slider(sec, spec)
-        row = sec.grid.rowCount()
-        self.labels["seed"] = QLabel("seed")
-        self._label_text["seed"] = "seed"
-        self._field_section["seed"] = "Strategy"
-        self.seed_spin = QSpinBox()
-        self.seed_spin.setRange(0, 2**31 - 1)
-        self.seed_spin.setKeyboardTracking(False)
-        self.seed_spin.setMinimumWidth(96)
-        self.seed_spin.valueChanged.connect(self._changed_by_user)
-        self.labels["seed"].setBuddy(self.seed_spin)
-        sec.grid.addWidget(self.labels["seed"], row, 0)
-        sec.grid.addWidget(self.seed_spin, row, 1, Qt.AlignmentFlag.AlignLeft)
-        #: rows shown only for their strategy
-        self._strategy_rows: dict[str, list[QWidget]] = {"mirostat": [], "contrastive": []}
-        for spec in MIROSTAT_SPECS:
-            ctl = self._add_slider(sec, spec)
-            self._strategy_rows["mirostat"] += [ctl, self.labels[spec[0]]]
-        for spec in CONTRASTIVE_SPECS:
-            ctl = self._add_slider(sec, spec)
-            self._strategy_rows["contrastive"] += [ctl, self.labels[spec[0]]]
-        # contrastive search's candidates: the same field as top-k in Filters, mirrored here
-        row = sec.grid.rowCount()
-        lab = QLabel("candidates (top-k)")
-        self.contrastive_top_k = SliderSpin(1, 100, 1, 0)
-        self.contrastive_top_k.setToolTip(
-            "Contrastive search: the k most probable tokens are the candidates of each step (Su et al. 2022; "
-            "transformers top_k). The same value as top-k in Filters."
-        )
-        lab.setToolTip(self.contrastive_top_k.toolTip())
-        lab.setBuddy(self.contrastive_top_k.spin)
-        sec.grid.addWidget(lab, row, 0)
-        sec.grid.addWidget(self.contrastive_top_k, row, 1)
-        self._strategy_rows["contrastive"] += [self.contrastive_top_k, lab]
-        self.contrastive_top_k.valueChanged.connect(self._mirror_top_k)
-
-    def _build_filters(self, sec: Section) -> None:
-        self.chain = SamplerChain()
-        sec.grid.addWidget(self.chain, 0, 0, 1, 2)
-        for spec in FILTER_SPECS:
-            self._add_slider(sec, spec)
-        self.controls["top_k"].valueChanged.connect(self._mirror_top_k_back)
-
-    def _build_penalties(self, sec: Section) -> None:
-        for spec in PENALTY_SPECS:
-            self._add_slider(sec, spec)
-
-    def _build_beam(self, sec: Section) -> None:
-        for spec in BEAM_SPECS:
-            self._add_slider(sec, spec)
-
-    def _build_constraints(self, sec: Section) -> None:
-        for field, label, placeholder in (
-            ("bad_words", "bad words", "word, another word"),
-            ("logit_bias", "logit bias", "text=value, e.g. yes=5, no=-5"),
-        ):
-            row = sec.grid.rowCount()
-            lab = QLabel(label)
-            edit = QLineEdit()
-            edit.setPlaceholderText(placeholder)
-            edit.setClearButtonEnabled(True)
-            lab.setBuddy(edit)
-            sec.grid.addWidget(lab, row, 0)
-            sec.grid.addWidget(edit, row, 1)
-            self.text_controls[field] = edit
-            self.labels[field] = lab
-            self._label_text[field] = label
-            self._field_section[field] = "Constraints"
-            edit.textChanged.connect(self._changed_by_user)
-        for spec in CONSTRAINT_SPECS:
-            self._add_slider(sec, spec)
 
     # ------------------------------------------------------------------ API
     @property
@@ -388,35 +199,31 @@ class OptionsPanel(QWidget):
     # -- presets
     def presets(self) -> list[Preset]:
         """The presets in the box: built-in, then the user's."""
-        return list(self._presets)
+        return list(self._row.presets)
 
     def presetName(self) -> str:  # noqa: N802
         """The chosen preset's name."""
-        return self._preset.name
+        return self._row.preset.name
 
     def preset_values(self) -> DecodingOptions:
         """What the chosen preset sets, with the fields it leaves alone as they are now
         (the values Reset restores and the marks compare with)."""
-        return self._reference(self._collect_or_base())
+        return self._row.reference(self._collect_or_base())
 
     def setPreset(self, name: str, apply: bool = True) -> bool:  # noqa: N802
         """Choose preset ``name``; ``apply``: show its values (emits ``optionsChanged``),
         else only compare with it (restoring settings). False if there is no such preset."""
-        preset = next((p for p in self._presets if p.name == name), None)
-        if preset is None:
+        if not self._row.choose(name):
             return False
-        self._preset = preset
-        self._preset_ref = preset.apply()
-        self._select_preset_item(name)
         if apply:
-            self.setOptions(self._reference(self._collect_or_base()), emit=True)
+            self.setOptions(self._row.reference(self._collect_or_base()), emit=True)
         else:
             self._refresh()
         return True
 
     def reset(self) -> None:
         """Restore the chosen preset's values (emits ``optionsChanged``)."""
-        self.setOptions(self._reference(self._collect_or_base()), emit=True)
+        self.setOptions(self._row.reference(self._collect_or_base()), emit=True)
 
     def changed_fields(self) -> set[str]:
         """The option fields whose values differ from the chosen preset's."""
@@ -428,11 +235,11 @@ class OptionsPanel(QWidget):
 
     def presets_dir(self) -> Path | None:
         """Where user presets are read and saved."""
-        return self._presets_dir
+        return self._row.directory
 
     def set_presets_dir(self, directory: str | Path | None) -> None:
         """Read user presets from ``directory`` instead (the preset box is rebuilt)."""
-        self._presets_dir = Path(directory) if directory is not None else None
+        self._row.directory = Path(directory) if directory is not None else None
         self._reload_presets()
         self._refresh()
 
@@ -442,10 +249,10 @@ class OptionsPanel(QWidget):
         Raises:
             ValueError: no presets folder, an empty or built-in name, or invalid options.
         """
-        if self._presets_dir is None:
+        if self._row.directory is None:
             raise ValueError("there is no folder to keep presets in")
         options = self.options()
-        path = save_user_preset(self._presets_dir, name, options, description or f"Saved from {self._preset.name}.")
+        path = save_user_preset(self._row.directory, name, options, description or f"Saved from {self._row.preset.name}.")
         self._reload_presets()
         self.setPreset(name.strip(), apply=False)
         return path
@@ -467,7 +274,7 @@ class OptionsPanel(QWidget):
         widget = self.controls.get(field) or self.text_controls.get(field)
         if widget is None:
             return
-        self.sections[self._field_section[field]].setExpanded(True)
+        self.sections[self._s.field_section[field]].setExpanded(True)
         (widget.spin if isinstance(widget, SliderSpin) else widget).setFocus()
         # scroll once the opened section is laid out
         QTimer.singleShot(0, self, lambda: self.scroll.ensureWidgetVisible(widget))
@@ -482,7 +289,7 @@ class OptionsPanel(QWidget):
         values: dict = {"strategy": self.strategy()}
         for field, ctl in self.controls.items():
             v = ctl.value()
-            values[field] = int(round(v)) if field in _INT_FIELDS else round(v, 6)
+            values[field] = int(round(v)) if field in INT_FIELDS else round(v, 6)
         values["seed"] = int(self.seed_spin.value())
         values["bad_words"] = parse_bad_words(self.text_controls["bad_words"].text())
         values["logit_bias"] = parse_logit_bias(self.text_controls["logit_bias"].text())
@@ -496,57 +303,15 @@ class OptionsPanel(QWidget):
         except ValueError:
             return self._base
 
-    def _reference(self, current: DecodingOptions) -> DecodingOptions:
-        keep = {f: getattr(current, f) for f in KEPT_FIELDS if f not in self._preset.values}
-        return replace(self._preset_ref, **keep)
-
     def _reload_presets(self) -> None:
-        errors: list[str] = []
-        user = load_user_presets(self._presets_dir, errors) if self._presets_dir is not None else []
-        self.preset_errors = errors
-        self._presets = [*BUILTIN_PRESETS, *user]
-        if self._preset.name not in {p.name for p in self._presets}:
-            self._preset = BUILTIN_PRESETS[0]
-            self._preset_ref = self._preset.apply()
-        else:  # a re-saved user preset has new values
-            self._preset = next(p for p in self._presets if p.name == self._preset.name)
-            self._preset_ref = self._preset.apply()
-        with QSignalBlocker(self.preset_combo):
-            self.preset_combo.clear()
-            for p in BUILTIN_PRESETS:
-                self._add_preset_item(p)
-            if user:
-                self.preset_combo.insertSeparator(self.preset_combo.count())
-                for p in user:
-                    self._add_preset_item(p)
-        self._select_preset_item(self._preset.name)
-        self.save_preset_button.setEnabled(self._presets_dir is not None)
-        self._notice = ("Some presets could not be read: " + "; ".join(errors)) if errors else ""
+        self._row.reload()
+        self.preset_errors = self._row.errors
+        self._notice = ("Some presets could not be read: " + "; ".join(self._row.errors)) if self._row.errors else ""
         self._set_error("")
 
-    def _add_preset_item(self, p: Preset) -> None:
-        label = p.name if p.builtin else f"{p.name} (yours)"
-        self.preset_combo.addItem(label, p.name)
-        tip = p.description if p.builtin else f"{p.description}\n{p.path}"
-        self.preset_combo.setItemData(self.preset_combo.count() - 1, tip, Qt.ItemDataRole.ToolTipRole)
-
-    def _select_preset_item(self, name: str) -> None:
-        i = self.preset_combo.findData(name)
-        if i >= 0:
-            with QSignalBlocker(self.preset_combo):
-                self.preset_combo.setCurrentIndex(i)
-        self.preset_combo.setToolTip(f"<b>{self._preset.name}</b>: {self._preset.description}"
-                                     "<br>Values that differ from the preset are marked •; Reset restores them.")
-
-    def _preset_picked(self, index: int) -> None:
-        name = self.preset_combo.itemData(index)
-        if name:
-            self.setPreset(name, apply=True)
-
     def _ask_save_preset(self) -> None:
-        current = "" if self._preset.builtin else self._preset.name
-        name, ok = QInputDialog.getText(self, "Save preset", "Name of the preset:", text=current)
-        if not ok or not name.strip():
+        name = self._row.ask_name(self)
+        if name is None:
             return
         try:
             self.save_preset_as(name)
@@ -560,14 +325,6 @@ class OptionsPanel(QWidget):
             self.controls["top_k"].setValue(CONTRASTIVE_DEFAULT_TOP_K)  # contrastive search needs candidates
         self._changed_by_user()
 
-    def _mirror_top_k(self, v: float) -> None:
-        if self.controls["top_k"].value() != v:
-            self.controls["top_k"].setValue(v)  # emits: counts as the user's change
-
-    def _mirror_top_k_back(self, v: float) -> None:
-        with QSignalBlocker(self.contrastive_top_k):
-            self.contrastive_top_k.setValue(max(1.0, v))
-
     def _set_error(self, text: str) -> None:
         text = text or self._notice
         self.error_label.setText(text)
@@ -577,18 +334,6 @@ class OptionsPanel(QWidget):
         self._refresh()
         self._timer.start()  # restart: fires once after the last change
 
-    def _field_reason(self, field: str, strategy: str) -> str | None:
-        """Why ``field`` is not used now, or None."""
-        if field == "top_k" and strategy == "contrastive":
-            return None
-        stage = FIELD_STAGE.get(field)
-        if stage is not None:
-            return self.chain.unavailable_reason(stage, strategy)
-        only = _ONLY_FOR.get(field)
-        if only and strategy not in only:
-            return f"used by: {', '.join(only)}"
-        return None
-
     def _refresh(self) -> None:
         """Enable/disable, tooltips, marks, the chain's view and the section summaries."""
         strategy = self.strategy()
@@ -597,21 +342,21 @@ class OptionsPanel(QWidget):
             if field == "strategy":
                 continue
             widget = self.seed_spin if field == "seed" else self.controls.get(field) or self.text_controls[field]
-            reason = self._field_reason(field, strategy)
+            reason = self._s.reason_unused(field, strategy)
             widget.setEnabled(reason is None)
             lab.setEnabled(reason is None)
             tip = FIELD_HELP[field] + (f"\n\nNot used now: {reason}" if reason else "")
             widget.setToolTip(tip)
             lab.setToolTip(tip)
             lab.setStatusTip(reason or "")
-        for name, widgets in self._strategy_rows.items():
+        for name, widgets in self._s.strategy_rows.items():
             for w in widgets:
                 w.setVisible(strategy == name)
                 if strategy != name:
                     w.setEnabled(False)
         self.contrastive_top_k.setEnabled(strategy == "contrastive")
         current = self._collect_or_base()
-        ref = self._reference(current)
+        ref = self._row.reference(current)
         self._changed = {f for f in MARKED_FIELDS if getattr(current, f) != getattr(ref, f)}
         unticked = set(current.disabled_stages)
         for field, lab in self.labels.items():
@@ -624,11 +369,11 @@ class OptionsPanel(QWidget):
                 lab.setFont(font)
             if switched_off:
                 lab.setToolTip(f"{lab.toolTip()}\n\nSwitched off in the chain (Filters); the value is kept.")
-            lab.setText(f"{self._label_text[field]} •" if marked else self._label_text[field])
+            lab.setText(f"{self._s.label_text[field]} •" if marked else self._s.label_text[field])
             if marked and field not in ("sampler_order", "disabled_stages"):
                 was = getattr(ref, field)
                 shown = format_logit_bias(was) if field == "logit_bias" else (", ".join(was) if field == "bad_words" else was)
-                lab.setToolTip(f"{lab.toolTip()}\n\nChanged: the preset '{self._preset.name}' has {shown!r}")
+                lab.setToolTip(f"{lab.toolTip()}\n\nChanged: the preset '{self._row.preset.name}' has {shown!r}")
         changed_stages = {FIELD_STAGE[f] for f in self._changed if f in FIELD_STAGE}
         changed_stages |= set(current.disabled_stages) ^ set(ref.disabled_stages)
         self.chain.update_view(current, changed_stages)
@@ -636,52 +381,17 @@ class OptionsPanel(QWidget):
         for f in self._changed:
             if f in ("sampler_order", "disabled_stages"):
                 by_section["Filters"] = True
-            elif f in self._field_section:
-                by_section[self._field_section[f]] = True
+            elif f in self._s.field_section:
+                by_section[self._s.field_section[f]] = True
         for n, sec in self.sections.items():
             sec.set_marked(by_section[n])
-        self._update_summaries(current)
+        self._s.update_summaries(current)
         n = len(self._changed)
         self.reset_button.setEnabled(n > 0)
         self.reset_button.setToolTip(
-            f"Restore the values of the preset '{self._preset.name}'"
+            f"Restore the values of the preset '{self._row.preset.name}'"
             + (f" ({n} changed: {', '.join(sorted(self._changed))})" if n else " (nothing changed)")
         )
-
-    def _active(self, o: DecodingOptions, stages: Iterable[str]) -> list[str]:
-        return [
-            stage_summary(s, o)
-            for s in stages
-            if o.stage_enabled(s) and not stage_is_off(s, o) and self.chain.unavailable_reason(s, o.strategy) is None
-        ]
-
-    def _update_summaries(self, o: DecodingOptions) -> None:
-        s = self.sections
-        strat = o.strategy.replace("_", " ")
-        extra = {
-            "sample": f"seed {o.seed}",
-            "mirostat": f"τ {o.mirostat_tau:g}, η {o.mirostat_eta:g}",
-            "contrastive": f"α {o.penalty_alpha:g}, top-k {o.top_k}",
-        }.get(o.strategy)
-        s["Strategy"].summary.setText(f"{strat}{', ' + extra if extra else ''}, max {o.max_new_tokens} tokens")
-        if o.strategy in SAMPLING_STRATEGIES:
-            active = self._active(o, [st for st in o.sampler_order if st in WARPER_STAGES])
-            s["Filters"].summary.setText(" → ".join(active) if active else "no filter on")
-        else:
-            s["Filters"].summary.setText(f"not used by {strat} (sampling only)")
-        for name in ("Penalties", "Constraints"):
-            order = [st for st in o.sampler_order if st in SECTION_STAGES[name]]
-            active = self._active(o, order)
-            s[name].summary.setText(", ".join(active) if active else "none")
-        if o.strategy in BEAM_STRATEGIES:
-            beam = f"{o.num_beams} beams, length penalty {o.length_penalty:g}"
-            if o.strategy == "diverse_beam":
-                beam += f", {o.num_beam_groups} groups, diversity {o.diversity_penalty:g}"
-            s["Beam"].summary.setText(beam)
-        else:
-            s["Beam"].summary.setText(f"not used by {strat}")
-        for sec in s.values():
-            sec.summary.setToolTip(sec.summary.text())
 
     def _emit(self) -> None:
         try:
