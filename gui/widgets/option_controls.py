@@ -9,15 +9,15 @@ from PySide6.QtWidgets import (
     QAbstractSpinBox,
     QDoubleSpinBox,
     QGridLayout,
-    QHBoxLayout,
     QLabel,
     QSizePolicy,
     QSlider,
     QSpinBox,
     QToolButton,
-    QVBoxLayout,
     QWidget,
 )
+
+from .layouts import hbox, vbox
 
 
 class SliderSpin(QWidget):
@@ -56,10 +56,7 @@ class SliderSpin(QWidget):
             self.spin.setSpecialValueText(special)  # shown at the minimum, e.g. "off"
         self.spin.setKeyboardTracking(False)
         self.spin.setMinimumWidth(72)
-        lay = QHBoxLayout(self)
-        lay.setContentsMargins(0, 0, 0, 0)
-        lay.addWidget(self.slider, 1)
-        lay.addWidget(self.spin)
+        hbox((self.slider, 1), self.spin, parent=self)
         self.slider.valueChanged.connect(self._from_slider)
         self.spin.valueChanged.connect(self._from_spin)
 
@@ -130,15 +127,7 @@ class Section(QWidget):
         self.grid.setHorizontalSpacing(8)
         self.grid.setVerticalSpacing(3)
         self.grid.setColumnStretch(1, 1)
-        head = QHBoxLayout()
-        head.setContentsMargins(0, 0, 0, 0)
-        head.addWidget(self.button)
-        head.addWidget(self.summary, 1)
-        lay = QVBoxLayout(self)
-        lay.setContentsMargins(0, 0, 0, 0)
-        lay.setSpacing(0)
-        lay.addLayout(head)
-        lay.addWidget(self.body)
+        vbox(hbox(self.button, (self.summary, 1)), self.body, spacing=0, parent=self)
         self.button.toggled.connect(self.setExpanded)
         self._marked = False
 

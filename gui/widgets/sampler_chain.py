@@ -23,12 +23,10 @@ from PySide6.QtCore import QModelIndex, QSize, Qt, Signal
 from PySide6.QtGui import QBrush, QFont, QKeyEvent, QPalette
 from PySide6.QtWidgets import (
     QAbstractItemView,
-    QHBoxLayout,
     QLabel,
     QListWidget,
     QListWidgetItem,
     QToolButton,
-    QVBoxLayout,
     QWidget,
 )
 
@@ -41,6 +39,8 @@ from core.options import (
     DecodingOptions,
 )
 from core.processors.stages import FIELD_STAGE, STAGE, STAGE_FIELDS  # noqa: F401 (re-exported for the panel)
+
+from .layouts import STRETCH, hbox, vbox
 
 #: what each stage does and where it comes from (the row's tooltip), from the registry
 STAGE_HELP: dict[str, str] = {name: s.help for name, s in STAGE.items()}
@@ -149,20 +149,9 @@ class SamplerChain(QWidget):
         )
         self.llama_button.clicked.connect(lambda: self.set_order(LLAMA_CPP_SAMPLER_ORDER, user=True))
 
-        buttons = QHBoxLayout()
-        buttons.setContentsMargins(0, 0, 0, 0)
-        buttons.setSpacing(2)
-        buttons.addWidget(self.up_button)
-        buttons.addWidget(self.down_button)
-        buttons.addStretch(1)
-        buttons.addWidget(QLabel("order:"))
-        buttons.addWidget(self.transformers_button)
-        buttons.addWidget(self.llama_button)
-        lay = QVBoxLayout(self)
-        lay.setContentsMargins(0, 0, 0, 0)
-        lay.setSpacing(2)
-        lay.addWidget(self.list)
-        lay.addLayout(buttons)
+        buttons = hbox(self.up_button, self.down_button, STRETCH, QLabel("order:"), self.transformers_button,
+                       self.llama_button, spacing=2)
+        vbox(self.list, buttons, spacing=2, parent=self)
 
         model = self.list.model()
         model.rowsMoved.connect(self._maybe_changed)
