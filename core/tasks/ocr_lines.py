@@ -20,6 +20,7 @@ import numpy as np
 from PIL import Image
 
 from core.tasks import ocr_layout as layout
+from core.tasks import ocr_tiles as tiles
 from core.tasks.ocr_layout import LINE_PAD_X, split_long_box
 
 #: :attr:`TextLine.path` values
@@ -130,11 +131,11 @@ def find_lines(img: Image.Image, detector, *, region: bool = False,
        line heights are read one by one and joined with a space (``continues_previous``).
     2. Otherwise CRAFT (``detector``, a ``core.backends.craft.CraftDetector``) reads a
        contrast-stretched grayscale copy, upscaled so the text is
-       ``ocr_layout.DETECT_TEXT_PX`` tall (at most 4x); an image too large for CRAFT's
+       ``ocr_tiles.DETECT_TEXT_PX`` tall (at most 4x); an image too large for CRAFT's
        canvas at that scale (a very wide or tall one) is detected in overlapping tiles
-       (``ocr_layout.detection_plan`` and ``tile_spans``), one :class:`OCRProgress` per
+       (``ocr_tiles.detection_plan`` and ``tile_spans``), one :class:`OCRProgress` per
        tile, ``cancel`` polled between tiles. An image CRAFT would shrink or tile is first
-       searched for ink (``ocr_layout.ink_regions``, numpy only): CRAFT then runs only on
+       searched for ink (``ocr_tiles.ink_regions``, numpy only): CRAFT then runs only on
        the inked parts, with a margin, each planned as an image of its own, and tiles
        without ink are skipped (a 12000 x 12000 PNG with one line: one small crop instead
        of 4 tiles of 2560 x 2560). When the parts would hold over half the image (a full
@@ -187,22 +188,22 @@ def _craft_lines(gray: np.ndarray, mask: np.ndarray, detector, cancel: Callable[
 
     h, w = gray.shape
     text_px = layout.text_height(mask)
-    scale, tiled = layout.detection_plan(text_px, (w, h))
+    scale, tiled = tiles.detection_plan(text_px, (w, h))
     stretched = layout.stretch_contrast(gray)
     regions = None
-    if max(w, h) * scale > layout.CRAFT_CANVAS:  # CRAFT would shrink or tile it: look at the ink first
-        regions = layout.ink_regions(mask, text_px)
+    if max(w, h) * scale > tiles.CRAFT_CANVAS:  # CRAFT would shrink or tile it: look at the ink first
+        regions = tiles.ink_regions(mask, text_px)
     # (region box, its scale, its tiles [(ys, xs)] in pixels of the region at that scale)
     plan: list[tuple[tuple[int, int, int, int], float, list]] = []
     for rx0, ry0, rx1, ry1 in regions if regions is not None else [(0, 0, w, h)]:
-        r_scale, r_tiled = (scale, tiled) if regions is None else layout.detection_plan(text_px, (rx1 - rx0, ry1 - ry0))
+        r_scale, r_tiled = (scale, tiled) if regions is None else tiles.detection_plan(text_px, (rx1 - rx0, ry1 - ry0))
         bh, bw = round((ry1 - ry0) * r_scale), round((rx1 - rx0) * r_scale)
         # an inked part is given to CRAFT in tiles of at most REGION_TILE px (memory bound)
-        tile = layout.CRAFT_CANVAS if regions is None else layout.REGION_TILE
+        tile = tiles.CRAFT_CANVAS if regions is None else tiles.REGION_TILE
         if r_tiled or max(bh, bw) > tile:
             overlap = int(min(tile // 2, max(256, 3 * (text_px or 0) * r_scale)))
-            spans = [(ys, xs) for ys in layout.tile_spans(bh, tile, overlap)
-                     for xs in layout.tile_spans(bw, tile, overlap)]
+            spans = [(ys, xs) for ys in tiles.tile_spans(bh, tile, overlap)
+                     for xs in tiles.tile_spans(bw, tile, overlap)]
             # blank tiles are skipped: no ink in the tile's pixels of the image
             spans = [((ty0, ty1), (tx0, tx1)) for (ty0, ty1), (tx0, tx1) in spans
                      if mask[ry0 + math.floor(ty0 / r_scale):ry0 + math.ceil(ty1 / r_scale),
@@ -222,7 +223,7 @@ def _craft_lines(gray: np.ndarray, mask: np.ndarray, detector, cancel: Callable[
     t0 = time.perf_counter()
     k = 0
     for (rx0, ry0, rx1, ry1), r_scale, spans in plan:
-        big = layout.resize_gray(stretched[ry0:ry1, rx0:rx1], r_scale)
+        big = tiles.resize_gray(stretched[ry0:ry1, rx0:rx1], r_scale)
         for (ty0, ty1), (tx0, tx1) in spans:
             if cancel is not None and cancel():
                 raise OCRCancelled("detection cancelled")

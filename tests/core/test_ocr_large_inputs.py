@@ -17,7 +17,7 @@ from PIL import Image, ImageDraw, ImageFont
 from core.cli import commands as cli
 from core.events import Finished
 from core.options import DecodingOptions
-from core.tasks import ocr_layout
+from core.tasks import ocr_tiles
 from core.tasks.ocr import OCRModel, load_image
 from tests.helpers.ocr_images import PARAGRAPH, font_path, render_paragraph
 
@@ -119,7 +119,7 @@ def test_a_large_inked_part_is_detected_in_bounded_tiles(model, counting):
     img = load_image(img)
     lines = model.detect(img)
     assert len(counting.shapes) >= 2, counting.shapes
-    assert all(max(s[:2]) <= ocr_layout.REGION_TILE for s in counting.shapes), counting.shapes
+    assert all(max(s[:2]) <= ocr_tiles.REGION_TILE for s in counting.shapes), counting.shapes
     assert _read(model, img, lines).split("\n") == list(BLOCK)
 
 
@@ -136,15 +136,15 @@ def test_ink_regions_finds_separate_blocks_and_gives_up_on_noise():
     mask[1000:1020, 500:900] = True  # a line
     mask[1040:1060, 500:800] = True  # the next line of the same paragraph
     mask[2500:2520, 2000:2400] = True  # a line far away
-    regions = ocr_layout.ink_regions(mask, 20.0)
+    regions = ocr_tiles.ink_regions(mask, 20.0)
     assert len(regions) == 2
     first, second = regions
     assert first[0] <= 500 and first[1] <= 1000 and first[2] >= 900 and first[3] >= 1060  # the paragraph, whole
     assert second[0] <= 2000 and second[3] >= 2520
     assert (first[2] - first[0]) * (first[3] - first[1]) < 0.05 * mask.size
-    assert ocr_layout.ink_regions(np.zeros((500, 500), dtype=bool), 20.0) == []
+    assert ocr_tiles.ink_regions(np.zeros((500, 500), dtype=bool), 20.0) == []
     rng = np.random.default_rng(0)
-    assert ocr_layout.ink_regions(rng.random((3000, 3000)) < 0.01, 20.0) is None  # ink everywhere: no regions
+    assert ocr_tiles.ink_regions(rng.random((3000, 3000)) < 0.01, 20.0) is None  # ink everywhere: no regions
 
 
 def test_the_cli_shows_progress_and_a_size_note(model, monkeypatch, tmp_path, capsys):

@@ -9,6 +9,7 @@ import pytest
 from PIL import Image, ImageDraw, ImageFont
 
 from core.tasks import ocr_layout as L
+from core.tasks import ocr_tiles as T
 from core.tasks.ocr import MIN_SHORT_SIDE, target_size
 from tests.helpers.ocr_images import font_path, render_paragraph, render_small_line
 
@@ -103,35 +104,35 @@ def test_ink_bands_and_text_height():
 
 
 def test_detection_scale_upscales_small_text_only():
-    assert L.detection_scale(10, (400, 300)) == pytest.approx(L.DETECT_TEXT_PX / 10)
-    assert L.detection_scale(4, (400, 300)) == L.MAX_UPSCALE
-    assert L.detection_scale(30, (400, 300)) == 1.0
-    assert L.detection_scale(15, (400, 300)) == 1.0  # 1.33x: below MIN_UPSCALE
-    assert L.detection_scale(None, (400, 300)) == 1.0
+    assert T.detection_scale(10, (400, 300)) == pytest.approx(T.DETECT_TEXT_PX / 10)
+    assert T.detection_scale(4, (400, 300)) == T.MAX_UPSCALE
+    assert T.detection_scale(30, (400, 300)) == 1.0
+    assert T.detection_scale(15, (400, 300)) == 1.0  # 1.33x: below MIN_UPSCALE
+    assert T.detection_scale(None, (400, 300)) == 1.0
     # the pixel budget lowers the factor, never below 1
-    assert L.detection_scale(5, (2000, 2000), max_pixels=8_000_000) == pytest.approx(np.sqrt(2))
-    assert L.detection_scale(5, (4000, 4000), max_pixels=8_000_000) == 1.0
+    assert T.detection_scale(5, (2000, 2000), max_pixels=8_000_000) == pytest.approx(np.sqrt(2))
+    assert T.detection_scale(5, (4000, 4000), max_pixels=8_000_000) == 1.0
 
 
 def test_detection_plan_tiles_very_wide_images():
-    assert L.detection_plan(20, (1200, 800)) == (1.0, False)
-    scale, tiled = L.detection_plan(40, (20000, 166))  # CRAFT's canvas would shrink 40 px text to 5 px
-    assert tiled and scale == pytest.approx(L.TILE_TEXT_PX / 40)
+    assert T.detection_plan(20, (1200, 800)) == (1.0, False)
+    scale, tiled = T.detection_plan(40, (20000, 166))  # CRAFT's canvas would shrink 40 px text to 5 px
+    assert tiled and scale == pytest.approx(T.TILE_TEXT_PX / 40)
     # CRAFT shrinks it to its canvas itself, and 100 px text stays 12.8 px: one pass
-    assert L.detection_plan(100, (20000, 300)) == (1.0, False)
-    assert L.needs_tiles(None, (20000, 300)) and not L.needs_tiles(None, (3000, 2500))
+    assert T.detection_plan(100, (20000, 300)) == (1.0, False)
+    assert T.needs_tiles(None, (20000, 300)) and not T.needs_tiles(None, (3000, 2500))
 
 
 def test_tile_spans_cover_with_overlap():
-    spans = L.tile_spans(20000, 2560, 256)
+    spans = T.tile_spans(20000, 2560, 256)
     assert spans[0][0] == 0 and spans[-1][1] == 20000
     assert all(b - a <= 2560 for a, b in spans)
     assert all(a2 <= b1 - 256 for (_, b1), (a2, _) in zip(spans, spans[1:]))  # neighbours overlap >= 256 px
-    assert L.tile_spans(900, 2560, 256) == [(0, 900)]
+    assert T.tile_spans(900, 2560, 256) == [(0, 900)]
     with pytest.raises(ValueError):
-        L.tile_spans(0)
+        T.tile_spans(0)
     with pytest.raises(ValueError):
-        L.tile_spans(5000, 2560, 2000)
+        T.tile_spans(5000, 2560, 2000)
 
 
 def test_uncovered_ink_boxes_finds_the_text_a_box_missed():

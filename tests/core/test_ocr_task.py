@@ -27,6 +27,7 @@ from core.events import BeamEvent, Finished, SegmentEvent, StepEvent
 from core.options import DecodingOptions
 from core.tasks import ocr as ocr_task
 from core.tasks import ocr_layout
+from core.tasks import ocr_tiles
 from core.tasks.ocr import OCRModel, TextLine, load_image
 from tests.helpers.ocr_images import (
     PARAGRAPH,
@@ -415,8 +416,8 @@ def test_small_grey_text_is_upscaled_and_stretched_for_craft(model, spy):
     assert len(det.images) == 1
     seen = det.images[0]
     text_px = ocr_layout.text_height(ocr_layout.ink_mask(np.asarray(img.convert("L"))))
-    scale = ocr_layout.DETECT_TEXT_PX / text_px
-    assert scale >= ocr_layout.MIN_UPSCALE
+    scale = ocr_tiles.DETECT_TEXT_PX / text_px
+    assert scale >= ocr_tiles.MIN_UPSCALE
     assert seen.shape[:2] == (round(img.height * scale), round(img.width * scale))  # upscaled
     assert seen.min() < 25 and np.median(seen) > 235  # grey 95 on 170 stretched to dark on white
     # the boxes come back in the image's pixels, one per drawn line
@@ -454,7 +455,7 @@ def test_a_very_wide_image_is_detected_in_tiles(model, spy):
             lines = stop.value
             break
     n = len(det.images)
-    assert n >= 3 and all(im.shape[1] <= ocr_layout.CRAFT_CANVAS for im in det.images)
+    assert n >= 3 and all(im.shape[1] <= ocr_tiles.CRAFT_CANVAS for im in det.images)
     assert [(p.done, p.total) for p in progress] == [(k, n) for k in range(n + 1)]
     assert progress[1].text.startswith(f"detecting text lines (tile 2 of {n}")
     # every word is found, in a box of its own row (no box spans both rows)
