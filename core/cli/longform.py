@@ -184,7 +184,7 @@ def run_longform(model, audio, options, prefix: list[int], args: argparse.Namesp
             print(f"window {ev.segment + 1} {_timestamp(ev.start)}–{_timestamp(min(ev.end, total_s))} of "
                   f"{_timestamp(total_s)} · T={ev.temperature:g} · {ev.verdict}"
                   + (f" ({'; '.join(ev.reasons)})" if ev.reasons else ""), file=sys.stderr, flush=True)
-    from core.tasks.longform import attempt_warning, silence_note
+    from core.tasks.longform_verdicts import attempt_warning, silence_note
 
     for ev in events:
         if isinstance(ev, AttemptEvent) and attempt_warning(ev, longform.no_speech_threshold):

@@ -98,9 +98,9 @@ def speech_notes(model, events, audio=None):
     """Pass a fixed-window run's events through, printing on stderr what the user should know:
     each window's warning as it starts (skipped as silence, or a high no-speech probability),
     then at the end the windows that loop (``core.tasks.speech.window_warnings``) and what was
-    skipped as silence (``core.tasks.longform.silence_note``; ``audio``: the run's samples, for
+    skipped as silence (``core.tasks.longform_verdicts.silence_note``; ``audio``: the run's samples, for
     the skipped windows' levels)."""
-    from core.tasks.longform import loudest_db, silence_note
+    from core.tasks.longform_verdicts import loudest_db, silence_note
     from core.tasks.speech import SKIPPED, window_warnings
 
     seen, skipped = [], []

@@ -44,7 +44,8 @@ def skip_silence(i: int, window: np.ndarray, ready: Prepared) -> SegmentEvent | 
     (defaults 0.6, -50 dBFS) gets its SegmentEvent marked skipped; None = decode it."""
     from dataclasses import replace
 
-    from core.tasks.longform import LongFormOptions, loudest_db
+    from core.tasks.longform import LongFormOptions
+    from core.tasks.longform_verdicts import loudest_db
 
     rule, ns = LongFormOptions(), ready.event.no_speech_prob
     if ns is None or rule.no_speech_threshold is None or rule.silence_db is None or ns <= rule.no_speech_threshold:
@@ -76,7 +77,7 @@ def window_warnings(events: Sequence, decode: Callable[[Sequence[int]], str], *,
         decode: token ids -> text (``SpeechModel.backend.decode``).
     """
     from core.events import StepEvent
-    from core.tasks.longform import compression_ratio, token_entropy
+    from core.tasks.longform_verdicts import compression_ratio, token_entropy
 
     labels, tokens = {}, {}
     for ev in events:

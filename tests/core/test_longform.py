@@ -15,8 +15,8 @@ import pytest
 
 from core.events import AttemptEvent, Finished, SegmentEvent, StepEvent
 from core.options import DecodingOptions
-from core.tasks.longform import (LongFormOptions, compression_ratio, loudest_db, result_dict, split_window, token_entropy,
-                                 transcript_events)
+from core.tasks.longform import LongFormOptions, result_dict, split_window, transcript_events
+from core.tasks.longform_verdicts import compression_ratio, loudest_db, token_entropy
 from tests.helpers.speech import synth_speech
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")

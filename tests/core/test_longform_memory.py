@@ -14,7 +14,7 @@ import pytest
 
 from core.events import AttemptEvent
 from core.options import DecodingOptions
-from core.tasks.longform import KV_WINDOWS_KEPT
+from core.tasks.longform_windows import KV_WINDOWS_KEPT
 from tests.core.test_longform import SENTENCES
 from tests.helpers.speech import synth_speech
 
@@ -66,7 +66,7 @@ def test_the_log_mel_is_computed_a_window_at_a_time_and_equals_the_one_call(whis
     same as transformers' one call."""
     import torch
 
-    from core.tasks import longform
+    from core.tasks import longform_windows as longform
 
     model = whisper_tiny_en
     monkeypatch.setattr(longform, "MEL_CHUNK", 3000, raising=False)
@@ -85,8 +85,8 @@ def test_the_log_mel_is_computed_a_window_at_a_time_and_equals_the_one_call(whis
     assert frames and max(frames) <= 3000 + 3, frames  # never the whole clip's 10,000 frames at once
     monkeypatch.undo()
 
-    full = longform._log_mel(model, clip_100s)
-    mel = longform._LogMel(model, clip_100s)
+    full = longform.log_mel(model, clip_100s)
+    mel = longform.LogMel(model, clip_100s)
     assert mel.shape == tuple(full.shape)
     for seek in (0, 2999, 5000, mel.shape[-1] - 1200):
         assert torch.equal(mel.window(seek, 3000), full[..., seek: seek + 3000])

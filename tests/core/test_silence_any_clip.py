@@ -72,7 +72,7 @@ def test_long_form_window_over_the_no_speech_threshold_warns(whisper_tiny_en):
 
 def test_a_kept_window_the_model_thinks_silent_is_warned_about():
     """40 s of tones: window 2 accepted as "." at no-speech 0.94, no warning."""
-    from core.tasks.longform import attempt_warning, silence_note
+    from core.tasks.longform_verdicts import attempt_warning, silence_note
 
     kept = AttemptEvent(segment=1, attempt=0, temperature=0.0, step_offset=0, text=".", avg_logprob=-0.6,
                         no_speech_prob=0.94, verdict="accepted", kept_in_transcript=True, start=30.0, end=40.0)
