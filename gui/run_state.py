@@ -273,6 +273,13 @@ class RunState(QObject):
         self.branchChanged.emit(b.id)
         return len(gone)
 
+    def keep_attention(self, ev) -> None:
+        """Spill ``ev``'s large attention with its segment's steps once that segment is out of
+        view (:meth:`spill_out_of_view`): for events that are not steps of a branch, e.g. a
+        long-form ``AttemptEvent``'s end-of-text row (288 kB per window with base)."""
+        if ev.attention_nbytes >= SPILL_MIN_BYTES:
+            self._in_memory.append(ev)
+
     def add_segment(self, ev: SegmentEvent) -> None:
         """Keep the SegmentEvent of a segment of the growing branch; the attention of the
         steps of windows now out of view moves to disk (see the module docstring)."""

@@ -118,6 +118,7 @@ class LongFormMixin:
         """One attempt ended: list it, mark its window, and take its steps back when it was
         not kept (the next attempt is numbered from the same step)."""
         self._lf_attempts.append(ev)
+        self.run.keep_attention(ev)  # its end-of-text row goes to disk with its window's steps
         self.attempts_view.add(ev)
         self.window_marks.add(ev)
         if not ev.kept_in_transcript:

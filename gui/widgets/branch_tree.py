@@ -29,6 +29,9 @@ from ..run_state import RunState, plain_text
 from .fork_diff import fmt_logprob
 
 COLUMNS = ("branch", "log p", "tokens", "text")
+#: characters of a branch's text in its tooltip (its end, after "…"): the whole transcript of a
+#: long run, set as 4 tooltips on every refresh, grew with the run
+TIP_CHARS = 600
 #: tokens before the fork step a fork's text column starts with
 CONTEXT_TOKENS = 3
 HINT = ("Branches: the original run, and every fork under the branch it came from. Select one to show it; "
@@ -172,7 +175,8 @@ class BranchTree(QWidget):
         item.setText(1, fmt_logprob(self.run.logprob(branch)))
         item.setText(2, str(self.run.branch_len(branch)))
         text = self.run.text(branch)
-        item.setText(3, self.shown_text(branch))
+        item.setText(3, text if b.is_root else self.shown_text(branch))  # the root's text once, not twice
+        text = text if len(text) <= TIP_CHARS else "…" + text[-TIP_CHARS:]
         tip = f"#{b.id} {label}\n{text}" + (f"\n{b.note}" if b.note else "")
         for c in range(len(COLUMNS)):
             item.setToolTip(c, tip)

@@ -234,3 +234,20 @@ def test_a_restored_exploration_keeps_only_the_shown_window_in_memory(qtbot):
     kept = {w: max(kept_bytes(ev) for ev in root.own.values() if ev.segment == w) for w in range(3)}
     assert kept[0] <= 1024 and kept[1] <= 1024 and kept[2] == LAYERS * HEADS * FRAMES * 4
     np.testing.assert_allclose(run.step(4).cross_attention, originals[4], rtol=0, atol=FLOAT16_ATOL)
+
+
+def test_an_attempts_end_of_text_row_goes_to_disk_with_its_window(qtbot):
+    """issue 19 §3: each long-form window's AttemptEvent keeps its end-of-text attention
+    (288 kB with base, read by word timing); once its window is out of view it is spilled
+    with the window's steps, and still reads back."""
+    from core.events import AttemptEvent
+
+    run = RunState()
+    run.add_segment(segment(0))
+    end = attention(999)
+    attempt = AttemptEvent(segment=0, attempt=0, temperature=0.0, step_offset=0, end_attention=end.copy())
+    run.keep_attention(attempt)  # as the Speech tab does for each AttemptEvent
+    run.add_segment(segment(1))  # window 0 leaves the view
+    run.wait_spilled(30)
+    assert attempt.attention_spilled and attempt.attention_nbytes == 0
+    np.testing.assert_allclose(attempt.end_attention, end, rtol=0, atol=FLOAT16_ATOL)
