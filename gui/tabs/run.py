@@ -43,6 +43,7 @@ from PySide6.QtWidgets import QSplitter, QVBoxLayout, QWidget
 
 from core.events import BeamEvent, Finished, RunStats, SegmentEvent, StepEvent
 from core.options import BEAM_STRATEGIES, DecodingOptions
+from core.tasks.base import Task
 
 from ..inspector import InspectorTabs
 from ..run_controller import RunController
@@ -140,7 +141,7 @@ class RunTab(QWidget):
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
-        self.model: Any = None
+        self.model: Task | None = None
         #: the current run's steps, the newest and the selected step (views query it)
         self.run = RunState(self)
         #: starts, supersedes and cancels the workers; the one event pump
