@@ -6,13 +6,15 @@
     ├ token stream (strip: entropy, varentropy, kept, μ) ──────┤
     ├ top-k | chain stages ───────────┬ inspector tabs ────────┤
 
-(``QSplitter``s; sizes persist.) The step strip sits above the token chips; the selected
-step's distribution is shown as the top-k chart or, per stage of the sampler chain, as
-the stage view (``StepInspector``), with "Sample ×N" over the chart. The inspector tabs
+(``QSplitter``s, built by ``gui.tabs.run_layout``; sizes persist.) The step strip sits
+above the token chips; the selected step's distribution is shown as the top-k chart or,
+per stage of the sampler chain, as the stage view (``StepInspector``), with "Sample ×N" over the chart. The inspector tabs
 (``gui.inspector``: Attention, Fork diff, Branches, What if, Beam tree, Logit lens,
 Lanes) are built here, one line per view.
 
-A subclass supplies the input area, how to load its model and how to decode its input.
+A subclass supplies the input area, how to load its model and how to decode its input
+(the hooks of ``gui.tabs.task_hooks.TaskHooks``). The status bar's statistics come from
+``gui.tabs.run_stats``.
 One :class:`~gui.run_controller.RunController` runs the load and the decode (and forks,
 what-ifs, lanes, refine) in worker threads and hands their events on in one time-sliced
 pump; the run's steps go into a :class:`~gui.run_state.RunState`, which every view takes in
@@ -34,12 +36,11 @@ samples, Open…, drops, settings).
 from __future__ import annotations
 
 import dataclasses
-import math
 import time
-from typing import Any, Callable, Iterator
+from typing import Any
 
-from PySide6.QtCore import QObject, Qt, Signal
-from PySide6.QtWidgets import QSplitter, QVBoxLayout, QWidget
+from PySide6.QtCore import QObject, Signal
+from PySide6.QtWidgets import QSplitter, QWidget
 
 from core.events import BeamEvent, Finished, RunStats, SegmentEvent, StepEvent
 from core.options import BEAM_STRATEGIES, DecodingOptions
@@ -56,7 +57,7 @@ from ..widgets.fork_diff import ForkDiff
 from ..widgets.logit_lens import LogitLensView
 from ..widgets.options_panel import OptionsPanel
 from ..widgets.stage_view import StageView, StepInspector
-from ..widgets.step_strip import STRIP_HEIGHT, StepStrip
+from ..widgets.step_strip import StepStrip
 from ..widgets.token_stream import TokenStreamView
 from ..widgets.topk_chart import TopKChart
 from ..widgets.whatif_view import WhatIfView
@@ -64,6 +65,9 @@ from ..worker import WorkerHandle
 from .forking import Forking
 from .kept_explorations import KeptExplorations
 from .lanes import LanesController
+from .run_layout import build_splitters, lay_out
+from .run_stats import LiveCount, stats_dict
+from .task_hooks import TaskHooks
 from .whatif import WhatIfs
 
 
@@ -89,11 +93,11 @@ class _ModelLoad:
         self.tab.model_load_ended()
 
 
-class RunTab(QWidget):
+class RunTab(QWidget, TaskHooks):
     """The layout, the model load and the decode run of a task tab.
 
-    Subclasses implement :meth:`build_input`, :meth:`load_model_object`,
-    :meth:`decode_fn`, :meth:`has_input` and may override :meth:`model_loaded`,
+    Subclasses implement (``gui.tabs.task_hooks.TaskHooks``) :meth:`build_input`,
+    :meth:`load_model_object`, :meth:`decode_fn`, :meth:`has_input` and may override :meth:`model_loaded`,
     :meth:`configure_heatmap`, :meth:`rtf_applies` and :meth:`toggle_record`; a tab that
     implements :meth:`lanes_fn` runs decoding lanes (the "Lanes" tab, ``gui.tabs.lanes``),
     one that implements :meth:`fork_fn` and :meth:`input_identity` forks
@@ -119,7 +123,6 @@ class RunTab(QWidget):
         forkFinished(int): a fork's branch (its id) finished decoding (``gui.tabs.forking``).
     """
 
-    title = "Task"
     #: QSettings group for this tab
     settings_key = "task"
     #: default heights in pixels of (input + options, token stream, top-k + attention) for a
@@ -147,8 +150,8 @@ class RunTab(QWidget):
         #: starts, supersedes and cancels the workers; the one event pump
         self.controller = RunController(self)
         self.controller.add_frame_listener(self.run.flush)
-        self._t_first: float | None = None
-        self._n_live = 0
+        #: the running decode's tokens and start (the live statistics)
+        self.live = LiveCount()
         self._relay = _Relay(self)
         self._relay.text.connect(self._on_progress)
         #: the last statistics and busy state this tab reported (the window shows them when
@@ -194,7 +197,10 @@ class RunTab(QWidget):
         self.lanes = LanesController(self)  # strategies side by side on one encoder output
         tabs.add_view(self.lanes.view, "Lanes")
         self.input_area = self.build_input()
-        self._build_layout()
+        self.top_splitter, self.bottom_splitter, self.main_splitter = build_splitters(
+            self.input_area, self.options_panel, self.stream, self.inspector, self.inspector_tabs,
+            self.main_splitter_sizes)
+        lay_out(self, self.banner, self.main_splitter)
 
         self.options_panel.optionsChanged.connect(self._options_changed)
         self.stream.stepSelected.connect(self.select_step)
@@ -291,41 +297,6 @@ class RunTab(QWidget):
         """No input: False, with a message, when it cannot start."""
         return self.whatifs.start("prior")
 
-    def _build_layout(self) -> None:
-        """The three splitters (input | options, stream, top-k | heatmap) under the banner."""
-        self.top_splitter = QSplitter(Qt.Orientation.Horizontal)
-        self.top_splitter.addWidget(self.input_area)
-        self.top_splitter.addWidget(self.options_panel)
-        self.top_splitter.setStretchFactor(0, 3)
-        self.top_splitter.setStretchFactor(1, 2)
-        self.bottom_splitter = QSplitter(Qt.Orientation.Horizontal)
-        self.bottom_splitter.addWidget(self.inspector)
-        self.bottom_splitter.addWidget(self.inspector_tabs)
-        self.bottom_splitter.setStretchFactor(0, 2)
-        self.bottom_splitter.setStretchFactor(1, 3)
-        self.main_splitter = QSplitter(Qt.Orientation.Vertical)
-        self.main_splitter.addWidget(self.top_splitter)
-        self.main_splitter.addWidget(self.stream)
-        self.main_splitter.addWidget(self.bottom_splitter)
-        self.main_splitter.setStretchFactor(0, 2)
-        self.main_splitter.setStretchFactor(1, 1)
-        self.main_splitter.setStretchFactor(2, 3)
-        for s in self.splitters():
-            s.setChildrenCollapsible(False)
-        # defaults for a 1400 x 900 window (restore_settings replaces them). The token stream
-        # pane gets room for the step strip above its chips (the strip shrinks before the chips
-        # do), taken from the other two panes, with a margin: a 1280 x 800 window scales the
-        # panes to ~0.86 of these sizes
-        room = self.stream.minimumSizeHint().height() + STRIP_HEIGHT
-        self.main_splitter.setSizes(pane_at_least(list(self.main_splitter_sizes), 1, math.ceil(room / 0.85)))
-        self.top_splitter.setSizes([800, 560])
-        self.bottom_splitter.setSizes([520, 840])
-
-        lay = QVBoxLayout(self)
-        lay.setContentsMargins(4, 4, 4, 4)
-        lay.addWidget(self.banner)
-        lay.addWidget(self.main_splitter, 1)
-
     def show_beam_tree(self, on: bool) -> None:
         """Offer the beam tree's tab (beam strategies), shown when it newly appears, or take it away."""
         self.inspector_tabs.offer(self.beam_tree, on, fallback=self.heatmap)
@@ -333,106 +304,6 @@ class RunTab(QWidget):
     def splitters(self) -> tuple[QSplitter, QSplitter, QSplitter]:
         """(top, bottom, main) splitters, whose sizes the settings keep."""
         return self.top_splitter, self.bottom_splitter, self.main_splitter
-
-    # ------------------------------------------------------------ subclass API
-    def build_input(self) -> QWidget:
-        """The input area (top left)."""
-        raise NotImplementedError
-
-    def has_input(self) -> bool:
-        """True when there is something to decode."""
-        raise NotImplementedError
-
-    def load_model_object(self, name: str, progress: Callable[[str], None]) -> Any:
-        """Load model ``name``; runs in a worker thread (import torch-using modules here).
-
-        Raises:
-            Exception: with a user message; shown in the banner.
-        """
-        raise NotImplementedError
-
-    def decode_fn(self, options: DecodingOptions) -> Callable[[Callable[[], bool]], Iterator[Any]]:
-        """The worker's generator for the current input and ``options``: called in the GUI
-        thread, it captures the input/model state it needs (the GUI may change them) and
-        returns ``gen(cancel)``, which runs in a worker thread and yields the model's events.
-
-        Raises:
-            ValueError, RuntimeError: the input cannot be decoded; shown in the banner.
-        """
-        raise NotImplementedError
-
-    def lanes_fn(self, lanes: list[DecodingOptions]) -> Callable[[Callable[[], bool]], Iterator[Any]]:
-        """The worker's generator that decodes the current input with each of ``lanes``'
-        options side by side on one encoder pass per segment (the task model's
-        ``decode_lanes``: ``LaneEvent`` s, then a ``LanesFinished``); called in the GUI
-        thread, it captures what it needs (``gui.tabs.lanes``).
-
-        Raises:
-            ValueError, RuntimeError: the input cannot be decoded; shown in the banner.
-        """
-        raise RuntimeError(f"the {self.title} tab cannot run lanes")
-
-    def configure_heatmap(self) -> None:
-        """Set the heatmap's column axis (``self.heatmap.set_columns``)."""
-
-    def model_loaded(self, model: Any) -> None:
-        """Called in the GUI thread after a successful load (update pickers)."""
-
-    def toggle_record(self) -> None:
-        """Ctrl+R (tabs without recording ignore it)."""
-
-    def rtf_applies(self) -> bool:
-        """Whether RTF (processing time / audio duration) makes sense for this tab."""
-        return False
-
-    def exploring_refusal(self, what: str) -> str:
-        """Why ``what`` ("Forks", "What-ifs", "Lanes") cannot run on the current run ("" if it
-        can); a tab whose runs cannot be explored yet says why (the Speech tab's long-form)."""
-        return ""
-
-    def branch_replayed(self, branch: int) -> None:
-        """Called after ``branch``'s events were shown again (refresh the tab's own views)."""
-
-    def fork_fn(self, options: DecodingOptions, segment: int, forced_ids: tuple[int, ...],
-                step_offset: int) -> Callable[[Callable[[], bool]], Iterator[Any]]:
-        """The worker's generator that re-decodes segment ``segment`` of the current input
-        with ``forced_ids`` forced after the task prompt, its steps numbered from
-        ``step_offset`` (the segment's first step), asking to reuse the KV cache if
-        :attr:`fork_reuse_cache` (called in the GUI thread; it captures what it needs). Its
-        events: the segment's SegmentEvent, StepEvents, one Finished (the task model's
-        ``fork``).
-
-        Raises:
-            ValueError, RuntimeError: the input cannot be forked (shown to the user).
-        """
-        raise RuntimeError(f"the {self.title} tab cannot fork yet")
-
-    def whatif_fn(self, options: DecodingOptions, kind: str, original: list[StepEvent]
-                  ) -> Callable[[Callable[[], bool]], Iterator[Any]]:
-        """The worker's generator for a what-if of the current input (called in the GUI
-        thread; it captures what it needs): ``kind`` "mask" runs the task model's
-        ``what_if`` with :attr:`whatif_mask`, "prior" its ``no_input``; ``original`` is the
-        scored branch's StepEvents.
-
-        Raises:
-            ValueError, RuntimeError: it cannot run (shown to the user).
-        """
-        raise RuntimeError(f"the {self.title} tab has no input what-ifs")
-
-    def mask_changed(self, mask: Any) -> None:
-        """The mask changed (None: cleared); the tab draws it on its input view."""
-
-    def input_identity(self) -> tuple[str, str]:
-        """(a description of the current input for people, a hash of its content)."""
-        raise RuntimeError("no input")
-
-    def input_settings(self) -> dict:
-        """Task settings beside the options that shaped the run (language, region, ...), saved
-        with an exploration for the record."""
-        return {}
-
-    def apply_input_settings(self, settings: dict) -> None:
-        """Restore what :meth:`input_settings` saved (an exploration is opened); no decode."""
 
     # ---------------------------------------------------------------- state
     def is_busy(self) -> bool:
@@ -457,22 +328,23 @@ class RunTab(QWidget):
     def start_live_count(self, t0: float | None = None) -> None:
         """A run (a fork, a what-if) starts at ``t0`` (perf_counter; None keeps the last
         start): the live statistics count its tokens from 0."""
-        if t0 is not None:
-            self._t_first = t0
-        self._n_live = 0
+        self.live.start(t0)
 
     def count_live_token(self) -> None:
         """One more token of the running decode (the live statistics)."""
-        self._n_live += 1
+        self.live.n += 1
 
     @property
     def n_live(self) -> int:
         """Tokens of the running (or last) decode so far."""
-        return self._n_live
+        return self.live.n
 
     def stats_dict(self, fin: Finished | None) -> dict:
         """The statistics for the status bar (``statsChanged``): ``fin``'s, or live ones."""
         return self._stats_dict(fin)
+
+    def _stats_dict(self, fin: Finished | None) -> dict:
+        return stats_dict(self.model, fin, self.live, self.rtf_applies)
 
     def _remember_stats(self, d: dict) -> None:
         self.last_stats = dict(d)
@@ -561,8 +433,7 @@ class RunTab(QWidget):
         self.forking.reset()
         self.explorations_keeper.begin(options)  # the tree is kept: taken back at the end, or for Ctrl+Z
         self.run.clear(options)  # a new run (gui/run_state.py says why); the views follow
-        self._t_first = time.perf_counter()
-        self._n_live = 0
+        self.live.start(time.perf_counter())
         self.inspector.set_seed(options.seed)
         self.progress = None
         self.busyChanged.emit(True, "Decoding…")
@@ -598,7 +469,7 @@ class RunTab(QWidget):
         once per frame. Subclasses extend it (and call it)."""
         if isinstance(ev, StepEvent):
             self.run.add(ev)
-            self._n_live += 1
+            self.live.n += 1
         elif isinstance(ev, SegmentEvent):
             self.run.add_segment(ev)
             if ev.warning:
@@ -698,8 +569,7 @@ class RunTab(QWidget):
         self.explorations_keeper.leave("another input", same_input=False)
         self.run.clear()
         self.lanes.clear()
-        self._n_live = 0
-        self._t_first = None
+        self.live.reset()
         self.statsChanged.emit(self._stats_dict(None))
 
     def _run_cleared(self) -> None:
@@ -743,7 +613,7 @@ class RunTab(QWidget):
             self.statusMessage.emit("Model load cancelled (the files finish loading in the background and are discarded).")
         elif was_decoding:
             self.statusMessage.emit(self.explorations_keeper.with_note(
-                f"Cancelled after {self._n_live} token{'s' if self._n_live != 1 else ''}"))
+                f"Cancelled after {self.live.n} token{'s' if self.live.n != 1 else ''}"))
         self.busyChanged.emit(False, "")
         return was_loading or was_decoding or lanes
 
@@ -752,7 +622,7 @@ class RunTab(QWidget):
         the statistics of the tokens that arrived."""
         if self.whatifs.cancel():  # the run shown was not touched: it keeps its end
             return
-        elapsed = time.perf_counter() - self._t_first if self._t_first is not None else 0.0
+        elapsed = self.live.elapsed()
         forked = self.forking.cancel()  # a fork's branch keeps what it got
         if not forked:
             self.explorations_keeper.settle(None)  # a cancelled same-options run: the old tree is kept for Ctrl+Z
@@ -776,49 +646,6 @@ class RunTab(QWidget):
         self.cancel()
         self.controller.abort_all()  # lanes, refine
         self.controller.wait(wait_ms)
-
-    # ---------------------------------------------------------------- stats
-    def _stats_dict(self, fin: Finished | None) -> dict:
-        model = self.model
-        d: dict[str, Any] = {
-            "model": getattr(model, "name", None) if model is not None else None,
-            "device": str(getattr(model, "device", "cpu")).upper(),
-            "live": fin is None,
-            "encode_ms": None,
-            "ms_per_token": None,
-            "tokens_per_s": None,
-            "rtf": None,
-            "n_tokens": self._n_live,
-        }
-        if fin is not None:
-            st = fin.stats
-            d.update(
-                encode_ms=1000.0 * st.encode_s,
-                ms_per_token=st.ms_per_token,
-                tokens_per_s=st.tokens_per_s,
-                rtf=st.rtf if self.rtf_applies() else None,
-                n_tokens=st.n_tokens,
-                encoder_cached=st.encoder_cached,
-            )
-        elif self._t_first is not None and self._n_live:
-            dt = time.perf_counter() - self._t_first
-            d.update(ms_per_token=1000.0 * dt / self._n_live, tokens_per_s=self._n_live / dt if dt > 0 else None)
-        return d
-
-
-def pane_at_least(sizes: list[int], i: int, need: int) -> list[int]:
-    """``sizes`` (splitter pane heights) with pane ``i`` grown to ``need`` pixels, the other
-    panes giving up the difference in proportion to their sizes (the total stays)."""
-    deficit = need - sizes[i]
-    others = [j for j in range(len(sizes)) if j != i]
-    pool = sum(sizes[j] for j in others)
-    if deficit <= 0 or pool <= 0:
-        return list(sizes)
-    out = list(sizes)
-    out[i] = need
-    for j in others:
-        out[j] = max(1, sizes[j] - round(deficit * sizes[j] / pool))
-    return out
 
 
 def _html(text: str) -> str:

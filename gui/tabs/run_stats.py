@@ -1,0 +1,67 @@
+"""The run tab's statistics for the status bar (``gui.tabs.run.RunTab.statsChanged``): the
+live count of the running decode's tokens and the dictionary the window shows.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Callable
+
+from core.events import Finished
+
+
+class LiveCount:
+    """The running decode's tokens so far and when it started (``time.perf_counter`` s)."""
+
+    def __init__(self) -> None:
+        #: when the running (or last) decode started, or None before any
+        self.t_first: float | None = None
+        #: tokens of the running (or last) decode so far
+        self.n = 0
+
+    def start(self, t0: float | None = None) -> None:
+        """A run starts at ``t0`` (None keeps the last start): count from 0."""
+        if t0 is not None:
+            self.t_first = t0
+        self.n = 0
+
+    def reset(self) -> None:
+        """No run (the input changed): nothing counted, no start."""
+        self.t_first = None
+        self.n = 0
+
+    def elapsed(self) -> float:
+        """Seconds since the start (0.0 before any)."""
+        return time.perf_counter() - self.t_first if self.t_first is not None else 0.0
+
+
+def stats_dict(model: Any, fin: Finished | None, live: LiveCount, rtf_applies: Callable[[], bool]) -> dict:
+    """The statistics for the status bar: ``fin``'s (a finished run), or live ones (``fin``
+    None: ms per token and tokens per second of ``live`` so far). Keys ``model``, ``device``,
+    ``live``, ``encode_ms``, ``ms_per_token``, ``tokens_per_s``, ``rtf`` (None unless
+    ``rtf_applies()``, asked of a finished run only), ``n_tokens`` and, of a finished run,
+    ``encoder_cached``."""
+    d: dict[str, Any] = {
+        "model": getattr(model, "name", None) if model is not None else None,
+        "device": str(getattr(model, "device", "cpu")).upper(),
+        "live": fin is None,
+        "encode_ms": None,
+        "ms_per_token": None,
+        "tokens_per_s": None,
+        "rtf": None,
+        "n_tokens": live.n,
+    }
+    if fin is not None:
+        st = fin.stats
+        d.update(
+            encode_ms=1000.0 * st.encode_s,
+            ms_per_token=st.ms_per_token,
+            tokens_per_s=st.tokens_per_s,
+            rtf=st.rtf if rtf_applies() else None,
+            n_tokens=st.n_tokens,
+            encoder_cached=st.encoder_cached,
+        )
+    elif live.t_first is not None and live.n:
+        dt = time.perf_counter() - live.t_first
+        d.update(ms_per_token=1000.0 * dt / live.n, tokens_per_s=live.n / dt if dt > 0 else None)
+    return d
