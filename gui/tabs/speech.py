@@ -17,6 +17,11 @@ Open… button is disabled and ``open_input``/``open_file``/drops refuse with a 
 Closing the window with a recording running or a take not saved asks Save / Discard /
 Cancel (:meth:`SpeechTab.confirm_close`). The two dialogs are the module functions
 :func:`ask_unsaved` and :func:`ask_save_path`, which tests replace to answer them.
+
+Beside this file: the input area's rows and waveform (``speech_input_area.py``), the
+language and task controls (``speech_language.py``), the microphone and its takes
+(``speech_takes.py``), what a finished run says (``speech_report.py``), long-form runs
+(``longform.py``) and word timing (``word_timing.py``).
 """
 
 from __future__ import annotations
@@ -26,20 +31,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
-import pyqtgraph as pg
-from PySide6.QtCore import QSettings, Qt
-from PySide6.QtWidgets import (
-    QCheckBox,
-    QComboBox,
-    QFileDialog,
-    QHBoxLayout,
-    QLabel,
-    QMessageBox,
-    QSizePolicy,
-    QTabWidget,
-    QVBoxLayout,
-    QWidget,
-)
+from PySide6.QtCore import QSettings
+from PySide6.QtWidgets import QFileDialog, QMessageBox, QTabWidget, QWidget
 
 from core.catalog import (
     AUDIO_SUFFIXES,
@@ -50,19 +43,17 @@ from core.catalog import (
 )
 from core.catalog import WHISPER_BUNDLED as BUNDLED
 from core.catalog import WHISPER_DEFAULT as DEFAULT_MODEL
-from core.catalog import WHISPER_TASKS as TASKS
 from core.inputs.types import SpeechInput
 from core.options import DecodingOptions
 
-from ..widgets.attention_heatmap import no_si_prefix
 from .base import SAMPLES_DIR, DecodeTab, RunFn, first_file
 from .longform import LongFormMixin
-from .recording import WARNING_STYLE, RecordingBar, RecordingError, Take
+from .recording import WARNING_STYLE
+from .speech_input_area import NO_AUDIO, SpeechInputAreaMixin
+from .speech_report import run_report
+from .speech_takes import SpeechTakesMixin
 from .whatif_inputs import SpeechMask
 
-#: shown before a multilingual model has loaded (then replaced by model.languages)
-COMMON_LANGUAGES = ("en", "de", "es", "fr", "it", "pt", "nl", "pl", "ru", "zh", "ja", "ko")
-NO_AUDIO = "No audio yet — record, open a file, drop one here, or press Sample."
 COLUMN_AXIS = "time (s) — one column per 20 ms encoder frame"
 
 
@@ -100,7 +91,7 @@ def ask_save_path(parent: QWidget | None, title: str, suggested: str) -> str:
     return path
 
 
-class SpeechTab(LongFormMixin, SpeechMask, DecodeTab):
+class SpeechTab(LongFormMixin, SpeechMask, SpeechInputAreaMixin, SpeechTakesMixin, DecodeTab):
     """Speech-to-text with Whisper (see module docstring)."""
 
     title = "Speech"
@@ -132,116 +123,7 @@ class SpeechTab(LongFormMixin, SpeechMask, DecodeTab):
         self.word_timing = WordTimingController(self, self.word_timing_check)
         self.init_longform()  # long-form runs: attempts, window marks, export (gui/tabs/longform.py)
         self._update_lang_task_enabled()
-        self._update_takes()
-
-    # ------------------------------------------------------------ input area
-    def build_input(self) -> QWidget:
-        """Three rows (input name / microphone and takes / files and model) over the waveform."""
-        from ..widgets.elided_label import ElidedLabel
-
-        self.info_label = ElidedLabel(NO_AUDIO)  # one line, cut with "…", the whole text in its tooltip
-        title = QLabel("<b>Input</b>")
-        title.setToolTip("audio: record, open or drop a wav/flac/ogg/mp3 file anywhere on this tab")
-        files_row = self._build_files_row()
-        row_title = QHBoxLayout()  # what the input is, and how it is spoken
-        row_title.addWidget(title, 0, Qt.AlignmentFlag.AlignTop)
-        row_title.addWidget(self.info_label, 1)
-        for widget in (QLabel("language"), self.language_combo, self.candidates_edit, QLabel("task"), self.task_combo):
-            row_title.addWidget(widget)
-        self.add_longform_controls(row_title)  # windows: auto | long-form | fixed 30 s (rows narrow: 1280 px)
-        files_row.addWidget(self.timestamps_check)
-        files_row.addWidget(self.word_timing_check)
-        w = QWidget()
-        lay = QVBoxLayout(w)
-        lay.setContentsMargins(6, 6, 6, 6)
-        lay.setSpacing(4)
-        lay.addLayout(row_title)
-        lay.addWidget(self._build_recording_bar())
-        lay.addLayout(files_row)
-        from ..widgets.language_bars import LanguageBars
-
-        wave_row = QHBoxLayout()
-        wave_row.addWidget(self._build_wave(), 1)
-        self.language_bars = LanguageBars()
-        wave_row.addWidget(self.language_bars, 0, Qt.AlignmentFlag.AlignTop)
-        lay.addLayout(wave_row, 1)
-        return w
-
-    def _build_recording_bar(self) -> RecordingBar:
-        """The microphone row (Record, device, level, takes, Save…, Discard) and its note."""
-        bar = self.recording = RecordingBar()
-        bar.record_button.clicked.connect(self.toggle_record)
-        bar.save_button.clicked.connect(self.save_recording)
-        bar.discard_button.clicked.connect(self.discard_input)
-        bar.takePicked.connect(self.select_take)
-        bar.liveAudio.connect(self._show_live_audio)
-        # the bar's controls are the tab's too (tests and the window's shortcuts use them)
-        self.record_button, self.device_combo, self.level_meter = bar.record_button, bar.device_combo, bar.level_meter
-        self.takes_combo, self.save_button, self.discard_button = bar.takes_combo, bar.save_button, bar.discard_button
-        self.mic_label = bar.mic_label
-        return bar
-
-    def _build_files_row(self) -> QHBoxLayout:
-        """Open…, Sample, Mask and the model picker; makes the language, task, timestamps and
-        word-timing controls too (:meth:`build_input` places them)."""
-        self.make_file_buttons(
-            "Open an audio file: wav, flac, ogg, mp3 (Ctrl+O); or drop one here",
-            f"Load the bundled sample clip from {SAMPLES_DIR}",
-        )
-        self.make_model_picker(
-            "Whisper model: a bundled one (base, tiny.en), a transformers model id or a local folder; "
-            "press Enter or Load", min_chars=8, fit_contents=True,
-        )
-        self.language_combo = QComboBox()
-        self.language_combo.addItems(["auto", *COMMON_LANGUAGES])
-        self.language_combo.setToolTip("spoken language ('auto' = detect from the first 30 s)")
-        self.language_combo.currentIndexChanged.connect(lambda _i: self.request_decode())
-        from ..widgets.language_bars import CandidatesEdit
-
-        self.candidates_edit = CandidatesEdit()
-        self.candidates_edit.candidatesChanged.connect(lambda _c: self.request_decode())
-        self.task_combo = QComboBox()
-        self.task_combo.addItems(list(TASKS))
-        self.task_combo.setToolTip("transcribe in the spoken language, or translate to English")
-        self.task_combo.currentIndexChanged.connect(lambda _i: self.request_decode())
-        self.timestamps_check = QCheckBox("timestamps")
-        self.timestamps_check.setToolTip("decode with Whisper's timestamp tokens (<|0.00|> ... <|2.60|>): timestamps in "
-                                         "pairs, never decreasing, the first at most 1.0 s in")
-        self.timestamps_check.toggled.connect(lambda _on: self.request_decode())
-        from .word_timing import word_timing_checkbox
-
-        self.word_timing_check = word_timing_checkbox()
-        row = QHBoxLayout()
-        row.addWidget(self.open_button)
-        row.addWidget(self.sample_button)
-        row.addWidget(self.make_mask_button())  # the what-if span (gui/tabs/whatif_inputs.py)
-        row.addSpacing(8)
-        row.addWidget(QLabel("model"))
-        row.addWidget(self.model_combo, 1)
-        row.addWidget(self.load_button)
-        return row
-
-    def _build_wave(self) -> pg.PlotWidget:
-        """The input's waveform, seconds on the x axis (min/max envelope of long clips)."""
-        from ..widgets.span_select import SpanViewBox
-
-        self.wave_box = SpanViewBox()  # with Mask on, a drag selects the what-if span
-        self.wave = pg.PlotWidget(viewBox=self.wave_box)
-        self.wave.setBackground(None)
-        self.wave.setMinimumHeight(110)
-        self.wave.setMenuEnabled(False)
-        self.wave.hideButtons()
-        self.wave.setMouseEnabled(x=True, y=False)
-        self.wave.setLabel("bottom", "time (s)")
-        self.wave.getAxis("left").setWidth(40)
-        no_si_prefix(self.wave.getAxis("left"))
-        no_si_prefix(self.wave.getAxis("bottom"))
-        self.wave_curve = self.wave.plot(pen=pg.mkPen("#4a6fa5"))
-        self.wave_curve.setDownsampling(auto=True, method="peak")
-        self.wave_curve.setClipToView(True)
-        self.wave.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Expanding)
-        self.install_span_mask()
-        return self.wave
+        self.update_takes()
 
     def configure_heatmap(self) -> None:
         self.heatmap.set_columns(COLUMN_AXIS, FRAME_S)
@@ -249,94 +131,8 @@ class SpeechTab(LongFormMixin, SpeechMask, DecodeTab):
     def rtf_applies(self) -> bool:
         return True
 
-    # ---------------------------------------------------------- microphone
-    @property
-    def mic_ok(self) -> bool:
-        """Whether recording works (the microphone bar says why not)."""
-        return self.recording.mic_ok
-
-    @mic_ok.setter
-    def mic_ok(self, ok: bool) -> None:
-        self.recording.mic_ok = ok
-
-    def is_recording(self) -> bool:
-        """A recording is running."""
-        return self.recording.is_recording()
-
-    def toggle_record(self) -> None:
-        """Start recording, or stop and decode the recording."""
-        if self.is_recording():
-            self.stop_recording()
-        else:
-            self.start_recording()
-
-    def start_recording(self) -> None:
-        """Start the microphone for a new take (errors go to the banner). Earlier takes stay
-        in the takes list."""
-        try:
-            self.recording.start()
-        except RecordingError as exc:
-            self.show_error(str(exc))
-            return
-        self.clear_error()
-        self.info_label.setText(f"Recording take {self.recording.next_take}…")
-        self.statusMessage.emit("Recording… press Stop (Ctrl+R) to decode")
-        self._update_buttons()
-
-    def stop_recording(self) -> None:
-        """Stop the microphone; the recording becomes a new take, the input, and is decoded."""
-        take = self._finish_recording()
-        if take is not None:
-            self.select_take(self.recording.takes.index(take))
-
-    def _finish_recording(self) -> Take | None:
-        """Stop the recorder and keep what it recorded as a new take (None if nothing usable)."""
-        try:
-            take = self.recording.finish()
-        except RecordingError as exc:
-            self.show_error(str(exc))
-            self._show_input()
-            self._update_buttons()  # Open…, Sample and Save… come back after a failed stop
-            return None
-        if take is not None:
-            self._update_takes()
-        else:
-            self._update_buttons()
-        return take
-
-    def _show_live_audio(self, audio: np.ndarray) -> None:
-        self._show_wave(audio)
-        self.info_label.setText(f"Recording take {self.recording.next_take}… {len(audio) / SAMPLE_RATE:.1f} s")
-
-    # --------------------------------------------------------------- takes
-    def takes(self) -> list[Take]:
-        """The kept recordings, oldest first."""
-        return list(self.recording.takes)
-
-    def current_take(self) -> Take | None:
-        """The take that is the input, or None (the input is a file, or there is none)."""
-        return self.recording.current
-
-    def unsaved_takes(self) -> list[Take]:
-        """Takes not saved to a file yet."""
-        return self.recording.unsaved()
-
-    def select_take(self, index: int) -> None:
-        """Make take number ``index`` (0-based, in :meth:`takes`) the input and decode it."""
-        takes = self.recording.takes
-        if not 0 <= index < len(takes) or self.is_recording():
-            self._update_takes()
-            return
-        take = takes[index]
-        if self.set_audio(take.audio, take.label().split(" · ")[0], from_recording=True):
-            self.recording.current = take
-            self._update_takes()
-
-    def _update_takes(self) -> None:
-        self.recording.show_takes()
-        self._update_buttons()
-
-    def _update_buttons(self) -> None:
+    def update_buttons(self) -> None:
+        """Enable the recording row's buttons, Open… and Sample for the state (recording or not, an input or not)."""
         rec = self.is_recording()
         self.recording.update_buttons(self.has_input())
         self.open_button.setEnabled(not rec)
@@ -369,27 +165,27 @@ class SpeechTab(LongFormMixin, SpeechMask, DecodeTab):
         self._from_recording = from_recording
         if not from_recording:
             self.recording.current = None
-            self._update_takes()
+            self.update_takes()
         self._warnings = tuple(warnings)
         self.clear_run()
-        self._show_input()
+        self.show_input()
         self.heatmap.set_columns(COLUMN_AXIS, FRAME_S, n_columns=math.ceil(len(audio) / SAMPLE_RATE / FRAME_S))
         self.heatmap.set_waveform(self.audio, SAMPLE_RATE)
-        self._update_buttons()
+        self.update_buttons()
         self.clear_error()
         if self.model is None and not self.is_loading():
             self.statusMessage.emit("Audio ready — load a model to decode it")
         self.request_decode()
         return True
 
-    def _show_input(self) -> None:
+    def show_input(self) -> None:
         """Draw the current input's waveform and describe it in the info line."""
         if not self.has_input():
             self.wave_curve.setData([], [])
             self.info_label.setText(NO_AUDIO)
             self.info_label.setStyleSheet("")
             return
-        self._show_wave(self.audio)
+        self.show_wave(self.audio)
         dur = len(self.audio) / SAMPLE_RATE
         text = f"{self.source_name} · {dur:.2f} s · {SAMPLE_RATE // 1000} kHz mono"
         warnings = self._warnings
@@ -400,13 +196,6 @@ class SpeechTab(LongFormMixin, SpeechMask, DecodeTab):
             text += "\n⚠ " + "\n⚠ ".join(warnings)
         self.info_label.setText(text)
         self.info_label.setStyleSheet(WARNING_STYLE if warnings else "")
-
-    def _show_wave(self, audio: np.ndarray) -> None:
-        from ..widgets.waveform import envelope
-
-        t, y = envelope(audio, SAMPLE_RATE)  # min/max per bucket: a 10-minute clip stays cheap to draw
-        self.wave_curve.setData(t, y)
-        self.wave.setXRange(0.0, max(len(audio) / SAMPLE_RATE, 0.1), padding=0.01)
 
     # --------------------------------------------------------------- files
     def refusal(self, path: Path | None) -> str | None:
@@ -457,35 +246,12 @@ class SpeechTab(LongFormMixin, SpeechMask, DecodeTab):
         folder = Path(str(QSettings().value("speech/save_dir", str(Path.home()))))
         return str(folder / f"{stem}.wav")
 
-    def save_to(self, path: str | Path, take: Take | None = None) -> bool:
-        """Write ``take`` (default: the current input) to ``path`` (wav). True on success;
-        the take is then marked saved. Errors go to the banner (one sentence)."""
-        audio = take.audio if take is not None else self.audio
-        take = take if take is not None else self.recording.current
-        path = Path(path)
-        try:
-            from core.inputs.audio import save_wav
-
-            save_wav(str(path), audio)
-        except Exception as exc:  # noqa: BLE001 - AudioError: a sentence for the user
-            text = str(exc).strip() or type(exc).__name__
-            self.show_error(text if path.name in text else f"Could not save {path.name}: {text}")
-            return False
-        QSettings().setValue("speech/save_dir", str(path.parent))
-        if take is not None:
-            take.saved_to = str(path)
-            self._update_takes()
-            if take is self.recording.current:
-                self._show_input()
-        self.statusMessage.emit(f"Saved {path.name}")
-        return True
-
     def discard_input(self) -> None:
         """Discard: while recording, throw the running recording away (the input stays);
         otherwise forget the input: the current take is removed from the takes list."""
         if self.recording.drop():
-            self._show_input()
-            self._update_buttons()
+            self.show_input()
+            self.update_buttons()
             self.statusMessage.emit("Recording discarded")
             return
         self.cancel()
@@ -499,8 +265,8 @@ class SpeechTab(LongFormMixin, SpeechMask, DecodeTab):
         self._warnings = ()
         self.clear_run()
         self.heatmap.set_waveform(None)
-        self._show_input()
-        self._update_takes()
+        self.show_input()
+        self.update_takes()
 
     def confirm_close(self) -> bool:
         """Before the window closes: with a recording running or takes not saved, ask
@@ -528,7 +294,7 @@ class SpeechTab(LongFormMixin, SpeechMask, DecodeTab):
         if answer != "save":
             return False
         if recording:
-            self._finish_recording()  # kept as a take even if a save dialog below is cancelled
+            self.finish_recording()  # kept as a take even if a save dialog below is cancelled
         for take in self.unsaved_takes():
             path = ask_save_path(self, f"Save {take.label()}", self._save_suggestion(f"take{take.number}"))
             if not path or not self.save_to(path, take):
@@ -548,15 +314,7 @@ class SpeechTab(LongFormMixin, SpeechMask, DecodeTab):
         super().load_model(name)
 
     def model_loaded(self, model: Any) -> None:
-        langs = list(getattr(model, "languages", []) or [])
-        cur = self.language_combo.currentText()
-        self.language_combo.blockSignals(True)
-        self.language_combo.clear()
-        self.language_combo.addItems(["auto", *langs] if getattr(model, "multilingual", False) else ["en"])
-        i = self.language_combo.findText(cur)
-        self.language_combo.setCurrentIndex(max(0, i))
-        self.language_combo.blockSignals(False)
-        self.candidates_edit.set_languages(langs if getattr(model, "multilingual", False) else None)
+        self.language_task.show_model(model)
         self._update_lang_task_enabled()
 
     def _update_lang_task_enabled(self, name: str | None = None) -> None:
@@ -564,29 +322,21 @@ class SpeechTab(LongFormMixin, SpeechMask, DecodeTab):
             multi = bool(getattr(self.model, "multilingual", True))
         else:
             multi = not is_english_only(name if name is not None else self.model_combo.currentText())
-        for c in (self.language_combo, self.task_combo, self.candidates_edit):
-            c.setEnabled(multi)
-            c.setToolTip(c.toolTip() if multi else "English-only model: transcribes English only")
-        if not multi:
-            self.task_combo.blockSignals(True)
-            self.task_combo.setCurrentText("transcribe")
-            self.task_combo.blockSignals(False)
+        self.language_task.set_multilingual(multi)
 
     def language(self) -> str:
         """The chosen language ('auto' or a code; 'en' for English-only models)."""
-        return self.language_combo.currentText() if self.language_combo.isEnabled() else "en"
+        return self.language_task.language()
 
     def task(self) -> str:
         """'transcribe' or 'translate'."""
-        return self.task_combo.currentText() if self.task_combo.isEnabled() else "transcribe"
+        return self.language_task.task()
 
     def decode_extras(self) -> dict:
         """Keyword arguments every decode of the model gets beside language and task:
         ``timestamps=True`` when the box is ticked, ``candidate_languages`` when the field has
         codes and the model is multilingual (nothing otherwise)."""
-        extras = {"timestamps": True} if self.timestamps_check.isChecked() else {}
-        if self.candidates_edit.isEnabled() and self.candidates_edit.codes():
-            extras["candidate_languages"] = self.candidates_edit.codes()
+        extras = self.language_task.extras()
         if self.longform_run:  # fork / what-if / end rows go back to the long-form run's windows
             extras = {"longform": True, **{k: v for k, v in extras.items() if k != "timestamps"}}
         return extras
@@ -599,34 +349,13 @@ class SpeechTab(LongFormMixin, SpeechMask, DecodeTab):
             self._say_what_was_skipped(ev)
 
     def _say_what_was_skipped(self, fin: Any) -> None:
-        """After a run: the status says how many tokens were decoded and kept, the windows skipped
-        as silence ("1 window skipped as silence (no-speech 0.95, −inf dBFS)") and the first
-        warning (a fixed window that loops, a kept long-form window the model thinks silent; all
-        of them in the banner). Numbers only: no model call."""
-        from core.tasks.longform import attempt_warning, loudest_db, silence_note
-        from core.tasks.speech import SKIPPED, WINDOW_SAMPLES, window_warnings
-
-        warns: list[str] = []
-        if self.longform_run:
-            attempts = self.longform_attempts
-            skipped = [(a.no_speech_prob, a.loudest_db) for a in attempts if a.verdict == "silence"]
-            threshold = self.longform_panel.options().no_speech_threshold
-            warns = [w for w in (attempt_warning(a, threshold) for a in attempts) if w]
-            what = f"Decoded: {fin.stats.n_tokens} tokens, {len(fin.token_ids)} kept ({fin.reason})"
-        else:
-            segs = list(self.run.segments(0))
-            audio = self.audio if self.audio is not None else np.zeros(0, np.float32)
-            skipped = [(s.no_speech_prob, loudest_db(audio[s.segment * WINDOW_SAMPLES:(s.segment + 1) * WINDOW_SAMPLES]))
-                       for s in segs if s.label.endswith(SKIPPED)]
-            decode = getattr(getattr(self.model, "backend", None), "decode", None)
-            if decode is not None:
-                warns = window_warnings(segs + list(self.run.branch_steps(0)), decode)
-            what = f"Decoded: {fin.stats.n_tokens} tokens ({fin.reason})"
-        note = silence_note(skipped)
+        """After a run: the banner shows its warnings and the status what it skipped
+        (:func:`~gui.tabs.speech_report.run_report`)."""
+        warns, status = run_report(self, fin)
         if warns:
             self.banner.show_message("\n".join(warns))
-        if note or warns:
-            self.statusMessage.emit(" · ".join(x for x in (what, note, warns[0] if warns else "") if x))
+        if status:
+            self.statusMessage.emit(status)
 
     def task_input(self, purpose: str = "decode") -> SpeechInput:
         """The audio with the chosen language, task and :meth:`decode_extras`."""
@@ -643,46 +372,28 @@ class SpeechTab(LongFormMixin, SpeechMask, DecodeTab):
         return super().lanes_fn(lanes)
 
     def input_settings(self) -> dict:
-        return {"language": self.language(), "task": self.task(), "timestamps": self.timestamps_check.isChecked(),
-                "language_candidates": ", ".join(self.candidates_edit.codes())}
+        return self.language_task.settings()
 
     def apply_input_settings(self, settings: dict) -> None:
-        for key, combo in (("language", self.language_combo), ("task", self.task_combo)):
-            i = combo.findText(str(settings.get(key, "")))
-            if i >= 0 and combo.isEnabled():
-                combo.blockSignals(True)
-                combo.setCurrentIndex(i)
-                combo.blockSignals(False)
-        self.timestamps_check.blockSignals(True)
-        self.timestamps_check.setChecked(bool(settings.get("timestamps", False)))
-        self.timestamps_check.blockSignals(False)
-        self.candidates_edit.set_codes(str(settings.get("language_candidates", "")))
+        self.language_task.apply_settings(settings)
 
     # ------------------------------------------------------------ settings
     def save_settings(self, s: QSettings) -> None:
         super().save_settings(s)
-        s.setValue("speech/language", self.language_combo.currentText())
-        s.setValue("speech/task", self.task_combo.currentText())
+        self.language_task.save(s)
         s.setValue("speech/device", self.device_combo.currentText())
-        s.setValue("speech/timestamps", self.timestamps_check.isChecked())
-        s.setValue("speech/language_candidates", ", ".join(self.candidates_edit.codes()))
         self.save_longform_settings(s)
 
     def restore_settings(self, s: QSettings) -> None:
         super().restore_settings(s)
-        for key, combo in (("speech/language", self.language_combo), ("speech/task", self.task_combo),
-                           ("speech/device", self.device_combo)):
-            v = s.value(key)
-            if v is not None:
-                combo.blockSignals(True)
-                i = combo.findText(str(v))
-                if i >= 0:
-                    combo.setCurrentIndex(i)
-                combo.blockSignals(False)
-        self.timestamps_check.blockSignals(True)
-        self.timestamps_check.setChecked(str(s.value("speech/timestamps", False)).lower() == "true")
-        self.timestamps_check.blockSignals(False)
-        self.candidates_edit.set_codes(str(s.value("speech/language_candidates", "") or ""))
+        v = s.value("speech/device")
+        if v is not None:
+            self.device_combo.blockSignals(True)
+            i = self.device_combo.findText(str(v))
+            if i >= 0:
+                self.device_combo.setCurrentIndex(i)
+            self.device_combo.blockSignals(False)
+        self.language_task.restore(s)
         self.restore_longform_settings(s)
         self._update_lang_task_enabled()
 

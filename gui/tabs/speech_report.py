@@ -1,0 +1,44 @@
+"""What the Speech tab says after a run besides its tokens (gui/tabs/speech.py): how many
+tokens were decoded and kept, the windows skipped as silence ("1 window skipped as silence
+(no-speech 0.95, −inf dBFS)") and the warnings (a fixed window that loops, a kept long-form
+window the model thinks silent). Numbers only: no model call.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+
+def run_report(tab: Any, fin: Any) -> tuple[list[str], str]:
+    """(warnings, status line) of the finished run ``fin`` (a ``core.events.Finished``) of
+    the Speech tab ``tab``: a long-form run's attempts, or a fixed-window run's segments.
+
+    Returns:
+        every warning (for the banner; [] for none), and the status line ("" when there is
+        neither a window skipped as silence nor a warning: nothing to add).
+    """
+    from core.tasks.longform_verdicts import attempt_warning, loudest_db, silence_note
+    from core.tasks.speech import SKIPPED, WINDOW_SAMPLES, window_warnings
+
+    warns: list[str] = []
+    if tab.longform_run:
+        attempts = tab.longform_attempts
+        skipped = [(a.no_speech_prob, a.loudest_db) for a in attempts if a.verdict == "silence"]
+        threshold = tab.longform_panel.options().no_speech_threshold
+        warns = [w for w in (attempt_warning(a, threshold) for a in attempts) if w]
+        what = f"Decoded: {fin.stats.n_tokens} tokens, {len(fin.token_ids)} kept ({fin.reason})"
+    else:
+        segs = list(tab.run.segments(0))
+        audio = tab.audio if tab.audio is not None else np.zeros(0, np.float32)
+        skipped = [(s.no_speech_prob, loudest_db(audio[s.segment * WINDOW_SAMPLES:(s.segment + 1) * WINDOW_SAMPLES]))
+                   for s in segs if s.label.endswith(SKIPPED)]
+        decode = getattr(getattr(tab.model, "backend", None), "decode", None)
+        if decode is not None:
+            warns = window_warnings(segs + list(tab.run.branch_steps(0)), decode)
+        what = f"Decoded: {fin.stats.n_tokens} tokens ({fin.reason})"
+    note = silence_note(skipped)
+    if not (note or warns):
+        return warns, ""
+    return warns, " · ".join(x for x in (what, note, warns[0] if warns else "") if x)
