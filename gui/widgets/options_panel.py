@@ -11,10 +11,11 @@ that the chosen strategy (or the tab) does not use are disabled but keep their v
 with the reason in their tooltips. Invalid combinations (e.g. beams not a multiple of the
 beam groups) are shown in ``error_label`` and nothing is emitted.
 
-Presets (``core.tasks.presets``; the row is :class:`~gui.widgets.preset_row.PresetRow`): the box lists the built-in presets and the user's (JSON files
-in :func:`default_presets_dir`); picking one applies it, values that differ from it are
-marked (bold label with a dot, bold chain row, a dot on the section header), Reset
-restores them and "Save as…" stores the current options as a user preset.
+Presets (``core.tasks.presets``; the row is :class:`~gui.widgets.preset_row.PresetRow`):
+the box lists the built-in presets and the user's (JSON files in :func:`default_presets_dir`);
+picking one applies it, values that differ from it are marked (bold label with a dot, bold
+chain row, a dot on the section header), Reset restores them and "Save as…" stores the
+current options as a user preset.
 """
 
 
