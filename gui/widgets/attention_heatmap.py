@@ -30,7 +30,7 @@ from core.events import SegmentEvent, StepEvent, load_attention
 from .colors import LUT
 from .column_axis import ColumnAxis
 from .follow import follow_run
-from .token_stream import display_text
+from .token_text import display_text
 from .waveform import envelope
 
 AVERAGE = "average"

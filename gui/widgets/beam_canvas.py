@@ -11,7 +11,7 @@ from PySide6.QtCore import QPointF, QRectF, Qt, Signal
 from PySide6.QtGui import QColor, QFont, QPainter, QPainterPath, QPen
 from PySide6.QtWidgets import QGraphicsItem, QGraphicsView, QWidget
 
-from .token_stream import display_text
+from .token_text import display_text
 
 #: how each status is drawn: (shape, fill colour, marker radius in pixels); colour-blind safe
 #: (Okabe & Ito 2008) and told apart by shape and size as well

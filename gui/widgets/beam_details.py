@@ -16,7 +16,7 @@ from PySide6.QtWidgets import QLabel, QSizePolicy, QVBoxLayout, QWidget
 from core.events import BeamNode, BeamRowReport, StepEvent
 
 from .colors import prob_color
-from .token_stream import live_text
+from .token_text import live_text
 from .topk_chart import TopKChart
 
 HINT = "Click a node to see its hypothesis, top-k and cross-attention."

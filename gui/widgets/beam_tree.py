@@ -42,7 +42,7 @@ from .beam_canvas import (
     line_count, node_label, polyline,
 )
 from .beam_details import NodeDetails, node_info
-from .token_stream import live_text
+from .token_text import live_text
 
 # re-exported: what tests and tabs reach through this module
 __all__ = ["BeamTreeView", "NodeItem", "STATUS_STYLE", "EDGE_STYLE", "BEST_COLOR"]

@@ -39,7 +39,7 @@ from core.events import StepEvent
 
 from ..run_state import RunState, plain_text, token_logprob
 from .colors import prob_color, text_color_on
-from .token_stream import display_text
+from .token_text import display_text
 from .wrap_canvas import WrapCanvas
 
 #: the colours that tell the two sequences apart (Okabe & Ito: blue, vermillion)

@@ -18,7 +18,7 @@ from core.events import StepEvent
 
 from ..lanes_state import LanesState
 from .colors import prob_color, text_color_on
-from .token_stream import display_text
+from .token_text import display_text
 from .wrap_canvas import WrapCanvas
 
 #: one colour per lane (Okabe & Ito: blue, vermillion, bluish green, reddish purple)

@@ -39,7 +39,7 @@ from core.analysis.lens import deltas
 from core.events import StepEvent
 
 from .colors import prob_color, text_color_on
-from .token_stream import display_text
+from .token_text import display_text
 
 #: cell width in pixels (a token of ~8 characters fits)
 COL_W = 62

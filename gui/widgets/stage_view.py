@@ -42,7 +42,7 @@ from core.events import StepEvent
 from core.options import STAGE_LABELS
 
 from .colors import prob_color, text_color_on
-from .token_stream import display_text
+from .token_text import display_text
 
 #: cell states (:meth:`StageModel.cell`)
 KEPT, REMOVED, GONE = "kept", "removed", "gone"

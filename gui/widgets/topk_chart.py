@@ -21,7 +21,7 @@ from PySide6.QtWidgets import QSizePolicy, QWidget
 from core.events import StepEvent
 
 from .colors import SAMPLE_COLOR, prob_color
-from .token_stream import display_text
+from .token_text import display_text
 
 
 #: the token id of the "other" bucket (the processed distribution's tail beyond the top-k)

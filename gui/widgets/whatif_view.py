@@ -43,7 +43,7 @@ from core.events import StepEvent
 
 from .colors import prob_color, text_color_on
 from .fork_diff import align
-from .token_stream import display_text
+from .token_text import display_text
 from .wrap_canvas import WrapCanvas
 
 #: the marks in the token stream and the outlines here (Okabe & Ito: vermillion, reddish purple)

@@ -59,7 +59,7 @@ def test_live_long_form_text_has_no_timestamp_tokens(qtbot, tab):
 
 
 def test_live_text_drops_only_timestamp_tokens():
-    from gui.widgets.token_stream import live_text
+    from gui.widgets.token_text import live_text
 
     assert live_text(["<|0.00|>", " Hi", ".", "<|1.20|>", "<|1.20|>", " Yes", "<|29.98|>"]) == " Hi. Yes"
     assert live_text(["▁Um", "▁pássaro"]) == " Um pássaro"

@@ -11,7 +11,9 @@ from core.options import DecodingOptions
 from gui.widgets.attention_heatmap import AttentionHeatmap, reduce_attention
 from gui.widgets.colors import prob_color
 from gui.widgets.options_panel import OptionsPanel
-from gui.widgets.token_stream import TokenStreamView, display_text, format_tooltip
+from gui.widgets.token_flow import format_tooltip
+from gui.widgets.token_stream import TokenStreamView
+from gui.widgets.token_text import display_text
 from gui.widgets.topk_chart import TopKChart, rows_for
 
 from .fakes import WORDS, make_step
