@@ -39,7 +39,7 @@ import dataclasses
 import time
 from typing import Any
 
-from PySide6.QtCore import QObject, Signal
+from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QSplitter, QWidget
 
 from core.events import BeamEvent, Finished, RunStats, SegmentEvent, StepEvent
@@ -65,32 +65,11 @@ from ..worker import WorkerHandle
 from .forking import Forking
 from .kept_explorations import KeptExplorations
 from .lanes import LanesController
+from .model_load import ModelLoad, ProgressRelay
 from .run_layout import build_splitters, lay_out
 from .run_stats import LiveCount, stats_dict
 from .task_hooks import TaskHooks
 from .whatif import WhatIfs
-
-
-class _Relay(QObject):
-    """Carries progress text from a worker thread into the GUI thread (queued signal)."""
-
-    text = Signal(str)
-
-
-class _ModelLoad:
-    """The run controller's client for a model load: the model, or the error, then the end."""
-
-    def __init__(self, tab: "RunTab", name: str) -> None:
-        self.tab, self.name = tab, name
-
-    def on_event(self, model: Any) -> None:
-        self.tab.model_ready(model)
-
-    def on_error(self, message: str) -> None:
-        self.tab.show_error(f"Could not load model {self.name!r}: {message}")
-
-    def on_end(self, _handle: WorkerHandle) -> None:
-        self.tab.model_load_ended()
 
 
 class RunTab(QWidget, TaskHooks):
@@ -152,7 +131,7 @@ class RunTab(QWidget, TaskHooks):
         self.controller.add_frame_listener(self.run.flush)
         #: the running decode's tokens and start (the live statistics)
         self.live = LiveCount()
-        self._relay = _Relay(self)
+        self._relay = ProgressRelay(self)
         self._relay.text.connect(self._on_progress)
         #: the last statistics and busy state this tab reported (the window shows them when
         #: the tab becomes the current one, so each tab's status bar is its own)
@@ -379,7 +358,7 @@ class RunTab(QWidget, TaskHooks):
             yield self.load_model_object(name, relay.text.emit)
 
         self.busyChanged.emit(True, f"Loading model {name}…")
-        self.controller.start("load", gen, _ModelLoad(self, name), name=f"load-{name}")
+        self.controller.start("load", gen, ModelLoad(self, name), name=f"load-{name}")
 
     def _on_progress(self, text: str) -> None:
         if self.is_loading():
