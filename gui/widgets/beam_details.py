@@ -11,11 +11,12 @@ import math
 import numpy as np
 from PySide6.QtCore import QRectF, QSize, Qt
 from PySide6.QtGui import QPainter, QTextDocument
-from PySide6.QtWidgets import QLabel, QSizePolicy, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QLabel, QSizePolicy, QWidget
 
 from core.events import BeamNode, BeamRowReport, StepEvent
 
 from .colors import prob_color
+from .layouts import vbox
 from .token_text import live_text
 from .topk_chart import TopKChart
 
@@ -105,13 +106,8 @@ class NodeDetails(QWidget):
         self.topk = TopKChart(limit=8)
         self.topk.setMinimumSize(220, 110)
         self.attention = AttentionStrip()
-        lay = QVBoxLayout(self)
-        lay.setContentsMargins(4, 2, 4, 2)
-        lay.setSpacing(2)
-        lay.addWidget(self.hypothesis_label)
-        lay.addWidget(self.info_label)
-        lay.addWidget(self.topk, 1)
-        lay.addWidget(self.attention)
+        vbox(self.hypothesis_label, self.info_label, (self.topk, 1), self.attention, margins=(4, 2, 4, 2), spacing=2,
+             parent=self)
         # wide enough for the top-k chart's legend ("raw (softmax of logits)  processed (after
         # filters)"), which was cut at 1280 x 800 (issue 19 §6)
         fm = self.topk.fontMetrics()

@@ -21,12 +21,12 @@ from PySide6.QtWidgets import (
     QLabel,
     QTreeWidget,
     QTreeWidgetItem,
-    QVBoxLayout,
     QWidget,
 )
 
 from ..run_state import RunState, plain_text
 from .fork_diff import fmt_logprob
+from .layouts import vbox
 
 COLUMNS = ("branch", "log p", "tokens", "text")
 #: characters of a branch's text in its tooltip (its end, after "…"): the whole transcript of a
@@ -70,11 +70,7 @@ class BranchTree(QWidget):
         self.tree.headerItem().setToolTip(1, "total log-probability of the branch's tokens (processed distribution; "
                                              "forced tokens count with the probability the model gave them)")
         self.tree.currentItemChanged.connect(self._item_changed)
-        lay = QVBoxLayout(self)
-        lay.setContentsMargins(4, 4, 4, 4)
-        lay.setSpacing(4)
-        lay.addWidget(self.hint)
-        lay.addWidget(self.tree, 1)
+        vbox(self.hint, (self.tree, 1), margins=(4, 4, 4, 4), spacing=4, parent=self)
         self.setMinimumSize(260, 140)
         self._timer = QTimer(self)
         self._timer.setSingleShot(True)

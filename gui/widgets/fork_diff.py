@@ -24,28 +24,26 @@ from dataclasses import dataclass
 from difflib import SequenceMatcher
 
 from PySide6.QtCore import QRect, QSize, Qt, QTimer, Signal
-from PySide6.QtGui import QColor, QFont, QPainter, QPen
+from PySide6.QtGui import QColor, QPainter, QPen
 from PySide6.QtWidgets import (
     QFrame,
     QLabel,
     QScrollArea,
-    QSizePolicy,
-    QToolTip,
-    QVBoxLayout,
     QWidget,
 )
 
 from core.events import StepEvent
 
 from ..run_state import RunState, plain_text, token_logprob
-from .colors import prob_color, text_color_on
+from .chip_canvas import CHIP_PAD, ChipCanvas, bold_font, draw_chip
+from .colors import text_color_on
+from .layouts import vbox
 from .token_text import display_text
-from .wrap_canvas import WrapCanvas
 
 #: the colours that tell the two sequences apart (Okabe & Ito: blue, vermillion)
 SIDE_COLORS = ("#0072B2", "#D55E00")
 DIFF_COLOR = "#E69F00"
-_PAD, _GAP, _GUTTER = 4, 3, 30
+_GAP, _GUTTER = 3, 30
 EMPTY = ("No fork yet. Select a token, then click an alternative in the top-k chart (or type text into "
          "“force…”): the decoder continues from there, and the new branch shows here beside the one it came from.")
 
@@ -83,8 +81,9 @@ def fmt_logprob(v: float) -> str:
     return "−∞" if v == -math.inf else f"{v:.2f}".replace("-", "−")
 
 
-class AlignCanvas(WrapCanvas):
-    """The aligned continuations, two chip rows per wrapped line (parent above, branch below)."""
+class AlignCanvas(ChipCanvas):
+    """The aligned continuations, two chip rows per wrapped line (parent above, branch below);
+    a chip's key is its side (0 parent, 1 branch)."""
 
     chipClicked = Signal(int, int)  # side (0 parent, 1 branch), step
 
@@ -93,76 +92,53 @@ class AlignCanvas(WrapCanvas):
         self.columns: list[Column] = []
         self.sides: tuple[int, int] = (0, 0)  # branch ids (parent, branch)
         self.forced: set[int] = set()  # the branch's forced steps
-        self.selected: tuple[int, int] | None = None  # (side, step) outlined
-        self._chips: list[tuple[QRect, int, StepEvent]] = []
+        self.placed: list[tuple[QRect, int, StepEvent]] = []
         self._boxes: list[QRect] = []
         self._rows: list[int] = []
-        self.setMouseTracking(True)
-        self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Minimum)
 
     def set_columns(self, columns: list[Column], sides: tuple[int, int], forced: set[int]) -> None:
         self.columns, self.sides, self.forced = columns, sides, forced
         self.relayout()
 
-    def _chip_h(self) -> int:
-        return self.fontMetrics().height() + 2 * _PAD
-
     def relayout(self) -> None:
         """Place the columns left to right, wrapping at the width; two chip rows per line."""
         fm = self.fontMetrics()
-        h = self._chip_h()
+        h = self.chip_height()
         x, y = _GUTTER, 4
-        self._chips = []
+        self.placed = []
         self._boxes = []
         self._rows = [y]
         for col in self.columns:
             w = max(fm.horizontalAdvance(display_text(e.text)) if e is not None else 10 for e in (col.a, col.b))
-            w += 2 * _PAD
+            w += 2 * CHIP_PAD
             if x + w > self.layout_width - 4 and x > _GUTTER:
                 x, y = _GUTTER, y + 2 * h + 10
                 self._rows.append(y)
             self._boxes.append(QRect(x - 2, y - 2, w + 4, 2 * h + 6))
             for side, ev in ((0, col.a), (1, col.b)):
                 if ev is not None:
-                    self._chips.append((QRect(x, y + side * (h + 2), w, h), side, ev))
+                    self.placed.append((QRect(x, y + side * (h + 2), w, h), side, ev))
             x += w + _GAP
         height = y + 2 * h + 10
         self.set_content_height(height)
 
     def chips(self) -> list[tuple[QRect, int, StepEvent]]:
         """(rect, side, event) of every chip drawn."""
-        return list(self._chips)
+        return list(self.placed)
 
-    def chip_at(self, pos) -> tuple[int, StepEvent] | None:
-        for rect, side, ev in self._chips:
-            if rect.contains(pos):
-                return side, ev
-        return None
+    def chip_pressed(self, side: int, ev: StepEvent) -> None:
+        self.chipClicked.emit(side, ev.step)
 
-    def mousePressEvent(self, e) -> None:  # noqa: N802
-        hit = self.chip_at(e.position().toPoint())
-        if hit is not None and e.button() == Qt.MouseButton.LeftButton:
-            self.chipClicked.emit(hit[0], hit[1].step)
-        super().mousePressEvent(e)
-
-    def mouseMoveEvent(self, e) -> None:  # noqa: N802
-        hit = self.chip_at(e.position().toPoint())
-        if hit is None:
-            QToolTip.hideText()
-        else:
-            side, ev = hit
-            forced = " (forced)" if side == 1 and ev.step in self.forced else ""
-            QToolTip.showText(e.globalPosition().toPoint(),
-                              f"branch {self.sides[side]}, step {ev.step}{forced}: {ev.text!r}\n"
-                              f"p = {ev.prob:.3f} (processed)   raw p = {ev.raw_prob:.3f}\nclick: show this step", self)
-        super().mouseMoveEvent(e)
+    def chip_tip(self, side: int, ev: StepEvent) -> str:
+        forced = " (forced)" if side == 1 and ev.step in self.forced else ""
+        return (f"branch {self.sides[side]}, step {ev.step}{forced}: {ev.text!r}\n"
+                f"p = {ev.prob:.3f} (processed)   raw p = {ev.raw_prob:.3f}\nclick: show this step")
 
     def paintEvent(self, _e) -> None:  # noqa: N802
         p = QPainter(self)
         p.setRenderHint(QPainter.RenderHint.Antialiasing)
-        h = self._chip_h()
-        bold = QFont(self.font())
-        bold.setBold(True)
+        h = self.chip_height()
+        bold = bold_font(self)
         p.setFont(bold)
         for y in self._rows if self.columns else []:
             for side in (0, 1):
@@ -175,16 +151,9 @@ class AlignCanvas(WrapCanvas):
         for col, box in zip(self.columns, self._boxes):
             if col.differs:
                 p.drawRoundedRect(box, 5, 5)
-        for rect, side, ev in self._chips:
-            bg = prob_color(ev.prob)
-            p.setPen(Qt.PenStyle.NoPen)
-            p.setBrush(bg)
-            p.drawRoundedRect(rect, 4, 4)
+        for rect, side, ev in self.placed:
             forced = side == 1 and ev.step in self.forced
-            p.setFont(bold if forced else self.font())
-            p.setPen(text_color_on(bg))
-            p.drawText(rect, Qt.AlignmentFlag.AlignCenter, display_text(ev.text))
-            p.setBrush(Qt.BrushStyle.NoBrush)
+            bg = draw_chip(p, rect, ev, bold if forced else self.font())
             if forced:
                 p.setPen(QPen(text_color_on(bg), 1.5, Qt.PenStyle.DashLine))
                 p.drawRoundedRect(rect.adjusted(2, 2, -2, -2), 3, 3)
@@ -221,12 +190,7 @@ class ForkDiff(QWidget):
         self.scroll.setWidget(self.canvas)
         self.scroll.setFrameShape(QFrame.Shape.NoFrame)
         self.scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
-        lay = QVBoxLayout(self)
-        lay.setContentsMargins(6, 4, 6, 4)
-        lay.setSpacing(4)
-        lay.addWidget(self.header)
-        lay.addWidget(self.prefix_label)
-        lay.addWidget(self.scroll, 1)
+        vbox(self.header, self.prefix_label, (self.scroll, 1), margins=(6, 4, 6, 4), spacing=4, parent=self)
         self.setMinimumSize(260, 160)
         self._timer = QTimer(self)
         self._timer.setSingleShot(True)

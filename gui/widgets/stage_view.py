@@ -42,6 +42,7 @@ from core.events import StepEvent
 from core.options import STAGE_LABELS
 
 from .colors import prob_color, text_color_on
+from .layouts import vbox
 from .token_text import display_text
 
 #: cell states (:meth:`StageModel.cell`)
@@ -244,11 +245,7 @@ class StageView(QWidget):
         self.pages = QStackedWidget()
         self.pages.addWidget(self.table)
         self.pages.addWidget(self.message)
-        lay = QVBoxLayout(self)
-        lay.setContentsMargins(4, 2, 4, 2)
-        lay.setSpacing(2)
-        lay.addWidget(self.title)
-        lay.addWidget(self.pages, 1)
+        vbox(self.title, (self.pages, 1), margins=(4, 2, 4, 2), spacing=2, parent=self)
         self.setMinimumSize(260, 160)
         self._rebuild()
 
