@@ -140,12 +140,54 @@ class StackSampler:
         return [s for s in self.samples if t0 <= s[0] <= t1]
 
 
+class GcPauses:
+    """Times Python's garbage collections (``gc.callbacks``): (start, milliseconds, generation,
+    objects collected) for each one, on whatever thread ran it (with the GIL held, every
+    thread waits for a collection, the GUI thread too)."""
+
+    def __init__(self) -> None:
+        self.pauses: list[tuple[float, float, int, int]] = []
+        self._t0 = 0.0
+
+    def start(self) -> "GcPauses":
+        import gc
+
+        gc.callbacks.append(self._callback)
+        return self
+
+    def stop(self) -> None:
+        import gc
+
+        if self._callback in gc.callbacks:
+            gc.callbacks.remove(self._callback)
+
+    def _callback(self, phase: str, info: dict) -> None:
+        if phase == "start":
+            self._t0 = time.perf_counter()
+        else:
+            self.pauses.append((self._t0, (time.perf_counter() - self._t0) * 1000, info["generation"],
+                                info.get("collected", 0)))
+
+    def during(self, t0: float, t1: float) -> list[tuple[float, float, int, int]]:
+        return [p for p in self.pauses if t0 - p[1] / 1000 <= p[0] <= t1]
+
+    def report(self) -> None:
+        if not self.pauses:
+            print("  gc: no collections", flush=True)
+            return
+        by_gen = {g: [p[1] for p in self.pauses if p[2] == g] for g in (0, 1, 2)}
+        print("  gc pauses: " + " · ".join(
+            f"gen {g}: {len(ms)} collections, longest {max(ms, default=0):.0f} ms, {sum(ms):.0f} ms in all"
+            for g, ms in by_gen.items()), flush=True)
+
+
 class StallMeter:
     """Records the ticks of a 10 ms QTimer on the GUI thread; gaps between them are stalls.
     With a :class:`StackSampler` it also says what the GUI thread did during the stalls."""
 
     sampler_every: float | None = None  # set by --stall-stacks
     stall_ms: float = 100.0
+    gc_pauses: bool = False  # set by --gc-pauses
 
     def __init__(self) -> None:
         self.ticks: list[float] = []
@@ -153,12 +195,15 @@ class StallMeter:
         self.timer.setInterval(10)
         self.timer.timeout.connect(lambda: self.ticks.append(time.perf_counter()))
         self.sampler: StackSampler | None = None
+        self.gc: GcPauses | None = None
 
     def __enter__(self):
         self.ticks = [time.perf_counter()]
         self.timer.start()
         if self.sampler_every:
             self.sampler = StackSampler(self.sampler_every).start()
+        if self.gc_pauses:
+            self.gc = GcPauses().start()
         return self
 
     def __exit__(self, *exc):
@@ -166,6 +211,8 @@ class StallMeter:
         self.ticks.append(time.perf_counter())
         if self.sampler is not None:
             self.sampler.stop()
+        if self.gc is not None:
+            self.gc.stop()
 
     def report(self, name: str, extra: str = "") -> None:
         gaps = np.diff(self.ticks) * 1000.0
@@ -174,6 +221,12 @@ class StallMeter:
               f">100 ms: {int((gaps > 100).sum()):4d} of {len(gaps)} gaps · {extra}", flush=True)
         if self.sampler is not None:
             self.report_stacks(gaps)
+        if self.gc is not None:
+            self.gc.report()
+            for rank, i in enumerate([i for i in np.argsort(-gaps) if gaps[i] > self.stall_ms][:5]):
+                inside = self.gc.during(self.ticks[i], self.ticks[i + 1])
+                what = ", ".join(f"gen {g} {ms:.0f} ms" for _t, ms, g, _n in inside) or "no collection"
+                print(f"   gap #{rank + 1} ({gaps[i]:.0f} ms at {self.ticks[i] - self.ticks[0]:.1f} s): {what}", flush=True)
 
     def report_stacks(self, gaps: np.ndarray, top: int = 12) -> None:
         """What the GUI thread did during the gaps over ``stall_ms``: sampled milliseconds per
@@ -305,6 +358,12 @@ def case_hour(app, win, args) -> None:
     if speech.model is None or speech.model_combo.currentText().strip() != "base":
         speech.load_model("base")
         pump_until(app, lambda: speech.model is not None and not speech.is_loading(), 300)
+    if args.gc_freeze:
+        import gc
+
+        gc.collect()
+        gc.freeze()  # the model's objects too
+        print(f"  gc.freeze(): {gc.get_freeze_count()} objects frozen", flush=True)
     base = rss_mb()
     audio = speech_audio(minutes * 60)
     curve: list[tuple[float, float, int, float]] = []  # (audio s decoded, RSS MB, tokens, RssAnon MB)
@@ -400,7 +459,19 @@ def main() -> int:
     ap.add_argument("--switch-interval", type=float, default=None,
                     help="sys.setswitchinterval(S) before the cases (Python's default 0.005 s): how long a thread "
                          "that wants the GIL waits for the one holding it")
+    ap.add_argument("--gc-pauses", action="store_true",
+                    help="time every garbage collection (gc.callbacks) and say which long gaps hold one")
+    ap.add_argument("--gc-freeze", action="store_true",
+                    help="experiment: gc.freeze() once the window is open (the objects alive then are never "
+                         "scanned again by the collector)")
+    ap.add_argument("--gc-threshold", type=str, default=None, metavar="T0,T1,T2",
+                    help="experiment: gc.set_threshold(T0, T1, T2) before the cases (Python's default 700,10,10)")
     args = ap.parse_args()
+    StallMeter.gc_pauses = args.gc_pauses
+    if args.gc_threshold:
+        import gc
+
+        gc.set_threshold(*(int(x) for x in args.gc_threshold.split(",")))
     if args.stall_stacks:
         StallMeter.sampler_every, StallMeter.stall_ms = 0.005, args.stall_ms
     if args.switch_interval is not None:
@@ -417,6 +488,11 @@ def main() -> int:
     win.resize(1280, 800)
     win.show()
     app.processEvents()
+    if args.gc_freeze:
+        import gc
+
+        gc.collect()
+        gc.freeze()
     print(f"window open · RSS {rss_mb():.0f} MB", flush=True)
     run = {"load": case_load, "text": case_text, "text1mb": case_text1mb, "audio": case_audio,
            "hour": case_hour, "image": case_image}

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-import pyqtgraph as pg
 import pytest
 import soundfile as sf
 
@@ -52,8 +51,7 @@ def test_timestamps_box_decodes_with_timestamp_tokens_and_marks_the_waveform(qtb
     bounds = sorted({x for s in segments for x in (s["start"], s["end"])})
     assert tab.timestamp_marks.seconds() == pytest.approx(bounds)
     for plot in (tab.wave.getPlotItem(), tab.heatmap.wave_plot, tab.heatmap.plot):  # waveforms and heatmap
-        xs = sorted(i.value() for i in plot.items if isinstance(i, pg.InfiniteLine) and i.angle == 90
-                    and i in [line for _p, line in tab.timestamp_marks.lines])
+        xs = sorted(tab.timestamp_marks.drawn(plot))  # the vertical lines its one item draws there
         assert xs == pytest.approx(bounds)
     assert tab.input_settings()["timestamps"] is True
 

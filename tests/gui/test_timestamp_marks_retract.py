@@ -28,15 +28,14 @@ def test_a_retracted_attempt_removes_only_its_own_lines(qtbot, monkeypatch):
     for i in range(400):
         run.add(_step(i))
     removed = []
-    for p in plots:
-        item = p.getPlotItem()
-        real = item.removeItem
-        monkeypatch.setattr(item, "removeItem", lambda line, real=real: (removed.append(line), real(line)))
+    for item in marks.items:  # the one item per plot that draws the lines
+        real = item.remove
+        monkeypatch.setattr(item, "remove", lambda lines, real=real: (removed.extend(lines), real(lines)))
     before = marks.seconds()
     run.retract(segment=4, step_offset=330)  # the last window's attempt from step 330 on
     expected = sorted(set(timestamp_seconds(run.steps())))
     assert marks.seconds() == expected
     assert len(removed) == (len(before) - len(expected)) * len(plots)  # not every line removed and drawn again
     for p in plots:
-        xs = sorted(i.value() for i in p.getPlotItem().items if isinstance(i, pg.InfiniteLine))
+        xs = sorted(marks.drawn(p.getPlotItem()))
         assert xs == expected
