@@ -76,6 +76,12 @@ class StepOutput:
             residual stream after that layer), the last row is ``logits`` itself (the
             same tensor values: the output layer). None unless ``step`` was called with
             ``capture_lens=True``.
+        position_logits: float32 (batch, new_len, vocab_size): the next-token logits after
+            EVERY position fed in this step (row ``j`` = the logits after the ``j``-th fed
+            position; the last row equals ``logits``, the same tensor values), for
+            speculative decoding's verify call (the target scores a whole draft at once).
+            None unless ``step`` was called with ``all_positions=True``. Bergamot's fresh
+            cache counts its implicit start position (``new_len`` as in ``hidden_states``).
     """
 
     logits: torch.Tensor
@@ -83,6 +89,7 @@ class StepOutput:
     cache: Any
     hidden_states: torch.Tensor | None = None
     lens_logits: torch.Tensor | None = None
+    position_logits: torch.Tensor | None = None
 
 
 class Backend(Protocol):
@@ -113,7 +120,24 @@ class Backend(Protocol):
         A backend that can give the logit lens also takes ``capture_lens: bool = False``
         (keyword) and then fills ``StepOutput.lens_logits``; the engine passes it only
         when ``DecodingOptions.capture_lens`` is on, so a step without it costs nothing
-        more (all bundled backends: ``hf``, ``marian_tiny``, ``ocr_backend``)."""
+        more (all bundled backends: ``hf``, ``marian_tiny``, ``ocr_backend``).
+
+        Several new tokens may be fed to a non-empty cache (a causal mask with the cache's
+        offset): the result equals feeding them one step at a time, up to float summation
+        order. Keywords of the bundled backends (speculative decoding, issue 21):
+
+        * ``all_positions: bool = False``: also fill ``StepOutput.position_logits`` (the
+          logits after every fed position);
+        * ``exit_layer: int | None = None``: early exit (LayerSkip, Elhoushi et al. 2024):
+          only decoder layers ``< exit_layer`` run, then the final norm and the output head
+          (what the logit lens computes for that layer). Use a cache of its own (from
+          ``init_cache``) for early-exit steps: the layers above ``exit_layer`` are not
+          filled. ``ValueError`` outside ``[1, decoder layers]``;
+        * ``head_ids: torch.Tensor | None = None``: int64 (k,) a shortlist of output ids:
+          only their logits are computed, scattered into a row of ``-inf`` of full vocabulary
+          width (so ``logits``/``position_logits`` keep shape (..., vocab_size)).
+
+        ``lens_logits`` is not available together with ``exit_layer``/``head_ids``."""
         ...
 
     def reorder_cache(self, cache: Any, beam_idx: torch.Tensor) -> Any:

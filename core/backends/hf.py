@@ -110,6 +110,16 @@ class LensHead:
         return torch.cat([self.head(h).float(), logits.float()[:, None]], dim=1)
 
 
+def _shortlisted(logits: torch.Tensor, head_ids: torch.Tensor | None) -> torch.Tensor:
+    """``logits`` (..., vocab) with every id outside ``head_ids`` (int64 (k,)) set to -inf
+    (unchanged when ``head_ids`` is None)."""
+    if head_ids is None:
+        return logits
+    out = torch.full_like(logits, float("-inf"))
+    out[..., head_ids] = logits[..., head_ids]
+    return out
+
+
 class HFSeq2SeqBackend:
     """``core.backends.base.Backend`` for a transformers encoder-decoder model.
 
@@ -211,8 +221,11 @@ class HFSeq2SeqBackend:
         )
 
     def step(self, input_ids: torch.Tensor, cache: Any, output_attentions: bool,
-             capture_lens: bool = False) -> StepOutput:
-        """Feed ``input_ids`` (int64 (batch, new_len)): the prompt first, then one token per step.
+             capture_lens: bool = False, *, all_positions: bool = False, exit_layer: int | None = None,
+             head_ids: torch.Tensor | None = None) -> StepOutput:
+        """Feed ``input_ids`` (int64 (batch, new_len)): the prompt first, then one token per
+        step, or several tokens at once on a non-empty cache (a draft to verify; each
+        position attends to the cache and to the fed positions up to itself).
 
         Returns logits float32 (batch, vocab) of the last position, cross-attention
         float32 (batch, layers, heads, src_total) if ``output_attentions``, and
@@ -225,13 +238,28 @@ class HFSeq2SeqBackend:
         logit lens of the last position (``LensHead``: the decoder's final norm and the
         model's output head applied to ``decoder_hidden_states[i]``, i = 1 .. layers - 1;
         the last row is ``logits``).
+
+        With ``all_positions``, ``position_logits`` float32 (batch, new_len, vocab): the
+        logits after every fed position (the last row is ``logits``). ``exit_layer`` and
+        ``head_ids``: see ``core.backends.base.Backend.step`` (early exit and a shortlist
+        head); the generic path takes ``exit_layer`` for decoders that keep their layers in
+        a ``layers`` list (Whisper, Marian, BART, M2M100, mBART), and computes the full head
+        before masking it to ``head_ids`` (correct, not cheaper).
+
+        Raises:
+            ValueError: ``exit_layer`` outside ``[1, decoder layers]`` or on a decoder this
+                backend cannot cut; ``capture_lens`` with ``exit_layer``/``head_ids``.
         """
         with torch.inference_mode():
             if self._lean is not None:
-                return self._lean.step(input_ids, cache, output_attentions, capture_lens)
+                return self._lean.step(input_ids, cache, output_attentions, capture_lens,
+                                       all_positions=all_positions, exit_layer=exit_layer, head_ids=head_ids)
             from transformers.modeling_outputs import BaseModelOutput
 
-            out = self.model(
+            if capture_lens and (exit_layer is not None or head_ids is not None):
+                raise ValueError("capture_lens cannot be combined with exit_layer or head_ids")
+            model = self.model if exit_layer is None else self._early_exit_model(exit_layer)
+            out = model(
                 encoder_outputs=BaseModelOutput(last_hidden_state=cache.encoder_hidden_states),
                 attention_mask=cache.encoder_attention_mask,
                 decoder_input_ids=input_ids,
@@ -241,7 +269,12 @@ class HFSeq2SeqBackend:
                 output_hidden_states=True,  # the last layer's output is kept for contrastive search
                 return_dict=True,
             )
-            logits = out.logits[:, -1].float()
+            positions = None
+            if all_positions:
+                positions = _shortlisted(out.logits.float(), head_ids)
+                logits = positions[:, -1]
+            else:
+                logits = _shortlisted(out.logits[:, -1].float(), head_ids)
             hidden = out.decoder_hidden_states[-1].float()
             cross = None
             if output_attentions:
@@ -257,7 +290,45 @@ class HFSeq2SeqBackend:
                 if self._lens_head is None:
                     self._lens_head = LensHead(self.model)
                 lens = self._lens_head(out.decoder_hidden_states, out.logits[:, -1])
-        return StepOutput(logits=logits, cross_attention=cross, cache=cache, hidden_states=hidden, lens_logits=lens)
+        return StepOutput(logits=logits, cross_attention=cross, cache=cache, hidden_states=hidden, lens_logits=lens,
+                          position_logits=positions)
+
+    def _early_exit_model(self, exit_layer: int) -> Any:
+        """A shallow copy of the model whose decoder holds only its first ``exit_layer``
+        layers (the same weights, no copy), kept per ``exit_layer``.
+
+        Raises:
+            ValueError: a decoder without a ``layers`` list, or ``exit_layer`` outside it.
+        """
+        import copy
+
+        kept = self.__dict__.setdefault("_exit_models", {})
+        if exit_layer in kept:
+            return kept[exit_layer]
+        dec = self.model.get_decoder()
+        layers = getattr(dec, "layers", None)
+        inner = getattr(self.model, "model", None)
+        if not isinstance(layers, torch.nn.ModuleList) or getattr(inner, "decoder", None) is not dec:
+            raise ValueError(f"early exit is not available for {type(self.model).__name__} "
+                             "(its decoder keeps no 'layers' list); use a Whisper, Marian, BART or M2M100 model")
+        if not 1 <= exit_layer <= len(layers):
+            raise ValueError(f"exit_layer must be in [1, {len(layers)}] (decoder layers), got {exit_layer}")
+
+        def shallow(module: Any) -> Any:
+            twin = copy.copy(module)
+            twin._modules = dict(module._modules)  # own child table: the original keeps its children
+            return twin
+
+        short = shallow(dec)
+        short._modules["layers"] = torch.nn.ModuleList(list(layers)[:exit_layer])
+        model = shallow(self.model)
+        base = shallow(model.model)
+        base._modules["decoder"] = short
+        model._modules["model"] = base
+        if getattr(model.model.get_decoder(), "layers", None) is not short.layers:
+            raise ValueError(f"early exit is not available for {type(self.model).__name__}")
+        kept[exit_layer] = model
+        return model
 
     def truncate_cache(self, cache: Any, length: int) -> Any:
         """Keep the first ``length`` decoder positions (``core.backends.base.TruncatableCache``).

@@ -182,6 +182,7 @@ class MarianTinyModel:
         cross_values: list[torch.Tensor],
         cross_bias: torch.Tensor | None,
         layer_outputs: list[torch.Tensor] | None = None,
+        n_layers: int | None = None,
     ) -> tuple[torch.Tensor, list[torch.Tensor], torch.Tensor]:
         """One decoder position for a batch of hypotheses.
 
@@ -192,6 +193,8 @@ class MarianTinyModel:
             cross_bias: additive float32 (1 or batch, 1, 1, src_len) padding mask, or None.
             layer_outputs: if given, each layer's output (batch, 256) is appended to it
                 (the logit lens; the last one is the returned ``y``).
+            n_layers: run only the first ``n_layers`` decoder layers (early exit; the states
+                of the layers above are returned unchanged); None = all.
 
         Returns:
             (y (batch, 256) the top hidden state, new SSRU states, cross-attention
@@ -199,7 +202,8 @@ class MarianTinyModel:
         """
         new_state = []
         attentions = []
-        for li in range(DECODER_LAYERS):
+        run = DECODER_LAYERS if n_layers is None else n_layers
+        for li in range(run):
             i = li + 1
             # SSRU (Kim et al. 2019): c = f*c_prev + (1-f)*(x W), h = relu(c).
             pre = f"decoder_l{i}_rnn"
@@ -219,6 +223,7 @@ class MarianTinyModel:
             x = _ln(x + self._ffn(x, pre), self.p, pre + "_ffn_ln")
             if layer_outputs is not None:
                 layer_outputs.append(x)
+        new_state.extend(ssru_state[run:])
         return x, new_state, torch.stack(attentions, dim=1)
 
     @torch.no_grad()

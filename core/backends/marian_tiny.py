@@ -211,7 +211,8 @@ class MarianTinyBackend:
 
     @torch.no_grad()
     def step(self, input_ids: torch.Tensor, cache: TinyDecoderCache, output_attentions: bool,
-             capture_lens: bool = False) -> StepOutput:
+             capture_lens: bool = False, *, all_positions: bool = False, exit_layer: int | None = None,
+             head_ids: torch.Tensor | None = None) -> StepOutput:
         """Advance the decoder.
 
         Args:
@@ -222,6 +223,15 @@ class MarianTinyBackend:
             cache: from ``init_cache`` or the previous ``step``.
             output_attentions: also return the cross-attention of the last position.
             capture_lens: also return the logit lens of the last position.
+            all_positions: also return ``position_logits`` float32 (batch, positions, 32000):
+                the logits after every position processed (the implicit start included on
+                a fresh cache, as in ``hidden_states``); the last row is ``logits``.
+            exit_layer: early exit: run decoder layers ``< exit_layer`` (of 2) only, then the
+                output projection (post-norm decoder: a layer's output is already normed;
+                the logit lens of that layer). The SSRU states of the layers above stay as
+                they were: give early-exit steps a cache of their own.
+            head_ids: int64 (k,) output ids: only their logits are computed, every other
+                logit -inf (intersected with the lexical shortlist when that is on).
 
         Returns:
             StepOutput: logits float32 (batch, 32000) for the next token (-inf outside the
@@ -237,9 +247,14 @@ class MarianTinyBackend:
             the last row is ``logits``.
 
         Raises:
-            ValueError: an empty input on a cache that already started, or a batch size
-            that differs from the cache's.
+            ValueError: an empty input on a cache that already started, a batch size
+            that differs from the cache's, ``exit_layer`` outside ``[1, 2]``, or
+            ``capture_lens`` with ``exit_layer``/``head_ids``.
         """
+        if exit_layer is not None and not 1 <= exit_layer <= DECODER_LAYERS:
+            raise ValueError(f"exit_layer must be in [1, {DECODER_LAYERS}] (decoder layers), got {exit_layer}")
+        if capture_lens and (exit_layer is not None or head_ids is not None):
+            raise ValueError("capture_lens cannot be combined with exit_layer or head_ids")
         batch, n_new = input_ids.shape
         if batch != cache.ssru_state[0].shape[0]:
             raise ValueError(f"input batch {batch} != cache batch {cache.ssru_state[0].shape[0]}")
@@ -264,11 +279,16 @@ class MarianTinyBackend:
         for j, x in enumerate(inputs):
             collect = layers if capture_lens and j == len(inputs) - 1 else None
             y, state, attn = m.decode_position(x, state, cache.cross_keys, cache.cross_values, cache.cross_bias,
-                                               collect)
+                                               collect, n_layers=exit_layer)
             ys.append(y)
             states.append(state)
         hidden = ys[0][:, None] if len(ys) == 1 else torch.stack(ys, dim=1)
-        logits = self._project(y, cache)
+        positions = None
+        if all_positions:
+            positions = self._project(hidden, cache, head_ids)
+            logits = positions[:, -1]
+        else:
+            logits = self._project(y, cache, head_ids)
         lens = None
         if capture_lens:
             inner = [self._project(h, cache)[:, None] for h in layers[:-1]]
@@ -276,17 +296,31 @@ class MarianTinyBackend:
         new_cache = replace(cache, position=cache.position + len(inputs), ssru_state=state,
                             history=cache.history + tuple(states))
         return StepOutput(logits, attn if output_attentions else None, new_cache, hidden_states=hidden,
-                          lens_logits=lens)
+                          lens_logits=lens, position_logits=positions)
 
-    def _project(self, y: torch.Tensor, cache: TinyDecoderCache) -> torch.Tensor:
-        """Logits float32 (batch, 32000) of decoder outputs ``y`` (batch, 256): the full
-        projection, or the shortlist's rows with -inf elsewhere."""
-        rows = cache.shortlist_rows
+    def _project(self, y: torch.Tensor, cache: TinyDecoderCache, head_ids: torch.Tensor | None = None) -> torch.Tensor:
+        """Logits float32 (..., 32000) of decoder outputs ``y`` (..., 256): the full
+        projection, or the shortlist's rows (the lexical one, ``head_ids``, or both
+        intersected) with -inf elsewhere."""
+        rows, projection = cache.shortlist_rows, cache.shortlist_projection
+        if head_ids is not None:
+            rows, projection = self._head_rows(head_ids, rows)
+        lead = y.shape[:-1]
+        flat = y.reshape(-1, y.shape[-1])
         if rows is None:
-            return self.model.output_logits(y)
-        logits = torch.full((y.shape[0], self.vocab_size), float("-inf"))
-        logits[:, rows] = self.model.output_logits(y, cache.shortlist_projection)
-        return logits
+            return self.model.output_logits(flat).reshape(*lead, self.vocab_size)
+        logits = torch.full((flat.shape[0], self.vocab_size), float("-inf"))
+        logits[:, rows] = self.model.output_logits(flat, projection)
+        return logits.reshape(*lead, self.vocab_size)
+
+    def _head_rows(self, head_ids: torch.Tensor, lexical: torch.Tensor | None) -> tuple[torch.Tensor, tuple]:
+        """The output rows of a ``head_ids`` shortlist (intersected with the lexical shortlist
+        ``lexical`` when given) and their projection, kept for the last pair seen."""
+        kept = getattr(self, "_head_kept", None)
+        if kept is None or kept[0] is not head_ids or kept[1] is not lexical:
+            rows = head_ids if lexical is None else head_ids[torch.isin(head_ids, lexical)]
+            kept = self._head_kept = (head_ids, lexical, rows, self.model.output_rows(rows))
+        return kept[2], kept[3]
 
     def reorder_cache(self, cache: TinyDecoderCache, beam_idx: torch.Tensor) -> TinyDecoderCache:
         """Select hypotheses: ``beam_idx`` int64 (new_batch,) indexes the old batch."""

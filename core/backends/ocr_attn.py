@@ -311,13 +311,14 @@ class OCRAttnModel(nn.Module):
 
     def decode_hidden(
         self, input_ids: torch.Tensor, cache: DecoderCache, output_attentions: bool = False,
-        layer_outputs: list[torch.Tensor] | None = None,
+        layer_outputs: list[torch.Tensor] | None = None, n_layers: int | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor | None, DecoderCache]:
         """:meth:`decode_step` without the output projection: the decoder's last layer
         output after ``final_norm``, float32 (B, T_new, d_model) (``lm_head`` of it gives
         the logits), the cross-attention and the new cache. If ``layer_outputs`` is a
         list, each layer's output at the last position (B, d_model), before
-        ``final_norm``, is appended to it (the logit lens)."""
+        ``final_norm``, is appended to it (the logit lens). ``n_layers``: run only the first
+        ``n_layers`` layers (early exit; the new cache then holds only those layers)."""
         b, t_new = input_ids.shape
         past = cache.seen
         x = self.embed_tokens(input_ids) * math.sqrt(self.cfg.d_model)
@@ -331,7 +332,7 @@ class OCRAttnModel(nn.Module):
             causal = k_pos <= q_pos  # (T_new, T_all)
         cross_mask = None if cache.memory_mask is None else cache.memory_mask[:, None, None, :]
         new_k, new_v, attns = [], [], []
-        for i, layer in enumerate(self.layers):
+        for i, layer in enumerate(self.layers if n_layers is None else self.layers[:n_layers]):
             h = layer.self_attn_norm(x)
             k, v = layer.self_attn.project_kv(h)
             k = torch.cat([cache.self_k[i], k], dim=2)

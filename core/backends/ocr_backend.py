@@ -160,19 +160,43 @@ class OCRAttnBackend:
             return DecoderCache(ex(base.self_k), ex(base.self_v), ex(base.cross_k), ex(base.cross_v), None)
 
     def step(self, input_ids: torch.Tensor, cache: DecoderCache, output_attentions: bool,
-             capture_lens: bool = False) -> StepOutput:
+             capture_lens: bool = False, *, all_positions: bool = False, exit_layer: int | None = None,
+             head_ids: torch.Tensor | None = None) -> StepOutput:
         """Feed ``input_ids`` int64 (batch, new_len) (``<s>`` first, then one character
-        per step). Returns logits float32 (batch, vocab_size) of the last position,
+        per step, or several at once on a non-empty cache: a causal mask with the cache's
+        offset). Returns logits float32 (batch, vocab_size) of the last position,
         if asked, cross-attention float32 (batch, layers, heads, S) of that position, and
         hidden_states float32 (batch, new_len, d_model): the decoder's output after its
         final layer norm for every position fed (``lm_head`` of it gives the logits).
         With ``capture_lens``, ``lens_logits`` float32 (batch, layers, vocab_size):
         ``lm_head(final_norm(h))`` of each layer's output at the last position (pre-norm
-        decoder: the residual stream), the last row being ``logits``."""
+        decoder: the residual stream), the last row being ``logits``.
+
+        With ``all_positions``, ``position_logits`` float32 (batch, new_len, vocab_size):
+        the logits after every fed position (the last row is ``logits``). ``exit_layer``:
+        only decoder layers ``< exit_layer`` run, then ``final_norm`` and ``lm_head`` (the
+        logit lens of that layer; the returned cache holds only those layers: keep it for
+        early-exit steps). ``head_ids`` int64 (k,): only those logits, the others -inf.
+
+        Raises:
+            ValueError: ``exit_layer`` outside ``[1, layers]``; ``capture_lens`` with
+                ``exit_layer``/``head_ids``.
+        """
+        n_layers = len(self.model.layers)
+        if exit_layer is not None and not 1 <= exit_layer <= n_layers:
+            raise ValueError(f"exit_layer must be in [1, {n_layers}] (decoder layers), got {exit_layer}")
+        if capture_lens and (exit_layer is not None or head_ids is not None):
+            raise ValueError("capture_lens cannot be combined with exit_layer or head_ids")
         layers: list[torch.Tensor] | None = [] if capture_lens else None
         with torch.inference_mode():
-            hidden, cross, new_cache = self.model.decode_hidden(input_ids, cache, output_attentions, layers)
-            logits = self.model.lm_head(hidden[:, -1]).float()
+            hidden, cross, new_cache = self.model.decode_hidden(input_ids, cache, output_attentions, layers,
+                                                                n_layers=exit_layer)
+            positions = None
+            if all_positions:
+                positions = self._head(hidden, head_ids)
+                logits = positions[:, -1]
+            else:
+                logits = self._head(hidden[:, -1], head_ids)
             lens = None
             if layers is not None:
                 inner = layers[:-1]
@@ -186,7 +210,20 @@ class OCRAttnBackend:
             cache=new_cache,
             hidden_states=hidden.float(),
             lens_logits=lens,
+            position_logits=positions,
         )
+
+    def _head(self, hidden: torch.Tensor, head_ids: torch.Tensor | None) -> torch.Tensor:
+        """``lm_head`` of ``hidden`` (..., d_model) as float32 (..., vocab_size); with
+        ``head_ids`` only those rows, the other logits -inf."""
+        if head_ids is None:
+            return self.model.lm_head(hidden).float()
+        head = self.model.lm_head
+        bias = None if head.bias is None else head.bias[head_ids]
+        narrow = torch.nn.functional.linear(hidden, head.weight[head_ids], bias).float()
+        full = torch.full(hidden.shape[:-1] + (self.vocab_size,), float("-inf"))
+        full[..., head_ids] = narrow
+        return full
 
     def reorder_cache(self, cache: DecoderCache, beam_idx: torch.Tensor) -> DecoderCache:
         """Hypothesis ``i`` of the result is ``beam_idx[i]`` (int64 (new_batch,)) of ``cache``."""

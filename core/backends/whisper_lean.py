@@ -97,27 +97,55 @@ class WhisperLeanDecoder:
         return LeanCache(self_k, self_v, cross_k, cross_v, 0)
 
     def step(self, input_ids: torch.Tensor, cache: LeanCache, output_attentions: bool,
-             capture_lens: bool = False) -> StepOutput:
-        """Feed ``input_ids`` (batch, new_len); returns last-position logits (batch, vocab),
-        the decoder's output after its final layer norm for every position fed, float32
-        (batch, new_len, d_model), if asked, cross-attention (batch, layers, heads, src)
-        and, with ``capture_lens``, the logit lens of the last position (``lens_logits``
-        float32 (batch, layers, vocab): the final layer norm and ``proj_out`` applied to
-        each layer's output; the last row is ``logits``)."""
+             capture_lens: bool = False, *, all_positions: bool = False, exit_layer: int | None = None,
+             head_ids: torch.Tensor | None = None) -> StepOutput:
+        """Feed ``input_ids`` (batch, new_len) at positions ``cache.length ..``; returns
+        last-position logits (batch, vocab), the decoder's output after its final layer norm
+        for every position fed, float32 (batch, new_len, d_model), if asked, cross-attention
+        (batch, layers, heads, src) of the last position and, with ``capture_lens``, the logit
+        lens of the last position (``lens_logits`` float32 (batch, layers, vocab): the final
+        layer norm and ``proj_out`` applied to each layer's output; the last row is ``logits``).
+
+        Several tokens may be fed to a non-empty cache: position ``start + j`` attends to the
+        cache and to the fed positions up to itself (a causal mask with the cache's offset).
+
+        Args:
+            all_positions: also return ``position_logits`` float32 (batch, new_len, vocab),
+                the logits after every fed position (the last row is ``logits``).
+            exit_layer: early exit: run decoder layers ``< exit_layer`` only, then the final
+                layer norm and ``proj_out`` (the logit lens of layer ``exit_layer - 1``). The
+                layers above are not filled in ``cache``: give early-exit steps a cache of
+                their own. ``cross_attention`` then has ``exit_layer`` layers.
+            head_ids: int64 (k,) output ids: only their logits are computed (a shortlist
+                head), the others are ``-inf`` (full vocabulary width).
+
+        Raises:
+            ValueError: more than ``max_target_positions`` positions, ``exit_layer`` outside
+                ``[1, decoder layers]``, or ``capture_lens`` with ``exit_layer``/``head_ids``.
+        """
         start, new_len = cache.length, input_ids.shape[1]
         end = start + new_len
         if end > self.max_len:
             raise ValueError(
                 f"Whisper's decoder holds at most {self.max_len} positions; lower max_new_tokens"
             )
+        layers = self.layers
+        if exit_layer is not None:
+            if not 1 <= exit_layer <= len(self.layers):
+                raise ValueError(f"exit_layer must be in [1, {len(self.layers)}] (decoder layers), got {exit_layer}")
+            layers = self.layers[:exit_layer]
+        if capture_lens and (exit_layer is not None or head_ids is not None):
+            raise ValueError("capture_lens cannot be combined with exit_layer or head_ids")
         dec = self.decoder
         x = dec.embed_tokens(input_ids) + dec.embed_positions.weight[start:end]
-        causal = new_len > 1  # the prompt: tokens attend to earlier prompt tokens only
-        if causal and start > 0:
-            raise ValueError("several new tokens can only be fed to an empty cache (the prompt)")
+        # several positions: each attends to the cache and to the fed positions up to itself
+        causal = new_len > 1 and start == 0  # the prompt on an empty cache: the plain causal mask
+        mask = None
+        if new_len > 1 and start > 0:  # a causal mask with the cache's offset (a draft to verify)
+            mask = torch.arange(end)[None, :] <= torch.arange(start, end)[:, None]  # (new_len, end)
         cross_rows = []
         layer_out = []  # the last position's residual stream after each layer (capture_lens)
-        for i, layer in enumerate(self.layers):
+        for i, layer in enumerate(layers):
             # self-attention with the KV cache
             h = layer.self_attn_layer_norm(x)
             sa = layer.self_attn
@@ -125,7 +153,7 @@ class WhisperLeanDecoder:
             cache.self_k[i][:, :, start:end] = self._split(sa.k_proj(h))
             cache.self_v[i][:, :, start:end] = self._split(sa.v_proj(h))
             k, v = cache.self_k[i][:, :, :end], cache.self_v[i][:, :, :end]
-            a = F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=1.0)
+            a = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal, scale=1.0)
             x = x + sa.out_proj(a.transpose(1, 2).reshape(x.shape))
             # cross-attention over the encoder hidden states
             h = layer.encoder_attn_layer_norm(x)
@@ -145,14 +173,40 @@ class WhisperLeanDecoder:
                 layer_out.append(x[:, -1])
         cache.length = end
         hidden = dec.layer_norm(x)  # (batch, new_len, d_model): what proj_out is applied to
-        logits = hidden[:, -1] @ self.proj_out_t
-        if self.proj_out_b is not None:
-            logits = logits + self.proj_out_b
-        logits = logits.float()
+        positions = None
+        if all_positions:
+            positions = self._head(hidden, head_ids).float()
+            logits = positions[:, -1]
+        else:
+            logits = self._head(hidden[:, -1], head_ids).float()
         cross = torch.stack(cross_rows, dim=1) if output_attentions else None
         lens = self._lens(layer_out[:-1], logits) if capture_lens else None
         return StepOutput(logits=logits, cross_attention=cross, cache=cache, hidden_states=hidden.float(),
-                          lens_logits=lens)
+                          lens_logits=lens, position_logits=positions)
+
+    def _head(self, h: torch.Tensor, head_ids: torch.Tensor | None = None) -> torch.Tensor:
+        """``proj_out`` of ``h`` (..., d_model) -> (..., vocab); with ``head_ids`` (int64
+        (k,)) only those rows of the projection, the other logits ``-inf``."""
+        if head_ids is None:
+            out = h @ self.proj_out_t
+            return out + self.proj_out_b if self.proj_out_b is not None else out
+        weight, bias = self._narrow_head(head_ids)
+        narrow = h @ weight
+        if bias is not None:
+            narrow = narrow + bias
+        full = torch.full(h.shape[:-1] + (self.proj_out_t.shape[1],), float("-inf"), dtype=narrow.dtype)
+        full[..., head_ids] = narrow
+        return full
+
+    def _narrow_head(self, head_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """The projection's columns of ``head_ids``, (d_model, k) contiguous, and their bias;
+        kept for the last ``head_ids`` tensor seen (a draft passes the same one every step)."""
+        kept = getattr(self, "_narrow", None)
+        if kept is None or kept[0] is not head_ids:
+            weight = self.proj_out_t[:, head_ids].contiguous()
+            bias = self.proj_out_b[head_ids] if self.proj_out_b is not None else None
+            kept = self._narrow = (head_ids, weight, bias)
+        return kept[1], kept[2]
 
     def _lens(self, inner: list[torch.Tensor], logits: torch.Tensor) -> torch.Tensor:
         """(batch, layers, vocab): ``proj_out(layer_norm(h))`` of the inner layers' outputs
