@@ -82,6 +82,9 @@ class StepOutput:
             speculative decoding's verify call (the target scores a whole draft at once).
             None unless ``step`` was called with ``all_positions=True``. Bergamot's fresh
             cache counts its implicit start position (``new_len`` as in ``hidden_states``).
+        position_cross_attention: float32 (batch, new_len, layers, heads, source_len_total):
+            the cross-attention of every fed position (the last row equals
+            ``cross_attention``); only with ``all_positions=True`` and ``output_attentions``.
     """
 
     logits: torch.Tensor
@@ -90,6 +93,7 @@ class StepOutput:
     hidden_states: torch.Tensor | None = None
     lens_logits: torch.Tensor | None = None
     position_logits: torch.Tensor | None = None
+    position_cross_attention: torch.Tensor | None = None
 
 
 class Backend(Protocol):

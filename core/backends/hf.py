@@ -240,7 +240,9 @@ class HFSeq2SeqBackend:
         the last row is ``logits``).
 
         With ``all_positions``, ``position_logits`` float32 (batch, new_len, vocab): the
-        logits after every fed position (the last row is ``logits``). ``exit_layer`` and
+        logits after every fed position (the last row is ``logits``), and with
+        ``output_attentions`` ``position_cross_attention`` float32 (batch, new_len, layers,
+        heads, src_total). ``exit_layer`` and
         ``head_ids``: see ``core.backends.base.Backend.step`` (early exit and a shortlist
         head); the generic path takes ``exit_layer`` for decoders that keep their layers in
         a ``layers`` list (Whisper, Marian, BART, M2M100, mBART), and computes the full head
@@ -276,7 +278,7 @@ class HFSeq2SeqBackend:
             else:
                 logits = _shortlisted(out.logits[:, -1].float(), head_ids)
             hidden = out.decoder_hidden_states[-1].float()
-            cross = None
+            cross = cross_all = None
             if output_attentions:
                 if not out.cross_attentions or out.cross_attentions[0] is None:
                     raise RuntimeError(
@@ -284,6 +286,8 @@ class HFSeq2SeqBackend:
                         "it needs the 'eager' attention implementation"
                     )
                 cross = torch.stack([a[:, :, -1] for a in out.cross_attentions], dim=1).float()
+                if all_positions:  # (batch, new_len, layers, heads, src)
+                    cross_all = torch.stack(list(out.cross_attentions), dim=1).permute(0, 3, 1, 2, 4).float()
             cache.kv = out.past_key_values
             lens = None
             if capture_lens:
@@ -291,7 +295,7 @@ class HFSeq2SeqBackend:
                     self._lens_head = LensHead(self.model)
                 lens = self._lens_head(out.decoder_hidden_states, out.logits[:, -1])
         return StepOutput(logits=logits, cross_attention=cross, cache=cache, hidden_states=hidden, lens_logits=lens,
-                          position_logits=positions)
+                          position_logits=positions, position_cross_attention=cross_all)
 
     def _early_exit_model(self, exit_layer: int) -> Any:
         """A shallow copy of the model whose decoder holds only its first ``exit_layer``

@@ -225,7 +225,9 @@ class MarianTinyBackend:
             capture_lens: also return the logit lens of the last position.
             all_positions: also return ``position_logits`` float32 (batch, positions, 32000):
                 the logits after every position processed (the implicit start included on
-                a fresh cache, as in ``hidden_states``); the last row is ``logits``.
+                a fresh cache, as in ``hidden_states``); the last row is ``logits``; with
+                ``output_attentions`` also ``position_cross_attention`` float32 (batch,
+                positions, 2, 8, src_len).
             exit_layer: early exit: run decoder layers ``< exit_layer`` (of 2) only, then the
                 output projection (post-norm decoder: a layer's output is already normed;
                 the logit lens of that layer). The SSRU states of the layers above stay as
@@ -274,7 +276,7 @@ class MarianTinyBackend:
             inputs.extend(emb[:, j] for j in range(n_new))
         state = cache.ssru_state
         attn = None
-        ys, states = [], []
+        ys, states, attns = [], [], []
         layers: list[torch.Tensor] = []  # the last position's layer outputs (capture_lens)
         for j, x in enumerate(inputs):
             collect = layers if capture_lens and j == len(inputs) - 1 else None
@@ -282,6 +284,7 @@ class MarianTinyBackend:
                                                collect, n_layers=exit_layer)
             ys.append(y)
             states.append(state)
+            attns.append(attn)
         hidden = ys[0][:, None] if len(ys) == 1 else torch.stack(ys, dim=1)
         positions = None
         if all_positions:
@@ -296,7 +299,9 @@ class MarianTinyBackend:
         new_cache = replace(cache, position=cache.position + len(inputs), ssru_state=state,
                             history=cache.history + tuple(states))
         return StepOutput(logits, attn if output_attentions else None, new_cache, hidden_states=hidden,
-                          lens_logits=lens, position_logits=positions)
+                          lens_logits=lens, position_logits=positions,
+                          position_cross_attention=torch.stack(attns, dim=1)
+                          if all_positions and output_attentions else None)
 
     def _project(self, y: torch.Tensor, cache: TinyDecoderCache, head_ids: torch.Tensor | None = None) -> torch.Tensor:
         """Logits float32 (..., 32000) of decoder outputs ``y`` (..., 256): the full

@@ -173,7 +173,9 @@ class OCRAttnBackend:
         decoder: the residual stream), the last row being ``logits``.
 
         With ``all_positions``, ``position_logits`` float32 (batch, new_len, vocab_size):
-        the logits after every fed position (the last row is ``logits``). ``exit_layer``:
+        the logits after every fed position (the last row is ``logits``), and with
+        ``output_attentions`` ``position_cross_attention`` float32 (batch, new_len, layers,
+        heads, S). ``exit_layer``:
         only decoder layers ``< exit_layer`` run, then ``final_norm`` and ``lm_head`` (the
         logit lens of that layer; the returned cache holds only those layers: keep it for
         early-exit steps). ``head_ids`` int64 (k,): only those logits, the others -inf.
@@ -211,6 +213,7 @@ class OCRAttnBackend:
             hidden_states=hidden.float(),
             lens_logits=lens,
             position_logits=positions,
+            position_cross_attention=None if cross is None or not all_positions else cross.permute(0, 3, 1, 2, 4).float(),
         )
 
     def _head(self, hidden: torch.Tensor, head_ids: torch.Tensor | None) -> torch.Tensor:

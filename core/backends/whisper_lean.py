@@ -111,7 +111,9 @@ class WhisperLeanDecoder:
 
         Args:
             all_positions: also return ``position_logits`` float32 (batch, new_len, vocab),
-                the logits after every fed position (the last row is ``logits``).
+                the logits after every fed position (the last row is ``logits``), and with
+                ``output_attentions`` ``position_cross_attention`` (batch, new_len, layers,
+                heads, src).
             exit_layer: early exit: run decoder layers ``< exit_layer`` only, then the final
                 layer norm and ``proj_out`` (the logit lens of layer ``exit_layer - 1``). The
                 layers above are not filled in ``cache``: give early-exit steps a cache of
@@ -162,7 +164,7 @@ class WhisperLeanDecoder:
             if output_attentions:
                 weights = torch.softmax(q @ cache.cross_k[i].transpose(-1, -2), dim=-1)
                 a = weights @ cache.cross_v[i]
-                cross_rows.append(weights[:, :, -1])  # (batch, heads, src)
+                cross_rows.append(weights)  # (batch, heads, new_len, src)
             else:
                 a = F.scaled_dot_product_attention(q, cache.cross_k[i], cache.cross_v[i], scale=1.0)
             x = x + ca.out_proj(a.transpose(1, 2).reshape(x.shape))
@@ -179,10 +181,15 @@ class WhisperLeanDecoder:
             logits = positions[:, -1]
         else:
             logits = self._head(hidden[:, -1], head_ids).float()
-        cross = torch.stack(cross_rows, dim=1) if output_attentions else None
+        cross = cross_all = None
+        if output_attentions:
+            every = torch.stack(cross_rows, dim=1)  # (batch, layers, heads, new_len, src)
+            cross = every[:, :, :, -1]
+            if all_positions:
+                cross_all = every.permute(0, 3, 1, 2, 4)
         lens = self._lens(layer_out[:-1], logits) if capture_lens else None
         return StepOutput(logits=logits, cross_attention=cross, cache=cache, hidden_states=hidden.float(),
-                          lens_logits=lens, position_logits=positions)
+                          lens_logits=lens, position_logits=positions, position_cross_attention=cross_all)
 
     def _head(self, h: torch.Tensor, head_ids: torch.Tensor | None = None) -> torch.Tensor:
         """``proj_out`` of ``h`` (..., d_model) -> (..., vocab); with ``head_ids`` (int64

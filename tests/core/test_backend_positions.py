@@ -92,6 +92,24 @@ def _check(case: Case, k: int = 4) -> None:
     _close(plain.logits[0], ref_rows[-1])
 
 
+def _check_attention(case: Case, k: int = 3) -> None:
+    """With ``output_attentions``, ``position_cross_attention`` holds every fed position's
+    cross-attention, equal to one step each (the last row is ``cross_attention``)."""
+    b = case.backend
+    feed = _greedy(case, k)
+    out = b.step(_t(case.prompt), b.init_cache(case.encoded, 1), False)
+    rows = []
+    for tok in feed:
+        out = b.step(_t([tok]), out.cache, True)
+        rows.append(out.cross_attention[0])
+    out = b.step(_t(case.prompt), b.init_cache(case.encoded, 1), False)
+    multi = b.step(_t(feed), out.cache, True, all_positions=True)
+    every = multi.position_cross_attention
+    assert every.dtype == torch.float32 and every.shape == (1, k) + tuple(rows[0].shape)
+    assert torch.equal(every[0, -1], multi.cross_attention[0])
+    torch.testing.assert_close(every[0], torch.stack(rows), rtol=1e-4, atol=1e-5)
+
+
 def _check_truncate(case: Case) -> None:
     """Cut back twice mid-run, re-feed other tokens several at a time: equal to the uncut
     run that took those tokens one step at a time."""
@@ -134,6 +152,11 @@ def test_hf_several_tokens_equal_single_steps(tiny_models, kind, lean):
 
 
 @pytest.mark.parametrize("kind,lean", HF_KINDS)
+def test_hf_cross_attention_of_every_position(tiny_models, kind, lean):
+    _check_attention(_hf_case(tiny_models[kind], lean))
+
+
+@pytest.mark.parametrize("kind,lean", HF_KINDS)
 def test_hf_truncate_then_refeed_equals_uncut_run(tiny_models, kind, lean):
     _check_truncate(_hf_case(tiny_models[kind], lean))
 
@@ -155,6 +178,7 @@ def test_bundled_whisper_several_tokens_equal_single_steps(tiny_en_case):
 
 def test_bundled_whisper_truncate_then_refeed(tiny_en_case):
     _check_truncate(tiny_en_case)
+    _check_attention(tiny_en_case)
 
 
 @pytest.fixture(scope="module")
@@ -172,6 +196,7 @@ def test_bergamot_several_tokens_equal_single_steps(bergamot_case):
 
 def test_bergamot_truncate_then_refeed(bergamot_case):
     _check_truncate(bergamot_case)
+    _check_attention(bergamot_case)
 
 
 @pytest.fixture(scope="module")
@@ -197,3 +222,77 @@ def test_ocr_several_tokens_equal_single_steps(ocr_case):
 
 def test_ocr_truncate_then_refeed(ocr_case):
     _check_truncate(ocr_case)
+    _check_attention(ocr_case)
+
+
+# ------------------------------------------------------------------ early exit, shortlist head
+
+def _check_exit(case: Case, exit_layer: int, n: int = 4) -> None:
+    """Steps with ``exit_layer`` on their own cache equal the logit lens row of that layer
+    of full steps along the same path (one token at a time and several at once)."""
+    b = case.backend
+    path = _greedy(case, n)
+    full = b.step(_t(case.prompt), b.init_cache(case.encoded, 1), False, capture_lens=True)
+    early = b.step(_t(case.prompt), b.init_cache(case.encoded, 1), False, exit_layer=exit_layer)
+    _close(early.logits, full.lens_logits[:, exit_layer - 1])
+    rows = []
+    for tok in path:
+        full = b.step(_t([tok]), full.cache, False, capture_lens=True)
+        early = b.step(_t([tok]), early.cache, False, exit_layer=exit_layer)
+        _close(early.logits, full.lens_logits[:, exit_layer - 1])
+        rows.append(early.logits[0])
+    # several tokens at once on an early-exit cache, after a cut back
+    early = b.step(_t(case.prompt), b.init_cache(case.encoded, 1), False, exit_layer=exit_layer)
+    early = b.step(_t(path[:2]), early.cache, False, exit_layer=exit_layer)
+    cache = b.truncate_cache(early.cache, len(case.prompt) + 1)
+    early = b.step(_t(path[1:]), cache, False, exit_layer=exit_layer, all_positions=True)
+    _close(early.position_logits[0], torch.stack(rows[1:]))
+
+
+def _check_head_ids(case: Case) -> None:
+    b = case.backend
+    ids = torch.tensor(sorted({0, 3, 5, b.vocab_size - 1, *_greedy(case, 3)}), dtype=torch.long)
+    cache = b.init_cache(case.encoded, 1)
+    full = b.step(_t(case.prompt), cache, False, all_positions=True)
+    short = b.step(_t(case.prompt), b.init_cache(case.encoded, 1), False, all_positions=True, head_ids=ids)
+    assert short.logits.shape == full.logits.shape
+    _close(short.position_logits[..., ids], full.position_logits[..., ids])
+    off = torch.ones(b.vocab_size, dtype=torch.bool)
+    off[ids] = False
+    assert bool(torch.isinf(short.position_logits[..., off]).all())
+
+
+@pytest.mark.parametrize("kind,lean", [("whisper", True), ("whisper", False), ("marian", False)])
+@pytest.mark.parametrize("exit_layer", [1, 2])
+def test_hf_exit_layer_equals_the_lens_of_that_layer(tiny_models, kind, lean, exit_layer):
+    _check_exit(_hf_case(tiny_models[kind], lean), exit_layer)
+
+
+def test_hf_exit_layer_refuses_what_it_cannot_cut(tiny_models):
+    case = _hf_case(tiny_models["whisper"], True)
+    cache = case.backend.init_cache(case.encoded, 1)
+    with pytest.raises(ValueError, match="exit_layer must be in"):
+        case.backend.step(_t(case.prompt), cache, False, exit_layer=3)
+    t5 = _hf_case(tiny_models["t5"], False)
+    with pytest.raises(ValueError, match="early exit is not available"):
+        t5.backend.step(_t(t5.prompt), t5.backend.init_cache(t5.encoded, 1), False, exit_layer=1)
+
+
+@pytest.mark.parametrize("kind,lean", HF_KINDS)
+def test_hf_head_ids(tiny_models, kind, lean):
+    _check_head_ids(_hf_case(tiny_models[kind], lean))
+
+
+def test_bundled_whisper_exit_layer_and_head(tiny_en_case):
+    _check_exit(tiny_en_case, 2)
+    _check_head_ids(tiny_en_case)
+
+
+def test_bergamot_exit_layer_and_head(bergamot_case):
+    _check_exit(bergamot_case, 1)
+    _check_head_ids(bergamot_case)
+
+
+def test_ocr_exit_layer_and_head(ocr_case):
+    _check_exit(ocr_case, 1)
+    _check_head_ids(ocr_case)
