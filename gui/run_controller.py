@@ -35,7 +35,7 @@ from typing import Any, Callable, Protocol
 
 from PySide6.QtCore import QObject, QTimer
 
-from core.events import BeamEvent, SegmentEvent, StepEvent
+from core.events import BeamEvent, SegmentEvent, SpeculationRound, StepEvent
 
 from .worker import NOTHING, WorkerEnded, WorkerFailed, WorkerHandle, start_worker
 
@@ -49,8 +49,9 @@ DECODING_SLOTS = ("decode", "lanes")
 
 
 #: events that wait for the frame's batch: before any other event the frame listeners run
-#: (so a client's end handling sees every earlier token in the views)
-BATCHED_EVENTS = (StepEvent, BeamEvent, SegmentEvent)
+#: (so a client's end handling sees every earlier token in the views); a speculation round
+#: (after its steps) waits with them, else each round would cost a frame
+BATCHED_EVENTS = (StepEvent, BeamEvent, SegmentEvent, SpeculationRound)
 
 
 class RunClient(Protocol):

@@ -46,6 +46,7 @@ wait for the decoding worker to hand back the GIL: 1.6–2.2 s per window, measu
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -53,7 +54,7 @@ from typing import Iterable
 
 from PySide6.QtCore import QObject, Signal
 
-from core.events import Finished, SegmentEvent, StepEvent
+from core.events import Finished, SegmentEvent, SpeculationRound, StepEvent
 from core.spill import SpillFile, release_free_memory
 
 #: cross-attention arrays at least this large (bytes in memory) are moved to disk once their
@@ -111,6 +112,9 @@ class Branch:
         input_change: for an input what-if (``gui.tabs.whatif``), what was changed in the
             input ("silence 1.20–1.65 s", "drop 'door'"); its segments that the change touched
             were decoded again from that input, the others are the parent's. "" for a fork.
+        rounds: speculative decoding's rounds (``core.events.SpeculationRound``) of its own
+            steps, by (segment, round): ``StepEvent.spec_round`` of a step in that segment
+            names its round. Empty for other strategies.
     """
 
     id: int
@@ -125,6 +129,7 @@ class Branch:
     finished: Finished | None = None
     note: str = ""
     input_change: str = ""
+    rounds: dict[tuple[int, int], SpeculationRound] = field(default_factory=dict)
 
     @property
     def is_root(self) -> bool:
@@ -163,6 +168,8 @@ class RunState(QObject):
         segmentAdded(int, object): (branch, SegmentEvent) a segment of the current branch
             started; emitted by :meth:`flush` between the steps before and after it.
         beamsAdded(list): the BeamEvents of the current branch since the last frame.
+        roundsAdded(int, list): (branch, SpeculationRounds) the current branch's speculation
+            rounds since the last frame, emitted by :meth:`flush` after that frame's steps.
     """
 
     stepAdded = Signal(object)
@@ -175,6 +182,7 @@ class RunState(QObject):
     stepsAdded = Signal(int, list)
     segmentAdded = Signal(int, object)
     beamsAdded = Signal(list)
+    roundsAdded = Signal(int, list)
 
     def __init__(self, parent: QObject | None = None) -> None:
         super().__init__(parent)
@@ -188,13 +196,15 @@ class RunState(QObject):
         self._spilling: list[Future] = []  # spill jobs not known to be done
         self._batch: list[StepEvent | SegmentEvent] = []  # the current branch's, since the last frame
         self._beams: list = []  # BeamEvents since the last frame
+        self._rounds: list[SpeculationRound] = []  # the current branch's, since the last frame
 
     # ------------------------------------------------------------ the frame
     def flush(self) -> None:
         """Emit what the current branch got since the last frame: ``stepsAdded`` per run of
-        steps, ``segmentAdded`` between them, then ``beamsAdded``."""
+        steps, ``segmentAdded`` between them, then ``beamsAdded`` and ``roundsAdded``."""
         batch, self._batch = self._batch, []
         beams, self._beams = self._beams, []
+        rounds, self._rounds = self._rounds, []
         branch = self._current
         steps: list[StepEvent] = []
         for ev in batch:
@@ -209,19 +219,32 @@ class RunState(QObject):
             self.stepsAdded.emit(branch, steps)
         if beams:
             self.beamsAdded.emit(beams)
+        if rounds:
+            self.roundsAdded.emit(branch, rounds)
 
     def pending(self) -> bool:
-        """Steps, segments or beams wait for the next frame."""
-        return bool(self._batch or self._beams)
+        """Steps, segments, beams or rounds wait for the next frame."""
+        return bool(self._batch or self._beams or self._rounds)
 
     def drop_pending(self) -> None:
         """Forget what waits for the next frame (a superseded or cancelled run's last events)."""
-        self._batch, self._beams = [], []
+        self._batch, self._beams, self._rounds = [], [], []
 
     def add_beams(self, ev: object) -> None:
         """A BeamEvent of the growing branch (shown when it is the current one, per frame)."""
         if self._growing == self._current:
             self._beams.append(ev)
+
+    def add_round(self, ev: SpeculationRound) -> None:
+        """Keep a speculation round of the growing branch (it comes after its steps; shown,
+        when that branch is the current one, at the next frame: ``roundsAdded``). A round
+        before the branch's fork step is the parent's and is ignored."""
+        b = self._branches[self._growing]
+        if ev.step < b.fork_step:
+            return
+        b.rounds[(ev.segment, ev.round)] = ev
+        if b.id == self._current:
+            self._rounds.append(ev)
 
     # ------------------------------------------------------------ changes
     def clear(self, options: object | None = None) -> None:
@@ -265,6 +288,8 @@ class RunState(QObject):
             return 0
         self._batch = [e for e in self._batch
                        if not (isinstance(e, StepEvent) and e.step >= step_offset and e.segment == segment)]
+        b.rounds = {k: r for k, r in b.rounds.items() if not (r.segment == segment and r.step >= step_offset)}
+        self._rounds = [r for r in self._rounds if not (r.segment == segment and r.step >= step_offset)]
         if b.own:
             self._latest[b.id] = max(b.own)
         else:
@@ -407,6 +432,10 @@ class RunState(QObject):
         for k, sev in self._all_segments(b.parent).items():
             if k > seg:
                 b.segments[k] = sev
+        moved = [dataclasses.replace(r, step=r.step + shift) if shift else r
+                 for r in self.branch_rounds(b.parent) if r.segment > seg]
+        for r in moved:
+            b.rounds[(r.segment, r.round)] = r
         self._latest[b.id] = max(b.own)
         if b.id == self._current:  # shown at the next frame, each segment's label first
             shown = {e.segment for e in self._batch if isinstance(e, StepEvent)} | {seg}
@@ -417,6 +446,7 @@ class RunState(QObject):
                     if ev.segment in b.segments:
                         self._batch.append(b.segments[ev.segment])
                 self._batch.append(renum)
+            self._rounds.extend(moved)
         self.branchChanged.emit(b.id)
         return len(later)
 
@@ -524,6 +554,28 @@ class RunState(QObject):
         b = self._branches[branch]
         return (b.fork_step if not b.is_root else 0) + len(b.own)
 
+    def branch_rounds(self, branch: int) -> list[SpeculationRound]:
+        """``branch``'s speculation rounds in step order: its parent's before the fork step,
+        then its own (empty for a run of another strategy)."""
+        b = self._branches[branch]
+        own = sorted(b.rounds.values(), key=lambda r: r.step)
+        if b.is_root:
+            return own
+        return [r for r in self.branch_rounds(b.parent) if r.step < b.fork_step] + own
+
+    def branch_round_of(self, branch: int, step: int | None) -> SpeculationRound | None:
+        """The speculation round that emitted ``branch``'s step ``step`` (None: not a
+        speculative token, or its round has not arrived yet)."""
+        ev = self.branch_step(branch, step)
+        if ev is None or ev.spec_round < 0:
+            return None
+        b = self._branches[branch]
+        while b is not None:
+            if b.is_root or ev.step >= b.fork_step:
+                return b.rounds.get((ev.segment, ev.spec_round))
+            b = self._branches[b.parent] if b.parent is not None else None
+        return None
+
     def _all_segments(self, branch: int) -> dict[int, SegmentEvent]:
         b = self._branches[branch]
         if b.is_root:
@@ -576,6 +628,14 @@ class RunState(QObject):
     def steps(self) -> list[StepEvent]:
         """The current branch's events in step order."""
         return self.branch_steps(self._current)
+
+    def rounds(self) -> list[SpeculationRound]:
+        """The current branch's speculation rounds in step order (:meth:`branch_rounds`)."""
+        return self.branch_rounds(self._current)
+
+    def round_of(self, step: int | None) -> SpeculationRound | None:
+        """The speculation round that emitted the current branch's ``step``, or None."""
+        return self.branch_round_of(self._current, step)
 
     def steps_in_segment(self, segment: int) -> list[int]:
         """The current branch's steps of segment ``segment`` (a sentence, an OCR line, a 30 s window)."""

@@ -35,7 +35,7 @@ from typing import Any
 
 from PySide6.QtCore import QObject
 
-from core.events import BeamEvent, Finished, RunStats, SegmentEvent, StepEvent
+from core.events import BeamEvent, Finished, RunStats, SegmentEvent, SpeculationRound, StepEvent
 from core.options import DecodingOptions
 
 
@@ -180,6 +180,9 @@ class Forking(QObject):
             return
         if isinstance(ev, BeamEvent):
             self.run.add_beams(ev)
+            return
+        if isinstance(ev, SpeculationRound):
+            self.run.add_round(ev)  # one before the fork step is the parent's: ignored
             return
         if isinstance(ev, Finished):
             self._finished(ev)

@@ -42,7 +42,7 @@ from typing import Any
 from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QSplitter, QWidget
 
-from core.events import BeamEvent, Finished, RunStats, SegmentEvent, StepEvent
+from core.events import BeamEvent, Finished, RunStats, SegmentEvent, SpeculationRound, StepEvent
 from core.options import BEAM_STRATEGIES, DecodingOptions
 from core.tasks.base import Task
 
@@ -458,6 +458,8 @@ class RunTab(QWidget, TaskHooks):
                 self._progress_due = (ev.segment, ev.total, ev.kind)
         elif isinstance(ev, BeamEvent):
             self.run.add_beams(ev)
+        elif isinstance(ev, SpeculationRound):
+            self.run.add_round(ev)
         elif isinstance(ev, Finished):
             self.run.finish(ev)
             self.explorations_keeper.settle(ev)  # the same tokens take the old forks back

@@ -26,7 +26,7 @@ from typing import Any, Callable
 
 from PySide6.QtCore import QObject
 
-from core.events import BeamEvent, Finished, RunStats, SegmentEvent, StepEvent
+from core.events import BeamEvent, Finished, RunStats, SegmentEvent, SpeculationRound, StepEvent
 from core.options import DecodingOptions
 
 from ..widgets.whatif_view import DEPEND_COLOR, PRIOR_COLOR, WhatIfView
@@ -48,6 +48,7 @@ class _WhatIfRun:
     last_segment: int = -1
     finished: Finished | None = None
     segments: list[int] = field(default_factory=list)
+    renumbered: dict[int, int] = field(default_factory=dict)  # the current round's steps: decoded -> branch step
 
 
 @dataclass(frozen=True)
@@ -173,7 +174,15 @@ class WhatIfs(QObject):
         if isinstance(ev, StepEvent):
             if w.branch is not None:  # renumbered: the branch's steps run on without gaps
                 self.run.add(replace(ev, step=w.next_step))
+                if ev.spec_round >= 0:
+                    w.renumbered[ev.step] = w.next_step
                 w.next_step += 1
+            return
+        if isinstance(ev, SpeculationRound):  # after its steps: numbered as they were
+            step = w.renumbered.get(ev.step)
+            w.renumbered.clear()
+            if w.branch is not None and step is not None:
+                self.run.add_round(replace(ev, step=step))
             return
         if isinstance(ev, (BeamEvent, WhatIfScores)):
             return

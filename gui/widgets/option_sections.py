@@ -100,7 +100,7 @@ class OptionSections:
         g.setVerticalSpacing(0)
         for i, name in enumerate(STRATEGIES):
             b = QRadioButton(name.replace("_", " "))
-            b.setToolTip(STRATEGY_HELP[name])
+            b.setToolTip(STRATEGY_HELP.get(name, name))
             self.strategy_group.addButton(b, i)
             self.strategy_buttons[name] = b
             g.addWidget(b, i // 3, i % 3)

@@ -44,6 +44,10 @@ STRATEGY_HELP = {
     "similarity of v's hidden state to the context) (Su et al. 2022).",
     "mirostat": "Mirostat v2: drop tokens whose surprise exceeds μ, sample, then move μ toward the target "
     "surprise τ at rate η (Basu et al. 2021; llama.cpp mirostat 2). Temperature and the filters apply first.",
+    "speculative": "Speculative decoding: a cheap draft proposes γ tokens, the model scores them in one call and "
+    "keeps a prefix (accept if u < p/q), then adds one token of its own — resampled from norm(max(0, p − q)) at the "
+    "first rejection, or a bonus token when all were accepted (Leviathan et al. 2023, Algorithm 1; transformers "
+    "assistant_model / prompt_lookup_num_tokens). Greedy verification gives exactly greedy's tokens.",
 }
 
 #: every control's definition and source (its tooltip): the strategy's fields here, the

@@ -1,0 +1,74 @@
+"""Speculative decoding in the window (issue 21, "The view"): RunState keeps the rounds per
+branch, the token stream marks accepted / resampled / bonus tokens and shows the rejected
+drafts struck through, the Speculation inspector tab lists a round and sums up the run, the
+status bar gives α and the speed-up. Synthetic events (tests/gui/fakes_speculation.py)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from core.events import SegmentEvent, SpeculationRound, StepEvent
+from gui.run_state import RunState
+
+from .fakes import WORDS
+from .fakes_speculation import ROUNDS, rejected_text, speculative_events
+
+
+def _feed(run: RunState, events) -> None:
+    for ev in events:
+        if isinstance(ev, StepEvent):
+            run.add(ev)
+        elif isinstance(ev, SpeculationRound):
+            run.add_round(ev)
+        elif isinstance(ev, SegmentEvent):
+            run.add_segment(ev)
+
+
+def test_run_state_keeps_rounds_per_frame_per_branch_and_retracts_them(qtbot):
+    run = RunState()
+    got: list = []
+    order: list[str] = []
+    run.roundsAdded.connect(lambda b, rounds: (got.extend(rounds), order.append("rounds")))
+    run.stepsAdded.connect(lambda b, steps: order.append("steps"))
+    events = speculative_events()
+    _feed(run, events)
+    assert got == [] and run.pending()  # nothing before the frame
+    run.flush()
+    assert order == ["steps", "rounds"]  # one signal each per frame, the steps first
+    rounds = [e for e in events if isinstance(e, SpeculationRound)]
+    assert got == rounds and run.rounds() == rounds
+    # every speculative step finds the round that emitted it
+    for ev in run.steps():
+        r = run.round_of(ev.step)
+        assert r is not None and r.step <= ev.step <= r.step + r.n_accepted
+    assert run.round_of(99) is None
+    # a fork at step 5 (round 1's resampled token) keeps the parent's rounds before it only
+    run.fork(0, 5, [123], " cat")
+    b = run.growing_branch()
+    assert [r.round for r in run.branch_rounds(b)] == [0, 1]
+    forked = speculative_events(WORDS[:6], ((3, 3, "bonus"), (2, 1, "resampled")), step_offset=5)
+    _feed(run, forked)
+    own = [r for r in run.branch_rounds(b) if r.step >= 5]
+    assert [r.step for r in own] == [5, 9] and run.branch_round_of(b, 6).step == 5
+    assert run.branch_round_of(0, 6).round == 2  # the parent's own
+    # a long-form attempt taken back takes its rounds with it
+    run.set_growing(0)
+    n = run.retract(0, 6)
+    assert n == 5 and [r.round for r in run.branch_rounds(0)] == [0, 1]
+    assert len(ROUNDS) == 4 and rejected_text(1) == " wrong1"
+
+
+def test_complete_from_parent_renumbers_the_later_segments_rounds(qtbot):
+    run = RunState()
+    seg0 = speculative_events(WORDS[:4], ((3, 3, "bonus"),))
+    seg1 = speculative_events(WORDS[:4], ((3, 1, "resampled"), (1, 1, "bonus")), segment=1, step_offset=4)
+    _feed(run, seg0 + seg1)
+    run.fork(0, 2, [123], " cat")
+    b = run.growing_branch()
+    # the fork decodes segment 0 again: 3 tokens from step 2 (one more than the parent had)
+    _feed(run, [dataclasses.replace(e, step=e.step + 2) if isinstance(e, (StepEvent, SpeculationRound)) else e
+                for e in speculative_events(WORDS[:3], ((2, 2, "bonus"),))])
+    assert run.complete_from_parent(b) == 4
+    later = [r for r in run.branch_rounds(b) if r.segment == 1]
+    assert [r.step for r in later] == [5, 7]  # was 4, 6
+    assert run.branch_round_of(b, 8).step == 7
