@@ -137,15 +137,18 @@ class Inference:
         if self._kept is not None:
             self._kept.cache = self.cache
 
-    def step(self, input_ids: torch.Tensor, new_ids: torch.Tensor) -> StepOutput:
+    def step(self, input_ids: torch.Tensor, new_ids: torch.Tensor, **backend_kw) -> StepOutput:
         """Feed ``new_ids`` (the last columns of ``input_ids``, int64 (batch, n)) and return the
         backend's ``StepOutput`` (logits float32 (batch, vocab), cross-attention, the new cache).
+        ``backend_kw`` go to ``Backend.step`` as they are (speculative decoding's
+        ``all_positions=True``).
 
         Raises:
             RuntimeError: the lens was asked for and the backend gives none.
+            TypeError: the backend does not take one of ``backend_kw``.
         """
         try:
-            out = self.backend.step(new_ids, self.cache, self._capture_attention, **self._lens_kw)
+            out = self.backend.step(new_ids, self.cache, self._capture_attention, **self._lens_kw, **backend_kw)
         except TypeError as exc:
             if self._lens_kw and "capture_lens" in str(exc):
                 raise RuntimeError(f"{self.backend.name} gives no logit lens; turn capture_lens off") from exc
@@ -160,6 +163,20 @@ class Inference:
         if beam_idx is not None:
             self._kept = None
             self.cache = self.backend.reorder_cache(self.cache, beam_idx)
+
+    def truncate(self, length: int) -> None:
+        """Cut the cache back to its first ``length`` positions (speculative decoding: the
+        drafted tokens the target rejected), and what is kept of the run with it.
+
+        Raises:
+            AttributeError: the backend has no ``truncate_cache``.
+        """
+        self.cache = self.backend.truncate_cache(self.cache, length)
+        kept = self._kept
+        if kept is not None:
+            kept.ids, kept.cache = kept.ids[:length], self.cache
+            if kept.hidden:
+                kept.hidden = [torch.cat(kept.hidden, dim=0)[:length]]
 
     def finish(self) -> None:
         """Keep the run's cache for the next run on the same encoder output, if the run stayed
