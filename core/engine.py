@@ -36,7 +36,7 @@ from core.events import Event, Finished, RunStats
 from core.options import DecodingOptions
 from core.processors import ChainContext, build_processors, split_hard_rules
 from core.report import RunEvents, StepReporter, StepTensors
-from core.speculative.draft import Draft
+from core.speculative.draft import Companion
 from core.strategies import make_strategy
 from core.strategies.forced import ForcedTokens, check_forced_ids
 
@@ -80,7 +80,7 @@ class Engine:
         source_offset: int = 0,
         forced_ids: Sequence[int] = (),
         reuse_cache: bool = True,
-        draft: Draft | None = None,
+        amateur: Companion | None = None,
     ) -> Iterator[Event]:
         """Decode ``encoded`` and yield events as they happen.
 
@@ -112,13 +112,10 @@ class Engine:
                 contrastive rows keeps nothing, and leaves the older kept cache, unless it
                 took it). Reuse gives the same tokens and probabilities as no reuse (to
                 float rounding).
-            draft: speculative decoding's draft (``options.strategy == "speculative"``;
-                ``core.speculative.draft.Draft``), for the drafts a task builds ("branch",
-                "model:NAME"); None builds the one ``options.draft`` names ("ngram",
-                "early-exit:L"). The speculative run (``core.speculative.loop``) yields the same
-                StepEvents as plain decoding with the verification's strategy, marked
-                (``StepEvent.speculation``), a ``SpeculationRound`` after each drafted round,
-                and ``Finished.stats.speculative``.
+            amateur: contrastive decoding's amateur model (``options.contrastive_amateur`` names
+                a model; ``core.speculative.draft.Companion``, built by the task), handed to the
+                chain (``ChainContext.amateur``). A layer amateur (DoLa) needs none: the engine asks
+                the backend for the logit lens while that stage runs.
 
         Yields:
             StepEvent / BeamEvent per step, then exactly one Finished whose
@@ -131,15 +128,7 @@ class Engine:
                 outside the vocabulary.
         """
         requested = time.perf_counter()
-        if options.strategy == "speculative":
-            from core.speculative.loop import SpeculativeRun
-
-            run = SpeculativeRun(self, encoded, prompt, options, draft=draft, cancel=cancel, step_offset=step_offset,
-                                 segment=segment, source_offset=source_offset, forced_ids=forced_ids,
-                                 reuse_cache=reuse_cache, requested=requested)
-            yield from run.events()
-            return
-        rules, processors = self.processors(encoded, prompt, options)
+        rules, processors = self.processors(encoded, prompt, options, amateur=amateur)
         max_new = min(options.max_new_tokens, prompt.max_new_tokens or options.max_new_tokens)
         forced = check_forced_ids(forced_ids, prompt.eos_token_id, self.backend.vocab_size)[:max_new]
         strategy = ForcedTokens(make_strategy(options), forced) if forced else make_strategy(options)
@@ -153,7 +142,8 @@ class Engine:
         input_ids = strategy.start(prompt.prompt_ids, prompt.eos_token_id, max_new)
         inference = Inference(self.backend, self.caches, encoded, list(prompt.prompt_ids) + list(forced),
                               len(prompt.prompt_ids), input_ids.shape[0], reuse=reuse_cache,
-                              capture_attention=options.capture_attention, capture_lens=options.capture_lens)
+                              capture_attention=options.capture_attention,
+                              capture_lens=options.capture_lens or processors.needs_lens)
         first_step = max(0, inference.reused + 1 - len(prompt.prompt_ids))  # forced tokens the reused part holds
         if first_step:
             input_ids = strategy.skip(first_step, inference.reused_hidden)
@@ -186,7 +176,8 @@ class Engine:
             reason="cancelled" if cancelled else result.reason,
         )
 
-    def processors(self, encoded: EncoderOutput, prompt: DecoderPrompt, options: DecodingOptions) -> tuple[list, list]:
+    def processors(self, encoded: EncoderOutput, prompt: DecoderPrompt, options: DecodingOptions,
+                   amateur: Companion | None = None) -> tuple[list, list]:
         """The hard rules and the processor chain that :meth:`run` would decode this prompt with.
 
         A task calls it for a segment it skips without decoding (speech: a window of digital
@@ -204,7 +195,8 @@ class Engine:
         options.validate()
         if not prompt.prompt_ids:
             raise ValueError("the decoder prompt is empty; give at least the decoder start token")
-        context = ChainContext(tokenize=self.backend.tokenize, encoder_input_ids=source_ids(encoded, prompt))
+        context = ChainContext(tokenize=self.backend.tokenize, encoder_input_ids=_source_ids(encoded, prompt),
+                               amateur=amateur)
         return split_hard_rules(build_processors(options, prompt, len(prompt.prompt_ids), context))
 
 
@@ -237,6 +229,7 @@ class Scorer:
         # output for the sampler-chain view
         chain_input = (self.rules(input_ids, torch.log_softmax(out.logits, dim=-1)) if self.uses_log_probs
                        else raw_scores)
+        self.processors.see_step(out)  # what a stage reads beyond the scores (DoLa: the lens)
         scores, stages = self.processors.trace(input_ids, chain_input)
         probs = torch.softmax(scores, dim=-1) if self.processors or self.uses_log_probs else raw_probs
         lens = self._lens_logp(input_ids, out.lens_logits) if self.capture_lens else None
@@ -254,7 +247,7 @@ class Scorer:
         return torch.log_softmax(scores, dim=-1).reshape(b, n_layers, vocab)
 
 
-def source_ids(encoded: EncoderOutput, prompt: DecoderPrompt) -> torch.Tensor | None:
+def _source_ids(encoded: EncoderOutput, prompt: DecoderPrompt) -> torch.Tensor | None:
     """The source token ids for the encoder stages of the chain, int64 (1, n), or None.
 
     The EOS id is left out: with it, the encoder no-repeat n-gram of size 1 would forbid

@@ -28,21 +28,16 @@ from core.processors.stages import (
 )
 from core.processors.stages import stage as _stage
 
-STRATEGIES = ("greedy", "sample", "beam", "diverse_beam", "contrastive", "mirostat", "speculative")
+STRATEGIES = ("greedy", "sample", "beam", "diverse_beam", "contrastive", "mirostat")
 BEAM_STRATEGIES = ("beam", "diverse_beam")
-
-DRAFT_KINDS = ("ngram", "branch", "early-exit:L", "model:NAME")
-"""What ``DecodingOptions.draft`` may name (speculative decoding, ``core.speculative``)."""
-
-VERIFICATIONS = ("greedy", "sample")
-"""How the target verifies a draft (``DecodingOptions.verification``)."""
 
 PENALTY_STAGES = tuple(n for n in TRANSFORMERS_ORDER if _stage(n).every_strategy)
 """Stages that apply to every strategy (penalties, constraints, the watermark), in
 transformers' order; read from the registry (``core.processors.stages``)."""
 
-WARPER_STAGES = tuple(n for n in TRANSFORMERS_ORDER if not _stage(n).every_strategy)
-"""Stages that apply to sampling only (temperature and the filters), in transformers' order."""
+WARPER_STAGES = tuple(n for n in TRANSFORMERS_ORDER if _stage(n).is_warper)
+"""Stages that apply to sampling only (temperature and the filters), in transformers' order.
+(Contrastive decoding is neither: it applies to greedy and sampling, ``Stage.strategy_note``.)"""
 
 STAGES = TRANSFORMERS_ORDER
 DEFAULT_SAMPLER_ORDER = STAGES
@@ -84,8 +79,7 @@ class DecodingOptions:
     """
 
     # "greedy" (argmax), "sample" (multinomial), "beam" (beam search), "diverse_beam"
-    # (Vijayakumar et al. 2016), "contrastive" (Su et al. 2022), "mirostat" (v2, Basu et al. 2021),
-    # "speculative" (Leviathan et al. 2023: a draft proposes, the target verifies; core.speculative)
+    # (Vijayakumar et al. 2016), "contrastive" (Su et al. 2022), "mirostat" (v2, Basu et al. 2021)
     strategy: str = "greedy"
     # logits are divided by this before softmax; > 0. 1.0 = unchanged
     temperature: float = 1.0
@@ -147,6 +141,13 @@ class DecodingOptions:
     # "lefthash", context 1): delta added to a share gamma of the vocabulary seeded by the previous token
     watermark_delta: float = 0.0
     watermark_gamma: float = 0.25
+    # contrastive decoding (Li et al. 2022; O'Brien & Lewis 2023; x-transformers contrastive_decode_fn):
+    # the amateur ("" = off; "layer:L" / "layer:auto": an early layer through the logit lens, DoLa,
+    # Chuang et al. 2023; otherwise a smaller model by name, e.g. "tiny.en"), the plausibility cut
+    # alpha (keep p >= alpha * p_max of the expert) and the amateur model's weight beta
+    contrastive_amateur: str = ""
+    cd_alpha: float = 0.1
+    cd_beta: float = 0.5
     # beam width for the beam strategies
     num_beams: int = 4
     # beam score = sum log-prob / length ** length_penalty (transformers' convention)
@@ -162,16 +163,6 @@ class DecodingOptions:
     # the order the chain's stages run in, and the stages switched off
     sampler_order: tuple[str, ...] = DEFAULT_SAMPLER_ORDER
     disabled_stages: tuple[str, ...] = ()
-    # speculative decoding: what drafts ("ngram" prompt lookup, "branch" an earlier run's tokens,
-    # "early-exit:L" the target's first L decoder layers, "model:NAME" a smaller model)
-    draft: str = "ngram"
-    # speculative decoding: tokens drafted per round (gamma); 0 = adaptive (+2 after a fully
-    # accepted round, -1 after a rejection: transformers' "heuristic" schedule)
-    draft_tokens: int = 0
-    # speculative decoding: how the target verifies: "greedy" (accept iff the drafted token is its
-    # argmax; output identical to greedy search) or "sample" (Leviathan et al.'s rule, seeded by seed;
-    # output distributed as sampling from the target; temperature and the filters apply)
-    verification: str = "greedy"
     # upper bound on generated tokens (the forced prompt not counted)
     max_new_tokens: int = 128
     # seed for sampling; None = nondeterministic
@@ -193,16 +184,8 @@ class DecodingOptions:
 
     @property
     def is_sampling(self) -> bool:
-        """Whether the warpers (temperature, filters) apply: sampling strategies only
-        (speculative decoding with ``verification="sample"`` counts as sampling)."""
-        return self.chain_strategy in SAMPLING_STRATEGIES
-
-    @property
-    def chain_strategy(self) -> str:
-        """The strategy the processor chain is built for: ``strategy``, except that
-        speculative decoding shapes its scores as plain decoding does under its verification
-        ("greedy" or "sample")."""
-        return self.verification if self.strategy == "speculative" else self.strategy
+        """Whether the warpers (temperature, filters) apply: sampling strategies only."""
+        return self.strategy in SAMPLING_STRATEGIES
 
     def stage_enabled(self, stage: str) -> bool:
         """Whether ``stage`` is switched on in the chain (its value may still be "off")."""
@@ -237,12 +220,6 @@ class DecodingOptions:
                 f"strategy must be one of {', '.join(STRATEGIES)}, got {self.strategy!r}"
             )
         check_options(self)  # every stage's fields and cross-field checks
-        check_draft(self.draft)
-        if isinstance(self.draft_tokens, bool) or int(self.draft_tokens) != self.draft_tokens or not (
-                0 <= self.draft_tokens <= 64):
-            raise ValueError(f"draft_tokens must be an integer 0..64 (0 = adaptive), got {self.draft_tokens!r}")
-        if self.verification not in VERIFICATIONS:
-            raise ValueError(f"verification must be 'greedy' or 'sample', got {self.verification!r}")
         if self.num_beams < 1:
             raise ValueError(f"num_beams must be >= 1, got {self.num_beams}")
         if self.strategy == "diverse_beam":
@@ -295,28 +272,3 @@ class DecodingOptions:
         if "disabled_stages" in known:
             known["disabled_stages"] = tuple(s for s in known["disabled_stages"] if s in STAGES)
         return cls(**known).validate()
-
-
-def check_draft(draft: str) -> str:
-    """Check the spelling of a ``DecodingOptions.draft`` value; return it.
-
-    Raises:
-        ValueError: saying which spellings exist ("ngram", "branch", "early-exit:L" with L a
-            decoder layer count >= 1, "model:NAME").
-    """
-    if not isinstance(draft, str):
-        raise ValueError(f"draft must be a string such as 'ngram', got {draft!r}")
-    if draft in ("ngram", "branch"):
-        return draft
-    if draft.startswith("early-exit:"):
-        layer = draft.split(":", 1)[1]
-        if not layer.isdigit() or int(layer) < 1:
-            raise ValueError(
-                f"draft {draft!r}: write early-exit:L with L the number of decoder layers that draft, e.g. early-exit:4")
-        return draft
-    if draft.startswith("model:"):
-        if not draft.split(":", 1)[1].strip():
-            raise ValueError(f"draft {draft!r}: write model:NAME with a model name or directory, e.g. model:tiny.en")
-        return draft
-    raise ValueError(
-        f"unknown draft {draft!r}; write ngram, branch, early-exit:L (e.g. early-exit:4) or model:NAME (e.g. model:tiny.en)")

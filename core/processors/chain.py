@@ -11,7 +11,7 @@ in the registry (``core.processors.stages``). With the default order the list eq
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 import torch
 
@@ -30,11 +30,15 @@ class ChainContext:
         encoder_input_ids: int64 (1, source_len): the source token ids (translation), for
             the encoder repetition penalty and encoder no-repeat n-gram; None otherwise.
         prompt_len: the number of forced prompt tokens (``chain_stages`` sets it).
+        amateur: contrastive decoding's amateur model (``core.speculative.draft.Companion``:
+            its logits mapped into this model's vocabulary, stepping alongside), which
+            ``Engine.run(amateur=...)`` hands over; None when the task loaded none.
     """
 
     tokenize: Callable[[str], list[int]] | None = None
     encoder_input_ids: torch.Tensor | None = None
     prompt_len: int = 0
+    amateur: Any = None
 
 
 def build_stage(name: str, o: DecodingOptions, prompt: DecoderPrompt, prompt_len: int, ctx: ChainContext):

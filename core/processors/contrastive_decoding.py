@@ -50,59 +50,9 @@ from typing import Any
 
 import torch
 
+from core.processors.amateur import LAYER_PREFIX, Amateur, parse_amateur  # noqa: F401 (re-exported)
+
 NEG_INF = float("-inf")
-
-LAYER_PREFIX = "layer:"
-
-
-@dataclass(frozen=True)
-class Amateur:
-    """A parsed ``contrastive_amateur`` value.
-
-    Attributes:
-        kind: "model" (a second model, by name) or "layer" (an early layer, DoLa).
-        model: the model's name ("tiny.en") for kind "model"; "" otherwise.
-        layer: the number of decoder layers whose output is the premature layer (1 = the
-            first layer's output, as transformers' ``dola_layers`` index hidden states and
-            as ``early-exit:L``), or None for ``layer:auto`` (DoLa's dynamic choice).
-    """
-
-    kind: str
-    model: str = ""
-    layer: int | None = None
-
-    @property
-    def text(self) -> str:
-        """As the user writes it ("tiny.en", "layer:3", "layer:auto")."""
-        if self.kind == "model":
-            return self.model
-        return LAYER_PREFIX + ("auto" if self.layer is None else str(self.layer))
-
-
-def parse_amateur(value: str) -> Amateur | None:
-    """``contrastive_amateur`` -> ``Amateur``; None for "" (off).
-
-    Raises:
-        ValueError: "layer:" followed by neither "auto" nor a whole number >= 1, or a model
-            name with spaces.
-    """
-    value = value.strip()
-    if not value:
-        return None
-    if value.startswith(LAYER_PREFIX):
-        rest = value[len(LAYER_PREFIX):].strip()
-        if rest == "auto":
-            return Amateur("layer")
-        if not rest.isdigit() or int(rest) < 1:
-            raise ValueError(
-                f"contrastive_amateur {value!r}: after 'layer:' give 'auto' or the number of decoder layers "
-                "whose output is the amateur (1, 2, ...; below the model's layer count)"
-            )
-        return Amateur("layer", layer=int(rest))
-    if any(c.isspace() for c in value):
-        raise ValueError(f"contrastive_amateur {value!r}: a model name has no spaces (e.g. tiny.en), or use layer:L")
-    return Amateur("model", model=value)
-
 
 def plausible(expert: torch.Tensor, alpha: float) -> torch.Tensor:
     """The plausibility constraint (Li et al. 2022, the adaptive plausibility set): bool

@@ -58,6 +58,21 @@ class ProcessorList(list):
             scores = processor(input_ids, scores)
         return scores
 
+    @property
+    def needs_lens(self) -> bool:
+        """Whether a processor reads the step's logit lens (contrastive decoding with an early
+        layer): the engine then asks the backend for it (``see_step`` hands it over)."""
+        return any(getattr(p, "needs_lens", False) for p in self)
+
+    def see_step(self, out) -> None:
+        """Hand the step's ``StepOutput`` to the processors that read more than the scores
+        (``see_step(out)``: contrastive decoding's layer amateur reads ``out.lens_logits``);
+        call it before applying the list to that step."""
+        for processor in self:
+            see = getattr(processor, "see_step", None)
+            if see is not None:
+                see(out)
+
     def trace(
         self, input_ids: torch.Tensor, scores: torch.Tensor
     ) -> tuple[torch.Tensor, list[tuple[str, torch.Tensor]]]:

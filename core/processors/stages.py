@@ -145,6 +145,8 @@ class Stage:
             (dynamic temperature reports as "dynatemp").
         run_report: ``(options, token_ids, vocab_size) -> (data dict, one-line note)`` about a
             finished run it shaped (the watermark's detector z-score); None: nothing to say.
+        strategy_note: why it applies to ``strategies`` only, for a stage that is neither a
+            penalty (every strategy) nor a warper (sampling only); "" otherwise.
     """
 
     name: str
@@ -161,6 +163,7 @@ class Stage:
     check: Callable[[DecodingOptions], None] | None = None
     reported: Mapping[str, str] = field(default_factory=dict)
     run_report: Callable[[DecodingOptions, Any, int], tuple[dict, str]] | None = None
+    strategy_note: str = ""
 
     def applies_to(self, strategy: str) -> bool:
         """Whether this stage shapes the scores of ``strategy``."""
@@ -170,6 +173,11 @@ class Stage:
     def every_strategy(self) -> bool:
         """A penalty / constraint (every strategy) rather than a warper (sampling only)."""
         return self.strategies is None
+
+    @property
+    def is_warper(self) -> bool:
+        """A warper: it shapes the sampling strategies' scores only (temperature, the filters)."""
+        return self.strategies == SAMPLING_STRATEGIES
 
     def field_names(self) -> tuple[str, ...]:
         return tuple(f.name for f in self.fields)
@@ -317,6 +325,42 @@ def _watermark_report(o, token_ids, vocab_size: int) -> tuple[dict, str]:
     return score.to_dict(), watermark_note(score)
 
 
+def _amateur_check(name: str, value: str) -> None:
+    from core.processors.amateur import parse_amateur
+
+    if not isinstance(value, str):
+        raise ValueError(f"{name} must be text (\"\" = off, layer:L, layer:auto or a model name), got {value!r}")
+    parse_amateur(value)
+
+
+def _contrastive_decoding(o, prompt, ctx):
+    from core.processors.contrastive_decoding import ContrastiveDecoding, parse_amateur
+
+    return ContrastiveDecoding(parse_amateur(o.contrastive_amateur), o.cd_alpha, o.cd_beta, ctx.amateur)
+
+
+def _contrastive_check(o) -> None:
+    if o.strategy == "speculative" and o.contrastive_amateur.strip():
+        raise ValueError(
+            "contrastive decoding (contrastive_amateur) does not combine with speculative decoding: the amateur "
+            "would have to score every drafted position; clear the amateur or choose greedy / sample"
+        )
+
+
+def _contrastive_summary(o) -> str:
+    from core.processors.amateur import parse_amateur
+
+    amateur = parse_amateur(o.contrastive_amateur)
+    if amateur is not None and amateur.kind == "layer":
+        return f"DoLa {amateur.text}, α {_g(o.cd_alpha)}"
+    return f"contrastive {o.contrastive_amateur.strip()}, α {_g(o.cd_alpha)}, β {_g(o.cd_beta)}"
+
+
+CONTRASTIVE_STRATEGIES = ("greedy", "sample", "mirostat")
+"""The strategies contrastive decoding applies to: one path decoded token by token, as in its
+references (x-transformers' generate; transformers' DoLa refuses beams)."""
+
+
 def _temperature_summary(o) -> str:
     if o.dynatemp_range > 0:
         return f"dynamic temperature {_g(o.temperature)} ± {_g(o.dynatemp_range)}"
@@ -441,6 +485,37 @@ REGISTRY: tuple[Stage, ...] = (
         build=_make(_C, "EncoderNoRepeatNGram", _opt("encoder_no_repeat_ngram_size"),
                     lambda o, p, c: _need_source(c, "encoder no-repeat n-gram")),
         strategies=None, transformers=5, llama_cpp=4, section="Penalties",
+    ),
+    Stage(
+        "contrastive_decoding", "contrastive decoding",
+        "Contrasts the expert with an amateur, (1 + β)·expert − β·amateur on the tokens the expert finds "
+        "plausible (Li et al. 2022; O'Brien & Lewis 2023, Algorithm 2; x-transformers contrastive_decode_fn), "
+        "or with an early layer of the same model (DoLa, Chuang et al. 2023; transformers dola_layers).",
+        (Field("contrastive_amateur", "amateur",
+               "The amateur the expert is contrasted with: a smaller model (tiny.en), layer:L (the output of the "
+               "first L decoder layers through the logit lens) or layer:auto (the layer furthest from the final "
+               "one by Jensen-Shannon divergence); empty = off (Li et al. 2022; DoLa, Chuang et al. 2023).",
+               check=_amateur_check, flag="--contrastive-amateur",
+               flag_help="contrastive decoding's amateur: a smaller model (tiny.en), layer:L (DoLa: the output of the "
+               "first L decoder layers) or layer:auto (DoLa's choice by JS divergence); greedy and sampling only; "
+               "default off", flag_kwargs={"metavar": "tiny.en|layer:L|layer:auto"}),
+         Field("cd_alpha", "CD α",
+               "Contrastive decoding's plausibility cut: only tokens with p ≥ α·p_max of the expert stay "
+               "(Li et al. 2022; x-transformers contrastive_decode_fn alpha, DoLa relative_top, default 0.1).",
+               check=in_range(0.0, 1.0, lo_open=True), control=(0.01, 1.0, 0.01, 2, None), flag="--cd-alpha",
+               flag_help="contrastive decoding: keep tokens with p >= alpha * p_max of the expert"),
+         Field("cd_beta", "CD β",
+               "Contrastive decoding's amateur weight: scores = (1 + β)·expert − β·amateur; a model amateur "
+               "only, DoLa subtracts the layer's log-probabilities as they are (O'Brien & Lewis 2023; "
+               "x-transformers contrastive_decode_fn beta, default 0.5).",
+               check=in_range(0.0, 10.0), control=(0.0, 5.0, 0.05, 2, None), flag="--cd-beta",
+               flag_help="contrastive decoding: the amateur model's weight (not used by layer amateurs)")),
+        is_off=lambda o: not o.contrastive_amateur.strip(), build=_contrastive_decoding,
+        strategies=CONTRASTIVE_STRATEGIES, transformers=-1, llama_cpp=-1, section="Penalties",
+        summary=_contrastive_summary, check=_contrastive_check,
+        strategy_note="contrastive decoding shapes greedy and sampling only: it follows one path token by token "
+        "(the amateur model steps alongside it), as x-transformers' generate and transformers' DoLa do; "
+        "beam and contrastive search are left unchanged",
     ),
     Stage(
         "bad_words", "bad words",

@@ -28,10 +28,14 @@ x_transformers = pytest.importorskip("x_transformers.autoregressive_wrapper")
 
 # ------------------------------------------------------------------ references
 def dola_reference(candidate_layers: list[int], premature: dict[int, torch.Tensor], final: torch.Tensor,
-                   relative_top: float = 0.1) -> torch.Tensor:
+                   relative_top: float = 0.1, mature: torch.Tensor | None = None) -> torch.Tensor:
     """transformers 4.45 ``_dola_select_contrast`` (with ``_relative_top_filter``), transcribed:
     the premature layer of largest JS divergence (averaged over the batch), then
-    log_softmax(final) - log_softmax(premature) on the relative-top set, -inf elsewhere."""
+    log_softmax(final) - log_softmax(premature) on the relative-top set, -inf elsewhere.
+
+    ``mature``: the final layer's logits the layer is selected on, when ``final`` (what is
+    contrasted) has the model's hard rules applied already (this chain's order; transformers
+    selects and contrasts the raw logits and suppresses after); default ``final``."""
     def relative_top_filter(scores, baseline, filter_value=-float("inf"), base_filter_value=-1e-3,
                             min_tokens_to_keep=1):
         scores_normalized = scores.log_softmax(dim=-1)
@@ -48,10 +52,11 @@ def dola_reference(candidate_layers: list[int], premature: dict[int, torch.Tenso
         f, b = relative_top_filter(final, premature[candidate_layers[0]])
         return f - b
     stacked = torch.stack([premature[i] for i in candidate_layers], dim=0)
-    softmax_mature = F.softmax(final, dim=-1)
+    select_on = final if mature is None else mature
+    softmax_mature = F.softmax(select_on, dim=-1)
     softmax_premature = F.softmax(stacked, dim=-1)
     avg = 0.5 * (softmax_mature[None, :, :] + softmax_premature)
-    kl1 = F.kl_div(F.log_softmax(final, dim=-1)[None, :, :], avg, reduction="none").mean(-1)
+    kl1 = F.kl_div(F.log_softmax(select_on, dim=-1)[None, :, :], avg, reduction="none").mean(-1)
     kl2 = F.kl_div(F.log_softmax(stacked, dim=-1), avg, reduction="none").mean(-1)
     js = (0.5 * (kl1 + kl2)).mean(-1)
     layer = candidate_layers[int(js.argmax().item())]
@@ -196,3 +201,155 @@ def test_parse_amateur():
         with pytest.raises(ValueError, match="contrastive_amateur"):
             parse_amateur(bad)
     assert [parse_amateur(t).text for t in ("tiny.en", "layer:3", "layer:auto")] == ["tiny.en", "layer:3", "layer:auto"]
+
+
+# ------------------------------------------------------------------ through the engine, tiny random models
+def _tiny_whisper(seed: int, decoder_layers: int):
+    """A tiny random Whisper (the suite's tiny_whisper, with more decoder layers)."""
+    from transformers import WhisperConfig, WhisperForConditionalGeneration
+
+    from core.backends.base import DecoderPrompt
+    from tests.core.conftest import V, Tiny, word_tokenizer
+
+    torch.manual_seed(seed)
+    cfg = WhisperConfig(
+        vocab_size=V, num_mel_bins=16, d_model=32, encoder_layers=2, decoder_layers=decoder_layers,
+        encoder_attention_heads=4, decoder_attention_heads=4, encoder_ffn_dim=64, decoder_ffn_dim=64,
+        max_source_positions=40, max_target_positions=64, pad_token_id=V - 1, bos_token_id=V - 2,
+        eos_token_id=V - 2, decoder_start_token_id=V - 3, init_std=1.0,
+    )
+    model = WhisperForConditionalGeneration(cfg).eval()
+    feats = torch.randn(1, 16, 80, generator=torch.Generator().manual_seed(1))
+    tok = word_tokenizer(V, {"<|endoftext|>": V - 2, "<|pad|>": V - 1, "<|startoftranscript|>": V - 3})
+    prompt = DecoderPrompt(prompt_ids=(V - 3, 5, 6), eos_token_id=V - 2, suppress_tokens=(7, 8),
+                           begin_suppress_tokens=(V - 2, 9))
+    return Tiny("whisper", model, tok, {"input_features": feats}, prompt)
+
+
+def _rules(tiny, ids: list[int], logits: torch.Tensor) -> torch.Tensor:
+    """The prompt's hard rules on (1, vocab) logits (suppress; begin-suppress at the first step)."""
+    out = logits.clone()
+    out[:, list(tiny.prompt.suppress_tokens)] = -math.inf
+    if len(ids) == len(tiny.prompt.prompt_ids):
+        out[:, list(tiny.prompt.begin_suppress_tokens)] = -math.inf
+    return out
+
+
+@torch.no_grad()
+def _full(tiny, ids: list[int]):
+    """transformers' forward on the whole prefix: (final logits (1, V), per-layer lens logits
+    (layers - 1, 1, V): the final norm and output projection on each earlier layer's output)."""
+    out = tiny.model(**tiny.inputs, decoder_input_ids=torch.tensor([ids]), output_hidden_states=True)
+    dec = tiny.model.model.decoder
+    hidden = out.decoder_hidden_states  # embeddings, layer 1 .. N-1 outputs, the normed last
+    lens = torch.stack([tiny.model.proj_out(dec.layer_norm(h[:, -1])) for h in hidden[1:-1]])
+    return out.logits[:, -1], lens
+
+
+def _reference_run(tiny, step_fn, max_new: int) -> list[int]:
+    """Greedy decoding with ``step_fn(ids, expert (1, V) with the rules, lens, raw final logits) -> scores``."""
+    ids = list(tiny.prompt.prompt_ids)
+    generated = []
+    for _ in range(max_new):
+        final, lens = _full(tiny, ids)
+        token = int(step_fn(ids, _rules(tiny, ids, final), lens, final).argmax())
+        if token == tiny.prompt.eos_token_id:
+            break
+        generated.append(token)
+        ids.append(token)
+    return generated
+
+
+def _engine_run(tiny, options, amateur=None):
+    from core.backends.hf import HFSeq2SeqBackend
+    from core.engine import Engine
+    from core.events import Finished, StepEvent
+
+    backend = HFSeq2SeqBackend(tiny.model, tiny.tokenizer, tiny.kind)
+    events = list(Engine(backend).run(backend.encode(tiny.inputs), tiny.prompt, options, amateur=amateur))
+    assert isinstance(events[-1], Finished)
+    return [e for e in events if isinstance(e, StepEvent)], events[-1]
+
+
+class FullForwardCompanion:
+    """A Companion over a second tiny model of the same vocabulary: a full forward per call
+    (the reference has no cache to get wrong)."""
+
+    def __init__(self, tiny):
+        self.tiny, self.name, self.target_vocab_size = tiny, "amateur", tiny.model.config.vocab_size
+
+    @torch.no_grad()
+    def logits(self, ids, n_last=1):
+        out = self.tiny.model(**self.tiny.inputs, decoder_input_ids=torch.tensor([list(ids)]))
+        return out.logits[0, -n_last:]
+
+
+@pytest.mark.parametrize("amateur", ["layer:1", "layer:2", "layer:auto"])
+def test_engine_with_a_layer_amateur_equals_dola_on_a_tiny_model(amateur):
+    from core.options import DecodingOptions
+
+    tiny = _tiny_whisper(3, decoder_layers=4)
+    options = DecodingOptions(strategy="greedy", contrastive_amateur=amateur, max_new_tokens=12)
+    steps, fin = _engine_run(tiny, options)
+    layers = [1, 2, 3] if amateur == "layer:auto" else [int(amateur.split(":")[1])]
+
+    def dola(ids, expert, lens, raw):
+        return dola_reference(layers, {i + 1: lens[i] for i in range(3)}, expert, mature=raw)
+
+    want = _reference_run(tiny, dola, 12)
+    plain = _reference_run(tiny, lambda ids, expert, lens, raw: expert, 12)
+    assert fin.token_ids == want and len(want) >= 5
+    assert amateur != "layer:auto" or want != plain  # the contrast changed the output
+    assert steps and all(not e.lens for e in steps)  # the lens was read, not reported (capture_lens off)
+
+
+def test_engine_with_a_model_amateur_equals_x_transformers_on_tiny_models():
+    from core.options import DecodingOptions
+
+    expert, amateur = _tiny_whisper(3, decoder_layers=2), _tiny_whisper(11, decoder_layers=2)
+    companion = FullForwardCompanion(amateur)
+    options = DecodingOptions(strategy="greedy", contrastive_amateur="tiny-amateur", cd_alpha=0.1, cd_beta=0.5,
+                              max_new_tokens=12)
+    steps, fin = _engine_run(expert, options, amateur=companion)
+
+    def cd(ids, scores, lens, raw):
+        return x_transformers.contrastive_decode_fn(scores, companion.logits(ids)[-1:], alpha=0.1, beta=0.5)
+
+    want = _reference_run(expert, cd, 12)
+    assert fin.token_ids == want and len(want) >= 5
+    assert want != _reference_run(expert, lambda ids, s, lens, raw: s, 12)
+
+
+def test_sampling_with_a_layer_amateur_samples_from_the_contrast():
+    """The sampling strategy draws from softmax of the contrast (its processed distribution):
+    the reported probabilities are the contrast's."""
+    from core.options import DecodingOptions
+
+    tiny = _tiny_whisper(3, decoder_layers=4)
+    steps, _ = _engine_run(tiny, DecodingOptions(strategy="sample", seed=1, contrastive_amateur="layer:2",
+                                                 max_new_tokens=6))
+    ids = list(tiny.prompt.prompt_ids)
+    for e in steps:
+        final, lens = _full(tiny, ids)
+        want = torch.softmax(dola_reference([2], {2: lens[1]}, _rules(tiny, ids, final)), -1)[0]
+        assert e.prob == pytest.approx(float(want[e.token_id]), abs=1e-4)
+        ids.append(e.token_id)
+
+
+@pytest.mark.parametrize("strategy", ["beam", "contrastive"])
+def test_beam_and_contrastive_search_are_left_unchanged(strategy):
+    from core.options import DecodingOptions
+
+    tiny = _tiny_whisper(3, decoder_layers=4)
+    o = DecodingOptions(strategy=strategy, top_k=4, num_beams=3, max_new_tokens=8)
+    assert _engine_run(tiny, o.with_(contrastive_amateur="layer:auto"))[1].token_ids == _engine_run(tiny, o)[1].token_ids
+
+
+def test_speculative_decoding_refuses_an_amateur():
+    from core.options import STRATEGIES, DecodingOptions
+
+    if "speculative" not in STRATEGIES:
+        pytest.skip("no speculative strategy yet")
+
+    with pytest.raises(ValueError, match="does not combine with speculative"):
+        DecodingOptions(strategy="speculative", contrastive_amateur="layer:auto").validate()

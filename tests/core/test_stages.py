@@ -52,7 +52,7 @@ PICKS = {
     "repetition_penalty": [1.0, 1.2], "no_repeat_ngram_size": [0, 3], "dry_multiplier": [0.0, 0.8],
     "encoder_repetition_penalty": [1.0, 1.3], "encoder_no_repeat_ngram_size": [0, 2],
     "bad_words": [(), ("cat",)], "logit_bias": [(), (("yes", 2.0),)], "min_new_tokens": [0, 3],
-    "length_decay_factor": [1.0, 1.05], "watermark_delta": [0.0, 2.0],
+    "length_decay_factor": [1.0, 1.05], "watermark_delta": [0.0, 2.0], "contrastive_amateur": ["", "layer:1"],
 }
 
 
@@ -83,7 +83,8 @@ def test_every_field_check_is_run_by_validate():
            "repetition_penalty": 0.0, "no_repeat_ngram_size": -1, "dry_multiplier": -1.0, "dry_base": 1.0,
            "dry_allowed_length": 0, "encoder_repetition_penalty": 0.0, "encoder_no_repeat_ngram_size": -1,
            "bad_words": (" ",), "logit_bias": (("", 1.0),), "min_new_tokens": -1, "length_decay_start": -1,
-           "length_decay_factor": 0.5, "watermark_delta": -1.0, "watermark_gamma": 1.0}
+           "length_decay_factor": 0.5, "watermark_delta": -1.0, "watermark_gamma": 1.0,
+           "contrastive_amateur": "layer:0", "cd_alpha": 0.0, "cd_beta": -1.0}
     checked = {f.name for s in REGISTRY for f in s.fields if f.check is not None}
     assert checked == set(bad)
     for name, value in bad.items():
