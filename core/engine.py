@@ -36,7 +36,7 @@ from core.events import Event, Finished, RunStats
 from core.options import DecodingOptions
 from core.processors import ChainContext, build_processors, split_hard_rules
 from core.report import RunEvents, StepReporter, StepTensors
-from core.speculative.draft import Companion
+from core.speculative.draft import Companion, Draft
 from core.strategies import make_strategy
 from core.strategies.forced import ForcedTokens, check_forced_ids
 
@@ -80,6 +80,7 @@ class Engine:
         source_offset: int = 0,
         forced_ids: Sequence[int] = (),
         reuse_cache: bool = True,
+        draft: Draft | None = None,
         amateur: Companion | None = None,
     ) -> Iterator[Event]:
         """Decode ``encoded`` and yield events as they happen.
@@ -112,6 +113,13 @@ class Engine:
                 contrastive rows keeps nothing, and leaves the older kept cache, unless it
                 took it). Reuse gives the same tokens and probabilities as no reuse (to
                 float rounding).
+            draft: speculative decoding's draft (``options.strategy == "speculative"``;
+                ``core.speculative.draft.Draft``), for the drafts a task builds ("branch",
+                "model:NAME"); None builds the one ``options.draft`` names ("ngram",
+                "early-exit:L"). The speculative run (``core.speculative.loop``) yields the same
+                StepEvents as plain decoding with the verification's strategy, marked
+                (``StepEvent.speculation``), a ``SpeculationRound`` after each drafted round,
+                and ``Finished.stats.speculative``.
             amateur: contrastive decoding's amateur model (``options.contrastive_amateur`` names
                 a model; ``core.speculative.draft.Companion``, built by the task), handed to the
                 chain (``ChainContext.amateur``). A layer amateur (DoLa) needs none: the engine asks
@@ -128,6 +136,14 @@ class Engine:
                 outside the vocabulary.
         """
         requested = time.perf_counter()
+        if options.strategy == "speculative":
+            from core.speculative.loop import SpeculativeRun
+
+            run = SpeculativeRun(self, encoded, prompt, options, draft=draft, cancel=cancel, step_offset=step_offset,
+                                 segment=segment, source_offset=source_offset, forced_ids=forced_ids,
+                                 reuse_cache=reuse_cache, requested=requested)
+            yield from run.events()
+            return
         rules, processors = self.processors(encoded, prompt, options, amateur=amateur)
         max_new = min(options.max_new_tokens, prompt.max_new_tokens or options.max_new_tokens)
         forced = check_forced_ids(forced_ids, prompt.eos_token_id, self.backend.vocab_size)[:max_new]
@@ -195,7 +211,7 @@ class Engine:
         options.validate()
         if not prompt.prompt_ids:
             raise ValueError("the decoder prompt is empty; give at least the decoder start token")
-        context = ChainContext(tokenize=self.backend.tokenize, encoder_input_ids=_source_ids(encoded, prompt),
+        context = ChainContext(tokenize=self.backend.tokenize, encoder_input_ids=source_ids(encoded, prompt),
                                amateur=amateur)
         return split_hard_rules(build_processors(options, prompt, len(prompt.prompt_ids), context))
 
@@ -247,7 +263,7 @@ class Scorer:
         return torch.log_softmax(scores, dim=-1).reshape(b, n_layers, vocab)
 
 
-def _source_ids(encoded: EncoderOutput, prompt: DecoderPrompt) -> torch.Tensor | None:
+def source_ids(encoded: EncoderOutput, prompt: DecoderPrompt) -> torch.Tensor | None:
     """The source token ids for the encoder stages of the chain, int64 (1, n), or None.
 
     The EOS id is left out: with it, the encoder no-repeat n-gram of size 1 would forbid

@@ -28,8 +28,14 @@ from core.processors.stages import (
 )
 from core.processors.stages import stage as _stage
 
-STRATEGIES = ("greedy", "sample", "beam", "diverse_beam", "contrastive", "mirostat")
+STRATEGIES = ("greedy", "sample", "beam", "diverse_beam", "contrastive", "mirostat", "speculative")
 BEAM_STRATEGIES = ("beam", "diverse_beam")
+
+DRAFT_KINDS = ("ngram", "branch", "early-exit:L", "model:NAME")
+"""What ``DecodingOptions.draft`` may name (speculative decoding, ``core.speculative``)."""
+
+VERIFICATIONS = ("greedy", "sample")
+"""How the target verifies a draft (``DecodingOptions.verification``)."""
 
 PENALTY_STAGES = tuple(n for n in TRANSFORMERS_ORDER if _stage(n).every_strategy)
 """Stages that apply to every strategy (penalties, constraints, the watermark), in
@@ -79,7 +85,8 @@ class DecodingOptions:
     """
 
     # "greedy" (argmax), "sample" (multinomial), "beam" (beam search), "diverse_beam"
-    # (Vijayakumar et al. 2016), "contrastive" (Su et al. 2022), "mirostat" (v2, Basu et al. 2021)
+    # (Vijayakumar et al. 2016), "contrastive" (Su et al. 2022), "mirostat" (v2, Basu et al. 2021),
+    # "speculative" (Leviathan et al. 2023: a draft proposes, the target verifies; core.speculative)
     strategy: str = "greedy"
     # logits are divided by this before softmax; > 0. 1.0 = unchanged
     temperature: float = 1.0
@@ -163,6 +170,16 @@ class DecodingOptions:
     # the order the chain's stages run in, and the stages switched off
     sampler_order: tuple[str, ...] = DEFAULT_SAMPLER_ORDER
     disabled_stages: tuple[str, ...] = ()
+    # speculative decoding: what drafts ("ngram" prompt lookup, "branch" an earlier run's tokens,
+    # "early-exit:L" the target's first L decoder layers, "model:NAME" a smaller model)
+    draft: str = "ngram"
+    # speculative decoding: tokens drafted per round (gamma); 0 = adaptive (+2 after a fully
+    # accepted round, -1 after a rejection: transformers' "heuristic" schedule)
+    draft_tokens: int = 0
+    # speculative decoding: how the target verifies: "greedy" (accept iff the drafted token is its
+    # argmax; output identical to greedy search) or "sample" (Leviathan et al.'s rule, seeded by seed;
+    # output distributed as sampling from the target; temperature and the filters apply)
+    verification: str = "greedy"
     # upper bound on generated tokens (the forced prompt not counted)
     max_new_tokens: int = 128
     # seed for sampling; None = nondeterministic
@@ -184,8 +201,16 @@ class DecodingOptions:
 
     @property
     def is_sampling(self) -> bool:
-        """Whether the warpers (temperature, filters) apply: sampling strategies only."""
-        return self.strategy in SAMPLING_STRATEGIES
+        """Whether the warpers (temperature, filters) apply: sampling strategies only
+        (speculative decoding with ``verification="sample"`` counts as sampling)."""
+        return self.chain_strategy in SAMPLING_STRATEGIES
+
+    @property
+    def chain_strategy(self) -> str:
+        """The strategy the processor chain is built for: ``strategy``, except that
+        speculative decoding shapes its scores as plain decoding does under its verification
+        ("greedy" or "sample")."""
+        return self.verification if self.strategy == "speculative" else self.strategy
 
     def stage_enabled(self, stage: str) -> bool:
         """Whether ``stage`` is switched on in the chain (its value may still be "off")."""
@@ -220,6 +245,12 @@ class DecodingOptions:
                 f"strategy must be one of {', '.join(STRATEGIES)}, got {self.strategy!r}"
             )
         check_options(self)  # every stage's fields and cross-field checks
+        check_draft(self.draft)
+        if isinstance(self.draft_tokens, bool) or int(self.draft_tokens) != self.draft_tokens or not (
+                0 <= self.draft_tokens <= 64):
+            raise ValueError(f"draft_tokens must be an integer 0..64 (0 = adaptive), got {self.draft_tokens!r}")
+        if self.verification not in VERIFICATIONS:
+            raise ValueError(f"verification must be 'greedy' or 'sample', got {self.verification!r}")
         if self.num_beams < 1:
             raise ValueError(f"num_beams must be >= 1, got {self.num_beams}")
         if self.strategy == "diverse_beam":
@@ -272,3 +303,28 @@ class DecodingOptions:
         if "disabled_stages" in known:
             known["disabled_stages"] = tuple(s for s in known["disabled_stages"] if s in STAGES)
         return cls(**known).validate()
+
+
+def check_draft(draft: str) -> str:
+    """Check the spelling of a ``DecodingOptions.draft`` value; return it.
+
+    Raises:
+        ValueError: saying which spellings exist ("ngram", "branch", "early-exit:L" with L a
+            decoder layer count >= 1, "model:NAME").
+    """
+    if not isinstance(draft, str):
+        raise ValueError(f"draft must be a string such as 'ngram', got {draft!r}")
+    if draft in ("ngram", "branch"):
+        return draft
+    if draft.startswith("early-exit:"):
+        layer = draft.split(":", 1)[1]
+        if not layer.isdigit() or int(layer) < 1:
+            raise ValueError(
+                f"draft {draft!r}: write early-exit:L with L the number of decoder layers that draft, e.g. early-exit:4")
+        return draft
+    if draft.startswith("model:"):
+        if not draft.split(":", 1)[1].strip():
+            raise ValueError(f"draft {draft!r}: write model:NAME with a model name or directory, e.g. model:tiny.en")
+        return draft
+    raise ValueError(
+        f"unknown draft {draft!r}; write ngram, branch, early-exit:L (e.g. early-exit:4) or model:NAME (e.g. model:tiny.en)")
