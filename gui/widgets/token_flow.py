@@ -2,6 +2,11 @@
 segment labels starting lines, each chip tinted by its probability, rank bucket or the raw
 entropy (``gui.widgets.colors``); clicking selects a step, hovering shows its tooltip
 (:func:`format_tooltip`). The token stream (``gui.widgets.token_stream``) scrolls it.
+
+Speculative decoding's tokens carry a mark (``StepEvent.speculation``: accepted, resampled,
+bonus; ``gui.widgets.speculation_marks``), and a drafted token the target rejected is a
+hollow, struck-through *ghost* chip right after the token emitted in its place
+(:meth:`TokenFlow.add_ghosts`; not a step: clicking it selects the step it follows).
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from PySide6.QtWidgets import QSizePolicy, QToolTip, QWidget
 from core.events import StepEvent
 
 from .colors import COLOR_MODES, entropy_color, prob_color, rank_color, text_color_on
+from .speculation_marks import draw_ghost, draw_mark, step_mark_line
 from .token_text import display_text
 
 _PAD_X, _PAD_Y = 4, 2
@@ -26,11 +32,12 @@ LINE_GAP = 4
 
 @dataclass
 class _Item:
-    kind: str  # "token" | "segment"
+    kind: str  # "token" | "segment" | "ghost" (a rejected draft token after ``event``'s chip)
     text: str
     rect: QRect
     event: StepEvent | None = None
     width: int = 0  # pixels, measured once
+    tip: str = ""  # a ghost's tooltip
 
 
 def chip_color(ev: StepEvent, mode: str = "probability") -> QColor:
@@ -59,6 +66,8 @@ def format_tooltip(ev: StepEvent, n_alternatives: int = 5) -> str:
         lines.append(f"kept after the chain: {ev.kept} tokens")
     if ev.mu is not None:
         lines.append(f"mirostat μ = {ev.mu:.2f} bits")
+    if ev.speculation:
+        lines.append(step_mark_line(ev))
     if ev.topk:
         lines.append("alternatives:")
         for tp in ev.topk[:n_alternatives]:
@@ -123,14 +132,20 @@ class TokenFlow(QWidget):
         self._tops.append(y)
 
     def _gap_for(self, item: _Item) -> int:
-        if item.kind == "token" and item.event is not None and not item.event.text.startswith(" "):
+        if item.kind == "ghost" or (item.kind == "token" and item.event is not None
+                                    and not item.event.text.startswith(" ")):
             return _GAP_SUBWORD
         return _GAP_WORD
 
-    def _relayout(self) -> None:
-        self._cursor = QPoint(_GAP_WORD, LINE_GAP)
-        self._tops = []
-        for item in self._items:
+    def _relayout(self, start: int = 0) -> None:
+        """Place the items from index ``start`` on again (those before it stay)."""
+        if start <= 0:
+            self._cursor = QPoint(_GAP_WORD, LINE_GAP)
+        else:
+            r = self._items[start - 1].rect
+            self._cursor = QPoint(r.x() + r.width(), r.y())
+        del self._tops[max(0, start):]
+        for item in self._items[max(0, start):]:
             self._place(item, self._gap_for(item), newline=item.kind == "segment")
         self._update_height()
 
@@ -179,6 +194,42 @@ class TokenFlow(QWidget):
             self._place(item, self._gap_for(item), newline=False)
         self._update_height()
 
+    def add_ghosts(self, ghosts: dict[int, tuple[str, str]]) -> int:
+        """Show rejected draft tokens: step -> (token text, tooltip), each as a ghost chip
+        right after the chip of that step (the token the target emitted in its place); one
+        already there is replaced. Steps without a chip are skipped. Lays out again from the
+        first changed chip only (usually the newest ones). Returns the ghosts placed."""
+        targets = {s: g for s, g in ghosts.items() if s in self._by_step}
+        if not targets:
+            return 0
+        start = min(self._by_step[s] for s in targets)
+        placed: list[_Item] = []
+        for it in self._items[start:]:
+            if it.kind == "ghost" and it.event is not None and it.event.step in targets:
+                continue  # replaced below
+            placed.append(it)
+            if it.kind == "token" and it.event is not None and it.event.step in targets:
+                text, tip = targets[it.event.step]
+                placed.append(_Item("ghost", display_text(text), QRect(), it.event, tip=tip))
+        self._items[start:] = placed
+        for i in range(start, len(self._items)):
+            it = self._items[i]
+            if it.kind == "token" and it.event is not None:
+                self._by_step[it.event.step] = i
+        self._relayout(start)
+        return len(targets)
+
+    def ghosts(self) -> list[tuple[int, str]]:
+        """(step it follows, text) of each ghost chip, in order."""
+        return [(it.event.step, it.text) for it in self._items if it.kind == "ghost" and it.event is not None]
+
+    def ghost_rect(self, step: int) -> QRect | None:
+        """The ghost chip after ``step``'s chip, in widget pixels (None if none)."""
+        i = self._by_step.get(step)
+        if i is None or i + 1 >= len(self._items) or self._items[i + 1].kind != "ghost":
+            return None
+        return QRect(self._items[i + 1].rect)
+
     def _visible_range(self, top: int, bottom: int) -> range:
         """Indices of the items whose rows may intersect the band [top, bottom] (pixels):
         found by bisection, so painting and hit tests cost O(visible), not O(all tokens)."""
@@ -215,13 +266,17 @@ class TokenFlow(QWidget):
         i = self._by_step.get(step)
         return None if i is None else QRect(self._items[i].rect)
 
-    def step_at(self, pos: QPoint) -> int | None:
-        """The step whose chip is under ``pos`` (widget pixels), or None."""
+    def _item_at(self, pos: QPoint) -> _Item | None:
         for i in self._visible_range(pos.y(), pos.y()):
             it = self._items[i]
-            if it.kind == "token" and it.rect.contains(pos) and it.event is not None:
-                return it.event.step
+            if it.kind != "segment" and it.rect.contains(pos) and it.event is not None:
+                return it
         return None
+
+    def step_at(self, pos: QPoint) -> int | None:
+        """The step whose chip (or the ghost after it) is under ``pos`` (widget pixels), or None."""
+        it = self._item_at(pos)
+        return None if it is None else it.event.step
 
     def selected_step(self) -> int | None:
         """The highlighted step, or None."""
@@ -280,10 +335,12 @@ class TokenFlow(QWidget):
 
     def event(self, e) -> bool:
         if e.type() == e.Type.ToolTip:
-            step = self.step_at(e.pos())
-            if step is not None:
-                ev = self._items[self._by_step[step]].event
-                mark = self._marks.get(step)
+            it = self._item_at(e.pos())
+            if it is not None and it.kind == "ghost":
+                QToolTip.showText(e.globalPos(), it.tip, self)
+            elif it is not None:
+                ev = it.event
+                mark = self._marks.get(ev.step)
                 QToolTip.showText(e.globalPos(), format_tooltip(ev) + (f"\n{mark[1]}" if mark else ""), self)
             else:
                 QToolTip.hideText()
@@ -304,6 +361,10 @@ class TokenFlow(QWidget):
                 p.setPen(self.palette().placeholderText().color())
                 p.drawText(it.rect, Qt.AlignmentFlag.AlignVCenter | Qt.AlignmentFlag.AlignLeft, it.text)
                 continue
+            if it.kind == "ghost":
+                p.setFont(self.font())
+                draw_ghost(p, it.rect, it.text, self.palette().placeholderText().color())
+                continue
             ev = it.event
             bg = chip_color(ev, self._mode)
             p.setPen(Qt.PenStyle.NoPen)
@@ -316,6 +377,8 @@ class TokenFlow(QWidget):
             p.setFont(self.font())
             p.setPen(text_color_on(bg))
             p.drawText(it.rect, Qt.AlignmentFlag.AlignCenter, it.text)
+            if ev.speculation:
+                draw_mark(p, it.rect, ev.speculation)
             mark = self._marks.get(ev.step)
             if mark is not None:  # a what-if mark: a thick bar along the chip's bottom edge
                 p.setPen(Qt.PenStyle.NoPen)

@@ -11,6 +11,11 @@ are listed above the stream, best first. The scroll area is at least
 ``MIN_VISIBLE_ROWS`` chip rows high; it follows the newest chip while decoding (unless
 the user scrolled away from it or selected a step) and scrolls a selected chip into view.
 
+Speculative decoding: the chips carry the marks of ``gui.widgets.speculation_marks``
+(accepted, resampled, bonus) and each rejected draft token follows, struck through, the
+token emitted in its place; a line under the chips then shows the marks' legend. The rejected tokens
+come from the run's rounds (``RunState.roundsAdded``, ``RunState.round_of``).
+
 The chips are ``gui.widgets.token_flow.TokenFlow``, the legend
 ``gui.widgets.color_legend.ColorLegend``, the text helpers ``gui.widgets.token_text``.
 """
@@ -38,6 +43,7 @@ from core.events import BeamEvent, Finished, SegmentEvent, StepEvent
 from .color_legend import ColorLegend
 from .colors import COLOR_MODES
 from .follow import follow_run
+from .speculation_marks import ghost_tooltip, legend_html, legend_tooltip, rejected_token
 from .token_flow import LINE_GAP, TokenFlow
 from .token_text import live_text
 
@@ -104,6 +110,11 @@ class TokenStreamView(QWidget):
         header.addWidget(self.color_combo)
         header.addWidget(self.legend)
         header.addWidget(self.strip_button)
+        #: the speculation marks' legend, shown once a speculative token is in the stream
+        self.spec_legend = QLabel(legend_html())
+        self.spec_legend.setToolTip(legend_tooltip())
+        self.spec_legend.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)  # never widens
+        self.spec_legend.hide()
 
         self.beams = QListWidget()
         self.beams.setMaximumHeight(96)
@@ -134,11 +145,14 @@ class TokenStreamView(QWidget):
         lay.addLayout(self._top)
         lay.addWidget(self.beams)
         lay.addWidget(self.scroll, 1)
+        lay.addWidget(self.spec_legend)
         lay.addWidget(self.text_label)
         self._text_parts: list[str] = []
+        self._run = run
         if run is not None:  # the run's steps, segments, beams and selection, once per frame
             follow_run(run, self)
             run.beamsAdded.connect(lambda beams: self.set_beams(beams[-1]))
+            run.roundsAdded.connect(lambda _branch, rounds: self.add_rounds(rounds))
 
     # ---------------------------------------------------------------- API
     def clear(self) -> None:
@@ -149,7 +163,19 @@ class TokenStreamView(QWidget):
         self._text_parts.clear()
         self._set_text("")
         self.count_label.setText("")
+        self.spec_legend.hide()
         self.cleared.emit()
+
+    def add_rounds(self, rounds: list) -> int:
+        """Show the rejected draft token of each speculation round (``SpeculationRound``)
+        after the token emitted in its place (rounds whose tokens are not shown are
+        skipped). Returns the ghost chips placed."""
+        ghosts = {}
+        for r in rounds:
+            t = rejected_token(r)
+            if t is not None:
+                ghosts[r.step + r.n_accepted] = (t.text, ghost_tooltip(r, t))
+        return self.flow.add_ghosts(ghosts) if ghosts else 0
 
     def set_marks(self, marks: dict[int, tuple[str, str]]) -> None:
         """Underline the chips of some steps (``TokenFlow.set_marks``)."""
@@ -230,6 +256,12 @@ class TokenStreamView(QWidget):
         prev = self.flow.last_step()
         follow = self.flow.selected_step() is None and (prev is None or self.chip_visible(prev))
         self.flow.append_many(events)
+        resampled = [ev.step for ev in events if ev.speculation == "resampled"]
+        if self.spec_legend.isHidden() and any(ev.speculation for ev in events):
+            self.spec_legend.show()
+        if resampled and self._run is not None:  # their rounds came already (a replay, a full frame)
+            rounds = {id(r): r for r in (self._run.round_of(s) for s in resampled) if r is not None}
+            self.add_rounds(list(rounds.values()))
         chunk = live_text([ev.text for ev in events])
         if not self._text_parts:
             chunk = chunk.lstrip()

@@ -72,3 +72,68 @@ def test_complete_from_parent_renumbers_the_later_segments_rounds(qtbot):
     later = [r for r in run.branch_rounds(b) if r.segment == 1]
     assert [r.step for r in later] == [5, 7]  # was 4, 6
     assert run.branch_round_of(b, 8).step == 7
+
+
+def _stream_with_run(qtbot, events, width=900):
+    from gui.widgets.token_stream import TokenStreamView
+
+    run = RunState()
+    view = TokenStreamView(run)
+    qtbot.addWidget(view)
+    view.resize(width, 300)
+    view.show()
+    _feed(run, events)
+    run.flush()
+    return run, view
+
+
+def test_stream_marks_speculative_tokens_and_shows_rejected_drafts_struck_through(qtbot):
+    events = speculative_events()
+    run, view = _stream_with_run(qtbot, events)
+    steps = [e for e in events if isinstance(e, StepEvent)]
+    assert view.token_count() == len(steps) == len(WORDS)
+    # one ghost per round with a rejection, right after the token emitted in its place
+    assert [s for s, _t in view.flow.ghosts()] == [5, 6]
+    assert [t.strip("␣ ") for _s, t in view.flow.ghosts()] == [rejected_text(1).strip(), rejected_text(2).strip()]
+    for step in (5, 6):
+        chip, ghost = view.flow.chip_rect(step), view.flow.ghost_rect(step)
+        assert ghost is not None and (ghost.left() > chip.right() or ghost.top() > chip.top())
+        nxt = view.flow.chip_rect(step + 1)
+        if nxt is not None:  # the next token comes after the ghost
+            assert nxt.left() > ghost.right() or nxt.top() > ghost.top()
+    assert not view.spec_legend.isHidden() and "resampled" in view.spec_legend.toolTip()
+    # the ghost's tooltip gives the draft's numbers and what the target chose instead
+    from gui.widgets.speculation_marks import ghost_tooltip, rejected_token
+
+    r1 = [e for e in events if isinstance(e, SpeculationRound)][1]
+    tip = ghost_tooltip(r1, rejected_token(r1))
+    assert "min(1, p/q) 0.250" in tip and "u 0.70" in tip and repr(WORDS[5]) in tip and "' later2'" in tip
+    # the chips' tooltips define their mark
+    from gui.widgets.token_flow import format_tooltip
+
+    assert "accepted" in format_tooltip(steps[0]) and "bonus" in format_tooltip(steps[3])
+    assert "resampled" in format_tooltip(steps[5]) and "speculative" not in format_tooltip(
+        dataclasses.replace(steps[0], speculation="", spec_round=-1))
+
+
+def test_stream_ghosts_survive_a_replay_and_rounds_arriving_a_frame_late(qtbot):
+    events = speculative_events()
+    # the last round arrives one frame after its steps (a pump turn cut by its budget)
+    run, view = _stream_with_run(qtbot, events[:-1])
+    assert [s for s, _t in view.flow.ghosts()] == [5, 6]
+    run.add_round(events[-1])
+    run.flush()
+    assert [s for s, _t in view.flow.ghosts()] == [5, 6]  # the last round had no rejection
+    # a branch switch replays the stream from the run: the ghosts come back, once each
+    run.fork(0, 8, [123], " cat")
+    run.set_current(run.growing_branch())
+    run.set_current(0)
+    assert [s for s, _t in view.flow.ghosts()] == [5, 6] and view.token_count() == len(WORDS)
+    view.add_rounds(run.rounds())  # idempotent
+    assert [s for s, _t in view.flow.ghosts()] == [5, 6]
+    # a plain run shows no legend and no ghost
+    run.clear()
+    plain = [dataclasses.replace(e, speculation="", spec_round=-1) for e in events if isinstance(e, StepEvent)]
+    _feed(run, plain)
+    run.flush()
+    assert view.flow.ghosts() == [] and view.spec_legend.isHidden()
