@@ -49,6 +49,32 @@ def ask_exploration_path(parent: QWidget | None, save: bool, suggested: str) -> 
     return QFileDialog.getOpenFileName(parent, "Open exploration", suggested, flt)[0]
 
 
+#: the status bar's speculative figures, explained (its tooltip)
+SPECULATION_TIP = (
+    "Speculative decoding: α = drafted tokens the target accepted / drafted tokens; the speed-up is ms per "
+    "token of plain greedy on the same input in the same run / this run's (predicted: Leviathan et al. 2023, "
+    "Theorem 3.8, from the measured α and draft cost c). The Speculation tab has the rounds."
+)
+
+
+def speculation_status(spec: dict | None) -> str:
+    """The status bar's speculative figures of a finished run (``SpeculationSummary.to_dict()``):
+    " · α 0.72 · speed-up 1.31× (predicted 1.40×)"; "" without them."""
+    if not spec:
+        return ""
+    out = f" · α {spec.get('acceptance_rate', 0.0):.2f}"
+    measured, predicted = spec.get("speedup_measured"), spec.get("speedup_predicted")
+    if measured is not None:
+        out += f" · speed-up {measured:.2f}×"
+        if predicted is not None:
+            out += f" (predicted {predicted:.2f}×)"
+    elif predicted is not None:
+        out += f" · predicted speed-up {predicted:.2f}×"
+    if spec.get("switched_off"):
+        out += " · speculation switched off"
+    return out
+
+
 def _fmt(v: float | None, fmt: str, unit: str = "") -> str:
     return "–" if v is None else f"{v:{fmt}}{unit}"
 
@@ -164,9 +190,12 @@ class MainWindow(QMainWindow):
             f"{_fmt(d.get('tokens_per_s'), '.1f', ' tokens/s')}"
             + (f" · RTF {_fmt(d.get('rtf'), '.2f')}" if tab.rtf_applies() else "")  # speech only
             + live
+            + speculation_status(d.get("speculative"))
             + "".join(f" · {note.split(' (')[0]}" for note in self._run_notes.get(tab, ()))
         )
-        notes = self._run_notes.get(tab, ())
+        notes = list(self._run_notes.get(tab, ()))
+        if d.get("speculative"):
+            notes.append(SPECULATION_TIP)
         self.stats_label.setToolTip("\n".join([self._stats_tip, *notes]))
         self.model_label.setText(d.get("model") or "no model")
         self.device_label.setText(d.get("device") or "CPU")

@@ -10,7 +10,7 @@
 above the token chips; the selected step's distribution is shown as the top-k chart or,
 per stage of the sampler chain, as the stage view (``StepInspector``), with "Sample ×N" over the chart. The inspector tabs
 (``gui.inspector``: Attention, Fork diff, Branches, What if, Beam tree, Logit lens,
-Lanes) are built here, one line per view.
+Lanes, Speculation) are built here, one line per view.
 
 A subclass supplies the input area, how to load its model and how to decode its input
 (the hooks of ``gui.tabs.task_hooks.TaskHooks``). The status bar's statistics come from
@@ -56,6 +56,7 @@ from ..widgets.error_banner import ErrorBanner
 from ..widgets.fork_diff import ForkDiff
 from ..widgets.logit_lens import LogitLensView
 from ..widgets.options_panel import OptionsPanel
+from ..widgets.speculation_view import SpeculationView
 from ..widgets.stage_view import StageView, StepInspector
 from ..widgets.step_strip import StepStrip
 from ..widgets.token_stream import TokenStreamView
@@ -169,6 +170,9 @@ class RunTab(QWidget, TaskHooks):
                       "No input: which tokens the decoder's prior alone explains")
         tabs.add_view(self.beam_tree, "Beam tree", shown=False)
         tabs.add_view(self.lens_view, "Logit lens")
+        self.speculation_view = SpeculationView(self.run)  # for strategy "speculative" (show_speculation)
+        tabs.add_view(self.speculation_view, "Speculation", "speculative decoding: the selected step's round "
+                      "(drafted tokens, p, q, min(1, p/q), u) and the run's acceptance, γ and speed-up", shown=False)
         #: forks, exploration files and kept trees, what-ifs, lanes: clients of the controller
         self.explorations_keeper = KeptExplorations(self)
         self.forking = Forking(self)
@@ -188,6 +192,7 @@ class RunTab(QWidget, TaskHooks):
         self.heatmap.stepSelected.connect(self.select_step)
         self.beam_tree.stepSelected.connect(self.select_step)
         self.lens_view.stepSelected.connect(self.select_step)
+        self.speculation_view.stepSelected.connect(self.select_step)
         self.lens_view.captureChanged.connect(self._lens_capture_changed)
         # the top-k chart and the statistics follow the run, once per frame
         self.run.stepsAdded.connect(self._steps_added)
@@ -279,6 +284,10 @@ class RunTab(QWidget, TaskHooks):
     def show_beam_tree(self, on: bool) -> None:
         """Offer the beam tree's tab (beam strategies), shown when it newly appears, or take it away."""
         self.inspector_tabs.offer(self.beam_tree, on, fallback=self.heatmap)
+
+    def show_speculation(self, on: bool) -> None:
+        """Offer the Speculation tab (strategy "speculative"), shown when it newly appears, or take it away."""
+        self.inspector_tabs.offer(self.speculation_view, on, fallback=self.heatmap)
 
     def splitters(self) -> tuple[QSplitter, QSplitter, QSplitter]:
         """(top, bottom, main) splitters, whose sizes the settings keep."""
@@ -409,6 +418,7 @@ class RunTab(QWidget, TaskHooks):
         self._progress_due = None
         self.heatmap.clear(columns=True)  # the run's events size the columns to this input
         self.show_beam_tree(options.strategy in BEAM_STRATEGIES)
+        self.show_speculation(options.strategy == "speculative")
         self.forking.reset()
         self.explorations_keeper.begin(options)  # the tree is kept: taken back at the end, or for Ctrl+Z
         self.run.clear(options)  # a new run (gui/run_state.py says why); the views follow
@@ -541,6 +551,7 @@ class RunTab(QWidget, TaskHooks):
 
     def _options_changed(self, _options: DecodingOptions) -> None:
         self.show_beam_tree(_options.strategy in BEAM_STRATEGIES)
+        self.show_speculation(_options.strategy == "speculative")
         self.request_decode()
 
     def clear_run(self) -> None:

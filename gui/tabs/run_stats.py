@@ -40,7 +40,8 @@ def stats_dict(model: Any, fin: Finished | None, live: LiveCount, rtf_applies: C
     None: ms per token and tokens per second of ``live`` so far). Keys ``model``, ``device``,
     ``live``, ``encode_ms``, ``ms_per_token``, ``tokens_per_s``, ``rtf`` (None unless
     ``rtf_applies()``, asked of a finished run only), ``n_tokens`` and, of a finished run,
-    ``encoder_cached``."""
+    ``encoder_cached`` and ``speculative`` (``SpeculationSummary.to_dict()`` of a speculative
+    run, else None)."""
     d: dict[str, Any] = {
         "model": getattr(model, "name", None) if model is not None else None,
         "device": str(getattr(model, "device", "cpu")).upper(),
@@ -61,6 +62,8 @@ def stats_dict(model: Any, fin: Finished | None, live: LiveCount, rtf_applies: C
             n_tokens=st.n_tokens,
             encoder_cached=st.encoder_cached,
         )
+        spec = getattr(st, "speculative", None)
+        d["speculative"] = spec.to_dict() if spec is not None else None
     elif live.t_first is not None and live.n:
         dt = time.perf_counter() - live.t_first
         d.update(ms_per_token=1000.0 * dt / live.n, tokens_per_s=live.n / dt if dt > 0 else None)

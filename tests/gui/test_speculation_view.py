@@ -137,3 +137,121 @@ def test_stream_ghosts_survive_a_replay_and_rounds_arriving_a_frame_late(qtbot):
     _feed(run, plain)
     run.flush()
     assert view.flow.ghosts() == [] and view.spec_legend.isHidden()
+
+
+def _view_with_run(qtbot, events):
+    from gui.widgets.speculation_view import SpeculationView
+
+    run = RunState()
+    view = SpeculationView(run)
+    qtbot.addWidget(view)
+    view.resize(900, 320)
+    view.show()
+    _feed(run, events)
+    run.flush()
+    view.refresh()
+    return run, view
+
+
+def test_speculation_tab_lists_the_selected_steps_round_and_sums_up_the_run(qtbot):
+    from .fakes_speculation import finished
+
+    events = speculative_events()
+    run, view = _view_with_run(qtbot, events)
+    rounds = [e for e in events if isinstance(e, SpeculationRound)]
+    assert view.shown_round() is rounds[-1]  # nothing selected: the newest step's round
+    run.select(5)  # round 1's resampled token
+    assert view.shown_round() is rounds[1]
+    rows = view.rows()
+    assert [r[6] for r in rows] == ["accepted", "rejected", "not judged", "resampled"]
+    assert rows[1][1:6] == ("wrong1", "0.800", "0.200", "0.250", "0.700")  # token, q, p, min(1, p/q), u
+    assert rows[3][0] == "▶" and rows[3][1] == WORDS[5].strip()
+    assert "norm(max(0, p − q))" in view.residual_label.text() and "0.700" in view.residual_label.text()
+    assert "Round 1" in view.round_label.text() and "target 21.0 ms" in view.round_label.text()
+    # clicking the accepted row selects its step; the target's own row selects the resampled step
+    with qtbot.waitSignal(view.stepSelected) as blocker:
+        view.table.cellClicked.emit(0, 1)
+    assert blocker.args == [4]
+    with qtbot.waitSignal(view.stepSelected) as blocker:
+        view.table.cellClicked.emit(3, 1)
+    assert blocker.args == [5]
+    # over the run: α, tokens per target call, acceptance by position, γ per round
+    f = view.figures()
+    assert (f["drafted"], f["accepted"], f["rounds"], f["tokens"]) == (11, 7, 4, 11)
+    assert abs(f["alpha"] - 7 / 11) < 1e-12 and f["tokens_per_call"] == 11 / 4
+    assert list(f["by_position"][0]) == [4, 4, 3] and list(f["by_position"][1]) == [3, 2, 2]
+    assert list(f["gammas"]) == [3, 3, 2, 3] and list(f["accepted_per_round"]) == [3, 1, 0, 3]
+    assert "α 0.64" in view.run_label.text() and "2.75 tokens per target call" in view.run_label.text()
+    assert "when the run has finished" in view.run_label.text()
+    # the finished run's measured and predicted speed-up
+    run.finish(finished(events))
+    view.refresh()
+    assert "speed-up 1.60×" in view.run_label.text() and "1.80× predicted" in view.run_label.text()
+    # a plain step says so; a new run empties the table
+    run.add(dataclasses.replace(events[0], step=11, speculation="", spec_round=-1))
+    run.flush()
+    run.select(11)
+    assert view.shown_round() is None and "not decoded speculatively" in view.round_label.text()
+    run.clear()
+    view.refresh()
+    assert view.rows() == [] and view.figures()["rounds"] == 0
+
+
+def test_greedy_verification_rows_have_no_draw_and_the_residual_is_the_targets_top_k(qtbot):
+    events = speculative_events(sampling=False)
+    run, view = _view_with_run(qtbot, events)
+    run.select(6)  # round 2: nothing accepted, the first drafted token rejected
+    rows = view.rows()
+    assert [r[5] for r in rows[:2]] == ["–", "–"] and [r[6] for r in rows] == ["rejected", "not judged", "resampled"]
+    assert "top-k" in view.residual_label.text()
+
+
+def test_theorem_3_8():
+    from gui.widgets.speculation_view import theorem_speedup
+
+    # Leviathan et al. 2023: alpha 0.8, gamma 5, c 0.05 -> about 2.95x (their Figure 3's region)
+    assert abs(theorem_speedup(0.8, 5, 0.05) - (1 - 0.8 ** 6) / (0.2 * 1.25)) < 1e-12
+    assert theorem_speedup(1.0, 3, 0.0) == 4.0
+
+
+def test_status_bar_gives_acceptance_and_speedup():
+    from gui.main_window import speculation_status
+    from gui.tabs.run_stats import LiveCount, stats_dict
+
+    from .fakes_speculation import finished
+
+    d = stats_dict(None, finished(speculative_events()), LiveCount(), lambda: False)
+    assert speculation_status(d["speculative"]) == " · α 0.64 · speed-up 1.60× (predicted 1.80×)"
+    assert speculation_status(None) == ""
+
+
+def test_a_decode_hands_rounds_to_the_stream_and_the_speculation_tab(qtbot):
+    """Through the run tab's controller: the rounds reach the views with their steps."""
+    import numpy as np
+
+    from gui.tabs.speech import SpeechTab
+
+    from .fakes import FakeSpeechModel
+    from .fakes_speculation import finished
+
+    events = speculative_events()
+    tab = SpeechTab()
+    qtbot.addWidget(tab)
+    tab.model = FakeSpeechModel()
+    tab.decode_fn = lambda options: (lambda cancel: iter([*events, finished(events)]))
+    tab.show_speculation(True)
+    assert tab.inspector_tabs.currentWidget() is tab.speculation_view
+    audio = (0.1 * np.sin(np.arange(16000) / 16000 * 2 * np.pi * 220)).astype(np.float32)
+    with qtbot.waitSignal(tab.decodeFinished, timeout=5000):
+        tab.set_audio(audio, "tone")
+    qtbot.waitUntil(lambda: not tab.is_decoding(), timeout=5000)
+    assert [s for s, _t in tab.stream.flow.ghosts()] == [5, 6]
+    assert len(tab.run.rounds()) == 4
+    tab.speculation_view.refresh()
+    assert tab.speculation_view.figures()["rounds"] == 4 and "speed-up 1.60×" in tab.speculation_view.run_label.text()
+    assert tab.last_stats.get("speculative", {}).get("speedup_measured") == 1.6
+    tab.speculation_view.table.cellClicked.emit(0, 1)  # the newest round's first row
+    assert tab.run.selected() == 7
+    tab.show_speculation(False)
+    assert not tab.inspector_tabs.isTabVisible(tab.inspector_tabs.indexOf(tab.speculation_view))
+    tab.shutdown()
