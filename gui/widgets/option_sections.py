@@ -1,7 +1,7 @@
 """The controls of the decoding-options panel's five sections (gui/widgets/options_panel.py).
 
-**Strategy** (the six strategies, the seed, max tokens, mirostat τ/η and contrastive α/top-k
-when those are chosen), **Filters** (the sampler chain and the values of temperature and the
+**Strategy** (the strategies, the seed, max tokens, mirostat τ/η, contrastive α/top-k and
+speculative decoding's draft, draft tokens and verification when those are chosen), **Filters** (the sampler chain and the values of temperature and the
 filters), **Penalties**, **Beam** and **Constraints** (bad words, logit bias, min new tokens,
 length decay). :class:`OptionSections` builds them, says why a control is not used by a
 strategy (:meth:`OptionSections.reason_unused`) and writes each section header's one-line
@@ -14,7 +14,16 @@ from __future__ import annotations
 from typing import Callable, Iterable
 
 from PySide6.QtCore import QSignalBlocker, Qt
-from PySide6.QtWidgets import QButtonGroup, QGridLayout, QLabel, QLineEdit, QRadioButton, QSpinBox, QWidget
+from PySide6.QtWidgets import (
+    QButtonGroup,
+    QComboBox,
+    QGridLayout,
+    QLabel,
+    QLineEdit,
+    QRadioButton,
+    QSpinBox,
+    QWidget,
+)
 
 from core.options import BEAM_STRATEGIES, SAMPLING_STRATEGIES, STRATEGIES, WARPER_STAGES, DecodingOptions
 
@@ -23,13 +32,16 @@ from .option_specs import (
     BEAM_SPECS,
     CONSTRAINT_SPECS,
     CONTRASTIVE_SPECS,
+    DRAFT_CHOICES,
     FILTER_SPECS,
     MIROSTAT_SPECS,
     ONLY_FOR,
     PENALTY_SPECS,
     SECTION_STAGES,
+    SPECULATIVE_SPECS,
     STRATEGY_HELP,
     STRATEGY_SPECS,
+    VERIFICATION_CHOICES,
 )
 from .sampler_chain import FIELD_STAGE, SamplerChain, stage_is_off, stage_summary
 
@@ -49,8 +61,9 @@ class OptionSections:
             label_text: field -> the label's plain text; field_section: field -> section name.
         strategy_group / strategy_buttons: the strategy radio buttons (id = index in
             ``STRATEGIES``); seed_spin; chain: the SamplerChain; contrastive_top_k: the
-            mirror of top-k shown under contrastive search; strategy_rows: strategy ->
-            widgets shown only for it.
+            mirror of top-k shown under contrastive search; choices: "draft" (an editable
+            combo box) and "verification" -> QComboBox (speculative decoding); strategy_rows:
+            strategy -> widgets shown only for it.
     """
 
     def __init__(self, owner: QWidget, on_change: Callable[..., None]) -> None:
@@ -58,6 +71,7 @@ class OptionSections:
         self._on_change = on_change
         self.controls: dict[str, SliderSpin] = {}
         self.text_controls: dict[str, QLineEdit] = {}
+        self.choices: dict[str, QComboBox] = {}
         self.labels: dict[str, QLabel] = {}
         self.label_text: dict[str, str] = {}
         self.field_section: dict[str, str] = {}
@@ -127,7 +141,7 @@ class OptionSections:
         sec.grid.addWidget(self.labels["seed"], row, 0)
         sec.grid.addWidget(self.seed_spin, row, 1, Qt.AlignmentFlag.AlignLeft)
         #: rows shown only for their strategy
-        self.strategy_rows: dict[str, list[QWidget]] = {"mirostat": [], "contrastive": []}
+        self.strategy_rows: dict[str, list[QWidget]] = {"mirostat": [], "contrastive": [], "speculative": []}
         for spec in MIROSTAT_SPECS:
             ctl = self._add_slider(sec, spec)
             self.strategy_rows["mirostat"] += [ctl, self.labels[spec[0]]]
@@ -148,6 +162,51 @@ class OptionSections:
         sec.grid.addWidget(self.contrastive_top_k, row, 1)
         self.strategy_rows["contrastive"] += [self.contrastive_top_k, lab]
         self.contrastive_top_k.valueChanged.connect(self._mirror_top_k)
+        self._build_speculative(sec)
+
+    def _add_choice(self, sec: Section, field: str, label: str, items: tuple, editable: bool) -> QComboBox:
+        row = sec.grid.rowCount()
+        lab = QLabel(label)
+        box = QComboBox()
+        box.setEditable(editable)
+        for value, tip in items:
+            box.addItem(value, value)
+            box.setItemData(box.count() - 1, tip, Qt.ItemDataRole.ToolTipRole)
+        lab.setBuddy(box)
+        sec.grid.addWidget(lab, row, 0)
+        sec.grid.addWidget(box, row, 1)
+        self.choices[field] = box
+        self.labels[field] = lab
+        self.label_text[field] = label
+        self.field_section[field] = sec.title
+        if editable:
+            box.currentTextChanged.connect(self._on_change)
+        else:
+            box.currentIndexChanged.connect(self._on_change)
+        self.strategy_rows["speculative"] += [box, lab]
+        return box
+
+    def _build_speculative(self, sec: Section) -> None:
+        """Speculative decoding's rows: the draft (editable), draft tokens (auto / N), verification."""
+        self._add_choice(sec, "draft", "draft", DRAFT_CHOICES, editable=True)
+        for spec in SPECULATIVE_SPECS:
+            ctl = self._add_slider(sec, spec)
+            self.strategy_rows["speculative"] += [ctl, self.labels[spec[0]]]
+        self._add_choice(sec, "verification", "verification", VERIFICATION_CHOICES, editable=False)
+
+    def choice_value(self, field: str) -> str:
+        """The value a choice box shows: the draft's text, the verification's data."""
+        box = self.choices[field]
+        return box.currentText().strip() if box.isEditable() else str(box.currentData())
+
+    def set_choice(self, field: str, value: str) -> None:
+        """Show ``value`` in the choice box of ``field`` (an editable box takes any text)."""
+        box = self.choices[field]
+        i = box.findData(value)
+        if i >= 0:
+            box.setCurrentIndex(i)
+        if box.isEditable():
+            box.setCurrentText(value)
 
     def _build_filters(self, sec: Section) -> None:
         self.chain = SamplerChain()
@@ -194,16 +253,19 @@ class OptionSections:
             self.contrastive_top_k.setValue(max(1.0, v))
 
     # ------------------------------------------------------------------ state
-    def reason_unused(self, field: str, strategy: str) -> str | None:
+    def reason_unused(self, field: str, strategy: str, chain_strategy: str | None = None) -> str | None:
         """Why ``field`` is not used under ``strategy`` (its stage is unavailable to the tab
-        or the strategy, or the field belongs to other strategies), or None."""
+        or the strategy, or the field belongs to other strategies), or None.
+        ``chain_strategy``: the strategy the chain is built for (speculative decoding's
+        verification, ``DecodingOptions.chain_strategy``; default ``strategy``)."""
+        chain_strategy = chain_strategy or strategy
         if field == "top_k" and strategy == "contrastive":
             return None
         stage = FIELD_STAGE.get(field)
         if stage is not None:
-            return self.chain.unavailable_reason(stage, strategy)
+            return self.chain.unavailable_reason(stage, chain_strategy)
         only = ONLY_FOR.get(field)
-        if only and strategy not in only:
+        if only and strategy not in only and chain_strategy not in only:
             return f"used by: {', '.join(only)}"
         return None
 
@@ -211,7 +273,8 @@ class OptionSections:
         return [
             stage_summary(s, o)
             for s in stages
-            if o.stage_enabled(s) and not stage_is_off(s, o) and self.chain.unavailable_reason(s, o.strategy) is None
+            if o.stage_enabled(s) and not stage_is_off(s, o)
+            and self.chain.unavailable_reason(s, getattr(o, "chain_strategy", o.strategy)) is None
         ]
 
     def update_summaries(self, o: DecodingOptions) -> None:
@@ -222,9 +285,11 @@ class OptionSections:
             "sample": f"seed {o.seed}",
             "mirostat": f"τ {o.mirostat_tau:g}, η {o.mirostat_eta:g}",
             "contrastive": f"α {o.penalty_alpha:g}, top-k {o.top_k}",
+            "speculative": (f"{getattr(o, 'draft', '')}, γ {getattr(o, 'draft_tokens', 0) or 'auto'}, "
+                            f"{getattr(o, 'verification', 'greedy')} verification"),
         }.get(o.strategy)
         s["Strategy"].summary.setText(f"{strat}{', ' + extra if extra else ''}, max {o.max_new_tokens} tokens")
-        if o.strategy in SAMPLING_STRATEGIES:
+        if getattr(o, "chain_strategy", o.strategy) in SAMPLING_STRATEGIES:
             active = self._active(o, [st for st in o.sampler_order if st in WARPER_STAGES])
             s["Filters"].summary.setText(" → ".join(active) if active else "no filter on")
         else:

@@ -69,7 +69,21 @@ FIELD_HELP = {
     "(Vijayakumar et al. 2016; transformers num_beam_groups).",
     "diversity_penalty": "Subtracted from a token's score once for each earlier group that chose it at this step "
     "(Hamming diversity; Vijayakumar et al. 2016; transformers diversity_penalty).",
+    "draft_tokens": "Speculative decoding: tokens the draft proposes per round (γ). auto = adaptive: +2 after a round "
+    "whose draft was all accepted, −1 after a rejection (transformers' \"heuristic\" schedule); N = always N.",
     **{f.name: f.help for _, f in stage_fields() if f.control is not None or f.text_control},
+}
+#: the help of the choice boxes (speculative decoding's draft and verification; tooltips)
+CHOICE_HELP = {
+    "draft": "Speculative decoding: what drafts the tokens the model verifies — ngram (copy the continuation of the "
+    "longest earlier match of the last tokens: prompt lookup, transformers prompt_lookup_num_tokens), branch (the "
+    "tokens an earlier branch or attempt decoded), early-exit:L (the model's own first L decoder layers through its "
+    "output head: self-speculation, LayerSkip), model:NAME (a smaller model sharing the tokenizer, e.g. "
+    "model:tiny.en for base; transformers assistant_model). Type another layer count or a model name or directory.",
+    "verification": "Speculative decoding: how the model judges a drafted token. greedy: accepted iff it is the "
+    "model's argmax — the output is token for token greedy search's. sample: accepted if u < p/q, else resampled "
+    "from norm(max(0, p − q)) (Leviathan et al. 2023, Algorithm 1) — distributed as sampling from the model; the "
+    "seed, temperature and the filters apply.",
 }
 
 # (field, label, min, max, step, decimals, special text at the minimum)
@@ -79,6 +93,19 @@ MIROSTAT_SPECS = [
     ("mirostat_eta", "mirostat η", 0.01, 1.0, 0.01, 2, None),
 ]
 CONTRASTIVE_SPECS = [("penalty_alpha", "penalty α", 0.0, 1.0, 0.05, 2, None)]
+SPECULATIVE_SPECS = [("draft_tokens", "draft tokens", 0, 16, 1, 0, "auto")]
+#: the drafts the draft box lists (its text is editable: another layer count, model or directory)
+DRAFT_CHOICES = (
+    ("ngram", "n-gram prompt lookup: copy what followed the last tokens where they occurred before (free to draft)"),
+    ("branch", "the tokens of the branch this one was forked from, or of the failed long-form attempt"),
+    ("early-exit:4", "the model's first 4 decoder layers through its own output head (self-speculation)"),
+    ("model:tiny.en", "whisper tiny.en drafts (speech; for base and larger English or multilingual models)"),
+)
+#: how the target verifies (DecodingOptions.verification)
+VERIFICATION_CHOICES = (
+    ("greedy", "accept iff the drafted token is the model's argmax: exactly greedy search's tokens"),
+    ("sample", "accept if u < p/q, else resample from norm(max(0, p − q)): distributed as sampling"),
+)
 
 
 def _stage_specs(section: str) -> list[tuple]:
@@ -107,6 +134,9 @@ ONLY_FOR = {
     "penalty_alpha": ("contrastive",),
     "mirostat_tau": ("mirostat",),
     "mirostat_eta": ("mirostat",),
+    "draft": ("speculative",),
+    "draft_tokens": ("speculative",),
+    "verification": ("speculative",),
 }
 #: top-k's candidates per step when the user picks contrastive search with top-k off
 #: (transformers' documented example: penalty_alpha=0.6, top_k=4)

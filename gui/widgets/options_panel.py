@@ -34,6 +34,7 @@ from core.tasks.presets import Preset, save_user_preset
 from .option_controls import SliderSpin
 from .option_sections import OptionSections
 from .option_specs import (  # noqa: F401 (ENCODER_STAGES, NO_SOURCE_IDS: re-exported for the tabs)
+    CHOICE_HELP,
     CONTRASTIVE_DEFAULT_TOP_K,
     DEFAULT_EXPANDED,
     ENCODER_STAGES,
@@ -109,6 +110,7 @@ class OptionsPanel(QWidget):
         self.controls, self.text_controls, self.labels = s.controls, s.text_controls, s.labels
         self.strategy_group, self.strategy_buttons, self.seed_spin = s.strategy_group, s.strategy_buttons, s.seed_spin
         self.chain, self.contrastive_top_k = s.chain, s.contrastive_top_k
+        self.choices = s.choices  # speculative decoding's draft and verification boxes
         for sec in self.sections.values():
             col.addWidget(sec)
         col.addStretch(1)
@@ -161,7 +163,7 @@ class OptionsPanel(QWidget):
         self._base = options
         self._last_valid = options
         widgets = [*self.controls.values(), self.contrastive_top_k, self.seed_spin, self.strategy_group,
-                   *self.text_controls.values()]
+                   *self.text_controls.values(), *self.choices.values()]
         blockers = [QSignalBlocker(w) for w in widgets]
         try:
             self.strategy_buttons[options.strategy].setChecked(True)
@@ -171,6 +173,8 @@ class OptionsPanel(QWidget):
             self.seed_spin.setValue(options.seed if options.seed is not None else 0)
             self.text_controls["bad_words"].setText(", ".join(options.bad_words))
             self.text_controls["logit_bias"].setText(format_logit_bias(options.logit_bias))
+            for field in self.choices:
+                self._s.set_choice(field, getattr(options, field))
             self.chain.set_chain(options.sampler_order, options.disabled_stages)
         finally:
             del blockers
@@ -294,6 +298,8 @@ class OptionsPanel(QWidget):
         values["seed"] = int(self.seed_spin.value())
         values["bad_words"] = parse_bad_words(self.text_controls["bad_words"].text())
         values["logit_bias"] = parse_logit_bias(self.text_controls["logit_bias"].text())
+        for field in self.choices:
+            values[field] = self._s.choice_value(field)
         values["sampler_order"] = self.chain.order()
         values["disabled_stages"] = self.chain.disabled()
         return replace(self._base, **values)
@@ -338,15 +344,17 @@ class OptionsPanel(QWidget):
     def _refresh(self) -> None:
         """Enable/disable, tooltips, marks, the chain's view and the section summaries."""
         strategy = self.strategy()
+        chain_strategy = self._s.choice_value("verification") if strategy == "speculative" else strategy
         self.labels["strategy"].setToolTip("How the next token is chosen; hover a choice for its definition and source")
         for field, lab in self.labels.items():
             if field == "strategy":
                 continue
-            widget = self.seed_spin if field == "seed" else self.controls.get(field) or self.text_controls[field]
-            reason = self._s.reason_unused(field, strategy)
+            widget = (self.seed_spin if field == "seed"
+                      else self.controls.get(field) or self.text_controls.get(field) or self.choices[field])
+            reason = self._s.reason_unused(field, strategy, chain_strategy)
             widget.setEnabled(reason is None)
             lab.setEnabled(reason is None)
-            tip = FIELD_HELP[field] + (f"\n\nNot used now: {reason}" if reason else "")
+            tip = (FIELD_HELP.get(field) or CHOICE_HELP[field]) + (f"\n\nNot used now: {reason}" if reason else "")
             widget.setToolTip(tip)
             lab.setToolTip(tip)
             lab.setStatusTip(reason or "")

@@ -276,7 +276,7 @@ class SamplerChain(QWidget):
                     text = stage_summary(stage, options)
                 except (TypeError, ValueError):
                     off, text = False, STAGE_LABELS.get(stage, stage)
-                reason = self.unavailable_reason(stage, options.strategy)
+                reason = self.unavailable_reason(stage, getattr(options, "chain_strategy", options.strategy))
                 if reason:
                     text += " — n/a"  # told apart from a stage at its off value (hover: why)
                 marked = stage in self._changed_stages

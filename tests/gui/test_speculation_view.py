@@ -255,3 +255,46 @@ def test_a_decode_hands_rounds_to_the_stream_and_the_speculation_tab(qtbot):
     tab.show_speculation(False)
     assert not tab.inspector_tabs.isTabVisible(tab.inspector_tabs.indexOf(tab.speculation_view))
     tab.shutdown()
+
+
+def test_options_panel_offers_speculative_with_its_draft_draft_tokens_and_verification(qtbot, tmp_path):
+    from core.options import DecodingOptions
+    from gui.widgets.options_panel import OptionsPanel
+
+    panel = OptionsPanel(debounce_ms=20, presets_dir=tmp_path / "presets")
+    qtbot.addWidget(panel)
+    panel.show()
+    draft, verification = panel.choices["draft"], panel.choices["verification"]
+    assert not draft.isVisible()  # shown for speculative decoding only
+    with qtbot.waitSignal(panel.optionsChanged) as blocker:
+        panel.strategy_buttons["speculative"].click()
+    o = blocker.args[0]
+    assert o.strategy == "speculative" and o.draft == "ngram" and o.draft_tokens == 0 and o.verification == "greedy"
+    assert draft.isVisible() and verification.isVisible() and panel.controls["draft_tokens"].isVisible()
+    assert panel.controls["draft_tokens"].spin.specialValueText() == "auto"
+    for w in (draft, verification, panel.controls["draft_tokens"]):  # every control says what it is
+        assert len(w.toolTip()) > 40
+    assert "Leviathan" in panel.strategy_buttons["speculative"].toolTip()
+    # greedy verification: the filters and the seed are not used; sampling verification uses them
+    assert not panel.seed_spin.isEnabled() and not panel.controls["temperature"].isEnabled()
+    with qtbot.waitSignal(panel.optionsChanged) as blocker:
+        verification.setCurrentIndex(verification.findData("sample"))
+    assert blocker.args[0].verification == "sample"
+    assert panel.seed_spin.isEnabled() and panel.controls["temperature"].isEnabled()
+    with qtbot.waitSignal(panel.optionsChanged) as blocker:
+        draft.setCurrentText("early-exit:3")
+        panel.controls["draft_tokens"].setValue(4)
+    assert (blocker.args[0].draft, blocker.args[0].draft_tokens) == ("early-exit:3", 4)
+    assert "speculative" in panel.sections["Strategy"].summary.text()
+    assert "early-exit:3" in panel.sections["Strategy"].summary.text()
+    # a misspelt draft is an error the panel shows, not a crash
+    draft.setCurrentText("early-exit:x")
+    qtbot.waitUntil(lambda: panel.error_label.isVisible(), timeout=2000)
+    assert "early-exit" in panel.error_label.text()
+    # the options round-trip into the controls
+    panel.setOptions(DecodingOptions(strategy="speculative", draft="model:tiny.en", draft_tokens=3,
+                                     verification="sample"))
+    assert draft.currentText() == "model:tiny.en" and verification.currentData() == "sample"
+    assert panel.options().draft_tokens == 3
+    panel.strategy_buttons["greedy"].click()
+    assert not draft.isVisible()
