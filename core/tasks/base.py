@@ -17,11 +17,19 @@ encodes one and gives its decoder prompt and SegmentEvent, the engine, how texts
 and what a mask and an empty input are (:meth:`~SegmentedTask.masked`,
 :meth:`~SegmentedTask.emptied`). The loops themselves are ``core.tasks.segments``.
 
+Two-model runs (issue 21): when the options name a second model (speculative decoding's
+``draft="model:NAME"``, contrastive decoding's ``contrastive_amateur="NAME"``), the runs
+load it once as a task of the same kind (:meth:`SegmentedTask.companion_task`), plan the same
+input with it, and hand ``Engine.run`` a ``ModelDraft`` / ``ModelCompanion`` per segment
+(:class:`CompanionEngine`): the second model encodes the segment once (cached by its own
+encoder cache, as the target's) and keeps its own KV cache.
+
 Torch-free at import (the OCR task's image loading must not load torch).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any, Callable, ClassVar, Iterator, Protocol, Sequence, runtime_checkable
 
@@ -127,6 +135,149 @@ class OtherInput:
     adapt: Callable[[int, StepEvent], StepEvent] | None = None
 
 
+SHORTLIST_MARK = "#"
+"""``draft="model:NAME#N"``: the draft model with a shortlist head of its N most frequent
+ids (``core.speculative.shortlist``); ``model:NAME`` keeps its full output head."""
+
+
+def companion_names(options: DecodingOptions) -> tuple[str | None, str | None]:
+    """The second models ``options`` name: (the draft model of ``draft="model:NAME"`` under
+    strategy "speculative", or None; the amateur model of ``contrastive_amateur``, or None
+    for off and for an early-layer amateur "layer:L" / "layer:auto")."""
+    draft = None
+    value = getattr(options, "draft", "") or ""
+    if getattr(options, "strategy", "") == "speculative" and value.startswith("model:"):
+        draft = value.split(":", 1)[1].strip() or None
+    amateur = (getattr(options, "contrastive_amateur", "") or "").strip()
+    if not amateur or amateur.startswith("layer:"):
+        amateur = None
+    return draft, amateur
+
+
+def split_shortlist(name: str) -> tuple[str, int | None]:
+    """``"tiny.en#8192"`` -> ("tiny.en", 8192); ``"tiny.en"`` -> ("tiny.en", None).
+
+    Raises:
+        ValueError: a mark followed by no positive whole number.
+    """
+    if SHORTLIST_MARK not in name:
+        return name, None
+    model, size = name.rsplit(SHORTLIST_MARK, 1)
+    if not size.isdigit() or int(size) < 1:
+        raise ValueError(f"draft model:{name}: after {SHORTLIST_MARK!r} give the shortlist size, e.g. "
+                         f"model:{model}{SHORTLIST_MARK}8192")
+    return model, int(size)
+
+
+class CompanionEngine:
+    """A task's engine that hands ``Engine.run`` the second model its options name.
+
+    Wraps a :class:`Plan`: its ``prepare`` notes which segment each encoder output is, and
+    its ``run`` builds, for that segment, a ``core.speculative.companion.ModelCompanion`` of
+    the second model (encoding the same segment with it through its own task's plan:
+    cached) and passes ``draft=ModelDraft(...)`` and/or ``amateur=`` to the engine. Every
+    other attribute is the engine's.
+
+    The second model's decoder prompt is its own task's prompt for the segment; a longer
+    target prompt (long-form's previous text before it) keeps its leading ids, mapped by
+    text. What-if runs register their masked / emptied encodings with :meth:`other`, so
+    the second model sees the same change of input.
+    """
+
+    def __init__(self, task: "SegmentedTask", inp: Any, plan: Plan):
+        self.engine = plan.engine
+        self.task, self.inp, self.plan = task, inp, plan
+        self._known: dict[int, tuple[Any, int, Prepared, Callable | None]] = {}
+        self._plans: dict[str, Plan] = {}
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "engine":
+            raise AttributeError(name)
+        return getattr(self.engine, name)
+
+    def prepare(self, i: int, segment: Any) -> Prepared:
+        """The plan's ``prepare``, noting the segment of the encoder output."""
+        ready = self.plan.prepare(i, segment)
+        self._known[id(ready.encoded)] = (ready.encoded, i, ready, None)
+        return ready
+
+    def other(self, other: OtherInput, companion_other: Callable[["SegmentedTask", Plan], OtherInput]) -> OtherInput:
+        """``other`` (a what-if's input) whose encodings are noted, so that the second model
+        encodes the same change (``companion_other(its task, its plan)``: its ``masked`` /
+        ``emptied``)."""
+        def encode(i: int) -> EncoderOutput:
+            encoded = other.encode(i)
+            ready = self.prepare(i, self.plan.segments[i])
+            self._known[id(encoded)] = (encoded, i, ready, companion_other)
+            return encoded
+
+        return dataclasses.replace(other, encode=encode)
+
+    def run(self, encoded: EncoderOutput, prompt: Any, options: DecodingOptions, **kw: Any):
+        """``Engine.run`` with ``draft=`` / ``amateur=`` built for this segment (unless given)."""
+        draft, amateur = companion_names(options)
+        if draft and kw.get("draft") is None:
+            from core.speculative.model_draft import ModelDraft
+
+            name, size = split_shortlist(draft)
+            kw["draft"] = ModelDraft(self.companion(name, encoded, prompt, shortlist=size), name=options.draft,
+                                     sample=options.verification == "sample", seed=options.seed,
+                                     eos_token_id=prompt.eos_token_id)
+        if amateur and kw.get("amateur") is None:
+            kw["amateur"] = self.companion(amateur, encoded, prompt)
+        return self.engine.run(encoded, prompt, options, **kw)
+
+    def companion(self, name: str, encoded: EncoderOutput, prompt: Any, shortlist: int | None = None):
+        """The ``ModelCompanion`` of model ``name`` for the segment of ``encoded`` (fresh cache).
+
+        Raises:
+            ValueError: ``encoded`` is not one of this plan's segments; the second model
+                splits the input into another number of segments; the two tokenizers do not
+                share the text (``TokenMap``).
+        """
+        from core.speculative.companion import ModelCompanion
+
+        known = self._known.get(id(encoded))
+        if known is None or known[0] is not encoded:
+            raise ValueError(f"the {name} model can only follow this input's own segments; this run decodes another "
+                             "encoder output (use another draft, e.g. ngram)")
+        _, i, ready, companion_other = known
+        task2 = self.task.companion_task(name)
+        plan2 = self._companion_plan(name, task2)
+        if companion_other is not None:
+            d_encoded = companion_other(task2, plan2).encode(i)
+            d_ready = plan2.prepare(i, plan2.segments[i])
+        else:
+            d_ready = plan2.prepare(i, plan2.segments[i])
+            d_encoded = d_ready.encoded
+        token_map = self.task.token_map(name, task2)
+        target = [int(t) for t in prompt.prompt_ids]
+        own = [int(t) for t in ready.prompt.prompt_ids]
+        draft_prompt = None
+        if own and len(target) >= len(own) and target[len(target) - len(own):] == own:
+            lead = target[:len(target) - len(own)]
+            draft_prompt = [c for t in lead for c in token_map.companion_ids(t)] + list(d_ready.prompt.prompt_ids)
+        kwargs = {}
+        if shortlist:
+            kwargs["head_ids"] = self.task.companion_shortlist(name, task2, shortlist)
+        label = name if not shortlist else f"{name}{SHORTLIST_MARK}{shortlist}"
+        return ModelCompanion(task2.backend, d_encoded, token_map, name=label, target_prompt=target,
+                              draft_prompt=draft_prompt, step_kwargs=kwargs)
+
+    def _companion_plan(self, name: str, task2: "SegmentedTask") -> Plan:
+        plan2 = self._plans.get(name)
+        if plan2 is None:
+            try:
+                plan2 = task2.plan(self.inp, DecodingOptions())
+            except ValueError as exc:
+                raise ValueError(f"the {name} model cannot read this input as the target does: {exc}") from exc
+            if len(plan2.segments) != len(self.plan.segments):
+                raise ValueError(f"the {name} model splits this input into {len(plan2.segments)} segment(s), "
+                                 f"{self.task.name} into {len(self.plan.segments)}: it cannot follow segment by segment")
+            self._plans[name] = plan2
+        return plan2
+
+
 class SegmentedTask:
     """:class:`Task`'s five runs, written once over a subclass's :meth:`plan`.
 
@@ -161,6 +312,56 @@ class SegmentedTask:
         """The options a run with a forced ``prefix_ids`` decodes with (``options``)."""
         return options
 
+    # ------------------------------------------------------------------ a second model
+    def load_companion(self, name: str) -> "SegmentedTask":
+        """Load model ``name`` as a task of this kind (``type(self).load(name)``: a bundled
+        name through ``core.catalog``, a hub id or a directory); a task whose second model
+        needs more settings (the translation languages) overrides it."""
+        return type(self).load(name)
+
+    def companion_task(self, name: str) -> "SegmentedTask":
+        """The second model ``name`` (a draft, an amateur) as a task, loaded once per task.
+
+        Raises:
+            ValueError / FileNotFoundError / RuntimeError: as the task's ``load``.
+        """
+        kept = self.__dict__.setdefault("_companion_tasks", {})
+        if name not in kept:
+            kept[name] = self.load_companion(name)
+        return kept[name]
+
+    def token_map(self, name: str, other: "SegmentedTask"):
+        """The ``core.speculative.companion.TokenMap`` from this model's ids to ``other``'s
+        (model ``name``), built once.
+
+        Raises:
+            ValueError: the tokenizers do not share the text.
+        """
+        from core.speculative.companion import TokenMap
+
+        kept = self.__dict__.setdefault("_token_maps", {})
+        if name not in kept:
+            kept[name] = TokenMap(self.backend, other.backend)
+        return kept[name]
+
+    def companion_shortlist(self, name: str, other: "SegmentedTask", size: int):
+        """The shortlist head of model ``name`` (``core.speculative.shortlist.frequent_ids``,
+        int64 (k,) in its vocabulary), built once per size (the same tensor every segment)."""
+        from core.speculative.shortlist import frequent_ids
+
+        kept = self.__dict__.setdefault("_companion_shortlists", {})
+        if (name, size) not in kept:
+            kept[(name, size)] = frequent_ids(other.backend, size)
+        return kept[(name, size)]
+
+    def _with_companions(self, inp: Any, plan: Plan, options: Sequence[DecodingOptions]) -> Plan:
+        """``plan`` with a :class:`CompanionEngine` when any of ``options`` names a second
+        model; ``plan`` itself otherwise."""
+        if not any(any(companion_names(o)) for o in options):
+            return plan
+        engine = CompanionEngine(self, inp, plan)
+        return dataclasses.replace(plan, prepare=engine.prepare, engine=engine)
+
     # ------------------------------------------------------------------ the five runs
     def decode(self, source: Any, options: DecodingOptions, *, cancel: Callable[[], bool] | None = None,
                prefix_ids: Sequence[int] = (), **settings: Any) -> Iterator[Event]:
@@ -183,7 +384,7 @@ class SegmentedTask:
                 the vocabulary.
         """
         inp = self.input_type.of(source, settings, method="decode")
-        plan = self.plan(inp, options, prefix_len=len(prefix_ids))
+        plan = self._with_companions(inp, self.plan(inp, options, prefix_len=len(prefix_ids)), [options])
         yield from decode_segments(plan.engine, plan.segments, plan.prepare, self.run_options(options, prefix_ids),
                                    plan.stats, plan.join, cancel=cancel, forced={0: prefix_ids} if prefix_ids else None,
                                    skip=plan.skip)
@@ -204,6 +405,7 @@ class SegmentedTask:
         inp = self.input_type.of(source, settings, method="decode_lanes")
         lanes = check_lanes(lanes)
         plan = self.plan(inp, lanes[0], prefix_len=len(prefix_ids), max_new=[o.max_new_tokens for o in lanes])
+        plan = self._with_companions(inp, plan, lanes)
         yield from decode_lanes(plan.engine, plan.segments, plan.prepare,
                                 [self.run_options(o, prefix_ids) for o in lanes], plan.stats, plan.join,
                                 cancel=cancel, forced={0: prefix_ids} if prefix_ids else None)
@@ -235,7 +437,7 @@ class SegmentedTask:
             ValueError: as :meth:`decode`; a segment index out of range.
         """
         inp = self.input_type.of(source, settings, method="fork")
-        plan = self.plan(inp, options)
+        plan = self._with_companions(inp, self.plan(inp, options), [options])
         yield from fork_segment(plan.engine, plan.segments, segment, plan.prepare, options, plan.stats,
                                 forced_ids=forced_ids, step_offset=step_offset, cancel=cancel, reuse_cache=reuse_cache)
 
@@ -259,8 +461,11 @@ class SegmentedTask:
             raise TypeError(f"what_if() missing 1 required keyword-only argument: {keyword!r}")
         mask = settings.pop(keyword)
         inp = self.input_type.of(source, settings, method="what_if")
-        plan = self.plan(inp, options)
-        yield from self._what_if(plan, self.masked(inp, plan, mask), original, options, "mask", cancel)
+        plan = self._with_companions(inp, self.plan(inp, options), [options])
+        other = self.masked(inp, plan, mask)
+        if isinstance(plan.engine, CompanionEngine):
+            other = plan.engine.other(other, lambda task2, plan2: task2.masked(inp, plan2, mask))
+        yield from self._what_if(plan, other, original, options, "mask", cancel)
 
     def no_input(self, source: Any, options: DecodingOptions, original: Sequence[StepEvent], *,
                  cancel: Callable[[], bool] | None = None, **settings: Any) -> Iterator[Any]:
@@ -268,8 +473,11 @@ class SegmentedTask:
         tokens forced through the encoding of an input with nothing in it
         (``core.tasks.whatif``: kind "prior")."""
         inp = self.input_type.of(source, settings, method="no_input")
-        plan = self.plan(inp, options)
-        yield from self._what_if(plan, self.emptied(inp, plan), original, options, "prior", cancel)
+        plan = self._with_companions(inp, self.plan(inp, options), [options])
+        other = self.emptied(inp, plan)
+        if isinstance(plan.engine, CompanionEngine):
+            other = plan.engine.other(other, lambda task2, plan2: task2.emptied(inp, plan2))
+        yield from self._what_if(plan, other, original, options, "prior", cancel)
 
     @staticmethod
     def _what_if(plan: Plan, other: OtherInput, original: Sequence[StepEvent], options: DecodingOptions,

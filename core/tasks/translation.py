@@ -165,6 +165,13 @@ class TranslationModel(SegmentedTask):
         return cls(kind.load(name, progress, prefix=prefix, target_language=target_language,
                              source_language=source_language))
 
+    def load_companion(self, name: str) -> "TranslationModel":
+        """A second model (a draft, an amateur) for this direction: ``name`` loaded with this
+        model's source and target languages (``core.tasks.base.SegmentedTask.companion_task``)."""
+        kw = {} if name in BUNDLED else {"target_language": self.target_language,
+                                         "source_language": self.source_language}
+        return type(self).load(name, **kw)
+
     def decoder_prompt(self, encoded):
         """The ``DecoderPrompt`` for one encoded chunk: the bundled model's (virtual start
         token), or ``[decoder_start]`` / ``[decoder_start, target language]`` for hub
@@ -304,7 +311,8 @@ class TranslationModel(SegmentedTask):
             ValueError: as :meth:`decode`.
         """
         options = options.validate()
-        plan = self.plan(TextInput(text, shortlist), options, prefix_len=len(prefix_ids))
+        inp = TextInput(text, shortlist)
+        plan = self._with_companions(inp, self.plan(inp, options, prefix_len=len(prefix_ids)), [options])
         chunks, prepare, engine = plan.segments, plan.prepare, plan.engine
         run_options = _past_prefix(options, prefix_ids)
         for i, chunk in enumerate(chunks):

@@ -241,3 +241,120 @@ def test_a_shortlist_draft_never_drafts_off_the_list(tiny_models):
     ids, q = d.propose(list(tiny.prompt.prompt_ids), 5, _process)
     assert ids and set(ids) <= set(head.tolist())
     assert float(q[:, [i for i in range(V) if i not in head.tolist()]].sum()) == 0.0
+
+
+# ------------------------------------------------------------------ through the engine and the tasks
+
+def _ids(events) -> list[int]:
+    from core.events import Finished
+
+    assert isinstance(events[-1], Finished)
+    return list(events[-1].token_ids)
+
+
+def _rounds(events) -> list:
+    from core.events import SpeculationRound
+
+    return [e for e in events if isinstance(e, SpeculationRound)]
+
+
+@pytest.mark.parametrize("lean", [True, False])
+@pytest.mark.parametrize("draft_tokens", [0, 3])
+def test_random_tiny_draft_model_gives_the_target_greedy_ids(tiny_pair, lean, draft_tokens):
+    from core.engine import Engine
+    from core.options import DecodingOptions
+
+    target, _, draft, db = tiny_pair
+    tb = HFSeq2SeqBackend(target.model, target.tokenizer, "target", lean=lean)
+    engine = Engine(tb)
+    encoded = tb.encode(target.inputs)
+    opts = DecodingOptions(max_new_tokens=16, capture_attention=False)
+    greedy = _ids(list(engine.run(encoded, target.prompt, opts.with_(strategy="greedy"))))
+    comp = ModelCompanion(db, db.encode(draft.inputs), TokenMap(tb, db), name="draft")
+    spec = opts.with_(strategy="speculative", draft="model:draft", draft_tokens=draft_tokens)
+    events = list(engine.run(encoded, target.prompt, spec, draft=ModelDraft(comp)))
+    assert _ids(events) == greedy
+    rounds = _rounds(events)
+    accepted = sum(r.n_accepted for r in rounds)
+    drafted = sum(len(r.drafted) for r in rounds)
+    assert 0 < accepted < drafted  # the noisy draft agrees often, not always
+
+
+@pytest.mark.parametrize("kind,lean,layers", [("whisper", True, (1, 2)), ("whisper", False, (1,)), ("marian", False, (1,))])
+def test_early_exit_gives_the_target_greedy_ids(tiny_models, kind, lean, layers):
+    from core.engine import Engine
+    from core.options import DecodingOptions
+
+    tiny = tiny_models[kind]
+    backend = HFSeq2SeqBackend(tiny.model, tiny.tokenizer, kind, lean=lean)
+    engine = Engine(backend)
+    encoded = backend.encode(tiny.inputs)
+    opts = DecodingOptions(max_new_tokens=16, capture_attention=False)
+    greedy = _ids(list(engine.run(encoded, tiny.prompt, opts.with_(strategy="greedy"))))
+    for layer in layers:
+        for d in (None, EarlyExitDraft(backend, encoded, layer, head_ids=torch.arange(0, V, 2))):
+            spec = opts.with_(strategy="speculative", draft=f"early-exit:{layer}", draft_tokens=2)
+            events = list(engine.run(encoded, tiny.prompt, spec, draft=d))
+            assert _ids(events) == greedy
+            if layer == 2 and d is None:  # all layers: the draft is the model itself
+                assert all(r.n_accepted == len(r.drafted) for r in _rounds(events))
+
+
+def test_bergamot_early_exit_gives_greedy_ids():
+    from core.engine import Engine
+    from core.backends.marian_tiny import load_bergamot
+    from core.options import DecodingOptions
+
+    b = load_bergamot("en-pt")
+    encoded = b.encode(b.source_ids("My name is John Smith and I live at 42 Baker Street, John Smith said."))
+    engine = Engine(b)
+    opts = DecodingOptions(max_new_tokens=60, capture_attention=False)
+    greedy = _ids(list(engine.run(encoded, b.decoder_prompt(encoded), opts.with_(strategy="greedy"))))
+    events = list(engine.run(encoded, b.decoder_prompt(encoded), opts.with_(strategy="speculative",
+                                                                            draft="early-exit:1")))
+    assert _ids(events) == greedy and _rounds(events)
+
+
+@pytest.fixture(scope="module")
+def clip() -> np.ndarray:
+    import soundfile as sf
+
+    audio, sr = sf.read(SAMPLE, dtype="float32")
+    assert sr == 16_000
+    return audio
+
+
+@pytest.fixture(scope="module")
+def base_with_tiny(whisper_base, whisper_tiny_en):
+    """whisper-base whose second model "tiny.en" is the session's tiny.en (not loaded again)."""
+    whisper_base.__dict__.setdefault("_companion_tasks", {})["tiny.en"] = whisper_tiny_en
+    return whisper_base
+
+
+def test_tiny_en_drafting_for_base_gives_base_greedy_ids(base_with_tiny, clip):
+    from core.options import DecodingOptions
+
+    opts = DecodingOptions(max_new_tokens=64, capture_attention=False)
+    greedy = _ids(list(base_with_tiny.decode(clip, opts.with_(strategy="greedy"), language="en")))
+    for draft, alpha in (("model:tiny.en", 0.8), ("model:tiny.en#4096", 0.3)):  # 3 of 24 ids off 4096
+        events = list(base_with_tiny.decode(clip, opts.with_(strategy="speculative", draft=draft), language="en"))
+        assert _ids(events) == greedy, draft
+        rounds = _rounds(events)
+        assert rounds and all(r.draft == draft for r in rounds)
+        assert sum(r.n_accepted for r in rounds) >= alpha * sum(len(r.drafted) for r in rounds)
+
+
+def test_a_model_amateur_is_built_by_the_task(base_with_tiny, whisper_tiny_en, clip):
+    """``contrastive_amateur="tiny.en"``: the task hands the engine a companion on the same
+    window; equal to building it by hand."""
+    from core.options import DecodingOptions
+
+    opts = DecodingOptions(max_new_tokens=12, capture_attention=False, contrastive_amateur="tiny.en")
+    by_task = _ids(list(base_with_tiny.decode(clip, opts, language="en")))
+    sm, tiny = base_with_tiny, whisper_tiny_en
+    encoded = sm._encode(clip)[0]
+    prompt = sm.prompt("en", "transcribe")
+    comp = ModelCompanion(tiny.backend, tiny._encode(clip)[0], TokenMap(sm.backend, tiny.backend), name="tiny.en",
+                          target_prompt=prompt.prompt_ids, draft_prompt=tiny.prompt("en", "transcribe").prompt_ids)
+    by_hand = _ids(list(sm.engine.run(encoded, prompt, opts, amateur=comp)))
+    assert by_task == by_hand and len(by_task) > 3
