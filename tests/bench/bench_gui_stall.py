@@ -46,6 +46,11 @@ from collections import Counter
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
+from gui.app import limit_malloc_arenas  # noqa: E402
+
+# as the app does, before numpy's, Qt's and torch's threads exist; MALLOC_ARENA_MAX=8 in the
+# environment keeps glibc's default (8 per core) for a comparison
+ARENAS = limit_malloc_arenas()
 
 import numpy as np  # noqa: E402
 from PySide6.QtCore import QElapsedTimer, QSettings, QTimer  # noqa: E402
@@ -181,6 +186,18 @@ class GcPauses:
             for g, ms in by_gen.items()), flush=True)
 
 
+def gui_schedstat() -> tuple[float, float]:
+    """The calling thread's (seconds on a CPU, seconds waiting on the run queue for one) from
+    /proc/thread-self/schedstat: a gap's wall time minus both is time the thread slept or was
+    blocked (waiting for the GIL, or the event loop's own waits)."""
+    try:
+        with open("/proc/thread-self/schedstat") as f:
+            run, wait, _n = f.read().split()
+        return int(run) / 1e9, int(wait) / 1e9
+    except (OSError, ValueError):
+        return float("nan"), float("nan")
+
+
 class StallMeter:
     """Records the ticks of a 10 ms QTimer on the GUI thread; gaps between them are stalls.
     With a :class:`StackSampler` it also says what the GUI thread did during the stalls."""
@@ -191,14 +208,20 @@ class StallMeter:
 
     def __init__(self) -> None:
         self.ticks: list[float] = []
+        self.sched: list[tuple[float, float]] = []  # the GUI thread's (on CPU, on the run queue) s at each tick
         self.timer = QTimer()
         self.timer.setInterval(10)
-        self.timer.timeout.connect(lambda: self.ticks.append(time.perf_counter()))
+        self.timer.timeout.connect(self._tick)
         self.sampler: StackSampler | None = None
         self.gc: GcPauses | None = None
 
+    def _tick(self) -> None:
+        self.ticks.append(time.perf_counter())
+        self.sched.append(gui_schedstat())
+
     def __enter__(self):
         self.ticks = [time.perf_counter()]
+        self.sched = [gui_schedstat()]
         self.timer.start()
         if self.sampler_every:
             self.sampler = StackSampler(self.sampler_every).start()
@@ -208,7 +231,7 @@ class StallMeter:
 
     def __exit__(self, *exc):
         self.timer.stop()
-        self.ticks.append(time.perf_counter())
+        self._tick()
         if self.sampler is not None:
             self.sampler.stop()
         if self.gc is not None:
@@ -219,6 +242,7 @@ class StallMeter:
         at = self.ticks[int(np.argmax(gaps))] - self.ticks[0]
         print(f"{name:<12} longest {gaps.max():7.0f} ms (at {at:.1f} s) · p99 {np.percentile(gaps, 99):5.0f} ms · "
               f">100 ms: {int((gaps > 100).sum()):4d} of {len(gaps)} gaps · {extra}", flush=True)
+        self.report_sched(gaps)
         if self.sampler is not None:
             self.report_stacks(gaps)
         if self.gc is not None:
@@ -227,6 +251,30 @@ class StallMeter:
                 inside = self.gc.during(self.ticks[i], self.ticks[i + 1])
                 what = ", ".join(f"gen {g} {ms:.0f} ms" for _t, ms, g, _n in inside) or "no collection"
                 print(f"   gap #{rank + 1} ({gaps[i]:.0f} ms at {self.ticks[i] - self.ticks[0]:.1f} s): {what}", flush=True)
+
+    def report_sched(self, gaps: np.ndarray) -> None:
+        """Where the GUI thread's time went in the gaps over ``stall_ms`` (from the kernel's
+        schedstat): on a CPU (the app's work), on the run queue (other processes had the CPUs:
+        the machine's load), or neither (blocked: the GIL held by another thread, or idle)."""
+        if len(self.sched) != len(self.ticks) or np.isnan(self.sched[0][0]):
+            return
+        sched = np.array(self.sched) * 1000.0
+        # each gap less its wait for a CPU: the gap on a machine with no other load
+        own = gaps - np.diff(sched[:, 1])
+        print(f"  less the GUI thread's wait for a CPU (other load): longest {own.max():.0f} ms · "
+              f"p99 {np.percentile(own, 99):.0f} ms · >100 ms: {int((own > 100).sum())} of {len(own)} gaps", flush=True)
+        long_ = [i for i in np.argsort(-gaps) if gaps[i] > self.stall_ms]
+        if not long_:
+            return
+        run = np.array([sched[i + 1, 0] - sched[i, 0] for i in long_])
+        wait = np.array([sched[i + 1, 1] - sched[i, 1] for i in long_])
+        wall = gaps[long_]
+        print(f"  GUI thread in the {len(long_)} gaps over {self.stall_ms:.0f} ms ({wall.sum():.0f} ms): on a CPU "
+              f"{run.sum():.0f} ms · waiting for a CPU (machine load) {wait.sum():.0f} ms · blocked (GIL, waits) "
+              f"{(wall - run - wait).sum():.0f} ms", flush=True)
+        for rank in range(min(5, len(long_))):
+            print(f"   gap #{rank + 1} {wall[rank]:.0f} ms: on CPU {run[rank]:.0f} · run queue {wait[rank]:.0f} · "
+                  f"blocked {wall[rank] - run[rank] - wait[rank]:.0f}", flush=True)
 
     def report_stacks(self, gaps: np.ndarray, top: int = 12) -> None:
         """What the GUI thread did during the gaps over ``stall_ms``: sampled milliseconds per
@@ -358,12 +406,6 @@ def case_hour(app, win, args) -> None:
     if speech.model is None or speech.model_combo.currentText().strip() != "base":
         speech.load_model("base")
         pump_until(app, lambda: speech.model is not None and not speech.is_loading(), 300)
-    if args.gc_freeze:
-        import gc
-
-        gc.collect()
-        gc.freeze()  # the model's objects too
-        print(f"  gc.freeze(): {gc.get_freeze_count()} objects frozen", flush=True)
     base = rss_mb()
     audio = speech_audio(minutes * 60)
     curve: list[tuple[float, float, int, float]] = []  # (audio s decoded, RSS MB, tokens, RssAnon MB)
@@ -461,9 +503,10 @@ def main() -> int:
                          "that wants the GIL waits for the one holding it")
     ap.add_argument("--gc-pauses", action="store_true",
                     help="time every garbage collection (gc.callbacks) and say which long gaps hold one")
-    ap.add_argument("--gc-freeze", action="store_true",
-                    help="experiment: gc.freeze() once the window is open (the objects alive then are never "
-                         "scanned again by the collector)")
+    ap.add_argument("--no-gc-policy", action="store_true",
+                    help="leave Python's garbage collection as it is (the app freezes what is alive after the window "
+                         "opens and after each model load, and the survivors of each full collection: "
+                         "gui/gc_policy.py)")
     ap.add_argument("--gc-threshold", type=str, default=None, metavar="T0,T1,T2",
                     help="experiment: gc.set_threshold(T0, T1, T2) before the cases (Python's default 700,10,10)")
     args = ap.parse_args()
@@ -488,11 +531,15 @@ def main() -> int:
     win.resize(1280, 800)
     win.show()
     app.processEvents()
-    if args.gc_freeze:
-        import gc
+    if not args.no_gc_policy:
+        from gui import gc_policy
 
-        gc.collect()
-        gc.freeze()
+        gc_policy.install(win)  # as gui/app.py does
+    import gc
+
+    print(f"gc: {'Python default' if args.no_gc_policy else 'the app policy'} · malloc arenas: "
+          f"{'limited to 2' if ARENAS else 'glibc default (MALLOC_ARENA_MAX=' + os.environ.get('MALLOC_ARENA_MAX', '') + ')'}"
+          f" · frozen objects {gc.get_freeze_count()}", flush=True)
     print(f"window open · RSS {rss_mb():.0f} MB", flush=True)
     run = {"load": case_load, "text": case_text, "text1mb": case_text1mb, "audio": case_audio,
            "hour": case_hour, "image": case_image}

@@ -1,0 +1,68 @@
+"""The window's garbage-collection policy (issue 19 §3, GUI stalls on long runs).
+
+With whisper-base loaded the process holds about 480,000 objects the cyclic garbage
+collector tracks (torch, transformers, Qt wrappers, the model's modules); a full (generation
+2) collection walks all of them and took 230-300 ms of CPU here, 2.4 s of wall time on a
+loaded machine. Python runs one now and then as a long run's objects pile up, in whichever
+thread allocates, and holds the GIL throughout: the GUI thread stalls for all of it.
+
+The policy: what is alive once the window is open, and again after each model load, is
+frozen (``gc.freeze``: moved to the permanent generation, which collections skip), and so
+are the survivors of each full collection. A full collection then walks only the objects
+made since the previous one. Objects still die by reference counting as before; the price
+is that a reference cycle among frozen objects is not reclaimed (none is known among the
+models' or a run's objects). The tests do not install it; the app (``gui.app``) and
+``tests/bench/bench_gui_stall.py`` do.
+"""
+
+from __future__ import annotations
+
+import gc
+
+_installed = False
+
+
+def installed() -> bool:
+    """Whether :func:`install` is in force."""
+    return _installed
+
+
+def settle() -> None:
+    """Collect the young generations (cheap) and freeze everything alive: later full
+    collections skip it. A no-op unless :func:`install` ran."""
+    if _installed:
+        gc.collect(1)
+        gc.freeze()
+
+
+def _after_collection(phase: str, info: dict) -> None:
+    """``gc.callbacks`` hook: the survivors of a full collection are frozen."""
+    if phase == "stop" and info.get("generation") == 2:
+        gc.freeze()
+
+
+def install(window=None) -> None:
+    """Put the policy in force: freeze what is alive now, freeze the survivors of each full
+    collection, and (given the main ``window``) freeze again whenever one of its tabs' models
+    has loaded (each tab's ``modelReady``)."""
+    global _installed
+    _installed = True
+    if _after_collection not in gc.callbacks:
+        gc.callbacks.append(_after_collection)
+    settle()
+    if window is not None:
+        tabs = window.tabs
+        for i in range(tabs.count()):
+            ready = getattr(tabs.widget(i), "modelReady", None)
+            if ready is not None:
+                ready.connect(lambda _model: settle())
+
+
+def uninstall() -> None:
+    """Back to Python's own collection: the hook goes, the frozen objects are collectable
+    again (the next full collection walks them)."""
+    global _installed
+    _installed = False
+    if _after_collection in gc.callbacks:
+        gc.callbacks.remove(_after_collection)
+    gc.unfreeze()
