@@ -90,8 +90,10 @@ def draft_line(t: DraftToken) -> str:
 
 def ghost_tooltip(r: SpeculationRound, t: DraftToken) -> str:
     """The tooltip of round ``r``'s rejected draft token ``t``."""
+    instead = (f"the target chose {r.emitted_text!r} here instead" if r.emitted_id is not None
+               else "the target ended the text here instead (end of text)")
     lines = [f"rejected draft token {t.text!r} (round {r.round}, step {r.step + r.n_accepted})", draft_line(t),
-             f"the target chose {r.emitted_text!r} here instead", "", MARK_HELP["rejected"]]
+             instead, "", MARK_HELP["rejected"]]
     later = [d.text for d in r.drafted if not d.judged]
     if later:
         lines.insert(3, "not judged after it: " + " ".join(repr(x) for x in later))

@@ -296,6 +296,8 @@ class SpeculationView(QWidget):
                          "–" if t.u is None else f"{t.u:.3f}", verdict))
         if r.emitted_kind:
             rows.append(("▶", r.emitted_text, "", "", "", "", r.emitted_kind))
+        elif any(t.judged and not t.accepted for t in r.drafted):
+            rows.append(("▶", "(end of text)", "", "", "", "", "end"))
         self.table.setRowCount(len(rows))
         for i, row in enumerate(rows):
             for c, text in enumerate(row):
@@ -307,6 +309,8 @@ class SpeculationView(QWidget):
                     if kind:
                         item.setForeground(QColor(MARK_COLORS[kind]))
                         item.setToolTip(MARK_HELP[kind])
+                    elif text == "end":
+                        item.setToolTip("the target ended the text here (end of text), where the draft went on")
                     else:
                         item.setToolTip("after the first rejection the target does not judge the draft's tokens")
                 self.table.setItem(i, c, item)

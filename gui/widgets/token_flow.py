@@ -38,6 +38,7 @@ class _Item:
     event: StepEvent | None = None
     width: int = 0  # pixels, measured once
     tip: str = ""  # a ghost's tooltip
+    key: object = None  # a ghost's identity (its round): placing it again replaces it
 
 
 def chip_color(ev: StepEvent, mode: str = "probability") -> QColor:
@@ -194,30 +195,41 @@ class TokenFlow(QWidget):
             self._place(item, self._gap_for(item), newline=False)
         self._update_height()
 
-    def add_ghosts(self, ghosts: dict[int, tuple[str, str]]) -> int:
-        """Show rejected draft tokens: step -> (token text, tooltip), each as a ghost chip
-        right after the chip of that step (the token the target emitted in its place); one
-        already there is replaced. Steps without a chip are skipped. Lays out again from the
-        first changed chip only (usually the newest ones). Returns the ghosts placed."""
-        targets = {s: g for s, g in ghosts.items() if s in self._by_step}
-        if not targets:
+    def add_ghosts(self, ghosts: list[tuple[int, object, str, str]]) -> int:
+        """Show rejected draft tokens: (step, key, token text, tooltip) each, as a ghost chip
+        right after the chip of that step (and after the ghosts already there); a ghost with
+        the same ``key`` (its round) is replaced. Steps without a chip are skipped. Lays out
+        again from the first changed chip only (usually the newest ones). Returns the ghosts
+        placed."""
+        by_step: dict[int, list[tuple[object, str, str]]] = {}
+        for step, key, text, tip in ghosts:
+            if step in self._by_step:
+                by_step.setdefault(step, []).append((key, text, tip))
+        if not by_step:
             return 0
-        start = min(self._by_step[s] for s in targets)
-        placed: list[_Item] = []
-        for it in self._items[start:]:
-            if it.kind == "ghost" and it.event is not None and it.event.step in targets:
-                continue  # replaced below
+        keys = {key for new in by_step.values() for key, _t, _tip in new}
+        start = min(self._by_step[s] for s in by_step)
+        tail, placed, i = self._items[start:], [], 0
+        while i < len(tail):
+            it = tail[i]
+            i += 1
+            if it.kind == "ghost" and it.key in keys:
+                continue  # placed again below
             placed.append(it)
-            if it.kind == "token" and it.event is not None and it.event.step in targets:
-                text, tip = targets[it.event.step]
-                placed.append(_Item("ghost", display_text(text), QRect(), it.event, tip=tip))
+            if it.kind == "token" and it.event is not None and it.event.step in by_step:
+                while i < len(tail) and tail[i].kind == "ghost":  # the ghosts already after it stay first
+                    if tail[i].key not in keys:
+                        placed.append(tail[i])
+                    i += 1
+                placed += [_Item("ghost", display_text(text), QRect(), it.event, tip=tip, key=key)
+                           for key, text, tip in by_step[it.event.step]]
         self._items[start:] = placed
-        for i in range(start, len(self._items)):
-            it = self._items[i]
+        for k in range(start, len(self._items)):
+            it = self._items[k]
             if it.kind == "token" and it.event is not None:
-                self._by_step[it.event.step] = i
+                self._by_step[it.event.step] = k
         self._relayout(start)
-        return len(targets)
+        return sum(len(v) for v in by_step.values())
 
     def ghosts(self) -> list[tuple[int, str]]:
         """(step it follows, text) of each ghost chip, in order."""

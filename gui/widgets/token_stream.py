@@ -170,11 +170,12 @@ class TokenStreamView(QWidget):
         """Show the rejected draft token of each speculation round (``SpeculationRound``)
         after the token emitted in its place (rounds whose tokens are not shown are
         skipped). Returns the ghost chips placed."""
-        ghosts = {}
+        ghosts = []
         for r in rounds:
             t = rejected_token(r)
-            if t is not None:
-                ghosts[r.step + r.n_accepted] = (t.text, ghost_tooltip(r, t))
+            if t is not None:  # after the target's token at that position; it ended the text: after the last one
+                step = r.step + r.n_accepted - (1 if r.emitted_id is None else 0)
+                ghosts.append((step, (r.segment, r.round), t.text, ghost_tooltip(r, t)))
         return self.flow.add_ghosts(ghosts) if ghosts else 0
 
     def set_marks(self, marks: dict[int, tuple[str, str]]) -> None:

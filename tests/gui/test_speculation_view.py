@@ -298,3 +298,30 @@ def test_options_panel_offers_speculative_with_its_draft_draft_tokens_and_verifi
     assert panel.options().draft_tokens == 3
     panel.strategy_buttons["greedy"].click()
     assert not draft.isVisible()
+
+
+def test_a_draft_rejected_for_the_end_of_text_follows_the_last_token(qtbot):
+    """The target ended the text where the draft went on: no token at that position, so
+    the ghost follows the last token — after the ghost already there (two rounds, one chip)."""
+    from core.events import DraftToken
+
+    events = speculative_events()
+    cut = [e for e in events if not (getattr(e, "step", 0) >= 7)]  # rounds 0-2: steps 0..6
+    eos = SpeculationRound(round=3, step=7, segment=0, gamma=2, n_accepted=0, emitted_id=None, emitted_text="",
+                           emitted_kind="", drafted=(DraftToken(5, " more", 1.0, 0.0, 0.0, None, False),
+                                                     DraftToken(6, " text", 1.0, 0.0, 0.0, None, False, False)))
+    run, view = _stream_with_run(qtbot, cut + [eos])
+    assert [(s, t) for s, t in view.flow.ghosts()] == [(5, "wrong1"), (6, "wrong2"), (6, "more")]
+    r5, r6 = view.flow.chip_rect(5), view.flow.ghost_rect(6)
+    assert r6 is not None and r5 is not None
+    from gui.widgets.speculation_marks import ghost_tooltip
+
+    assert "ended the text" in ghost_tooltip(eos, eos.drafted[0])
+    view.add_rounds([eos])  # placed again: replaced, not doubled
+    assert len(view.flow.ghosts()) == 3
+    from gui.widgets.speculation_view import SpeculationView
+
+    spec = SpeculationView(run)
+    qtbot.addWidget(spec)
+    spec.show_round(eos)
+    assert [r[6] for r in spec.rows()] == ["rejected", "not judged", "end"]
