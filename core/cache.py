@@ -31,12 +31,16 @@ class KeptCache:
         hidden: float32 (n_i, d_model) chunks, n in all: the decoder's last-layer hidden
             states of those positions (for a contrastive continuation), or None if the
             backend gives none.
+        run_ids: the whole run the cache comes from: prompt + generated ids (+ the EOS id
+            when it ended by EOS), or None; a later speculative run's "branch" draft (a fork
+            of that run) drafts from it.
     """
 
     encoded: EncoderOutput
     ids: torch.Tensor
     cache: Any
     hidden: list[torch.Tensor] | None
+    run_ids: list[int] | None = None
 
     def extend(self, input_ids: torch.Tensor, new_ids: torch.Tensor, out: StepOutput) -> KeptCache | None:
         """This record after a step that fed ``new_ids`` (the last columns of ``input_ids``),
@@ -178,9 +182,11 @@ class Inference:
             if kept.hidden:
                 kept.hidden = [torch.cat(kept.hidden, dim=0)[:length]]
 
-    def finish(self) -> None:
+    def finish(self, run_ids: Sequence[int] | None = None) -> None:
         """Keep the run's cache for the next run on the same encoder output, if the run stayed
-        batch 1, fed something and the backend can truncate caches."""
+        batch 1, fed something and the backend can truncate caches; with it ``run_ids`` (the
+        whole run: prompt, generated ids, EOS), for a fork's branch draft."""
         kept = self._kept
         if kept is not None and len(kept.ids) > 0 and getattr(self.backend, "truncate_cache", None) is not None:
+            kept.run_ids = None if run_ids is None else [int(t) for t in run_ids]
             self.store.keep(kept)

@@ -141,7 +141,7 @@ class Engine:
 
             run = SpeculativeRun(self, encoded, prompt, options, draft=draft, cancel=cancel, step_offset=step_offset,
                                  segment=segment, source_offset=source_offset, forced_ids=forced_ids,
-                                 reuse_cache=reuse_cache, requested=requested)
+                                 reuse_cache=reuse_cache, requested=requested, amateur=amateur)
             yield from run.events()
             return
         rules, processors = self.processors(encoded, prompt, options, amateur=amateur)
@@ -179,8 +179,10 @@ class Engine:
                 break
             inference.advance(out, update.beam_idx)
             input_ids, new_ids = update.input_ids, update.input_ids[:, -1:]
-        inference.finish()
         result = strategy.finalize()
+        # the whole run, for a later run's branch draft (speculative decoding after a fork)
+        inference.finish(run_ids=list(prompt.prompt_ids) + list(result.token_ids)
+                         + ([prompt.eos_token_id] if result.reason == "eos" else []))
         yield from events.finish(result)
         stats = RunStats(decode_s=time.perf_counter() - started, n_tokens=len(result.token_ids),
                          reused_tokens=inference.reused, first_token_s=events.first_token_s)

@@ -310,17 +310,18 @@ def check_draft(draft: str) -> str:
 
     Raises:
         ValueError: saying which spellings exist ("ngram", "branch", "early-exit:L" with L a
-            decoder layer count >= 1, "model:NAME").
+            decoder layer count >= 1, "model:NAME"; "#N" after L or NAME: a shortlist head of N ids).
     """
     if not isinstance(draft, str):
         raise ValueError(f"draft must be a string such as 'ngram', got {draft!r}")
     if draft in ("ngram", "branch"):
         return draft
     if draft.startswith("early-exit:"):
-        layer = draft.split(":", 1)[1]
-        if not layer.isdigit() or int(layer) < 1:
+        layer, mark, size = draft.split(":", 1)[1].partition("#")
+        if not layer.isdigit() or int(layer) < 1 or (mark and (not size.isdigit() or int(size) < 1)):
             raise ValueError(
-                f"draft {draft!r}: write early-exit:L with L the number of decoder layers that draft, e.g. early-exit:4")
+                f"draft {draft!r}: write early-exit:L with L the number of decoder layers that draft, e.g. "
+                "early-exit:4 (or early-exit:4#8192 with a shortlist head of the 8192 most frequent tokens)")
         return draft
     if draft.startswith("model:"):
         if not draft.split(":", 1)[1].strip():

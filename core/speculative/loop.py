@@ -60,19 +60,23 @@ PLAIN_PROBES = 3
 """One-token target calls measured (rounds without a draft, or probes) before judging."""
 
 
-def make_draft(name: str, engine: "Engine", encoded: EncoderOutput, prompt: DecoderPrompt) -> Draft:
+def make_draft(options: DecodingOptions, engine: "Engine", encoded: EncoderOutput, prompt: DecoderPrompt) -> Draft:
     """The draft ``options.draft`` names, for drafts the engine builds itself.
 
     "ngram": prompt lookup over the ids and, for translation, the source ids
     (``encoded.extras["source_ids"]``, unless ``encoded.extras["source_vocab_shared"]`` is
     False: the bundled Bergamot models share one SentencePiece vocabulary between source and
     target). "early-exit:L": the target's first L decoder layers
-    (``core.speculative.early_exit``).
+    (``core.speculative.early_exit``; "early-exit:L#N": with a shortlist head of the N most
+    frequent ids, ``core.speculative.shortlist``). "branch": the last batch-1 run on this same encoder
+    output (``engine.kept``: a fork drafts from the run it forks, the old branch's tokens
+    after the fork step realigned where the two resynchronise).
 
     Raises:
-        ValueError: "branch" or "model:NAME" (the task builds those and passes ``draft=``),
-            or an early exit the backend cannot do.
+        ValueError: "model:NAME" (the task builds it and passes ``draft=``), "branch" with no
+            earlier run on ``encoded``, or an early exit the backend cannot do.
     """
+    name = options.draft
     if name == "ngram":
         from core.engine import source_ids
         from core.speculative.ngram import NgramDraft
@@ -83,13 +87,24 @@ def make_draft(name: str, engine: "Engine", encoded: EncoderOutput, prompt: Deco
             extra.append(source[0].tolist())
         return NgramDraft(extra)
     if name.startswith("early-exit:"):
-        try:
-            from core.speculative.early_exit import EarlyExitDraft
-        except ImportError as exc:  # pragma: no cover - until the early-exit draft exists
-            raise ValueError(f"the {name} draft is not available in this build; use --draft ngram") from exc
-        return EarlyExitDraft(engine.backend, encoded, int(name.split(":", 1)[1]))
+        from core.speculative.early_exit import EarlyExitDraft
+
+        layer, _, size = name.split(":", 1)[1].partition("#")
+        head_ids = None
+        if size:
+            from core.speculative.shortlist import frequent_ids
+
+            head_ids = frequent_ids(engine.backend, int(size), keep=(prompt.eos_token_id,))
+        return EarlyExitDraft(engine.backend, encoded, int(layer), head_ids=head_ids,
+                              sample=options.verification == "sample", seed=options.seed,
+                              eos_token_id=prompt.eos_token_id)
     if name == "branch":
-        raise ValueError("the branch draft needs a reference run: fork from a token of an earlier run "
+        from core.speculative.branch import BranchDraft
+
+        kept = engine.kept.get(id(encoded))
+        if kept is not None and kept.encoded is encoded and kept.run_ids:
+            return BranchDraft(kept.run_ids)
+        raise ValueError("the branch draft needs an earlier run on this input: fork from a token of a run "
                          "(its tokens draft the new branch), or use --draft ngram")
     raise ValueError(f"the {name} draft is built by the task (it loads the model); pass it as draft=, "
                      "or use --draft ngram")
@@ -106,25 +121,34 @@ class SpeculativeRun:
         requested: ``time.perf_counter()`` when the run was asked for.
         rule: the acceptance rule; None: ``GreedyRule`` or ``SamplingRule`` seeded by
             ``options.seed`` (``options.verification``). A test may pass a wrong one.
+        amateur: contrastive decoding's amateur model (``Engine.run``'s), in the chain of both
+            the target and the draft.
+
+    Raises:
+        ValueError: invalid options or draft; contrastive decoding with an early-layer amateur
+            (it reads the logit lens, which a verify call of several positions does not give).
     """
 
     def __init__(self, engine: "Engine", encoded: EncoderOutput, prompt: DecoderPrompt, options: DecodingOptions, *,
                  draft: Draft | None = None, cancel: Callable[[], bool] | None = None, step_offset: int = 0,
                  segment: int = 0, source_offset: int = 0, forced_ids: Sequence[int] = (),
-                 reuse_cache: bool = True, requested: float | None = None, rule=None):
+                 reuse_cache: bool = True, requested: float | None = None, rule=None, amateur=None):
         self.requested = time.perf_counter() if requested is None else requested
         self.engine, self.backend, self.encoded, self.prompt = engine, engine.backend, encoded, prompt
         self.options = options.validate()
         plain = dataclasses.replace(options, strategy=options.verification)
-        rules, processors = engine.processors(encoded, prompt, plain)
+        rules, processors = engine.processors(encoded, prompt, plain, amateur=amateur)
+        if processors.needs_lens:
+            raise ValueError("contrastive decoding with an early-layer amateur (layer:L) reads the logit lens, which "
+                             "speculative decoding does not compute; use a model amateur or another strategy")
         from core.engine import Scorer
 
         self.scorer = Scorer(rules, processors, False, False, self.backend.name)
-        d_rules, d_processors = engine.processors(encoded, prompt, plain)  # the draft's own chain objects
+        d_rules, d_processors = engine.processors(encoded, prompt, plain, amateur=amateur)  # the draft's own chain
         self.process = lambda ids, logits: d_processors(ids, d_rules(ids, logits))
         self.max_new = min(options.max_new_tokens, prompt.max_new_tokens or options.max_new_tokens)
         self.forced = check_forced_ids(forced_ids, prompt.eos_token_id, self.backend.vocab_size)[:self.max_new]
-        self.draft = draft if draft is not None else make_draft(options.draft, engine, encoded, prompt)
+        self.draft = draft if draft is not None else make_draft(options, engine, encoded, prompt)
         if rule is None:
             if options.verification == "sample":
                 generator = torch.Generator()
@@ -349,7 +373,7 @@ class SpeculativeRun:
             self._judge_switch()
             if ended or len(generated) >= self.max_new:
                 break
-        inference.finish()
+        inference.finish(run_ids=ids + ([eos] if reason == "eos" else []))
         self._finish_summary()
         stats = RunStats(decode_s=time.perf_counter() - started, n_tokens=len(generated),
                          reused_tokens=inference.reused, first_token_s=self.first_token_s,

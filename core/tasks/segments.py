@@ -246,6 +246,10 @@ class RunTotals:
         self.stats.reused_tokens += finished.stats.reused_tokens
         if not self.stats.first_token_s and finished.stats.first_token_s:
             self.stats.first_token_s = run_start + finished.stats.first_token_s
+        if finished.stats.speculative is not None:
+            from core.speculative.summary import merge_summary
+
+            self.stats.speculative = merge_summary(self.stats.speculative, finished.stats.speculative)
         self.reason = finished.reason
         return finished.cancelled
 

@@ -282,3 +282,47 @@ def test_options_validate_the_draft():
             DecodingOptions(strategy="speculative", **bad).validate()
     assert DecodingOptions(strategy="speculative", verification="sample").is_sampling
     assert not DecodingOptions(strategy="speculative").is_sampling
+
+
+@pytest.mark.parametrize("kind,lean", KINDS)
+def test_a_fork_drafts_from_the_run_it_forks(tiny_models, kind, lean):
+    """draft "branch" without draft=: the engine drafts from the last run on this encoder
+    output (the run being forked); the fork's output is the plain fork's."""
+    tiny = tiny_models[kind]
+    backend = _backend(tiny, lean)
+    encoded = backend.encode(tiny.inputs)
+    plain = DecodingOptions(max_new_tokens=24)
+    with pytest.raises(ValueError, match="earlier run"):
+        list(Engine(backend).run(encoded, tiny.prompt, _spec(plain, draft="branch")))
+    engine = Engine(backend)
+    _, _, ref, _ = _run(engine, encoded, tiny.prompt, plain)
+    forced = ref.token_ids[:4] + [(ref.token_ids[4] + 3) % 90]
+    _, _, ref_fork, _ = _run(Engine(backend), encoded, tiny.prompt, plain, forced_ids=forced)
+    steps, rounds, fin, _ = _run(engine, encoded, tiny.prompt, _spec(plain, draft="branch", draft_tokens=4),
+                                 forced_ids=forced)
+    assert fin.token_ids == ref_fork.token_ids
+    assert fin.stats.speculative.draft == "branch" and rounds
+
+
+EARLY_EXIT_KINDS = [("whisper", True), ("whisper", False), ("marian", False)]
+
+
+@pytest.mark.parametrize("kind,lean", EARLY_EXIT_KINDS)
+@pytest.mark.parametrize("layer", [1, 2])
+def test_early_exit_greedy_equals_greedy_search(tiny_models, kind, lean, layer):
+    """early-exit:L (built by the engine): the target's greedy output; with L = all the tiny
+    models' 2 decoder layers the draft is the target itself and every drafted token is kept."""
+    tiny = tiny_models[kind]
+    backend = _backend(tiny, lean)
+    encoded = backend.encode(tiny.inputs)
+    plain = DecodingOptions(max_new_tokens=24, repetition_penalty=1.3)
+    ref_steps, _, ref, _ = _run(Engine(backend), encoded, tiny.prompt, plain)
+    steps, rounds, fin, _ = _run(Engine(backend), encoded, tiny.prompt,
+                                 _spec(plain, draft=f"early-exit:{layer}", draft_tokens=3))
+    assert fin.token_ids == ref.token_ids
+    for a, b in zip(steps, ref_steps):
+        same_step(a, b)
+    s = fin.stats.speculative
+    assert s.draft == f"early-exit:{layer}" and s.draft_tokens > 0
+    if layer == 2:
+        assert s.accepted == s.draft_tokens
