@@ -1,0 +1,106 @@
+"""End to end: contrastive decoding through the CLI on the bundled clip and whisper-base.
+
+``--contrastive-amateur layer:L`` / ``layer:auto`` (DoLa) must give the tokens of a reference
+greedy loop written beside the app: the backend's step with its logit lens, the task's hard
+rules, and DoLa as transformers 4.45 wrote it (tests/helpers/contrastive_reference.py).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from core.cli import main
+from core.options import DecodingOptions
+from tests.helpers.contrastive_reference import dola_reference
+
+pytestmark = pytest.mark.e2e
+
+CLIP = Path(__file__).resolve().parents[2] / "assets" / "samples" / "speech_en.wav"
+
+
+def _trace(capsys, *argv) -> dict:
+    code = main(["transcribe", str(CLIP), "--model", "base", "--json", *argv])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    return json.loads(out)
+
+
+@pytest.fixture(scope="module")
+def window(whisper_base):
+    """The clip's one window as the CLI decodes it: (engine, encoder output, prompt, hard rules)."""
+    from core.inputs.audio import load_audio
+    from core.inputs.types import SpeechInput
+
+    audio = load_audio(str(CLIP))
+    options = DecodingOptions()
+    plan = whisper_base.plan(SpeechInput(audio=audio, language="auto", task="transcribe", timestamps=False), options)
+    assert len(plan.segments) == 1
+    prepared = plan.prepare(0, plan.segments[0])
+    rules, _ = plan.engine.processors(prepared.encoded, prepared.prompt, options)
+    return plan.engine, prepared.encoded, prepared.prompt, rules
+
+
+_PLAIN: dict[int, list[int]] = {}
+
+
+def _plain(window) -> list[int]:
+    """Plain greedy's tokens (the reference without an amateur), computed once."""
+    if id(window) not in _PLAIN:
+        _PLAIN[id(window)] = _reference(window, None)
+    return _PLAIN[id(window)]
+
+
+@torch.no_grad()
+def _reference(window, layers: list[int] | None, alpha: float = 0.1, max_new: int = 100) -> list[int]:
+    """Greedy decoding, each step's scores = DoLa of (the logits with the hard rules) against
+    the lens of ``layers`` (candidates; None = plain greedy), chosen on the raw logits."""
+    engine, encoded, prompt, rules = window
+    backend = engine.backend
+    ids = list(prompt.prompt_ids)
+    cache = backend.init_cache(encoded, 1)
+    out = backend.step(torch.tensor([ids]), cache, False, capture_lens=True)
+    generated = []
+    for _ in range(max_new):
+        lens = out.lens_logits[0]  # (decoder layers, vocab); the last is the model's logits
+        expert = rules(torch.tensor([ids]), out.logits)
+        if layers is None:
+            scores = expert
+        else:
+            premature = {i + 1: lens[i][None] for i in range(lens.shape[0] - 1)}
+            scores = dola_reference(layers, premature, expert, relative_top=alpha, mature=out.logits)
+        token = int(scores.argmax())
+        if token == prompt.eos_token_id:
+            break
+        generated.append(token)
+        ids.append(token)
+        out = backend.step(torch.tensor([[token]]), out.cache, False, capture_lens=True)
+    return generated
+
+
+@pytest.mark.parametrize("amateur,layers", [("layer:2", [2]), ("layer:5", [5]), ("layer:auto", [1, 2, 3, 4, 5])])
+def test_dola_through_the_cli_equals_the_reference(capsys, window, amateur, layers):
+    trace = _trace(capsys, "--contrastive-amateur", amateur)
+    ids = [t["id"] for t in trace["tokens"]]
+    assert ids == _reference(window, layers)
+    assert ids != _plain(window)  # the contrast changed the transcript
+    assert "speech recognition" in trace["text"]
+    assert trace["options"]["contrastive_amateur"] == amateur
+    assert all(t["stages"][0]["name"] == "contrastive_decoding" for t in trace["tokens"])
+
+
+def test_the_plausibility_cut_and_alpha_flag(capsys, window):
+    """--cd-alpha 1 keeps only the expert's best token: DoLa then changes nothing."""
+    trace = _trace(capsys, "--contrastive-amateur", "layer:auto", "--cd-alpha", "1")
+    assert [t["id"] for t in trace["tokens"]] == _plain(window)
+    assert all(t["stages"][0]["kept"] == 1 for t in trace["tokens"])
+    assert trace["options"]["cd_alpha"] == 1.0
+
+
+def test_a_bad_amateur_is_one_line_that_says_what_to_write(capsys):
+    code = main(["transcribe", str(CLIP), "--model", "base", "--contrastive-amateur", "layer:9"])
+    _, err = capsys.readouterr()
+    assert code != 0 and "give 1 … 5" in err and "Traceback" not in err
