@@ -227,6 +227,58 @@ class MarianTinyModel:
         return x, new_state, torch.stack(attentions, dim=1)
 
     @torch.no_grad()
+    def decode_positions(
+        self,
+        x: torch.Tensor,
+        ssru_state: list[torch.Tensor],
+        cross_keys: list[torch.Tensor],
+        cross_values: list[torch.Tensor],
+        cross_bias: torch.Tensor | None,
+        n_layers: int | None = None,
+    ) -> tuple[torch.Tensor, list[list[torch.Tensor]], torch.Tensor]:
+        """Several consecutive decoder positions at once (a draft to verify): the same
+        computation as ``decode_position`` once per position, with every matrix product
+        batched over the positions (the SSRU's recurrence is elementwise: only its scan
+        runs position by position).
+
+        Args:
+            x: float32 (batch, n, 256): the embedded inputs of the n positions.
+            ssru_state, cross_keys, cross_values, cross_bias, n_layers: as ``decode_position``.
+
+        Returns:
+            (y (batch, n, 256) the top hidden states, the SSRU states after each position
+            (n lists of per-layer (batch, 256)), cross-attention weights float32
+            (batch, n, layers run, heads, src_len)).
+        """
+        b, n, _ = x.shape
+        run = DECODER_LAYERS if n_layers is None else n_layers
+        after: list[list[torch.Tensor]] = [[] for _ in range(n)]
+        attentions = []
+        for li in range(run):
+            i = li + 1
+            pre = f"decoder_l{i}_rnn"
+            x_tilde = self._linear(x, pre + "_W")
+            f = torch.sigmoid(self._linear(x, pre + "_Wf", pre + "_bf"))
+            g = (1.0 - f) * x_tilde
+            c = ssru_state[li]
+            cs = []
+            for t in range(n):
+                c = f[:, t] * c + g[:, t]
+                cs.append(c)
+                after[t].append(c)
+            x = _ln(x + F.relu(torch.stack(cs, dim=1)), self.p, pre + "_ffn_ln")
+            pre = f"decoder_l{i}_context"
+            q = self._linear(x, pre + "_Wq", pre + "_bq").view(b, n, N_HEADS, HEAD_DIM).transpose(1, 2)
+            ctx, w = _attention(q, cross_keys[li], cross_values[li], cross_bias)
+            attentions.append(w.transpose(1, 2))  # (batch, n, heads, src)
+            x = _ln(x + self._linear(_merge_heads(ctx), pre + "_Wo", pre + "_bo"), self.p, pre + "_Wo_ln")
+            pre = f"decoder_l{i}_ffn"
+            x = _ln(x + self._ffn(x, pre), self.p, pre + "_ffn_ln")
+        for t in range(n):
+            after[t].extend(ssru_state[run:])
+        return x, after, torch.stack(attentions, dim=2)
+
+    @torch.no_grad()
     def output_rows(self, rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """The output projection restricted to ``rows`` (int64 (k,)): (weight float32
         (256, k), bias float32 (k,)), laid out for ``output_logits``."""

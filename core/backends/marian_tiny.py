@@ -278,14 +278,20 @@ class MarianTinyBackend:
         attn = None
         ys, states, attns = [], [], []
         layers: list[torch.Tensor] = []  # the last position's layer outputs (capture_lens)
-        for j, x in enumerate(inputs):
-            collect = layers if capture_lens and j == len(inputs) - 1 else None
-            y, state, attn = m.decode_position(x, state, cache.cross_keys, cache.cross_values, cache.cross_bias,
-                                               collect, n_layers=exit_layer)
-            ys.append(y)
-            states.append(state)
-            attns.append(attn)
-        hidden = ys[0][:, None] if len(ys) == 1 else torch.stack(ys, dim=1)
+        if len(inputs) > 1 and not capture_lens:  # several positions: the products batched over them
+            hidden, states, every = m.decode_positions(torch.stack(inputs, dim=1), state, cache.cross_keys,
+                                                       cache.cross_values, cache.cross_bias, n_layers=exit_layer)
+            y, state, attn = hidden[:, -1], states[-1], every[:, -1]
+            attns = list(every.unbind(1))
+        else:
+            for j, x in enumerate(inputs):
+                collect = layers if capture_lens and j == len(inputs) - 1 else None
+                y, state, attn = m.decode_position(x, state, cache.cross_keys, cache.cross_values, cache.cross_bias,
+                                                   collect, n_layers=exit_layer)
+                ys.append(y)
+                states.append(state)
+                attns.append(attn)
+            hidden = ys[0][:, None] if len(ys) == 1 else torch.stack(ys, dim=1)
         positions = None
         if all_positions:
             positions = self._project(hidden, cache, head_ids)
