@@ -370,6 +370,56 @@ class SpeechModel(SegmentedTask):
         return timestamp_segments(sorted(per_window.items()), self._loaded.special.notimestamps + 1,
                                   self.backend.decode, WINDOW_S)
 
+    def companions(self, options: DecodingOptions, prompt: DecoderPrompt, encode: Callable[["SpeechModel"], object], *,
+                   language: str = "en", task: str = "transcribe", timestamps: bool = False) -> dict:
+        """``Engine.run``'s ``draft=`` / ``amateur=`` for one window decoded outside the
+        segment runs (long-form: ``core.tasks.longform``), when ``options`` name a second
+        model (``core.tasks.base.companion_names``); {} otherwise.
+
+        Args:
+            options: the run's options.
+            prompt: the window's decoder prompt (with ``<|startofprev|>`` + previous text in
+                long-form: the previous ids are mapped to the second model by text).
+            encode: the second model (a ``SpeechModel``) -> its encoder output of the same
+                window (e.g. ``lambda m: encode_window(m, mel, key, seek, n_frames)[0]``:
+                cached per model).
+            language, task, timestamps: the window's, for the second model's own prompt
+                (an English-only model gets "en", "transcribe").
+
+        Raises:
+            ValueError / FileNotFoundError / RuntimeError: the second model cannot be loaded,
+                or its tokenizer does not share the text (``TokenMap``).
+        """
+        from core.speculative.companion import ModelCompanion
+        from core.speculative.model_draft import ModelDraft
+        from core.tasks.base import SHORTLIST_MARK, companion_names, split_shortlist
+
+        draft, amateur = companion_names(options)
+        out: dict = {}
+        for role, name in (("draft", draft), ("amateur", amateur)):
+            if not name:
+                continue
+            model_name, size = split_shortlist(name) if role == "draft" else (name, None)
+            other = self.companion_task(model_name)
+            token_map = self.token_map(model_name, other)
+            ids = [int(t) for t in prompt.prompt_ids]
+            sp = self._loaded.special
+            previous: list[int] = []
+            if sp.sot_prev is not None and ids and ids[0] == sp.sot_prev and sp.sot in ids:
+                previous = ids[1:ids.index(sp.sot)]
+            mapped = [c for t in previous for c in token_map.companion_ids(t)]
+            own = other.prompt(language if other.multilingual else "en",
+                               task if other.multilingual else "transcribe", timestamps,
+                               previous=mapped if other._loaded.special.sot_prev is not None else ())
+            kwargs = {"head_ids": self.companion_shortlist(model_name, other, size)} if size else {}
+            label = model_name if not size else f"{model_name}{SHORTLIST_MARK}{size}"
+            companion = ModelCompanion(other.backend, encode(other), token_map, name=label, target_prompt=ids,
+                                       draft_prompt=own.prompt_ids, step_kwargs=kwargs)
+            out[role] = companion if role == "amateur" else ModelDraft(
+                companion, name=options.draft, sample=options.verification == "sample", seed=options.seed,
+                eos_token_id=prompt.eos_token_id)
+        return out
+
     def prefix_ids(self, text: str) -> list[int]:
         """The token ids of a text prefix as openai/whisper forms them
         (``tokenizer.encode(" " + prefix.strip())``); [] for blank text."""

@@ -358,3 +358,29 @@ def test_a_model_amateur_is_built_by_the_task(base_with_tiny, whisper_tiny_en, c
                           target_prompt=prompt.prompt_ids, draft_prompt=tiny.prompt("en", "transcribe").prompt_ids)
     by_hand = _ids(list(sm.engine.run(encoded, prompt, opts, amateur=comp)))
     assert by_task == by_hand and len(by_task) > 3
+
+
+def test_a_long_form_window_gets_its_companions(base_with_tiny, whisper_tiny_en, clip):
+    """``SpeechModel.companions`` (for long-form's own window loop): previous text in the
+    target's prompt is mapped to the draft's ``<|startofprev|>`` prompt; the draft gives
+    base's greedy ids."""
+    from core.options import DecodingOptions
+
+    sm = base_with_tiny
+    encoded = sm._encode(clip)[0]
+    previous = sm.backend.tokenize(" Hello there.")
+    prompt = sm.prompt("en", "transcribe", previous=previous)
+    opts = DecodingOptions(max_new_tokens=40, capture_attention=False)
+    greedy = _ids(list(sm.engine.run(encoded, prompt, opts.with_(strategy="greedy"))))
+    spec = opts.with_(strategy="speculative", draft="model:tiny.en")
+    kw = sm.companions(spec, prompt, lambda other: other._encode(clip)[0], language="en")
+    assert set(kw) == {"draft"}
+    comp = kw["draft"].companion
+    tiny = whisper_tiny_en
+    sot_prev = tiny._loaded.special.sot_prev
+    seq, _ = comp.convert(list(prompt.prompt_ids))
+    assert seq[0] == sot_prev and seq[-2:] == list(tiny.prompt("en", "transcribe").prompt_ids)
+    assert tiny.backend.decode(seq[1:-2]) == " Hello there."
+    events = list(sm.engine.run(encoded, prompt, spec, **kw))
+    assert _ids(events) == greedy
+    assert sm.companions(opts.with_(strategy="greedy"), prompt, lambda other: None) == {}
