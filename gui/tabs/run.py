@@ -69,6 +69,7 @@ from .lanes import LanesController
 from .model_load import ModelLoad, ProgressRelay
 from .run_layout import build_splitters, lay_out
 from .run_stats import LiveCount, stats_dict
+from .speedup_baseline import SpeedupBaseline
 from .task_hooks import TaskHooks
 from .whatif import WhatIfs
 
@@ -193,6 +194,10 @@ class RunTab(QWidget, TaskHooks):
         self.beam_tree.stepSelected.connect(self.select_step)
         self.lens_view.stepSelected.connect(self.select_step)
         self.speculation_view.stepSelected.connect(self.select_step)
+        #: plain decoding's ms per token on this input: speculative runs' measured speed-up
+        self.baseline = SpeedupBaseline(self)
+        self.speculation_view.measured = self._measured_speedup
+        self.speculation_view.measureRequested.connect(self.baseline.start)
         self.lens_view.captureChanged.connect(self._lens_capture_changed)
         # the top-k chart and the statistics follow the run, once per frame
         self.run.stepsAdded.connect(self._steps_added)
@@ -332,7 +337,28 @@ class RunTab(QWidget, TaskHooks):
         return self._stats_dict(fin)
 
     def _stats_dict(self, fin: Finished | None) -> dict:
-        return stats_dict(self.model, fin, self.live, self.rtf_applies)
+        d = stats_dict(self.model, fin, self.live, self.rtf_applies)
+        spec = d.get("speculative")
+        if spec and spec.get("speedup_measured") is None and self._measured_speedup(fin) is not None:
+            d["speculative"] = {**spec, "speedup_measured": self._measured_speedup(fin)}
+        return d
+
+    def _measured_speedup(self, fin: Finished | None) -> float | None:
+        """The root run's speculative speed-up over plain decoding of this input, if measured."""
+        root = self.run.branch(0)
+        return self.baseline.speedup(root.options, fin) if fin is not None and fin is root.finished else None
+
+    def speedup_measured(self) -> None:
+        """The plain run timing a speculative run ended: the status bar and the Speculation
+        tab show the measured speed-up (``gui.tabs.speedup_baseline``)."""
+        fin = self.run.branch(0).finished
+        if fin is not None and self.run.current_branch() == 0:
+            self.statsChanged.emit(self._stats_dict(fin))
+        if self.baseline.note:
+            self.statusMessage.emit(self.baseline.note)
+        self.speculation_view.refresh()
+        if not self.is_busy():
+            self.busyChanged.emit(False, "")
 
     def _remember_stats(self, d: dict) -> None:
         self.last_stats = dict(d)
@@ -449,6 +475,8 @@ class RunTab(QWidget, TaskHooks):
 
     def on_end(self, _handle: WorkerHandle) -> None:
         """The decode's worker ended (finished, failed, cancelled or superseded)."""
+        if self.baseline.wanted() and self.baseline.start():  # a short speculative run: time plain decoding
+            return
         if not self.is_busy():
             self.busyChanged.emit(False, "")
 
@@ -472,6 +500,7 @@ class RunTab(QWidget, TaskHooks):
             self.run.add_round(ev)
         elif isinstance(ev, Finished):
             self.run.finish(ev)
+            self.baseline.record(self.run.branch(0).options, ev)  # a plain run's ms per token
             self.explorations_keeper.settle(ev)  # the same tokens take the old forks back
             self.stream.finish(ev)
             self.beam_tree.finish()
@@ -593,6 +622,10 @@ class RunTab(QWidget, TaskHooks):
         arrived, the status bar the statistics of those tokens, and the busy bar and Cancel
         button go idle (events the worker still sends are dropped).
         """
+        if self.baseline.cancel():  # measuring plain decoding: the run shown keeps its end
+            self.busyChanged.emit(False, "")
+            self.statusMessage.emit(self.baseline.note)
+            return True
         lanes = self.lanes.cancel()  # they keep what they got
         was_loading, was_decoding = self.is_loading(), self.is_decoding()
         self.controller.defer(None)

@@ -29,8 +29,10 @@ from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtGui import QColor
 from PySide6.QtWidgets import (
     QAbstractItemView,
+    QHBoxLayout,
     QHeaderView,
     QLabel,
+    QPushButton,
     QSplitter,
     QTableWidget,
     QTableWidgetItem,
@@ -105,14 +107,22 @@ class SpeculationView(QWidget):
 
     Signals:
         stepSelected(int): the user clicked a row of the round table (that token's step).
+        measureRequested(): the user asked to time plain decoding of this input (the
+            measured speed-up; the run tab does it).
+
+    Attributes:
+        measured: a function of the run's Finished giving the measured speed-up when the core
+            did not (the run tab's plain-decoding timing), or None.
     """
 
     stepSelected = Signal(int)
+    measureRequested = Signal()
 
     def __init__(self, run=None, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self._run = run
         self._round: SpeculationRound | None = None
+        self.measured = None
         self._dirty = False
         self._sized = False
         self._timer = QTimer(self)
@@ -186,7 +196,17 @@ class SpeculationView(QWidget):
         rv = QVBoxLayout(right)
         rv.setContentsMargins(4, 0, 0, 0)
         rv.setSpacing(3)
-        rv.addWidget(self.run_label)
+        self.measure_button = QPushButton("Measure")
+        self.measure_button.setToolTip(
+            "Decode this input once with plain decoding (greedy, or sampling under sampling verification) to measure "
+            "the speed-up; runs after a short speculative run by itself")
+        self.measure_button.clicked.connect(self.measureRequested)
+        self.measure_button.hide()
+        top = QHBoxLayout()
+        top.setContentsMargins(0, 0, 0, 0)
+        top.addWidget(self.run_label, 1)
+        top.addWidget(self.measure_button, 0, Qt.AlignmentFlag.AlignTop)
+        rv.addLayout(top)
         rv.addWidget(plots, 1)
 
         self.splitter = QSplitter(Qt.Orientation.Horizontal)
@@ -349,6 +369,16 @@ class SpeculationView(QWidget):
         fin = self._run.branch(self._run.current_branch()).finished
         return getattr(getattr(fin, "stats", None), "speculative", None)
 
+    def measured_speedup(self) -> float | None:
+        """The finished run's speed-up over plain decoding on the same input: the core's, else
+        :attr:`measured`'s (None until a plain run was timed)."""
+        s = self.summary()
+        if s is None:
+            return None
+        if s.speedup_measured is not None or self.measured is None or self._run is None:
+            return s.speedup_measured
+        return self.measured(self._run.branch(self._run.current_branch()).finished)
+
     def _show_run(self) -> None:
         rounds = self._run.rounds() if self._run is not None else []
         f = self._figures = run_figures(rounds)
@@ -358,15 +388,17 @@ class SpeculationView(QWidget):
             f"<b>{f['tokens_per_call']:.2f} tokens per target call</b> ({f['tokens']} tokens, {f['rounds']} rounds)",
             f"mean γ {f['mean_gamma']:.1f} · draft {f['draft_ms']:.0f} ms · target {f['target_ms']:.0f} ms",
         ]
+        measured = self.measured_speedup()
         if s is not None:
             lines.append(
-                f"<b>speed-up {_fmt(s.speedup_measured, '.2f', '×')}</b> measured vs plain greedy · "
+                f"<b>speed-up {_fmt(measured, '.2f', '×')}</b> measured vs plain decoding · "
                 f"{_fmt(s.speedup_predicted, '.2f', '×')} predicted (Theorem 3.8, c {_fmt(s.c, '.2f')})")
             if s.switched_off:
                 lines.append(f"switched off: {s.switched_off}")
         elif rounds:
             lines.append("speed-up: when the run has finished")
         self.run_label.setText("<br>".join(lines) if rounds or s is not None else "No speculative run yet.")
+        self.measure_button.setVisible(s is not None and measured is None)
         drafted_at, accepted_at = f["by_position"]
         x = np.arange(1, len(drafted_at) + 1)
         self.position_plot.getPlotItem().getAxis("bottom").setTicks([[(int(i), str(int(i))) for i in x]])

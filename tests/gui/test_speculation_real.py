@@ -79,6 +79,9 @@ def test_marks_in_the_stream_match_the_rounds_of_the_trace(qtbot, whisper_tiny_e
     r = rounds[0]
     tab.select_step(r.step + r.n_accepted)
     assert view.shown_round().step == r.step and len(view.rows()) == len(r.drafted) + bool(r.emitted_kind)
+    # the short run was timed against plain greedy on the same input: the measured speed-up
+    speedup = tab.last_stats["speculative"]["speedup_measured"]
+    assert speedup is not None and speedup > 0 and f"speed-up {speedup:.2f}×" in view.run_label.text()
     # greedy verification: the same tokens as greedy search
     greedy = [e.token_id for e in whisper_tiny_en.decode(source, DecodingOptions(), **settings)
               if isinstance(e, StepEvent)]

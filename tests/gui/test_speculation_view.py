@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import dataclasses
 
+import pytest
+
 from core.events import SegmentEvent, SpeculationRound, StepEvent
 from gui.run_state import RunState
 
@@ -325,3 +327,88 @@ def test_a_draft_rejected_for_the_end_of_text_follows_the_last_token(qtbot):
     qtbot.addWidget(spec)
     spec.show_round(eos)
     assert [r[6] for r in spec.rows()] == ["rejected", "not judged", "end"]
+
+
+def _speculative_tab(qtbot, plain_delay_s: float = 0.0):
+    """A Speech tab whose decode gives the fake speculative run for strategy speculative and
+    a plain run twice as slow per token (0.4 s for 11 tokens) otherwise."""
+    import time
+
+    import numpy as np
+
+    from core.events import Finished, RunStats
+    from core.options import DecodingOptions
+    from gui.tabs.speech import SpeechTab
+
+    from .fakes import FakeSpeechModel
+    from .fakes_speculation import finished
+
+    events = speculative_events()
+    spec_fin = finished(events)
+    spec_fin = dataclasses.replace(spec_fin, stats=dataclasses.replace(
+        spec_fin.stats, speculative=dataclasses.replace(spec_fin.stats.speculative, speedup_measured=None)))
+    plain = [dataclasses.replace(e, speculation="", spec_round=-1) for e in events if isinstance(e, StepEvent)]
+    plain_fin = Finished(spec_fin.text, spec_fin.token_ids, RunStats(decode_s=0.4, n_tokens=len(plain)))
+    calls = []
+
+    def decode_fn(options):
+        calls.append(options.strategy)
+        if options.strategy == "speculative":
+            return lambda cancel: iter([*events, spec_fin])
+
+        def gen(cancel):
+            for e in plain:
+                if plain_delay_s:
+                    time.sleep(plain_delay_s)
+                if cancel():
+                    return
+                yield e
+            yield plain_fin
+        return gen
+
+    tab = SpeechTab()
+    qtbot.addWidget(tab)
+    tab.model = FakeSpeechModel()
+    tab.decode_fn = decode_fn
+    tab.options_panel.setOptions(DecodingOptions(strategy="speculative"))
+    audio = (0.1 * np.sin(np.arange(16000) / 16000 * 2 * np.pi * 220)).astype(np.float32)
+    return tab, audio, calls
+
+
+def test_a_short_speculative_run_is_timed_against_plain_decoding(qtbot):
+    tab, audio, calls = _speculative_tab(qtbot)
+    stats = []
+    tab.statsChanged.connect(stats.append)
+    with qtbot.waitSignal(tab.decodeFinished, timeout=5000):
+        tab.set_audio(audio, "tone")
+    qtbot.waitUntil(lambda: calls == ["speculative", "greedy"] and not tab.is_busy(), timeout=5000)
+    assert tab.run.branch(0).finished.stats.speculative is not None  # the run shown is the speculative one
+    assert [ev.speculation for ev in tab.run.steps()][:4] == ["accepted"] * 3 + ["bonus"]
+    assert stats[-1]["speculative"]["speedup_measured"] == pytest.approx(2.0)
+    from gui.main_window import speculation_status
+
+    assert speculation_status(stats[-1]["speculative"]) == " · α 0.64 · speed-up 2.00× (predicted 1.80×)"
+    tab.speculation_view.refresh()
+    assert "speed-up 2.00×" in tab.speculation_view.run_label.text()
+    assert tab.speculation_view.measure_button.isHidden()
+    # the same input and options again: the plain time is known, nothing is decoded twice
+    tab.request_decode()
+    qtbot.waitUntil(lambda: not tab.is_busy(), timeout=5000)
+    assert calls == ["speculative", "greedy", "speculative"]
+    tab.shutdown()
+
+
+def test_esc_stops_the_plain_timing_and_keeps_the_speculative_run(qtbot):
+    tab, audio, calls = _speculative_tab(qtbot, plain_delay_s=0.2)
+    with qtbot.waitSignal(tab.decodeFinished, timeout=5000):
+        tab.set_audio(audio, "tone")
+    qtbot.waitUntil(lambda: tab.baseline.running(), timeout=5000)
+    assert tab.is_busy()
+    assert tab.cancel()
+    assert not tab.baseline.running() and "cancelled" in tab.baseline.note
+    fin = tab.run.branch(0).finished
+    assert not fin.cancelled and fin.stats.speculative is not None and "(cancelled)" not in tab.stream.text()
+    qtbot.waitUntil(lambda: not tab.controller.decoding_alive(), timeout=5000)
+    tab.speculation_view.refresh()
+    assert not tab.speculation_view.measure_button.isHidden()  # measured on request instead
+    tab.shutdown()
