@@ -253,7 +253,7 @@ class Scorer:
         lens = self._lens_logp(input_ids, out.lens_logits) if self.capture_lens else None
         if self.capture_lens and lens is None:
             raise RuntimeError(f"{self.backend_name} gives no logit lens; turn capture_lens off")
-        return scores, StepTensors(probs, raw_probs, out.cross_attention, stages, lens)
+        return scores, StepTensors(probs, raw_probs, out.cross_attention, stages, lens, self.processors.extras())
 
     def _lens_logp(self, input_ids: torch.Tensor, lens_logits: torch.Tensor | None) -> torch.Tensor | None:
         """The logit lens as log-probabilities, float32 (batch, layers, vocab): each layer's

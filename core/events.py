@@ -36,12 +36,20 @@ class StageReport:
             stage, before renormalisation (0..1; 1.0 for a stage that removes nothing).
         probs: float32 (n_candidates,): the probability after this stage (renormalised)
             of each of the event's ``stage_candidates``.
+        amateur: contrastive decoding only: float32 (n_candidates,), the amateur's probability
+            (softmax of its logits: the amateur model's, or the premature layer's lens) of each
+            candidate; None for every other stage. The expert's is the distribution entering
+            the stage (the previous stage's ``probs``, or the candidates' raw probability).
+        note: one line on what the stage used at this step ("amateur layer 3 of 6 (auto, JS
+            0.0123)"); "" when it has nothing to say.
     """
 
     name: str
     kept: int
     mass: float
     probs: np.ndarray
+    amateur: np.ndarray | None = None
+    note: str = ""
 
 
 @dataclass(frozen=True)

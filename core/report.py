@@ -62,6 +62,8 @@ class StepTensors:
         lens_logp: float32 (batch, decoder layers, vocab) or None: the logit lens as
             log-probabilities (log_softmax of each layer's logits with the hard rules),
             the last layer being the raw distribution's.
+        extras: what stages reported beyond their scores (``ProcessorList.extras``:
+            contrastive decoding's amateur), {stage name: per row (scores (vocab,), note)}.
     """
 
     probs: torch.Tensor
@@ -69,6 +71,7 @@ class StepTensors:
     cross_attention: torch.Tensor | None
     stages: list[tuple[str, torch.Tensor]]
     lens_logp: torch.Tensor | None = None
+    extras: dict[str, list[tuple[torch.Tensor, str]]] = dataclasses.field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -203,7 +206,8 @@ class StepReporter:
         log-probabilities of ``lens_tokens`` (the tokens that may be emitted from it)."""
         raw = step.raw_probs[row]
         raw_entropy = entropy_nats(raw)
-        stages, candidates = self.stage_reports(raw, [(n, s[row]) for n, s in step.stages])
+        stages, candidates = self.stage_reports(raw, [(n, s[row]) for n, s in step.stages],
+                                                {n: e[row] for n, e in step.extras.items() if row < len(e)})
         raw_topk = self.top_k(raw)
         lens_topk, lens_logp = self.lens_report(step.lens_logp, row, raw_topk, lens_tokens)
         return RowReport(
@@ -247,7 +251,8 @@ class StepReporter:
         return tuple(tops), chosen
 
     def stage_reports(
-        self, raw: torch.Tensor, stages: Sequence[tuple[str, torch.Tensor]]
+        self, raw: torch.Tensor, stages: Sequence[tuple[str, torch.Tensor]],
+        extras: dict[str, tuple[torch.Tensor, str]] | None = None,
     ) -> tuple[tuple[StageReport, ...], tuple[TokenProb, ...]]:
         """Per stage: tokens kept, the mass they had entering the stage, and the
         renormalised probabilities of the candidate tokens (the ``top_k_report`` best of
@@ -256,6 +261,8 @@ class StepReporter:
         Args:
             raw: float32 (vocab,): the distribution entering the chain.
             stages: (name, float32 (vocab,) scores after the stage) in order.
+            extras: {stage name: (its amateur's scores float32 (vocab,), a note)} for the
+                stages that report one (contrastive decoding): ``StageReport.amateur`` / ``note``.
         """
         if not stages:
             return (), ()
@@ -271,11 +278,14 @@ class StepReporter:
         reports = []
         for (name, _), before, after in zip(stages, dists, dists[1:]):
             kept = after > 0
+            extra = (extras or {}).get(name)
             reports.append(StageReport(
                 name=name,
                 kept=int(torch.count_nonzero(after)),
                 mass=min(1.0, float(torch.where(kept, before, 0.0).sum(dtype=torch.float64))),
                 probs=after[index].float().numpy().copy(),
+                amateur=None if extra is None else torch.softmax(extra[0].float(), -1)[index].numpy().copy(),
+                note="" if extra is None else extra[1],
             ))
         raw_sel = raw[index].tolist()
         return tuple(reports), tuple(TokenProb(i, self.token_text(i), p) for i, p in zip(ids, raw_sel))

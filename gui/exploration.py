@@ -12,7 +12,7 @@ File → Save exploration… writes, File → Open exploration… reads::
                    "segments": [{SegmentEvent fields}],
                    "steps": [{StepEvent fields: step, token_id, text, prob, raw_prob,
                               topk [[id, text, p], …], raw_topk, entropy, segment, …,
-                              stages [{name, kept, mass, probs}], "attention": {…}}]}, …]}
+                              stages [{name, kept, mass, probs, amateur?, note?}], "attention": {…}}]}, …]}
 
 A branch holds only its own steps (from its fork step on); the steps before come from its
 parent, as in :class:`~gui.run_state.RunState`. Cross-attention is optional: by default
@@ -99,7 +99,10 @@ def step_to_json(ev: StepEvent, attention: str = "mean") -> dict:
             out[f.name] = [[tp.id, tp.text, _num(tp.prob)] for tp in v]
         elif f.name == "stages":
             out[f.name] = [{"name": s.name, "kept": s.kept, "mass": _num(s.mass),
-                            "probs": [_num(p) for p in np.asarray(s.probs, np.float64)]} for s in v]
+                            "probs": [_num(p) for p in np.asarray(s.probs, np.float64)],
+                            **({} if s.amateur is None else
+                               {"amateur": [_num(p) for p in np.asarray(s.amateur, np.float64)]}),
+                            **({"note": s.note} if s.note else {})} for s in v]
         elif f.name == "cross_attention":
             if v is not None and attention != "none":
                 a = np.asarray(v, np.float32)
@@ -127,7 +130,10 @@ def step_from_json(d: dict) -> StepEvent:
         kw[k] = [TokenProb(int(i), str(t), float(p)) for i, t, p in d.get(k, [])]
     kw["stage_candidates"] = tuple(TokenProb(int(i), str(t), float(p)) for i, t, p in d.get("stage_candidates", []))
     kw["stages"] = tuple(StageReport(s["name"], int(s["kept"]), float(s["mass"]),
-                                     np.array([float(p) for p in s["probs"]], np.float32)) for s in d.get("stages", []))
+                                     np.array([float(p) for p in s["probs"]], np.float32),
+                                     None if s.get("amateur") is None else
+                                     np.array([float(p) for p in s["amateur"]], np.float32),
+                                     str(s.get("note", ""))) for s in d.get("stages", []))
     if "attention" in d:
         kw["cross_attention"] = _array_from_json(d["attention"])
     return StepEvent(**kw)

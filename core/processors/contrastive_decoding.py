@@ -174,6 +174,15 @@ class ContrastiveDecoding:
         self.last: ContrastStep | None = None
         self._lens: torch.Tensor | None = None
 
+    def stage_extras(self) -> list[tuple[torch.Tensor, str]]:
+        """For the sampler-chain view, per row of the last call: (the amateur's logits float32
+        (vocab,), a one-line note of which amateur: "amateur layer 3 of 6 (auto, JS 0.0123)");
+        [] before the first call."""
+        last = self.last
+        if last is None:
+            return []
+        return [(last.amateur[row], last.note(row, self.amateur, self.n_layers)) for row in range(last.amateur.shape[0])]
+
     def see_step(self, out: Any) -> None:
         """Take the step's logit lens (``StepOutput.lens_logits``, float32 (batch, decoder
         layers, vocab), the last layer being the model's logits) before the chain runs."""

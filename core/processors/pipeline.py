@@ -73,6 +73,18 @@ class ProcessorList(list):
             if see is not None:
                 see(out)
 
+    def extras(self) -> dict[str, list[tuple[torch.Tensor, str]]]:
+        """What the processors that report more than their scores said at their last call
+        (``stage_extras()``: contrastive decoding's amateur): {stage name: per row (the
+        amateur's scores float32 (vocab,), a one-line note)}; {} when none does."""
+        out = {}
+        for processor in self:
+            report = getattr(processor, "stage_extras", None)
+            rows = report() if report is not None else None
+            if rows:
+                out[stage_name(processor)] = rows
+        return out
+
     def trace(
         self, input_ids: torch.Tensor, scores: torch.Tensor
     ) -> tuple[torch.Tensor, list[tuple[str, torch.Tensor]]]:

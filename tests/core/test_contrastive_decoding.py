@@ -316,3 +316,27 @@ def test_speculative_decoding_refuses_an_amateur():
 
     with pytest.raises(ValueError, match="does not combine with speculative"):
         DecodingOptions(strategy="speculative", contrastive_amateur="layer:auto").validate()
+
+
+def test_the_stage_report_carries_the_amateur_and_which_layer():
+    """Each StepEvent's contrastive stage reports the amateur's probabilities of the stage
+    candidates (softmax of the premature layer's lens) and which layer it was."""
+    from core.options import DecodingOptions
+
+    tiny = _tiny_whisper(3, decoder_layers=4)
+    steps, _ = _engine_run(tiny, DecodingOptions(strategy="greedy", contrastive_amateur="layer:auto",
+                                                 max_new_tokens=6, top_k_report=5))
+    ids = list(tiny.prompt.prompt_ids)
+    for e in steps:
+        report = e.stages[0]
+        assert report.name == "contrastive_decoding" and report.amateur is not None
+        final, lens = _full(tiny, ids)
+        js = jsd_dola(final, lens)[:, 0]
+        layer = int(js.argmax()) + 1
+        assert report.note.startswith(f"amateur layer {layer} of 4 (auto, JS ")
+        want = torch.softmax(lens[layer - 1, 0], -1)[[c.id for c in e.stage_candidates]]
+        assert report.amateur == pytest.approx(want.numpy(), abs=1e-5)
+        assert report.probs.sum() <= 1.0 + 1e-5 and len(report.amateur) == len(e.stage_candidates)
+        ids.append(e.token_id)
+    plain, _ = _engine_run(tiny, DecodingOptions(strategy="greedy", max_new_tokens=3, repetition_penalty=1.2))
+    assert plain[0].stages[0].amateur is None and plain[0].stages[0].note == ""
