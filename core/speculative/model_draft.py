@@ -62,13 +62,17 @@ class ModelDraft:
     def propose(self, ids: Sequence[int], gamma: int, process: Process) -> tuple[list[int], torch.Tensor | None]:
         """Up to ``gamma`` tokens continuing ``ids`` (target vocabulary) and q float32
         (n, target vocab), the draft's processed distribution at each; fewer when the
-        draft chooses the end of text or has nothing left it may propose (every score -inf)."""
+        draft chooses the end of text, has nothing left it may propose (every score -inf) or
+        cannot feed another position (its decoder's length limit)."""
         seq = [int(t) for t in ids]
         out: list[int] = []
         qs: list[torch.Tensor] = []
         self.draft_calls += 1
         for _ in range(max(0, int(gamma))):
-            logits = self.companion.logits(seq, 1)  # (1, target vocab)
+            try:
+                logits = self.companion.logits(seq, 1)  # (1, target vocab)
+            except ValueError:
+                break  # the draft cannot follow here (its decoder is full): the target goes on alone
             scores = process(torch.tensor([seq], dtype=torch.long), logits)
             if not bool(torch.isfinite(scores).any()):
                 break  # nothing the draft has a token for is allowed here

@@ -384,3 +384,17 @@ def test_a_long_form_window_gets_its_companions(base_with_tiny, whisper_tiny_en,
     events = list(sm.engine.run(encoded, prompt, spec, **kw))
     assert _ids(events) == greedy
     assert sm.companions(opts.with_(strategy="greedy"), prompt, lambda other: None) == {}
+
+
+def test_a_draft_that_cannot_go_on_proposes_fewer():
+    class Full:
+        name, target_vocab_size, calls = "full", 5, 0
+
+        def logits(self, ids, n_last=1):
+            self.calls += 1
+            if self.calls > 2:
+                raise ValueError("Whisper's decoder holds at most 448 positions")
+            return torch.tensor([[0.0, 1.0, 3.0, 2.0, 0.5]])
+
+    ids, q = ModelDraft(Full()).propose([0], 5, _process)
+    assert ids == [2, 2] and q.shape == (2, 5)
