@@ -8,6 +8,12 @@ the token chips; where a stage removed a token the cell says "✕" (bold on grey
 the later stages the token stays greyed out ("·"). Each stage's header gives its label, the
 tokens it kept and the mass those tokens had entering it ("kept 40", "mass 0.93").
 
+Contrastive decoding (``StageReport.amateur``) gets an "amateur" column just before its own
+(``gui.widgets.stage_columns``): the expert (the column entering the stage), the amateur and
+the contrast side by side. In the contrast's column a "↓" marks each candidate the amateur
+talked the expert out of (the expert preferred it to the contrast's choice, the contrast ranks
+it below), a "↑" the token the contrast promoted to first; a line under the title says it in words.
+
 :class:`StageView` is a ``QTableView`` over :class:`StageModel` (only the visible cells
 are ever formatted); it rebuilds only when another step is shown, and not while hidden.
 :class:`StepInspector` puts it beside the top-k chart ("top-k | chain stages") with the
@@ -43,6 +49,7 @@ from core.options import STAGE_LABELS
 
 from .colors import prob_color, text_color_on
 from .layouts import vbox
+from .stage_columns import AMATEUR, Column, Contrast, columns, contrast_of, contrast_summary, entering
 from .token_text import display_text
 
 #: cell states (:meth:`StageModel.cell`)
@@ -71,20 +78,26 @@ class StageModel(QAbstractTableModel):
     def __init__(self, parent=None) -> None:
         super().__init__(parent)
         self._ev: StepEvent | None = None
-        self._probs = np.zeros((0, 0), np.float64)  # (candidates, 1 + stages)
+        self._probs = np.zeros((0, 0), np.float64)  # (candidates, columns)
+        self._cols: list[Column] = []
+        self._contrast: Contrast | None = None
         self._bold = QFont()
         self._bold.setBold(True)
+        self._italic = QFont()
+        self._italic.setItalic(True)
 
     def set_step(self, ev: StepEvent | None) -> None:
         """Show ``ev``'s chain (None or an event without stages: an empty table)."""
         self.beginResetModel()
         self._ev = ev if ev is not None and ev.stages else None
+        self._cols = columns(self._ev) if self._ev is not None else []
+        self._contrast = contrast_of(self._ev) if self._ev is not None else None
         if self._ev is None:
             self._probs = np.zeros((0, 0), np.float64)
         else:
-            raw = np.array([tp.prob for tp in self._ev.stage_candidates], np.float64)
-            cols = [raw] + [np.asarray(st.probs, np.float64)[: len(raw)] for st in self._ev.stages]
-            self._probs = np.stack(cols, axis=1) if len(raw) else np.zeros((0, len(cols)), np.float64)
+            n = len(self._ev.stage_candidates)
+            self._probs = (np.stack([c.probs for c in self._cols], axis=1) if n
+                           else np.zeros((0, len(self._cols)), np.float64))
         self.endResetModel()
 
     # ---------------------------------------------------------------- queries
@@ -95,22 +108,44 @@ class StageModel(QAbstractTableModel):
     def cell(self, row: int, col: int) -> Cell:
         """The cell at (candidate ``row``, column ``col``; 0 = raw)."""
         p = float(self._probs[row, col])
-        if p > 0.0 or col == 0:
+        if p > 0.0 or col == 0 or self._cols[col].kind == AMATEUR:
             return Cell(p, KEPT)
-        before = float(self._probs[row, col - 1])
+        before = float(self._probs[row, entering(self._cols, col)])
         return Cell(p, REMOVED if before > 0.0 else GONE)
 
     def column_names(self) -> list[str]:
-        """"raw", then the stage names in the order applied."""
-        return ["raw"] + ([st.name for st in self._ev.stages] if self._ev is not None else [])
+        """"raw", then the stage names in the order applied ("amateur" before a stage that
+        contrasts with one)."""
+        return [c.name(self._ev) for c in self._cols] if self._ev is not None else []
+
+    def contrast(self) -> Contrast | None:
+        """What contrastive decoding did at the shown step, or None (``stage_columns.contrast_of``)."""
+        return self._contrast
+
+    def mark(self, row: int, col: int) -> str:
+        """"↓" (talked out of), "↑" (promoted to first) or "" for the cell at (``row``, ``col``):
+        only in the column of a stage that contrasted with an amateur."""
+        con = self._contrast
+        if con is None or col < 1 or self._cols[col - 1].kind != AMATEUR:
+            return ""
+        if row in con.talked_out:
+            return "↓"
+        if row == con.promoted and con.talked_out:
+            return "↑"
+        return ""
 
     def header_text(self, col: int) -> str:
-        """The header of column ``col``: its label, the tokens kept and the mass they had."""
+        """The header of column ``col``: its label, the tokens kept and the mass they had
+        (the amateur's: its name)."""
         if self._ev is None:
             return ""
         if col == 0:
             return "raw\n(model)\n "
-        st = self._ev.stages[col - 1]
+        column = self._cols[col]
+        st = self._ev.stages[column.stage]
+        if column.kind == AMATEUR:
+            which = st.note.removeprefix("amateur ").split(" (")[0] or "model"
+            return f"amateur\n{which}\n{'(auto)' if '(auto' in st.note else ' '}"
         return f"{stage_label(st.name)}\nkept {st.kept}\nmass {st.mass:.2f}"
 
     def header_tip(self, col: int) -> str:
@@ -118,10 +153,20 @@ class StageModel(QAbstractTableModel):
             return ""
         if col == 0:
             return "the raw distribution: softmax of the logits, temperature 1, only the model's hard rules applied"
-        st = self._ev.stages[col - 1]
-        return (f"{stage_label(st.name)} (stage {col} of {len(self._ev.stages)}): {st.kept} tokens keep a probability > 0; "
-                f"entering this stage they had mass {st.mass:.4f}; the column shows each candidate's probability "
-                "after the stage, renormalised")
+        column = self._cols[col]
+        st = self._ev.stages[column.stage]
+        if column.kind == AMATEUR:
+            return (f"the amateur's distribution at this step ({st.note or 'amateur'}): softmax of its logits. "
+                    "Contrastive decoding scores (1 + β)·expert − β·amateur (a layer amateur: log p_expert − "
+                    "log p_layer) over the tokens the expert finds plausible; the expert is the column entering "
+                    "the stage, the contrast the column after this one")
+        tip = (f"{stage_label(st.name)} (stage {column.stage + 1} of {len(self._ev.stages)}): {st.kept} tokens keep a "
+               f"probability > 0; entering this stage they had mass {st.mass:.4f}; the column shows each candidate's "
+               "probability after the stage, renormalised")
+        if col >= 1 and self._cols[col - 1].kind == AMATEUR:
+            tip += ("; ↓ marks a token the amateur talked the expert out of (the expert preferred it to the "
+                    "contrast's choice, ↑)")
+        return tip
 
     def row_text(self, row: int) -> str:
         tp = self._ev.stage_candidates[row]
@@ -144,7 +189,10 @@ class StageModel(QAbstractTableModel):
                 return "✕"
             if cell.state == GONE:
                 return "·"
-            return _fmt(cell.prob)
+            if self._cols[c].kind == AMATEUR:
+                return _fmt_small(cell.prob)  # an amateur's tiny probabilities are what DoLa divides by
+            mark = self.mark(r, c)
+            return _fmt(cell.prob) + (f" {mark}" if mark else "")
         if role == Qt.ItemDataRole.BackgroundRole:
             if cell.state == REMOVED:
                 return QBrush(_GREY)
@@ -160,14 +208,24 @@ class StageModel(QAbstractTableModel):
         if role == Qt.ItemDataRole.FontRole:
             if cell.state == REMOVED or self._ev.stage_candidates[r].id == self._ev.token_id:
                 return self._bold
+            if self._cols[c].kind == AMATEUR:
+                return self._italic
             return None
         if role == Qt.ItemDataRole.TextAlignmentRole:
             return int(Qt.AlignmentFlag.AlignCenter)
         if role == Qt.ItemDataRole.ToolTipRole:
             tok = repr(self._ev.stage_candidates[r].text)
-            what = "raw distribution" if c == 0 else stage_label(self._ev.stages[c - 1].name)
+            if self._cols[c].kind == AMATEUR:
+                return f"{tok}: the amateur gives p {cell.prob:.3g} ({self._ev.stages[self._cols[c].stage].note})"
+            what = "raw distribution" if c == 0 else stage_label(self._ev.stages[self._cols[c].stage].name)
+            con, mark = self._contrast, self.mark(r, c)
+            if mark and con is not None:
+                verb = "talked the expert out of" if mark == "↓" else "promoted"
+                return (f"{tok}: the amateur {verb} it: expert p {con.expert[r]:.4f}, amateur p {con.amateur[r]:.4f}, "
+                        f"after the contrast p {con.contrast[r]:.4f}")
             if cell.state == REMOVED:
-                return f"{tok} was removed by {what} (it had p {self._probs[r, c - 1]:.4f} entering it)"
+                before = self._probs[r, entering(self._cols, c)]
+                return f"{tok} was removed by {what} (it had p {before:.4f} entering it)"
             if cell.state == GONE:
                 return f"{tok} was removed by an earlier stage"
             return f"{tok}: p {cell.prob:.4f} after {what}"
@@ -191,6 +249,11 @@ class StageModel(QAbstractTableModel):
             chosen = " (the chosen token)" if tp.id == self._ev.token_id else ""
             return f"token {tp.id} {tp.text!r}{chosen}: raw p {tp.prob:.4f}"
         return None
+
+
+def _fmt_small(p: float) -> str:
+    """As ``_fmt``, but a probability below 0.001 in two significant digits ("3.1e-06")."""
+    return f"{p:.1e}" if 0.0 < p < 0.0005 else _fmt(p)
 
 
 def _fmt(p: float) -> str:
@@ -245,7 +308,14 @@ class StageView(QWidget):
         self.pages = QStackedWidget()
         self.pages.addWidget(self.table)
         self.pages.addWidget(self.message)
-        vbox(self.title, (self.pages, 1), margins=(4, 2, 4, 2), spacing=2, parent=self)
+        self.contrast_line = QLabel()  # what contrastive decoding did, in words (hidden when it did not run)
+        self.contrast_line.setTextFormat(Qt.TextFormat.PlainText)
+        self.contrast_line.setWordWrap(True)
+        self.contrast_line.setToolTip(
+            "contrastive decoding at this step: the expert (the distribution entering the stage), the amateur "
+            "(its column) and the contrast; ↓ marks the tokens the amateur talked the expert out of")
+        self.contrast_line.hide()
+        vbox(self.title, self.contrast_line, (self.pages, 1), margins=(4, 2, 4, 2), spacing=2, parent=self)
         self.setMinimumSize(260, 160)
         self._rebuild()
 
@@ -309,6 +379,16 @@ class StageView(QWidget):
         self.candidateClicked.emit(ev.step, tp.id, tp.text)
         return True
 
+    def contrast_text(self) -> str:
+        """The line about contrastive decoding at the shown step ("" when it did not run)."""
+        self._flush()
+        return self.contrast_line.text() if not self.contrast_line.isHidden() else ""
+
+    def contrast(self):
+        """What contrastive decoding did at the shown step (``stage_columns.Contrast``), or None."""
+        self._flush()
+        return self.model.contrast()
+
     def cell_text(self, row: int, col: int) -> str:
         self._flush()
         return self.model.data(self.model.index(row, col))
@@ -325,6 +405,7 @@ class StageView(QWidget):
     def _rebuild(self) -> None:
         self._pending = False
         ev = self._ev
+        self.contrast_line.hide()
         if ev is None:
             self.title.setText("Chain stages at the selected step")
             self.model.set_step(None)
@@ -336,6 +417,9 @@ class StageView(QWidget):
             + (f" · kept {ev.kept} · raw entropy {ev.raw_entropy:.2f} nats" if ev.stages else "")
         )
         self.model.set_step(ev)
+        summary = contrast_summary(ev, lambda row: ev.stage_candidates[row].text) if ev.stages else ""
+        self.contrast_line.setText(summary)
+        self.contrast_line.setVisible(bool(summary))
         if not ev.stages:
             self.message.setText(
                 f"No sampler stage ran at step {ev.step} (e.g. greedy or beam search without penalties): "
@@ -345,7 +429,7 @@ class StageView(QWidget):
             return
         fm = self.table.fontMetrics()
         hh = self.table.horizontalHeader()
-        cell_w = fm.horizontalAdvance("0.000") + 14
+        cell_w = fm.horizontalAdvance("0.000 ↓" if self.model.contrast() is not None else "0.000") + 14
         for c in range(self.model.columnCount()):
             lines = self.model.header_text(c).split("\n")
             hh.resizeSection(c, max(cell_w, max(fm.horizontalAdvance(t) for t in lines) + 14))
