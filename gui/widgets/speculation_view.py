@@ -165,13 +165,14 @@ class SpeculationView(QWidget):
         self.run_label = QLabel("")
         self.run_label.setWordWrap(True)
         self.run_label.setTextFormat(Qt.TextFormat.RichText)
-        self.run_label.setToolTip(
+        self._run_tip = (
             "α = accepted / drafted tokens; tokens per target call = emitted tokens / rounds. The speed-up is "
             "measured against plain greedy on the same input in the same run; the prediction is Leviathan et "
             "al. 2023, Theorem 3.8: (1 − α^(γ+1)) / ((1 − α)(γc + 1)), from the measured α, γ and c (the cost "
             "of a draft step relative to a target step)")
+        self.run_label.setToolTip(self._run_tip)
         self.position_plot = pg.PlotWidget()
-        self._style_plot(self.position_plot, "position in the draft", "drafted · accepted")
+        self._style_plot(self.position_plot, "position in the draft")
         self.position_plot.setToolTip(
             "Acceptance by position in the draft: grey = tokens drafted at that position, blue = of them accepted. "
             "A token is judged only when every token before it was accepted, so the bars fall off to the right")
@@ -182,7 +183,7 @@ class SpeculationView(QWidget):
         self.position_plot.addItem(self.drafted_bars)
         self.position_plot.addItem(self.accepted_bars)
         self.gamma_plot = pg.PlotWidget()
-        self._style_plot(self.gamma_plot, "round", "γ · accepted")
+        self._style_plot(self.gamma_plot, "round: γ, accepted")
         self.gamma_plot.setToolTip(
             "γ over the rounds: draft tokens asked for in each round (blue line; adaptive: +2 after a fully "
             "accepted round, −1 after a rejection) and the tokens the target accepted (orange dots)")
@@ -225,14 +226,13 @@ class SpeculationView(QWidget):
             run.branchChanged.connect(lambda b: self._changed() if b == run.current_branch() else None)
 
     @staticmethod
-    def _style_plot(plot: pg.PlotWidget, x: str, y: str) -> None:
+    def _style_plot(plot: pg.PlotWidget, x: str) -> None:
         plot.setBackground(None)
         item = plot.getPlotItem()
         item.setMenuEnabled(False)
         item.hideButtons()
         item.setMouseEnabled(x=False, y=False)
         item.setLabel("bottom", x)
-        item.setLabel("left", y)
         item.showGrid(y=True, alpha=0.2)
         plot.setMinimumSize(110, 90)
 
@@ -312,8 +312,8 @@ class SpeculationView(QWidget):
         rows = []
         for j, t in enumerate(r.drafted):
             verdict = "accepted" if t.accepted else ("rejected" if t.judged else "not judged")
-            rows.append((str(j + 1), t.text, f"{t.q:.3f}", f"{t.p:.3f}", f"{t.ratio:.3f}",
-                         "–" if t.u is None else f"{t.u:.3f}", verdict))
+            p, ratio = (f"{t.p:.3f}", f"{t.ratio:.3f}") if t.judged else ("–", "–")  # the target never looked
+            rows.append((str(j + 1), t.text, f"{t.q:.3f}", p, ratio, "–" if t.u is None else f"{t.u:.3f}", verdict))
         if r.emitted_kind:
             rows.append(("▶", r.emitted_text, "", "", "", "", r.emitted_kind))
         elif any(t.judged and not t.accepted for t in r.drafted):
@@ -384,19 +384,21 @@ class SpeculationView(QWidget):
         f = self._figures = run_figures(rounds)
         s = self.summary()
         lines = [
-            f"<b>α {f['alpha']:.2f}</b> ({f['accepted']} of {f['drafted']} drafted accepted) · "
-            f"<b>{f['tokens_per_call']:.2f} tokens per target call</b> ({f['tokens']} tokens, {f['rounds']} rounds)",
+            f"<b>α {f['alpha']:.2f}</b> ({f['accepted']}/{f['drafted']}) · "
+            f"<b>{f['tokens_per_call']:.2f} tokens/call</b> · {f['rounds']} rounds",
             f"mean γ {f['mean_gamma']:.1f} · draft {f['draft_ms']:.0f} ms · target {f['target_ms']:.0f} ms",
         ]
         measured = self.measured_speedup()
+        tip = self._run_tip
         if s is not None:
-            lines.append(
-                f"<b>speed-up {_fmt(measured, '.2f', '×')}</b> measured vs plain decoding · "
-                f"{_fmt(s.speedup_predicted, '.2f', '×')} predicted (Theorem 3.8, c {_fmt(s.c, '.2f')})")
+            lines.append(f"<b>speed-up {_fmt(measured, '.2f', '×')}</b> measured · "
+                         f"{_fmt(s.speedup_predicted, '.2f', '×')} predicted (c {_fmt(s.c, '.2f')})")
             if s.switched_off:
-                lines.append(f"switched off: {s.switched_off}")
+                lines.append("<i>switched off for the rest of the segment</i> (hover: why)")
+                tip += f"\n\nSwitched off: {s.switched_off}"
         elif rounds:
             lines.append("speed-up: when the run has finished")
+        self.run_label.setToolTip(tip)
         self.run_label.setText("<br>".join(lines) if rounds or s is not None else "No speculative run yet.")
         self.measure_button.setVisible(s is not None and measured is None)
         drafted_at, accepted_at = f["by_position"]

@@ -183,7 +183,7 @@ def test_speculation_tab_lists_the_selected_steps_round_and_sums_up_the_run(qtbo
     assert abs(f["alpha"] - 7 / 11) < 1e-12 and f["tokens_per_call"] == 11 / 4
     assert list(f["by_position"][0]) == [4, 4, 3] and list(f["by_position"][1]) == [3, 2, 2]
     assert list(f["gammas"]) == [3, 3, 2, 3] and list(f["accepted_per_round"]) == [3, 1, 0, 3]
-    assert "α 0.64" in view.run_label.text() and "2.75 tokens per target call" in view.run_label.text()
+    assert "α 0.64" in view.run_label.text() and "2.75 tokens/call" in view.run_label.text()
     assert "when the run has finished" in view.run_label.text()
     # the finished run's measured and predicted speed-up
     run.finish(finished(events))
