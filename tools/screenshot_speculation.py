@@ -1,13 +1,12 @@
 """The Speculation tab on a real input, as a person sees it (issue 21; for the README):
 
-    .venv/bin/python tools/screenshot_speculation.py [--model base] [--draft early-exit:5] \
-        [--out /work/notes/issue21_speculation_tab.png]
+    .venv/bin/python tools/screenshot_speculation.py [--model base] [--draft early-exit:5] [--out PNG]
 
 Opens the main window offscreen at 1280 x 800, loads ``--model`` in the Speech tab, decodes
 the bundled sample with strategy speculative and ``--draft`` (greedy verification), waits for
-the plain-greedy timing that gives the measured speed-up (pressing Measure after a long run), selects the first token whose
-drafted token was rejected (its round in the table), shows the Speculation tab and saves the
-window. Prints the run's figures.
+the plain-greedy timing that gives the measured speed-up (pressing Measure after a long
+run), selects the first token whose drafted token was rejected (its round in the table),
+shows the Speculation tab and saves the window. Prints the run's figures.
 """
 
 from __future__ import annotations

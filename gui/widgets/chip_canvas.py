@@ -16,6 +16,7 @@ from PySide6.QtWidgets import QSizePolicy, QToolTip, QWidget
 from core.events import StepEvent
 
 from .colors import prob_color, text_color_on
+from .speculation_marks import draw_mark
 from .token_text import display_text
 from .wrap_canvas import WrapCanvas
 
@@ -25,7 +26,8 @@ CHIP_PAD = 4
 
 def draw_chip(p: QPainter, rect: QRect, ev: StepEvent, font: QFont) -> QColor:
     """Paint the chip of ``ev`` in ``rect`` (rounded, tinted by ``ev.prob``, its text in
-    ``font``) and leave the painter with no brush; returns the tint."""
+    ``font``, a speculative token's mark: ``gui.widgets.speculation_marks``) and leave the
+    painter with no brush; returns the tint."""
     bg = prob_color(ev.prob)
     p.setPen(Qt.PenStyle.NoPen)
     p.setBrush(bg)
@@ -33,6 +35,8 @@ def draw_chip(p: QPainter, rect: QRect, ev: StepEvent, font: QFont) -> QColor:
     p.setFont(font)
     p.setPen(text_color_on(bg))
     p.drawText(rect, Qt.AlignmentFlag.AlignCenter, display_text(ev.text))
+    if ev.speculation:  # speculative decoding's mark, as in the token stream
+        draw_mark(p, rect, ev.speculation)
     p.setBrush(Qt.BrushStyle.NoBrush)
     return bg
 

@@ -1,8 +1,8 @@
 """The controls of the decoding-options panel's five sections (gui/widgets/options_panel.py).
 
 **Strategy** (the strategies, the seed, max tokens, mirostat τ/η, contrastive α/top-k and
-speculative decoding's draft, draft tokens and verification when those are chosen), **Filters** (the sampler chain and the values of temperature and the
-filters), **Penalties**, **Beam** and **Constraints** (bad words, logit bias, min new tokens,
+speculative decoding's draft, draft tokens and verification when those are chosen),
+**Filters** (the sampler chain and the values of temperature and the filters), **Penalties**, **Beam** and **Constraints** (bad words, logit bias, min new tokens,
 length decay). :class:`OptionSections` builds them, says why a control is not used by a
 strategy (:meth:`OptionSections.reason_unused`) and writes each section header's one-line
 summary of what is active (:meth:`OptionSections.update_summaries`). The panel reads and
