@@ -12,7 +12,12 @@ File → Save exploration… writes, File → Open exploration… reads::
                    "segments": [{SegmentEvent fields}],
                    "steps": [{StepEvent fields: step, token_id, text, prob, raw_prob,
                               topk [[id, text, p], …], raw_topk, entropy, segment, …,
-                              stages [{name, kept, mass, probs, amateur?, note?}], "attention": {…}}]}, …]}
+                              stages [{name, kept, mass, probs, amateur?, note?}], "attention": {…}}],
+                   "rounds": [{SpeculationRound fields; drafted [[id, text, q, p, ratio, u, accepted,
+                               judged], …], residual_topk [[id, text, p], …]}]}, …]}
+
+``rounds`` (speculative decoding's rounds of the branch's own steps) and the finished run's
+``stats.speculative`` (its SpeculationSummary fields) are there for speculative runs only.
 
 A branch holds only its own steps (from its fork step on); the steps before come from its
 parent, as in :class:`~gui.run_state.RunState`. Cross-attention is optional: by default
@@ -42,9 +47,12 @@ from typing import Any
 import numpy as np
 
 from core.events import (
+    DraftToken,
     Finished,
     RunStats,
     SegmentEvent,
+    SpeculationRound,
+    SpeculationSummary,
     StageReport,
     StepEvent,
     TokenProb,
@@ -143,13 +151,47 @@ def _plain_fields(obj: Any) -> dict:
     return {f.name: getattr(obj, f.name) for f in fields(obj)}
 
 
+def _floats_to_json(obj: Any) -> dict:
+    return {k: (_num(v) if isinstance(v, float) else v) for k, v in _plain_fields(obj).items()}
+
+
 def _stats_to_json(st: RunStats) -> dict:
-    return {k: (_num(v) if isinstance(v, float) else v) for k, v in _plain_fields(st).items()}
+    out = _floats_to_json(st)
+    if st.speculative is not None:
+        out["speculative"] = _floats_to_json(st.speculative)
+    return out
 
 
 def _stats_from_json(d: dict) -> RunStats:
     known = {f.name for f in fields(RunStats)}
-    return RunStats(**{k: (float(v) if isinstance(v, str) else v) for k, v in d.items() if k in known})
+    kw = {k: (float(v) if isinstance(v, str) else v) for k, v in d.items() if k in known and k != "speculative"}
+    spec = d.get("speculative")
+    if isinstance(spec, dict):
+        names = {f.name for f in fields(SpeculationSummary)}
+        kw["speculative"] = SpeculationSummary(**{k: v for k, v in spec.items() if k in names})
+    return RunStats(**kw)
+
+
+def round_to_json(r: SpeculationRound) -> dict:
+    """One SpeculationRound as plain JSON data (every field)."""
+    out = _floats_to_json(r)
+    out["drafted"] = [[t.id, t.text, _num(t.q), _num(t.p), _num(t.ratio), None if t.u is None else _num(t.u),
+                       t.accepted, t.judged] for t in r.drafted]
+    out["residual_topk"] = [[tp.id, tp.text, _num(tp.prob)] for tp in r.residual_topk]
+    return out
+
+
+def round_from_json(d: dict) -> SpeculationRound:
+    """The SpeculationRound of :func:`round_to_json`'s data (unknown keys ignored)."""
+    known = {f.name for f in fields(SpeculationRound)}
+    kw: dict[str, Any] = {k: v for k, v in d.items() if k in known and k not in ("drafted", "residual_topk")}
+    for k in ("draft_ms", "target_ms"):
+        if k in kw:
+            kw[k] = float(kw[k])
+    kw["drafted"] = tuple(DraftToken(int(i), str(t), float(q), float(p), float(ratio), None if u is None else float(u),
+                                     bool(acc), bool(judged)) for i, t, q, p, ratio, u, acc, judged in d.get("drafted", []))
+    kw["residual_topk"] = [TokenProb(int(i), str(t), float(p)) for i, t, p in d.get("residual_topk", [])]
+    return SpeculationRound(**kw)
 
 
 def _finished_to_json(fin: Finished | None) -> dict | None:
@@ -186,6 +228,8 @@ def to_json(run: RunState, *, task: str, model: str, input_description: str, inp
             "input_change": b.input_change, "options": _jsonable(opts), "finished": _finished_to_json(b.finished),
             "segments": [_plain_fields(b.segments[k]) for k in sorted(b.segments)],
             "steps": [step_to_json(b.own[k], attention) for k in sorted(b.own)],
+            **({"rounds": [round_to_json(r) for r in sorted(b.rounds.values(), key=lambda r: r.step)]}
+               if b.rounds else {}),
         })
     return {
         "format": FORMAT, "version": VERSION,
@@ -406,6 +450,19 @@ def check(data: dict, *, task: str, model: str | None, input_description: str | 
                                f"Load {want_model!r} first, then open the exploration again.")
 
 
+def _rounds_from_json(data: Any, i: int) -> dict:
+    """Branch ``i``'s rounds by (segment, round).
+
+    Raises:
+        ExplorationError: a round that cannot be read (names the field).
+    """
+    try:
+        rounds = [round_from_json(x) for x in data]
+    except (TypeError, ValueError, KeyError, AttributeError) as exc:
+        raise ExplorationError(f"branches[{i}].rounds: a speculation round cannot be read ({exc}).") from None
+    return {(r.segment, r.round): r for r in rounds}
+
+
 def branches_from_json(data: dict, *, vocab_size: int | None = None) -> list[Branch]:
     """The branches of an exploration file, the root first, checked first (:func:`validate`;
     token ids against ``vocab_size``, the model's vocabulary size, when given).
@@ -431,6 +488,7 @@ def branches_from_json(data: dict, *, vocab_size: int | None = None) -> list[Bra
             own={ev.step: ev for ev in steps},
             segments={s.segment: s for s in (_segment_from_json(x) for x in d.get("segments", []))},
             finished=_finished_from_json(d.get("finished")),
+            rounds=_rounds_from_json(d.get("rounds", []), len(out)),
         )
         out.append(b)
         seen.add(b.id)

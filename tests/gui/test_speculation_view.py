@@ -412,3 +412,42 @@ def test_esc_stops_the_plain_timing_and_keeps_the_speculative_run(qtbot):
     tab.speculation_view.refresh()
     assert not tab.speculation_view.measure_button.isHidden()  # measured on request instead
     tab.shutdown()
+
+
+def test_an_exploration_of_a_speculative_run_saves_and_opens_with_its_rounds(qtbot, tmp_path):
+    """The file keeps the summary (RunStats.speculative) and the rounds: the ghosts and the
+    Speculation tab come back (it could not be saved at all before: the summary is no JSON)."""
+    import json
+
+    from gui import exploration
+
+    from .fakes_speculation import finished
+
+    events = speculative_events()
+    run = RunState()
+    _feed(run, events)
+    run.finish(finished(events))
+    data = exploration.to_json(run, task="speech", model="fake", input_description="tone", input_hash="0" * 64)
+    path = tmp_path / "spec.json"
+    exploration.save(path, data)
+    back = exploration.branches_from_json(json.loads(path.read_text()))
+    assert back[0].finished.stats.speculative == finished(events).stats.speculative
+    assert sorted(back[0].rounds.values(), key=lambda r: r.step) == run.rounds()
+    run2, view = _stream_with_run(qtbot, [])
+    run2.restore(back)
+    assert [s for s, _t in view.flow.ghosts()] == [5, 6] and len(run2.rounds()) == 4
+
+
+def test_a_broken_round_in_an_exploration_file_is_refused_with_its_field(qtbot):
+    from gui import exploration
+
+    from .fakes_speculation import finished
+
+    events = speculative_events()
+    run = RunState()
+    _feed(run, events)
+    run.finish(finished(events))
+    data = exploration.to_json(run, task="speech", model="fake", input_description="tone", input_hash="0" * 64)
+    data["branches"][0]["rounds"][1]["drafted"] = [["x"]]
+    with pytest.raises(exploration.ExplorationError, match=r"branches\[0\]\.rounds"):
+        exploration.branches_from_json(data)
