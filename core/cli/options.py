@@ -37,6 +37,33 @@ def _sampler_order(text: str) -> tuple[str, ...]:
     return tuple("temperature" if n == "dynatemp" else n for n in names)
 
 
+def _draft(text: str) -> str:
+    """``--draft`` as typed -> ``DecodingOptions.draft``: ngram, branch and early-exit:L as they
+    are, anything else a draft model (``model:NAME``; ``model:`` may be written)."""
+    text = text.strip()
+    if text in ("ngram", "branch") or text.startswith(("early-exit:", "model:")):
+        value = text
+    elif text.startswith("early-exit"):
+        raise argparse.ArgumentTypeError(f"--draft {text}: write early-exit:L, e.g. early-exit:4")
+    else:
+        value = f"model:{text}"
+    from core.options import check_draft
+
+    try:
+        return check_draft(value)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"--draft: {exc}") from None
+
+
+def _draft_tokens(text: str) -> int:
+    """``--draft-tokens``: a whole number 1..64, or auto (0: the adaptive schedule)."""
+    if text.strip().lower() == "auto":
+        return 0
+    if not text.strip().isdigit() or not 1 <= int(text) <= 64:
+        raise argparse.ArgumentTypeError(f"--draft-tokens: give a whole number 1..64 or auto, got {text!r}")
+    return int(text)
+
+
 def add_decoding_arguments(p: argparse.ArgumentParser) -> None:
     """The decoding options shared by every subcommand."""
     g = p.add_argument_group("strategy")
@@ -44,7 +71,8 @@ def add_decoding_arguments(p: argparse.ArgumentParser) -> None:
                    help="start from a named preset (flags given override it): " + "; ".join(BUILTIN_NAMES))
     g.add_argument("--strategy", choices=CLI_STRATEGIES, default=None,
                    help="greedy | sample | beam | diverse-beam (Vijayakumar et al. 2016) | "
-                        "contrastive (Su et al. 2022) | mirostat (v2, Basu et al. 2021)")
+                        "contrastive (Su et al. 2022) | mirostat (v2, Basu et al. 2021) | "
+                        "speculative (Leviathan et al. 2023: --draft proposes, the model verifies)")
     g.add_argument("--seed", type=int, default=None, help="seed of the sampler's random stream")
     g.add_argument("--max-new-tokens", type=int, default=None)
     g.add_argument("--beams", type=int, default=None, help="beam width for beam / diverse-beam")
@@ -57,6 +85,18 @@ def add_decoding_arguments(p: argparse.ArgumentParser) -> None:
                    help="contrastive: weight of the degeneration penalty (0 = greedy); candidates = --top-k")
     g.add_argument("--mirostat-tau", type=float, default=None, help="mirostat: target surprise, bits")
     g.add_argument("--mirostat-eta", type=float, default=None, help="mirostat: learning rate of mu")
+    g.add_argument("--draft", type=_draft, default=None, metavar="ngram|branch|early-exit:L|MODEL",
+                   help="speculative: what drafts: ngram (prompt lookup in the prompt, the text so far and a "
+                        "translation's source), branch (the previous run on the same input), early-exit:L (the "
+                        "model's first L decoder layers; early-exit:L#N with an N-token shortlist head), or a "
+                        "smaller model by name, hub id or directory (tiny.en; tiny.en#8192 with a shortlist head)")
+    g.add_argument("--draft-tokens", type=_draft_tokens, default=None, metavar="N|auto",
+                   help="speculative: tokens drafted per round; auto adapts (+2 after a round accepted in full, "
+                        "-1 after a rejection) and switches drafting off where it loses")
+    g.add_argument("--verification", choices=("greedy", "sample"), default=None,
+                   help="speculative: greedy (the output is the model's greedy output, token for token) or sample "
+                        "(Leviathan et al.'s rule: distributed as sampling from the model; --seed, --temperature "
+                        "and the filters apply)")
 
     f = p.add_argument_group("sampler chain (sampling strategies only)")
     q = p.add_argument_group("penalties and constraints (every strategy)")

@@ -13,7 +13,9 @@ from typing import Iterable
 
 from core.analysis.beam_tree import BeamTree
 from core.analysis.lens import lens_json
-from core.events import BeamEvent, Event, Finished, SegmentEvent, StepEvent
+import dataclasses
+
+from core.events import BeamEvent, Event, Finished, SegmentEvent, SpeculationRound, StepEvent
 from core.options import DecodingOptions
 from core.processors.stages import run_reports
 
@@ -44,6 +46,8 @@ def trace(task: str, model: str, options: DecodingOptions, events: Iterable[Even
     tokens: list[dict] = []
     finished: Finished | None = None
     tree = BeamTree()
+    rounds: list[dict] = []
+    speculative = options.strategy == "speculative"
     language_probs: dict[str, float] | None = None
     for ev in events:
         if isinstance(ev, SegmentEvent) and language_probs is None and ev.language_probs:
@@ -64,6 +68,10 @@ def trace(task: str, model: str, options: DecodingOptions, events: Iterable[Even
                 tok["mu"] = round(ev.mu, 6)
             if ev.forced:
                 tok["forced"] = True
+            if speculative:
+                tok["drafted"], tok["accepted"] = ev.drafted, ev.accepted
+                if ev.speculation:
+                    tok["speculation"], tok["round"] = ev.speculation, ev.spec_round
             if ev.lens:
                 tok["lens"] = lens_json(ev.lens)
             if attention and ev.cross_attention is not None:
@@ -72,6 +80,8 @@ def trace(task: str, model: str, options: DecodingOptions, events: Iterable[Even
             tokens.append(tok)
         elif isinstance(ev, BeamEvent):
             tree.add(ev)
+        elif isinstance(ev, SpeculationRound):
+            rounds.append(round_json(ev))
         elif isinstance(ev, Finished):
             finished = ev
     if finished is None:
@@ -90,7 +100,30 @@ def trace(task: str, model: str, options: DecodingOptions, events: Iterable[Even
         out["beam_tree"] = tree.to_dict()
     if language_probs:
         out["language_probs"] = language_probs
+    if speculative:
+        out["speculative"] = speculative_json(finished, rounds)
     out.update(stage_reports(options, finished.token_ids, vocab_size))
+    return out
+
+
+def round_json(r: SpeculationRound) -> dict:
+    """One speculation round for the JSON trace (``SpeculationRound``'s fields; the drafted
+    tokens and the residual top-k as dicts, probabilities rounded)."""
+    out = dataclasses.asdict(r)
+    out["drafted"] = [{k: (round(v, 6) if isinstance(v, float) else v) for k, v in d.items()} for d in out["drafted"]]
+    out["residual_topk"] = [{"id": t.id, "text": t.text, "prob": round(t.prob, 6)} for t in r.residual_topk]
+    out["draft_ms"], out["target_ms"] = round(r.draft_ms, 3), round(r.target_ms, 3)
+    return out
+
+
+def speculative_json(finished: Finished, rounds: list[dict]) -> dict:
+    """The trace's ``"speculative"`` block: ``SpeculationSummary.to_dict()`` (its round count
+    as ``"target_calls"``: rounds without a draft included) and ``"rounds"``, the drafted
+    rounds in order (``round_json``)."""
+    summary = finished.stats.speculative
+    out = summary.to_dict() if summary is not None else {}
+    out["target_calls"] = out.pop("rounds", 0)
+    out["rounds"] = rounds
     return out
 
 

@@ -312,6 +312,7 @@ class SpeculativeRun:
             judged: list[DraftToken] = []
             n_accepted, emitted, kind, near_tie, residual_topk, ended = 0, None, "", False, [], False
             first_step = self.step_offset + len(generated)
+            before = len(generated)
             this_round = round_no if draft else -1
             for j in range(len(draft) + 1):
                 x = draft[j] if j < len(draft) else None
@@ -351,7 +352,7 @@ class SpeculativeRun:
             if draft:
                 self.draft.rollback(valid)
             # bookkeeping
-            tokens = n_accepted + (emitted is not None)
+            tokens = len(generated) - before  # reported tokens (an accepted EOS is none)
             s = self.summary
             s.rounds += 1
             s.tokens += tokens

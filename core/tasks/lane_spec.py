@@ -4,7 +4,7 @@ GUI's lane boxes).
 ::
 
     SPEC  := HEAD [":" ARG ("," ARG)*]
-    HEAD  := a strategy: greedy | sample | beam | diverse-beam | contrastive | mirostat
+    HEAD  := a strategy: greedy | sample | beam | diverse-beam | contrastive | mirostat | speculative
            | a filter, which means sampling with it: top-k | top-p | min-p | typical-p | eta-cutoff
            | epsilon-cutoff
            | current          (the base options unchanged: the GUI's panel, the CLI's flags)
@@ -14,10 +14,13 @@ GUI's lane boxes).
 Short keys: ``T`` temperature, ``k`` top-k, ``p`` top-p, ``min-p``, ``typical``, ``beams``
 (or ``n``), ``lp`` length penalty, ``groups``, ``div`` diversity penalty, ``alpha``
 (contrastive), ``tau`` / ``eta`` (mirostat), ``rep`` repetition penalty, ``ngram``
-no-repeat n-gram size, ``seed``, ``max`` max new tokens.
+no-repeat n-gram size, ``seed``, ``max`` max new tokens; speculative decoding: ``draft``
+(ngram | branch | early-exit:L | model:NAME, also its bare value), ``gamma`` draft tokens per
+round (0 = adaptive), ``verify`` greedy | sample.
 
 Examples: ``greedy``, ``beam:5``, ``beam:5,lp=0.6``, ``sample:T=0.8``, ``sample:0.8,k=40``,
-``min-p:0.1``, ``top-p:0.9,T=0.7``, ``contrastive:alpha=0.6,k=4``, ``mirostat:tau=4``.
+``min-p:0.1``, ``top-p:0.9,T=0.7``, ``contrastive:alpha=0.6,k=4``, ``mirostat:tau=4``,
+``speculative:draft=ngram``, ``speculative:early-exit:4,gamma=3``.
 
 A lane is the base options with the head's strategy and the given values replaced
 (:func:`parse_lane_spec`), so flags such as ``--max-new-tokens`` or a repetition penalty
@@ -39,6 +42,7 @@ HEADS: dict[str, tuple[str | None, str | None]] = {
     "diverse-beam": ("diverse_beam", "num_beams"),
     "contrastive": ("contrastive", "penalty_alpha"),
     "mirostat": ("mirostat", "mirostat_tau"),
+    "speculative": ("speculative", "draft"),
     "top-k": ("sample", "top_k"),
     "top-p": ("sample", "top_p"),
     "min-p": ("sample", "min_p"),
@@ -64,18 +68,23 @@ KEYS = {
     "rep": "repetition_penalty",
     "ngram": "no_repeat_ngram_size",
     "max": "max_new_tokens",
+    "gamma": "draft_tokens",
+    "verify": "verification",
 }
 
 _FIELDS = {f.name: f for f in fields(DecodingOptions)}
 #: fields a spec may set (numbers and the seed; lists and orders stay the base's)
 _SETTABLE = {name for name, f in _FIELDS.items() if f.type in ("int", "float", "int | None")}
+#: text fields a spec may set (speculative decoding's draft and verification)
+_TEXT = {"draft", "verification"}
 
 SPEC_HELP = (
     "a lane is STRATEGY[:ARG,...]: STRATEGY is greedy | sample | beam | diverse-beam | contrastive | "
-    "mirostat, or a filter that means sampling with it (top-k | top-p | min-p | typical-p | eta-cutoff | epsilon-cutoff), or "
+    "mirostat | speculative, or a filter that means sampling with it (top-k | top-p | min-p | typical-p | eta-cutoff | epsilon-cutoff), or "
     "'current' (the other flags unchanged); ARG is the strategy's main value (sample: T, beam: beams, min-p: "
     "min-p, ...) or KEY=VALUE with KEY one of T, k, p, min-p, typical, beams, lp, groups, div, alpha, tau, eta, "
-    "rep, ngram, seed, max (or any option name). E.g. greedy beam:5 sample:T=0.8 min-p:0.1 'beam:5,lp=0.6'"
+    "rep, ngram, seed, max, draft, gamma, verify (or any option name). E.g. greedy beam:5 sample:T=0.8 min-p:0.1 "
+    "'beam:5,lp=0.6' speculative:draft=ngram"
 )
 
 
@@ -96,7 +105,7 @@ def parse_lane_spec(spec: str, base: DecodingOptions | None = None) -> DecodingO
         raise ValueError(f"lane {spec!r}: unknown strategy {head!r}; {_suggest(text)}")
     strategy, main = HEADS[head]
     changes: dict[str, Any] = {} if strategy is None else {"strategy": strategy}
-    for arg in (a.strip() for a in rest.split(",")) if rest.strip() else ():
+    for arg in (a.strip() for a in rest.split(",")) if rest.strip() else ():  # early-exit:4 keeps its colon
         if not arg:
             raise ValueError(f"lane {spec!r}: an empty value between commas")
         key, eq, value = arg.partition("=")
@@ -135,6 +144,9 @@ def describe(options: DecodingOptions) -> str:
         return f"contrastive:alpha={options.penalty_alpha:g},k={options.top_k}"
     if s == "mirostat":
         return f"mirostat:tau={options.mirostat_tau:g}"
+    if s == "speculative":
+        return (f"speculative:draft={options.draft}" + (f",gamma={options.draft_tokens}" if options.draft_tokens else "")
+                + (",verify=sample" if options.verification == "sample" else ""))
     parts = [f"T={options.temperature:g}"] if options.temperature != 1.0 else []
     for name, label, off in (("top_k", "k", 0), ("top_p", "p", 1.0), ("min_p", "min-p", 0.0),
                              ("typical_p", "typical", 1.0)):
@@ -160,13 +172,15 @@ def _suggest(text: str) -> str:
 def _field(key: str, spec: str) -> str:
     k = key.lower()
     name = KEYS.get(k) or KEYS.get(key) or key.replace("-", "_")
-    if name not in _SETTABLE:
+    if name not in _SETTABLE and name not in _TEXT:
         raise ValueError(f"lane {spec!r}: unknown key {key!r}; use T, k, p, min-p, typical, beams, lp, groups, div, "
-                         "alpha, tau, eta, rep, ngram, seed, max or an option name")
+                         "alpha, tau, eta, rep, ngram, seed, max, draft, gamma, verify or an option name")
     return name
 
 
 def _number(name: str, value: str, spec: str) -> int | float | None:
+    if name in _TEXT:
+        return value
     kind = _FIELDS[name].type
     try:
         if kind == "float":

@@ -224,6 +224,33 @@ def split_window(tokens: Sequence[int], timestamp_begin: int, seek_frames: int, 
     return [{"start": time_offset, "end": time_offset + end, "tokens": tokens}], seek_frames, len(tokens)
 
 
+def fallback_options(options: DecodingOptions, temperature: float, window: int, attempt: int,
+                     prompt, failed: Sequence[int] | None):
+    """The options (and speculative decoding's draft) of one attempt at ``temperature``.
+
+    Temperature 0 keeps ``options``. Above it, attempts sample (``strategy="sample"``, the
+    seed moved per window and attempt); under speculative decoding they stay speculative with
+    sampling verification, and the failed attempt's tokens (``failed``: its ids + EOS when it
+    ended so) draft the next attempt (a ``BranchDraft``): where the new attempt repeats the old
+    one the target accepts whole stretches per call; the output is still distributed as sampling.
+
+    Returns:
+        (run options, draft for ``Engine.run`` or None).
+    """
+    if temperature == 0:
+        return options, None
+    seed = None if options.seed is None else options.seed + 1000 * window + attempt
+    if options.strategy != "speculative":
+        return replace(options, strategy="sample", temperature=temperature, seed=seed), None
+    draft = None
+    if failed:
+        from core.speculative.branch import BranchDraft
+
+        draft = BranchDraft(list(prompt.prompt_ids) + list(failed))
+    return replace(options, verification="sample", temperature=temperature, seed=seed,
+                   draft="branch" if draft is not None else options.draft), draft
+
+
 def transcribe(
     model,
     audio: np.ndarray,
@@ -317,18 +344,16 @@ def transcribe(
                            warning=warning)
         plans.append(WindowPlan(seek, n_frames, prompt, announce))
         yield announce
-        attempt, step_offset = None, totals.step
+        attempt, step_offset, failed = None, totals.step, None
         for k, temperature in enumerate(longform.temperatures):
-            run_options = options if temperature == 0 else replace(
-                options, strategy="sample", temperature=temperature,
-                seed=None if options.seed is None else options.seed + 1000 * window + k)
+            run_options, draft = fallback_options(options, temperature, window, k, prompt, failed)
             steps: list[StepEvent] = []
             finished = None
             run_start = time.perf_counter() - begun
             for ev in model.engine.run(encoded, prompt, run_options, cancel=cancel, step_offset=step_offset,
                                        segment=window, source_offset=seek // INPUT_STRIDE,
                                        forced_ids=prefix_ids if window == 0 else (),
-                                       reuse_cache=not (window == 0 and prefix_ids)):
+                                       reuse_cache=not (window == 0 and prefix_ids), draft=draft):
                 if isinstance(ev, Finished):
                     finished = ev
                     continue
@@ -336,6 +361,7 @@ def transcribe(
                     steps.append(ev)
                 yield ev
             tokens = list(finished.token_ids)
+            failed = tokens + ([prompt.eos_token_id] if finished.reason == "eos" else [])
             attempt = judge(model, encoded, prompt, tokens, steps, finished, no_speech, level, longform)
             last = k == len(longform.temperatures) - 1
             keep = finished.cancelled or attempt["verdict"] == "accepted" or (last and attempt["verdict"] == "fallback")

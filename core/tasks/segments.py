@@ -337,6 +337,7 @@ def decode_lanes(
             stopped = totals[k].add(fin) or stopped
         if stopped:
             break
+    measure_speedup(totals, lanes)
     for k in range(n):
         fin = totals[k].finished(join(texts[k]))
         ev = LaneEvent(k, fin)
@@ -345,6 +346,18 @@ def decode_lanes(
     stats.decode_s = time.perf_counter() - begun - stats.encode_s
     stats.n_tokens = sum(r.n_tokens for r in tally.results)
     yield tally.finished(stats)
+
+
+def measure_speedup(totals: Sequence[RunTotals], lanes: Sequence[DecodingOptions]) -> None:
+    """A speculative lane beside a plain greedy lane: its ``SpeculationSummary.speedup_measured``
+    = the greedy lane's ms per token / its own (each lane's own decoding time, same input)."""
+    plain = next((t for t, o in zip(totals, lanes) if o.strategy == "greedy" and t.stats.n_tokens), None)
+    if plain is None:
+        return
+    for t, o in zip(totals, lanes):
+        s = t.stats.speculative
+        if o.strategy == "speculative" and s is not None and t.stats.n_tokens and t.stats.decode_s > 0:
+            s.speedup_measured = plain.stats.ms_per_token / t.stats.ms_per_token
 
 
 def what_if_segments(
