@@ -77,13 +77,15 @@ class SpeedupBaseline:
         return self._running is not None
 
     def wanted(self) -> bool:
-        """The root run is a finished speculative run, short enough, with no plain time known."""
+        """The root run is a finished speculative run, short enough (and not long-form), with
+        no plain time known."""
         run = self.tab.run
         root = run.branch(0)
         fin, options = root.finished, root.options
+        longform = getattr(self.tab, "longform_active", lambda: False)()  # windows: on request only
         return (isinstance(options, DecodingOptions) and options.strategy == "speculative" and fin is not None
                 and not fin.cancelled and fin.stats.n_tokens > 0 and fin.stats.decode_s <= AUTO_MAX_S
-                and self.plain_ms(options) is None)
+                and not longform and self.plain_ms(options) is None)
 
     def start(self) -> bool:
         """Decode the current input with the root run's plain options (decode slot). False
