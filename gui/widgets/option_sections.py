@@ -29,6 +29,7 @@ from core.options import BEAM_STRATEGIES, SAMPLING_STRATEGIES, STRATEGIES, WARPE
 
 from .option_controls import Section, SliderSpin
 from .option_specs import (
+    AMATEUR_CHOICES,
     BEAM_SPECS,
     CONSTRAINT_SPECS,
     CONTRASTIVE_SPECS,
@@ -164,7 +165,8 @@ class OptionSections:
         self.contrastive_top_k.valueChanged.connect(self._mirror_top_k)
         self._build_speculative(sec)
 
-    def _add_choice(self, sec: Section, field: str, label: str, items: tuple, editable: bool) -> QComboBox:
+    def _add_choice(self, sec: Section, field: str, label: str, items: tuple, editable: bool,
+                    strategy: str | None = "speculative") -> QComboBox:
         row = sec.grid.rowCount()
         lab = QLabel(label)
         box = QComboBox()
@@ -183,7 +185,8 @@ class OptionSections:
             box.currentTextChanged.connect(self._on_change)
         else:
             box.currentIndexChanged.connect(self._on_change)
-        self.strategy_rows["speculative"] += [box, lab]
+        if strategy is not None:  # shown under that strategy only
+            self.strategy_rows[strategy] += [box, lab]
         return box
 
     def _build_speculative(self, sec: Section) -> None:
@@ -217,6 +220,10 @@ class OptionSections:
 
     def _build_penalties(self, sec: Section) -> None:
         for spec in PENALTY_SPECS:
+            if spec[0] == "cd_alpha":  # contrastive decoding's amateur (an editable box) above its α and β
+                box = self._add_choice(sec, "contrastive_amateur", "CD amateur", AMATEUR_CHOICES, editable=True,
+                                       strategy=None)
+                box.lineEdit().setPlaceholderText("off")
             self._add_slider(sec, spec)
 
     def _build_beam(self, sec: Section) -> None:

@@ -84,6 +84,8 @@ CHOICE_HELP = {
     "model's argmax — the output is token for token greedy search's. sample: accepted if u < p/q, else resampled "
     "from norm(max(0, p − q)) (Leviathan et al. 2023, Algorithm 1) — distributed as sampling from the model; the "
     "seed, temperature and the filters apply.",
+    # contrastive decoding's amateur: the registry's help (core.processors.stages)
+    **{f.name: f.help for _, f in stage_fields() if f.name == "contrastive_amateur"},
 }
 
 # (field, label, min, max, step, decimals, special text at the minimum)
@@ -100,6 +102,13 @@ DRAFT_CHOICES = (
     ("branch", "the tokens of the branch this one was forked from, or of the failed long-form attempt"),
     ("early-exit:4", "the model's first 4 decoder layers through its own output head (self-speculation)"),
     ("model:tiny.en", "whisper tiny.en drafts (speech; for base and larger English or multilingual models)"),
+)
+#: contrastive decoding's amateurs the amateur box lists (its text is editable: another layer or model)
+AMATEUR_CHOICES = (
+    ("", "off: no contrastive decoding"),
+    ("layer:auto", "DoLa: at each step the early layer furthest from the final one (Jensen-Shannon divergence)"),
+    ("layer:2", "DoLa: the output of the model's first 2 decoder layers through its output head"),
+    ("tiny.en", "whisper tiny.en as the amateur (speech; for base and larger models)"),
 )
 #: how the target verifies (DecodingOptions.verification)
 VERIFICATION_CHOICES = (

@@ -61,6 +61,8 @@ def strategy_reason(stage: str, strategy: str) -> str | None:
     """Why ``stage`` does not run under ``strategy``, or None when it does."""
     if STAGE[stage].applies_to(strategy):
         return None
+    if STAGE[stage].strategy_note:  # neither a penalty nor a warper (contrastive decoding)
+        return f"{STAGE[stage].strategy_note} (strategies {', '.join(STAGE[stage].strategies)}; not {strategy})."
     why = (
         f"{STAGE_LABELS.get(stage, stage)} shapes sampling only (strategies {', '.join(SAMPLING_STRATEGIES)}); "
         f"{strategy} uses the penalised scores as they are (transformers adds warpers only when do_sample)."
@@ -304,7 +306,9 @@ class SamplerChain(QWidget):
         return self.stage_item(stage).data(Qt.ItemDataRole.UserRole + 1) or ""
 
     def _tooltip(self, stage: str, item: QListWidgetItem, off: bool, reason: str | None, marked: bool) -> str:
-        kind = "penalty / constraint: every strategy" if STAGE[stage].every_strategy else "warper: sampling strategies only"
+        st = STAGE[stage]
+        kind = ("penalty / constraint: every strategy" if st.every_strategy
+                else "warper: sampling strategies only" if st.is_warper else f"strategies {', '.join(st.strategies)}")
         lines = [f"<b>{STAGE_LABELS.get(stage, stage)}</b> ({kind})", STAGE_HELP.get(stage, "")]
         if reason:
             lines.append(f"<i>Not used now:</i> {reason}")

@@ -132,3 +132,33 @@ def test_the_bundled_clip_with_dola_screenshot(qtbot, whisper_base, tmp_path):
     assert "talked the expert out of" in view.contrast_text() and "of 6 (auto, JS" in view.contrast_text()
     notes = Path("/work/notes")
     view.grab().save(str((notes if notes.is_dir() else tmp_path) / "h3_contrastive_stage_view.png"))
+
+
+# ------------------------------------------------------------------ the options panel and the chain
+def test_the_panel_sets_the_amateur_and_says_where_it_applies(qtbot, tmp_path):
+    from PySide6.QtCore import Qt
+
+    from core.options import DecodingOptions
+    from gui.widgets.options_panel import OptionsPanel
+
+    panel = OptionsPanel(debounce_ms=40, presets_dir=tmp_path / "presets")
+    qtbot.addWidget(panel)
+    box = panel.choices["contrastive_amateur"]
+    assert box.currentText() == "" and box.lineEdit().placeholderText() == "off"
+    assert panel.options().contrastive_amateur == ""
+    assert "DoLa, Chuang et al. 2023" in box.toolTip() and "Li et al. 2022" in box.toolTip()
+    box.setCurrentText("layer:auto")
+    panel.controls["cd_alpha"].setValue(0.2)
+    o = panel.options()
+    assert (o.contrastive_amateur, o.cd_alpha, o.cd_beta) == ("layer:auto", 0.2, 0.5)
+    assert panel.chain.stage_item("contrastive_decoding").text() == "DoLa layer:auto, α 0.2"
+    # beam search: not used, and why
+    panel.strategy_buttons["beam"].setChecked(True)
+    assert not box.isEnabled() and "greedy and sampling only" in box.toolTip()
+    item = panel.chain.stage_item("contrastive_decoding")
+    assert not item.flags() & Qt.ItemFlag.ItemIsEnabled and "strategies greedy, sample, mirostat" in item.toolTip()
+    panel.strategy_buttons["greedy"].setChecked(True)
+    assert box.isEnabled() and panel.chain.reason("contrastive_decoding") == ""
+    # options loaded into the panel show in the box
+    panel.setOptions(DecodingOptions(contrastive_amateur="tiny.en", cd_beta=1.0))
+    assert box.currentText() == "tiny.en" and panel.options().cd_beta == 1.0
