@@ -39,6 +39,18 @@ MARK_HELP = {
 }
 
 
+#: the tooltip line of a token from a near-tie round (greedy verification)
+NEAR_TIE_NOTE = ("near-tie (dotted line above): the target's top-2 logits were less than 1e-4 apart in this round; "
+                 "scoring several positions in one call may pick another token than single steps would")
+
+
+def draw_near_tie(p: QPainter, rect: QRect) -> None:
+    """A dotted line above a chip: its round's verification was a near-tie."""
+    pen = QPen(QColor("black"), 1.5, Qt.PenStyle.DotLine)
+    p.setPen(pen)
+    p.drawLine(rect.left() + 2, rect.top() - 2, rect.right() - 2, rect.top() - 2)
+
+
 def draw_mark(p: QPainter, rect: QRect, kind: str) -> None:
     """Draw the mark of ``kind`` ("accepted" | "resampled" | "bonus"; anything else: none)
     on a chip at ``rect`` (after its fill and text)."""

@@ -21,7 +21,7 @@ from PySide6.QtWidgets import QSizePolicy, QToolTip, QWidget
 from core.events import StepEvent
 
 from .colors import COLOR_MODES, entropy_color, prob_color, rank_color, text_color_on
-from .speculation_marks import draw_ghost, draw_mark, step_mark_line
+from .speculation_marks import draw_ghost, draw_mark, draw_near_tie, step_mark_line
 from .token_text import display_text
 
 _PAD_X, _PAD_Y = 4, 2
@@ -97,6 +97,7 @@ class TokenFlow(QWidget):
         self._selected: int | None = None
         self._mode = "probability"
         self._marks: dict[int, tuple[QColor, str]] = {}  # step -> (bar colour, tooltip line): what-if marks
+        self._notes: dict[int, str] = {}  # step -> a near-tie round's tooltip line (dotted line above the chip)
         self._cursor = QPoint(_GAP_WORD, LINE_GAP)
         self._width = 400
         f = QFont(self.font())
@@ -167,8 +168,9 @@ class TokenFlow(QWidget):
 
     # ---------------------------------------------------------------- API
     def clear(self) -> None:
-        """Remove all chips and the selection."""
+        """Remove all chips, their near-tie notes and the selection."""
         self._items.clear()
+        self._notes.clear()
         self._tops.clear()
         self._by_step.clear()
         self._selected = None
@@ -230,6 +232,16 @@ class TokenFlow(QWidget):
                 self._by_step[it.event.step] = k
         self._relayout(start)
         return sum(len(v) for v in by_step.values())
+
+    def add_notes(self, notes: dict[int, str]) -> None:
+        """Mark the chips of some steps as a near-tie round's (step -> tooltip line): a
+        dotted line above each; they go with :meth:`clear`."""
+        self._notes.update({int(k): str(v) for k, v in notes.items()})
+        self.update()
+
+    def notes(self) -> dict[int, str]:
+        """step -> near-tie tooltip line."""
+        return dict(self._notes)
 
     def ghosts(self) -> list[tuple[int, str]]:
         """(step it follows, text) of each ghost chip, in order."""
@@ -353,7 +365,9 @@ class TokenFlow(QWidget):
             elif it is not None:
                 ev = it.event
                 mark = self._marks.get(ev.step)
-                QToolTip.showText(e.globalPos(), format_tooltip(ev) + (f"\n{mark[1]}" if mark else ""), self)
+                note = self._notes.get(ev.step)
+                QToolTip.showText(e.globalPos(), format_tooltip(ev) + (f"\n{mark[1]}" if mark else "")
+                                  + (f"\n{note}" if note else ""), self)
             else:
                 QToolTip.hideText()
                 e.ignore()
@@ -391,6 +405,8 @@ class TokenFlow(QWidget):
             p.drawText(it.rect, Qt.AlignmentFlag.AlignCenter, it.text)
             if ev.speculation:
                 draw_mark(p, it.rect, ev.speculation)
+                if ev.step in self._notes:
+                    draw_near_tie(p, it.rect)
             mark = self._marks.get(ev.step)
             if mark is not None:  # a what-if mark: a thick bar along the chip's bottom edge
                 p.setPen(Qt.PenStyle.NoPen)

@@ -13,7 +13,8 @@ the user scrolled away from it or selected a step) and scrolls a selected chip i
 
 Speculative decoding: the chips carry the marks of ``gui.widgets.speculation_marks``
 (accepted, resampled, bonus) and each rejected draft token follows, struck through, the
-token emitted in its place; a line under the chips then shows the marks' legend. The rejected tokens
+token emitted in its place; a line under the chips then shows the marks' legend. The tokens
+of a round whose verification was a near-tie carry a dotted line above them. The rejected tokens
 come from the run's rounds (``RunState.roundsAdded``, ``RunState.round_of``).
 
 The chips are ``gui.widgets.token_flow.TokenFlow``, the legend
@@ -43,7 +44,7 @@ from core.events import BeamEvent, Finished, SegmentEvent, StepEvent
 from .color_legend import ColorLegend
 from .colors import COLOR_MODES
 from .follow import follow_run
-from .speculation_marks import ghost_tooltip, legend_html, legend_tooltip, rejected_token
+from .speculation_marks import NEAR_TIE_NOTE, ghost_tooltip, legend_html, legend_tooltip, rejected_token
 from .token_flow import LINE_GAP, TokenFlow
 from .token_text import live_text
 
@@ -153,6 +154,10 @@ class TokenStreamView(QWidget):
             follow_run(run, self)
             run.beamsAdded.connect(lambda beams: self.set_beams(beams[-1]))
             run.roundsAdded.connect(lambda _branch, rounds: self.add_rounds(rounds))
+            # after follow_run's replay (connected first, so called first): every round's ghost again
+            run.currentBranchChanged.connect(lambda _branch: self.add_rounds(run.rounds()))
+            run.stepsRetracted.connect(
+                lambda branch, _step: self.add_rounds(run.rounds()) if branch == run.current_branch() else None)
 
     # ---------------------------------------------------------------- API
     def clear(self) -> None:
@@ -170,12 +175,17 @@ class TokenStreamView(QWidget):
         """Show the rejected draft token of each speculation round (``SpeculationRound``)
         after the token emitted in its place (rounds whose tokens are not shown are
         skipped). Returns the ghost chips placed."""
-        ghosts = []
+        ghosts, notes = [], {}
         for r in rounds:
             t = rejected_token(r)
             if t is not None:  # after the target's token at that position; it ended the text: after the last one
                 step = r.step + r.n_accepted - (1 if r.emitted_id is None else 0)
                 ghosts.append((step, (r.segment, r.round), t.text, ghost_tooltip(r, t)))
+            if r.near_tie:
+                for s in range(r.step, r.step + r.n_accepted + (r.emitted_id is not None)):
+                    notes[s] = NEAR_TIE_NOTE
+        if notes:
+            self.flow.add_notes(notes)
         return self.flow.add_ghosts(ghosts) if ghosts else 0
 
     def set_marks(self, marks: dict[int, tuple[str, str]]) -> None:
@@ -257,12 +267,8 @@ class TokenStreamView(QWidget):
         prev = self.flow.last_step()
         follow = self.flow.selected_step() is None and (prev is None or self.chip_visible(prev))
         self.flow.append_many(events)
-        resampled = [ev.step for ev in events if ev.speculation == "resampled"]
         if self.spec_legend.isHidden() and any(ev.speculation for ev in events):
             self.spec_legend.show()
-        if resampled and self._run is not None:  # their rounds came already (a replay, a full frame)
-            rounds = {id(r): r for r in (self._run.round_of(s) for s in resampled) if r is not None}
-            self.add_rounds(list(rounds.values()))
         chunk = live_text([ev.text for ev in events])
         if not self._text_parts:
             chunk = chunk.lstrip()

@@ -321,6 +321,11 @@ def test_a_draft_rejected_for_the_end_of_text_follows_the_last_token(qtbot):
     assert "ended the text" in ghost_tooltip(eos, eos.drafted[0])
     view.add_rounds([eos])  # placed again: replaced, not doubled
     assert len(view.flow.ghosts()) == 3
+    run.fork(0, 2, [123], " cat")  # a replay (another branch, then back) redraws every ghost
+    run.set_current(run.growing_branch())
+    assert view.flow.ghosts() == []
+    run.set_current(0)
+    assert [(s, t) for s, t in view.flow.ghosts()] == [(5, "wrong1"), (6, "wrong2"), (6, "more")]
     from gui.widgets.speculation_view import SpeculationView
 
     spec = SpeculationView(run)
@@ -451,3 +456,13 @@ def test_a_broken_round_in_an_exploration_file_is_refused_with_its_field(qtbot):
     data["branches"][0]["rounds"][1]["drafted"] = [["x"]]
     with pytest.raises(exploration.ExplorationError, match=r"branches\[0\]\.rounds"):
         exploration.branches_from_json(data)
+
+
+def test_a_near_tie_round_marks_its_tokens(qtbot):
+    events = speculative_events()
+    events = [dataclasses.replace(e, near_tie=True) if isinstance(e, SpeculationRound) and e.round == 1 else e
+              for e in events]
+    run, view = _stream_with_run(qtbot, events)
+    assert sorted(view.flow.notes()) == [4, 5] and "near-tie" in view.flow.notes()[4]
+    run.clear()
+    assert view.flow.notes() == {}
