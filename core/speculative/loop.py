@@ -38,7 +38,7 @@ from __future__ import annotations
 import dataclasses
 import statistics
 import time
-from typing import TYPE_CHECKING, Callable, Iterator, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 import torch
 
@@ -47,12 +47,10 @@ from core.cache import Inference
 from core.events import DraftToken, Event, Finished, RunStats, SpeculationRound, SpeculationSummary, StepEvent, TokenProb
 from core.options import DecodingOptions
 from core.report import StepReporter, TokenRecord
+from core.scoring import Scorer
 from core.speculative.draft import Draft
 from core.speculative.rule import GammaSchedule, GreedyRule, SamplingRule, predicted_speedup, top_tokens
 from core.strategies.forced import check_forced_ids
-
-if TYPE_CHECKING:
-    from core.engine import Engine
 
 MIN_ROUNDS_TO_JUDGE = 6
 """Drafted rounds measured before the off switch may decide (adaptive gamma only)."""
@@ -60,7 +58,7 @@ PLAIN_PROBES = 3
 """One-token target calls measured (rounds without a draft, or probes) before judging."""
 
 
-def make_draft(options: DecodingOptions, engine: "Engine", encoded: EncoderOutput, prompt: DecoderPrompt) -> Draft:
+def make_draft(options: DecodingOptions, engine: Any, encoded: EncoderOutput, prompt: DecoderPrompt) -> Draft:
     """The draft ``options.draft`` names, for drafts the engine builds itself.
 
     "ngram": prompt lookup over the ids and, for translation, the source ids
@@ -78,7 +76,7 @@ def make_draft(options: DecodingOptions, engine: "Engine", encoded: EncoderOutpu
     """
     name = options.draft
     if name == "ngram":
-        from core.engine import source_ids
+        from core.scoring import source_ids
         from core.speculative.ngram import NgramDraft
 
         extra = []
@@ -129,7 +127,7 @@ class SpeculativeRun:
             (it reads the logit lens, which a verify call of several positions does not give).
     """
 
-    def __init__(self, engine: "Engine", encoded: EncoderOutput, prompt: DecoderPrompt, options: DecodingOptions, *,
+    def __init__(self, engine: Any, encoded: EncoderOutput, prompt: DecoderPrompt, options: DecodingOptions, *,
                  draft: Draft | None = None, cancel: Callable[[], bool] | None = None, step_offset: int = 0,
                  segment: int = 0, source_offset: int = 0, forced_ids: Sequence[int] = (),
                  reuse_cache: bool = True, requested: float | None = None, rule=None, amateur=None):
@@ -141,8 +139,6 @@ class SpeculativeRun:
         if processors.needs_lens:
             raise ValueError("contrastive decoding with an early-layer amateur (layer:L) reads the logit lens, which "
                              "speculative decoding does not compute; use a model amateur or another strategy")
-        from core.engine import Scorer
-
         self.scorer = Scorer(rules, processors, False, False, self.backend.name)
         d_rules, d_processors = engine.processors(encoded, prompt, plain, amateur=amateur)  # the draft's own chain
         self.process = lambda ids, logits: d_processors(ids, d_rules(ids, logits))
