@@ -3,7 +3,8 @@
 - α (accepted / drafted) and tokens per target call,
 - c, measured: the draft's ms per drafted token over plain greedy's ms per token,
 - ms/token of the speculative run against plain greedy on the same input in the same run
-  (runs alternate, medians), and their ratio (the measured speed-up),
+  (runs alternate; the best of ``--repeats`` runs, the least disturbed by other processes on
+  a shared machine; ``--median`` for medians), and their ratio (the measured speed-up),
 - the predicted speed-up: Leviathan et al. 2023 Theorem 3.8 from the measured α, the mean γ
   and c, with the verify call's measured cost (``core.speculative.rule.predicted_speedup``
   with ``verify_ms`` = plain ms/token x the measured cost of a (γ + 1)-token decoder call over a
@@ -47,24 +48,25 @@ TRANSLATION_TEXT = ("John Smith lives at 42 Baker Street in London. John Smith w
                     "since 1999. On Monday, 3 March 2024, John Smith and Mary Jones met at 42 Baker Street. "
                     "The meeting at 42 Baker Street started at 10:30 and ended at 12:45.")
 VERIFY_LENGTHS = (1, 2, 3, 4, 5, 6, 8)
+STAT = [min]
+"""How repeated timings are summarised: the best (default) or the median (``--median``)."""
 
 
 def verify_curve(backend, encoded, prompt_ids, prefix: int = 20, reps: int = 7) -> dict[int, float]:
     """ms of one decoder call scoring k tokens after a ``prefix``-token context, k in
-    ``VERIFY_LENGTHS`` (median of ``reps``; the cache cut back between calls)."""
+    ``VERIFY_LENGTHS`` (``STAT`` of ``reps``, the lengths interleaved; the cache cut back
+    between calls)."""
     ids = list(prompt_ids) + [int(t) for t in torch.randint(300, 5000, (prefix + 8,), generator=torch.Generator().manual_seed(0))]
     cache = backend.init_cache(encoded, 1)
     cache = backend.step(torch.tensor([ids[:prefix]]), cache, False).cache
-    out = {}
-    for k in VERIFY_LENGTHS:
-        times = []
-        for _ in range(reps):
+    times: dict[int, list[float]] = {k: [] for k in VERIFY_LENGTHS}
+    for _ in range(reps):
+        for k in VERIFY_LENGTHS:
             t0 = time.perf_counter()
             res = backend.step(torch.tensor([ids[prefix:prefix + k]]), cache, False, all_positions=True)
-            times.append((time.perf_counter() - t0) * 1e3)
+            times[k].append((time.perf_counter() - t0) * 1e3)
             cache = backend.truncate_cache(res.cache, prefix)
-        out[k] = statistics.median(times)
-    return out
+    return {k: STAT[0](v) for k, v in times.items()}
 
 
 def curve_ratio(curve: dict[int, float], k: float) -> float:
@@ -105,14 +107,14 @@ def bench_input(label: str, decode, drafts, curve, repeats: int, base: DecodingO
         for d, o in spec_opts.items():
             spec[d].append(run_once(decode, o))
     ref = plain[0]["ids"]
-    t1 = statistics.median(r["ms"] / max(1, r["tokens"]) for r in plain)
+    t1 = STAT[0]([r["ms"] / max(1, r["tokens"]) for r in plain])
     rows = [{"input": label, "draft": "greedy (plain)", "ms_tok": t1, "tokens": plain[0]["tokens"]}]
     for d in drafts:
         runs = spec[d]
         r0 = runs[0]
-        ms_tok = statistics.median(r["ms"] / max(1, r["tokens"]) for r in runs)
+        ms_tok = STAT[0]([r["ms"] / max(1, r["tokens"]) for r in runs])
         alpha = r0["accepted"] / r0["drafted"] if r0["drafted"] else 0.0
-        c = (statistics.median(r["draft_ms"] / r["drafted"] for r in runs) / t1) if r0["drafted"] else None
+        c = (STAT[0]([r["draft_ms"] / r["drafted"] for r in runs]) / t1) if r0["drafted"] else None
         gamma = statistics.mean(r0["gammas"]) if r0["gammas"] else 0.0
         pred = None
         if c is not None and gamma:
@@ -190,7 +192,11 @@ def main() -> None:
     ap.add_argument("--threads", type=int, nargs="+", default=[1], help="torch threads, e.g. --threads 1 2")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--only", choices=("speech", "translation"), default=None)
+    ap.add_argument("--median", action="store_true", help="medians of the repeats instead of the best")
     args = ap.parse_args()
+    if args.median:
+        STAT[0] = statistics.median
+    print(f"timings: {'median' if args.median else 'best'} of {args.repeats} runs, alternating plain and drafted")
     for threads in args.threads:
         torch.set_num_threads(threads)
         print(f"\n######## torch threads: {threads}")
