@@ -62,15 +62,6 @@ COLUMN_TIPS = (
 )
 
 
-def theorem_speedup(alpha: float, gamma: float, c: float) -> float:
-    """Leviathan et al. 2023, Theorem 3.8: the expected walltime improvement
-    (1 − α^(γ+1)) / ((1 − α)(γc + 1)) for acceptance rate ``alpha`` (0..1), ``gamma`` draft
-    tokens per round and draft cost ``c`` (one draft step / one target step)."""
-    if alpha >= 1.0:
-        return (gamma + 1) / (gamma * c + 1)
-    return (1 - alpha ** (gamma + 1)) / ((1 - alpha) * (gamma * c + 1))
-
-
 def run_figures(rounds: list[SpeculationRound]) -> dict:
     """What the rounds say over the run: ``rounds``, ``drafted``, ``accepted``, ``alpha``
     (accepted / drafted, 0 when nothing was drafted), ``tokens`` (emitted),
@@ -166,7 +157,8 @@ class SpeculationView(QWidget):
         self.run_label.setWordWrap(True)
         self.run_label.setTextFormat(Qt.TextFormat.RichText)
         self._run_tip = (
-            "α = accepted / drafted tokens; tokens per target call = emitted tokens / rounds. The speed-up is "
+            "α = accepted / drafted tokens; tokens per target call = emitted tokens / target calls (a call whose "
+            "draft proposed nothing counts: it emits one token). The speed-up is "
             "measured against plain greedy on the same input in the same run; the prediction is Leviathan et "
             "al. 2023, Theorem 3.8: (1 − α^(γ+1)) / ((1 − α)(γc + 1)), from the measured α, γ and c (the cost "
             "of a draft step relative to a target step)")
@@ -383,9 +375,13 @@ class SpeculationView(QWidget):
         rounds = self._run.rounds() if self._run is not None else []
         f = self._figures = run_figures(rounds)
         s = self.summary()
+        if s is not None:  # the summary counts every target call, rounds with no draft too
+            calls = (f"<b>{s.tokens_per_target_call:.2f} tokens/call</b> · {s.rounds} calls, "
+                     f"{f['rounds']} with a draft")
+        else:
+            calls = f"<b>{f['tokens_per_call']:.2f} tokens per drafted round</b> · {f['rounds']} rounds"
         lines = [
-            f"<b>α {f['alpha']:.2f}</b> ({f['accepted']}/{f['drafted']}) · "
-            f"<b>{f['tokens_per_call']:.2f} tokens/call</b> · {f['rounds']} rounds",
+            f"<b>α {f['alpha']:.2f}</b> ({f['accepted']}/{f['drafted']}) · {calls}",
             f"mean γ {f['mean_gamma']:.1f} · draft {f['draft_ms']:.0f} ms · target {f['target_ms']:.0f} ms",
         ]
         measured = self.measured_speedup()
