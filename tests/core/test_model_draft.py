@@ -398,3 +398,41 @@ def test_a_draft_that_cannot_go_on_proposes_fewer():
 
     ids, q = ModelDraft(Full()).propose([0], 5, _process)
     assert ids == [2, 2] and q.shape == (2, 5)
+
+
+def test_ocr_model_draft_through_the_task():
+    """The OCR task builds a model draft per text line (a second reader of the same
+    characters, its weights perturbed): ids identical to greedy."""
+    from PIL import Image, ImageDraw
+
+    from core.backends.ocr_attn import OCRAttnConfig, OCRAttnModel, OCRVocab
+    from core.backends.ocr_backend import OCRAttnBackend
+    from core.options import DecodingOptions
+    from core.tasks.ocr import OCRModel
+    from core.tasks.ocr_readers import BundledReader
+
+    def reader(noise: float) -> OCRAttnBackend:
+        torch.manual_seed(0)
+        cfg = OCRAttnConfig(d_model=32, n_layers=2, n_heads=4, d_ff=64, dropout=0.0)
+        model = OCRAttnModel(cfg)
+        g = torch.Generator().manual_seed(9)
+        with torch.no_grad():
+            for p in model.parameters():
+                if p.dim() > 1:
+                    torch.nn.init.normal_(p, std=0.3)
+            for p in model.parameters():
+                p.add_(noise * torch.randn(p.shape, generator=g))
+        return OCRAttnBackend(model.eval(), OCRVocab(cfg.characters), f"reader{noise}")
+
+    img = Image.new("RGB", (400, 200), "white")
+    d = ImageDraw.Draw(img)
+    for x in range(60, 280, 14):
+        d.rectangle([x, 40, x + 6, 40 + (x * 7) % 25], fill=(x * 3) % 90)
+    target = OCRModel(BundledReader(reader(0.0)), detector=None, load_s=0.0)
+    target.__dict__["_companion_tasks"] = {"noisy": OCRModel(BundledReader(reader(0.02)), detector=None, load_s=0.0)}
+    lines = [target._line(0, (50, 30, 290, 70))]
+    opts = DecodingOptions(max_new_tokens=12, capture_attention=False)
+    greedy = _ids(list(target.decode(img, opts.with_(strategy="greedy"), lines=lines)))
+    events = list(target.decode(img, opts.with_(strategy="speculative", draft="model:noisy", draft_tokens=3),
+                                lines=lines))
+    assert _ids(events) == greedy and _rounds(events)
