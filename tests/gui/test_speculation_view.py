@@ -459,3 +459,26 @@ def test_a_near_tie_round_marks_its_tokens(qtbot):
     assert sorted(view.flow.notes()) == [4, 5] and "near-tie" in view.flow.notes()[4]
     run.clear()
     assert view.flow.notes() == {}
+
+
+def test_the_speculation_tab_is_usable_at_1280x800(qtbot):
+    """The Speech tab at 1280x800 after a speculative run: the round table shows every
+    column without scrolling, the plots keep room, the stream shows the legend line."""
+    t, audio, _calls = _speculative_tab(qtbot)
+    t.resize(1280, 800)
+    t.show()
+    with qtbot.waitSignal(t.decodeFinished, timeout=5000):
+        t.set_audio(audio, "tone")
+    qtbot.waitUntil(lambda: not t.is_busy(), timeout=5000)
+    t.select_step(5)
+    t.inspector_tabs.setCurrentWidget(t.speculation_view)
+    qtbot.wait(50)
+    view = t.speculation_view
+    table = view.table
+    assert table.isVisible() and table.rowCount() == 4
+    assert table.horizontalScrollBar().maximum() == 0  # no column cut off
+    assert view.position_plot.width() >= 100 and view.position_plot.height() >= 80
+    assert view.gamma_plot.width() >= 100 and view.gamma_plot.height() >= 80
+    assert t.stream.spec_legend.isVisible() and t.stream.scroll.height() >= t.stream.flow.rows_height(2)
+    assert t.width() <= 1280
+    t.shutdown()
