@@ -553,6 +553,9 @@ class RunTab(QWidget, TaskHooks):
         if b.finished is not None:  # this branch's statistics are final
             self.statsChanged.emit(self._stats_dict(b.finished))
         self.show_branch_title()
+        tabs = self.inspector_tabs
+        if not tabs.isTabVisible(tabs.indexOf(self.speculation_view)) and self.run.rounds():
+            self.show_speculation(True)  # an opened exploration of a speculative run
         self.branch_replayed(branch)
 
     def _steps_retracted(self, branch: int, _step: int) -> None:

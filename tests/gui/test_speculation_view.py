@@ -482,3 +482,24 @@ def test_the_speculation_tab_is_usable_at_1280x800(qtbot):
     assert t.stream.spec_legend.isVisible() and t.stream.scroll.height() >= t.stream.flow.rows_height(2)
     assert t.width() <= 1280
     t.shutdown()
+
+
+def test_an_opened_speculative_exploration_offers_the_speculation_tab(qtbot):
+    from gui import exploration
+    from gui.tabs.speech import SpeechTab
+
+    from .fakes_speculation import finished
+
+    events = speculative_events()
+    run = RunState()
+    _feed(run, events)
+    run.finish(finished(events))
+    data = exploration.to_json(run, task="speech", model="fake", input_description="tone", input_hash="0" * 64)
+    tab = SpeechTab()
+    qtbot.addWidget(tab)
+    tabs = tab.inspector_tabs
+    assert not tabs.isTabVisible(tabs.indexOf(tab.speculation_view))
+    tab.run.restore(exploration.branches_from_json(data))
+    assert tabs.isTabVisible(tabs.indexOf(tab.speculation_view))
+    assert [s for s, _t in tab.stream.flow.ghosts()] == [5, 6]
+    tab.shutdown()
