@@ -20,38 +20,6 @@ from .platform_check import xcb_problem
 HEADLESS = ("transcribe", "translate", "ocr", "-h", "--help", "--version")
 
 
-#: glibc's mallopt parameter for the most malloc arenas (malloc.h)
-M_ARENA_MAX = -8
-
-
-def limit_malloc_arenas(most: int = 2, libc=None) -> bool:
-    """Limit glibc's malloc to ``most`` arenas (as ``MALLOC_ARENA_MAX``); call it before any
-    thread starts. By default each thread that allocates gets an arena of its own (up to 8
-    per core), and what a model load or a decode frees in a worker's arena stays resident.
-
-    Args:
-        most: the number of arenas.
-        libc: the C library (default: this process's, through ctypes).
-
-    Returns:
-        True if the limit was set; False where the user set ``MALLOC_ARENA_MAX`` themselves
-        (theirs holds) or the C library is not glibc.
-    """
-    if os.environ.get("MALLOC_ARENA_MAX"):
-        return False
-    if libc is None:
-        if not sys.platform.startswith("linux"):
-            return False
-        import ctypes
-
-        try:
-            libc = ctypes.CDLL("libc.so.6")
-            libc.mallopt  # noqa: B018 (musl and others have no mallopt)
-        except (OSError, AttributeError):
-            return False
-    return bool(libc.mallopt(M_ARENA_MAX, int(most)))
-
-
 def display_problem(environ=os.environ, platform: str = sys.platform) -> str | None:
     """Why no window can open, or None.
 
@@ -107,7 +75,6 @@ def run_window(argv: Sequence[str] | None = None) -> int:
     if problem is not None:
         print(f"decoding-explorer: error: {problem}", file=sys.stderr)
         return 1
-    limit_malloc_arenas()  # before Qt, numpy's and torch's threads exist
     argv = list(sys.argv if argv is None else argv)
     if not argv:
         argv = ["decoding-explorer"]

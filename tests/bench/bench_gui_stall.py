@@ -46,11 +46,6 @@ from collections import Counter
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
-from gui.app import limit_malloc_arenas  # noqa: E402
-
-# as the app does, before numpy's, Qt's and torch's threads exist; MALLOC_ARENA_MAX=8 in the
-# environment keeps glibc's default (8 per core) for a comparison
-ARENAS = limit_malloc_arenas()
 
 import numpy as np  # noqa: E402
 from PySide6.QtCore import QElapsedTimer, QSettings, QTimer  # noqa: E402
@@ -152,7 +147,8 @@ class GcPauses:
 
     def __init__(self) -> None:
         self.pauses: list[tuple[float, float, int, int]] = []
-        self._t0 = 0.0
+        self.cpu: list[float] = []  # the collecting thread's CPU ms per collection (wall ms less other load)
+        self._t0 = self._c0 = 0.0
 
     def start(self) -> "GcPauses":
         import gc
@@ -168,8 +164,9 @@ class GcPauses:
 
     def _callback(self, phase: str, info: dict) -> None:
         if phase == "start":
-            self._t0 = time.perf_counter()
+            self._t0, self._c0 = time.perf_counter(), time.thread_time()
         else:
+            self.cpu.append((time.thread_time() - self._c0) * 1000)
             self.pauses.append((self._t0, (time.perf_counter() - self._t0) * 1000, info["generation"],
                                 info.get("collected", 0)))
 
@@ -181,8 +178,10 @@ class GcPauses:
             print("  gc: no collections", flush=True)
             return
         by_gen = {g: [p[1] for p in self.pauses if p[2] == g] for g in (0, 1, 2)}
+        cpu_gen = {g: [c for p, c in zip(self.pauses, self.cpu) if p[2] == g] for g in (0, 1, 2)}
         print("  gc pauses: " + " · ".join(
-            f"gen {g}: {len(ms)} collections, longest {max(ms, default=0):.0f} ms, {sum(ms):.0f} ms in all"
+            f"gen {g}: {len(ms)} collections, longest {max(ms, default=0):.0f} ms "
+            f"(CPU {max(cpu_gen[g], default=0):.0f}), {sum(ms):.0f} ms in all"
             for g, ms in by_gen.items()), flush=True)
 
 
@@ -537,9 +536,9 @@ def main() -> int:
         gc_policy.install(win)  # as gui/app.py does
     import gc
 
-    print(f"gc: {'Python default' if args.no_gc_policy else 'the app policy'} · malloc arenas: "
-          f"{'limited to 2' if ARENAS else 'glibc default (MALLOC_ARENA_MAX=' + os.environ.get('MALLOC_ARENA_MAX', '') + ')'}"
-          f" · frozen objects {gc.get_freeze_count()}", flush=True)
+    print(f"gc: {'Python default' if args.no_gc_policy else 'the app policy'} · frozen objects "
+          f"{gc.get_freeze_count()} · MALLOC_ARENA_MAX={os.environ.get('MALLOC_ARENA_MAX', '(glibc default)')}",
+          flush=True)
     print(f"window open · RSS {rss_mb():.0f} MB", flush=True)
     run = {"load": case_load, "text": case_text, "text1mb": case_text1mb, "audio": case_audio,
            "hour": case_hour, "image": case_image}
