@@ -3,6 +3,9 @@
 ``--contrastive-amateur layer:L`` / ``layer:auto`` (DoLa) must give the tokens of a reference
 greedy loop written beside the app: the backend's step with its logit lens, the task's hard
 rules, and DoLa as transformers 4.45 wrote it (tests/helpers/contrastive_reference.py).
+``--contrastive-amateur tiny.en`` must give the tokens of a greedy loop that scores each step
+with x-transformers' ``contrastive_decode_fn`` on base's logits (with the hard rules) and
+tiny.en's, mapped into base's vocabulary by the task's companion (the id mapping the draft uses).
 """
 
 from __future__ import annotations
@@ -54,10 +57,23 @@ def _plain(window) -> list[int]:
     return _PLAIN[id(window)]
 
 
-@torch.no_grad()
-def _reference(window, layers: list[int] | None, alpha: float = 0.1, max_new: int = 100) -> list[int]:
+def _reference(window, layers: list[int] | None, alpha: float = 0.1) -> list[int]:
     """Greedy decoding, each step's scores = DoLa of (the logits with the hard rules) against
     the lens of ``layers`` (candidates; None = plain greedy), chosen on the raw logits."""
+    def dola(ids, expert, out):
+        if layers is None:
+            return expert
+        lens = out.lens_logits[0]  # (decoder layers, vocab); the last is the model's logits
+        premature = {i + 1: lens[i][None] for i in range(lens.shape[0] - 1)}
+        return dola_reference(layers, premature, expert, relative_top=alpha, mature=out.logits)
+
+    return _reference_fn(window, dola)
+
+
+@torch.no_grad()
+def _reference_fn(window, score, max_new: int = 100) -> list[int]:
+    """Greedy decoding of the window with each step's scores = ``score(ids, expert, out)``:
+    ``expert`` float32 (1, vocab) the logits with the hard rules, ``out`` the step's output."""
     engine, encoded, prompt, rules = window
     backend = engine.backend
     ids = list(prompt.prompt_ids)
@@ -65,13 +81,8 @@ def _reference(window, layers: list[int] | None, alpha: float = 0.1, max_new: in
     out = backend.step(torch.tensor([ids]), cache, False, capture_lens=True)
     generated = []
     for _ in range(max_new):
-        lens = out.lens_logits[0]  # (decoder layers, vocab); the last is the model's logits
         expert = rules(torch.tensor([ids]), out.logits)
-        if layers is None:
-            scores = expert
-        else:
-            premature = {i + 1: lens[i][None] for i in range(lens.shape[0] - 1)}
-            scores = dola_reference(layers, premature, expert, relative_top=alpha, mature=out.logits)
+        scores = score(ids, expert, out)
         token = int(scores.argmax())
         if token == prompt.eos_token_id:
             break
@@ -90,6 +101,34 @@ def test_dola_through_the_cli_equals_the_reference(capsys, window, amateur, laye
     assert "speech recognition" in trace["text"]
     assert trace["options"]["contrastive_amateur"] == amateur
     assert all(t["stages"][0]["name"] == "contrastive_decoding" for t in trace["tokens"])
+
+
+@pytest.mark.parametrize("alpha,beta", [(0.1, 0.5), (0.05, 1.0)])
+def test_a_tiny_en_amateur_through_the_cli_equals_x_transformers(capsys, whisper_base, window, alpha, beta):
+    x_transformers = pytest.importorskip("x_transformers.autoregressive_wrapper")
+    from core.inputs.audio import load_audio
+    from core.inputs.types import SpeechInput
+    from core.tasks.base import CompanionEngine
+
+    trace = _trace(capsys, "--contrastive-amateur", "tiny.en", "--cd-alpha", str(alpha), "--cd-beta", str(beta))
+    # the reference: the same window, tiny.en as the task builds it (its own encoder output and prompt)
+    inp = SpeechInput(audio=load_audio(str(CLIP)), language="auto", task="transcribe", timestamps=False)
+    plan = whisper_base.plan(inp, DecodingOptions())
+    engine = CompanionEngine(whisper_base, inp, plan)
+    ready = engine.prepare(0, plan.segments[0])
+    companion = engine.companion("tiny.en", ready.encoded, ready.prompt)
+    _, encoded, prompt, rules = window
+
+    def contrast(ids, expert, out):
+        amateur = companion.logits(ids, 1)[-1:]
+        return x_transformers.contrastive_decode_fn(expert, amateur, alpha=alpha, beta=beta)
+
+    want = _reference_fn(window, contrast)
+    assert [t["id"] for t in trace["tokens"]] == want
+    assert all(t["stages"][0]["name"] == "contrastive_decoding" for t in trace["tokens"])
+    assert "speech recognition" in trace["text"]
+    if (alpha, beta) == (0.1, 0.5):
+        assert want != _plain(window)  # tiny.en changed base's transcript
 
 
 def test_the_plausibility_cut_and_alpha_flag(capsys, window):
