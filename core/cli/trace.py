@@ -62,7 +62,7 @@ def trace(task: str, model: str, options: DecodingOptions, events: Iterable[Even
                 "segment": ev.segment,
                 "rank": ev.rank,
                 "topk": [{"id": t.id, "text": t.text, "prob": round(t.prob, 6)} for t in ev.topk],
-                "stages": [{"name": s.name, "kept": s.kept, "mass": round(s.mass, 6)} for s in ev.stages],
+                "stages": [_stage_json(ev, s) for s in ev.stages],
             }
             if ev.mu is not None:
                 tok["mu"] = round(ev.mu, 6)
@@ -151,3 +151,17 @@ def speech_notes(model, events, audio=None):
             if skipped:
                 print(silence_note(skipped), file=sys.stderr, flush=True)
         yield ev
+
+
+def _stage_json(ev, s) -> dict:
+    """One stage of a token's chain in the JSON trace: name, kept, mass; contrastive decoding
+    adds ``note`` (which amateur: "amateur layer 3 of 6 (auto, JS 0.0123)") and, when the
+    token is among the stage's candidates, ``amateur_prob`` (the amateur's probability of it)."""
+    out = {"name": s.name, "kept": s.kept, "mass": round(s.mass, 6)}
+    if s.note:
+        out["note"] = s.note
+    if s.amateur is not None:
+        rows = [i for i, c in enumerate(ev.stage_candidates) if c.id == ev.token_id]
+        if rows and rows[0] < len(s.amateur):
+            out["amateur_prob"] = float(f"{float(s.amateur[rows[0]]):.6g}")
+    return out

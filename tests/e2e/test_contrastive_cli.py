@@ -143,3 +143,11 @@ def test_a_bad_amateur_is_one_line_that_says_what_to_write(capsys):
     code = main(["transcribe", str(CLIP), "--model", "base", "--contrastive-amateur", "layer:9"])
     _, err = capsys.readouterr()
     assert code != 0 and "give 1 … 5" in err and "Traceback" not in err
+
+
+def test_the_json_trace_says_which_layer_and_what_the_amateur_gave(capsys):
+    trace = _trace(capsys, "--contrastive-amateur", "layer:auto")
+    for tok in trace["tokens"]:
+        stage = tok["stages"][0]
+        assert stage["note"].startswith("amateur layer ") and " of 6 (auto, JS " in stage["note"]
+        assert 0.0 <= stage["amateur_prob"] <= 1.0
