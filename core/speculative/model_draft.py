@@ -9,6 +9,11 @@ penalties, filters, the verification strategy's temperature) applied to the draf
 in the target's vocabulary, exactly as p is shaped. Under sampling verification the draft
 token is drawn from q with the draft's own seeded generator (the acceptance rule needs
 x ~ q); under greedy verification it is q's argmax.
+
+The draft stops early after a token it is unsure of (q(x) < ``confidence``; transformers'
+``assistant_confidence_threshold``, default 0.4 there): the tokens after it would likely be
+rejected and their draft steps wasted. The stopping rule looks at the draft's own tokens
+only, so the acceptance rule's guarantees hold unchanged.
 """
 
 from __future__ import annotations
@@ -19,6 +24,13 @@ import torch
 
 from core.speculative.companion import ModelCompanion
 from core.speculative.draft import Process
+
+
+DRAFT_CONFIDENCE = 0.4
+"""The ``confidence`` of the model drafts the tasks build (transformers' default
+``assistant_confidence_threshold``). Measured on whisper-base with tiny.en drafting, fixed
+gamma 3, espeak speech (62 tokens): drafted/accepted 57/45 -> 54/45 (full head), 62/43 ->
+57/43 (8192 shortlist), the same target calls; the bundled clip unchanged (alpha 1.0)."""
 
 
 def draft_generator(seed: int | None) -> torch.Generator:
@@ -41,6 +53,7 @@ class ModelDraft:
         sample: draw the draft tokens from q (verification "sample"); False: argmax.
         seed: the seed of the draft's generator (``draft_generator``) when sampling.
         eos_token_id: the target's end of text: a draft stops after proposing it.
+        confidence: stop drafting after a token whose q is below this (0 = never).
 
     Attributes:
         name, deterministic (False): as the protocol says.
@@ -50,8 +63,11 @@ class ModelDraft:
     deterministic = False
 
     def __init__(self, companion: ModelCompanion, *, name: str | None = None, sample: bool = False,
-                 seed: int | None = None, eos_token_id: int | None = None):
+                 seed: int | None = None, eos_token_id: int | None = None, confidence: float = 0.0):
+        if not 0.0 <= confidence < 1.0:
+            raise ValueError(f"confidence must be in [0, 1), got {confidence}")
         self.companion = companion
+        self.confidence = float(confidence)
         self.name = name if name is not None else f"model:{companion.name}"
         self.sample = bool(sample)
         self.generator = draft_generator(seed) if sample else None
@@ -84,7 +100,7 @@ class ModelDraft:
             out.append(x)
             qs.append(q)
             seq.append(x)
-            if x == self.eos_token_id:
+            if x == self.eos_token_id or float(q[x]) < self.confidence:
                 break
         self.proposed += len(out)
         return out, (torch.stack(qs) if qs else torch.zeros((0, self.companion.target_vocab_size)))

@@ -217,12 +217,12 @@ class CompanionEngine:
         """``Engine.run`` with ``draft=`` / ``amateur=`` built for this segment (unless given)."""
         draft, amateur = companion_names(options)
         if draft and kw.get("draft") is None:
-            from core.speculative.model_draft import ModelDraft
+            from core.speculative.model_draft import DRAFT_CONFIDENCE, ModelDraft
 
             name, size = split_shortlist(draft)
             kw["draft"] = ModelDraft(self.companion(name, encoded, prompt, shortlist=size), name=options.draft,
                                      sample=options.verification == "sample", seed=options.seed,
-                                     eos_token_id=prompt.eos_token_id)
+                                     eos_token_id=prompt.eos_token_id, confidence=DRAFT_CONFIDENCE)
         if amateur and kw.get("amateur") is None:
             kw["amateur"] = self.companion(amateur, encoded, prompt)
         return self.engine.run(encoded, prompt, options, **kw)

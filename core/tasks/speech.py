@@ -391,7 +391,7 @@ class SpeechModel(SegmentedTask):
                 or its tokenizer does not share the text (``TokenMap``).
         """
         from core.speculative.companion import ModelCompanion
-        from core.speculative.model_draft import ModelDraft
+        from core.speculative.model_draft import DRAFT_CONFIDENCE, ModelDraft
         from core.tasks.base import SHORTLIST_MARK, companion_names, split_shortlist
 
         draft, amateur = companion_names(options)
@@ -417,7 +417,7 @@ class SpeechModel(SegmentedTask):
                                        draft_prompt=own.prompt_ids, step_kwargs=kwargs)
             out[role] = companion if role == "amateur" else ModelDraft(
                 companion, name=options.draft, sample=options.verification == "sample", seed=options.seed,
-                eos_token_id=prompt.eos_token_id)
+                eos_token_id=prompt.eos_token_id, confidence=DRAFT_CONFIDENCE)
         return out
 
     def prefix_ids(self, text: str) -> list[int]:

@@ -436,3 +436,17 @@ def test_ocr_model_draft_through_the_task():
     events = list(target.decode(img, opts.with_(strategy="speculative", draft="model:noisy", draft_tokens=3),
                                 lines=lines))
     assert _ids(events) == greedy and _rounds(events)
+
+
+def test_a_draft_stops_after_a_token_it_is_unsure_of():
+    class Fixed:
+        name, target_vocab_size = "fixed", 4
+
+        def logits(self, ids, n_last=1):
+            return torch.tensor([[1.0, 0.95, 0.9, 0.0]]) if len(ids) >= 3 else torch.tensor([[5.0, 0.0, 0.0, 0.0]])
+
+    assert ModelDraft(Fixed()).propose([0], 4, _process)[0] == [0, 0, 0, 0]
+    ids, q = ModelDraft(Fixed(), confidence=0.4).propose([0], 4, _process)
+    assert ids == [0, 0, 0] and float(q[2, 0]) < 0.4 < float(q[1, 0])  # the unsure one is proposed, then it stops
+    with pytest.raises(ValueError):
+        ModelDraft(Fixed(), confidence=1.0)
