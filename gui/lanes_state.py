@@ -21,7 +21,7 @@ Signals:
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 from PySide6.QtCore import QObject, Signal
@@ -100,6 +100,24 @@ class LanesState(QObject):
         #: that has changed since ("model tiny.en", "timestamps off")
         self.earlier = ""
         self._columns: list[tuple[int | None, ...]] | None = None
+
+    def speedup(self, k: int) -> tuple[float, int] | None:
+        """A finished speculative lane ``k``'s speed-up over a finished plain lane of the same
+        run whose options are its verification's plain decoding (greedy, or sampling with the
+        seed; every other option the same): (plain ms per token / its ms per token, that
+        lane's index); None for another lane or without such a lane."""
+        lane = self.lanes[k]
+        o, fin = lane.options, lane.finished
+        if o.strategy != "speculative" or fin is None or fin.cancelled or fin.stats.ms_per_token <= 0:
+            return None
+        plain = replace(o, strategy=o.chain_strategy)
+        for j, other in enumerate(self.lanes):
+            f = other.finished
+            if (j != k and f is not None and not f.cancelled and f.stats.n_tokens
+                    and replace(other.options, draft=o.draft, draft_tokens=o.draft_tokens,
+                                verification=o.verification) == plain):
+                return f.stats.ms_per_token / fin.stats.ms_per_token, j
+        return None
 
     # ---------------------------------------------------------------- run
     def start(self, specs: list[str], options: list[DecodingOptions]) -> None:

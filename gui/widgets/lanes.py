@@ -345,12 +345,21 @@ class LanesView(QWidget):
             searching = lane.beams is not None and lane.running
             tokens = f"{len(lane.steps)}" + (f" (beam step {lane.beams.step + 1})" if searching else "")
             time_s = lane.time_s
+            time_text, time_tip = (
+                "…" if time_s is None else "stopped" if lane.finished.cancelled else f"{time_s:.2f} s",
+                f"ended: {lane.finished.reason}" if lane.finished is not None else "decoding")
+            fast = self.state.speedup(k)
+            if fast is not None and not earlier:  # a speculative lane beside its plain decoding
+                spec = lane.finished.stats.speculative
+                time_text += f" · {fast[0]:.2f}×"
+                time_tip += (f"\nspeed-up per token over lane {fast[1] + 1} ({lanes[fast[1]].spec}), measured in "
+                             "this run" + (f"; α {spec.acceptance_rate:.2f}, {spec.tokens_per_target_call:.2f} "
+                                           "tokens per target call" if spec is not None else ""))
             cells = [
                 (f"{k + 1}  {lane.spec}{earlier}", (lane.finished.text if lane.finished else "running…")
                  + (f"\n(decoded in an earlier run: {self.state.earlier})" if earlier else "")),
                 (fmt_logprob(lane.logprob), f"raw log p {fmt_logprob(lane.raw_logprob)}"),
-                ("…" if time_s is None else "stopped" if lane.finished.cancelled else f"{time_s:.2f} s",
-                 f"ended: {lane.finished.reason}" if lane.finished is not None else "decoding"),
+                (time_text, time_tip),
                 (tokens, ""),
                 (lane.score.text().split(" ", 1)[1] if lane.score is not None else ("—" if lane.finished else "…"),
                  self.state.reference_error),

@@ -503,3 +503,32 @@ def test_an_opened_speculative_exploration_offers_the_speculation_tab(qtbot):
     assert tabs.isTabVisible(tabs.indexOf(tab.speculation_view))
     assert [s for s, _t in tab.stream.flow.ghosts()] == [5, 6]
     tab.shutdown()
+
+
+def test_a_speculative_lane_beside_greedy_gives_its_speedup(qtbot):
+    """Lanes: greedy | speculative (same other options): the speculative lane's time cell
+    gives its speed-up per token over the greedy lane, measured in the same run."""
+    from core.events import Finished, RunStats
+    from core.options import DecodingOptions
+    from gui.lanes_state import Lane, LanesState
+    from gui.widgets.lanes import LanesView
+
+    from .fakes_speculation import finished
+
+    events = speculative_events()
+    steps = [e for e in events if isinstance(e, StepEvent)]
+    plain = [dataclasses.replace(e, speculation="", spec_round=-1) for e in steps]
+    state = LanesState("wer")
+    state.start(["greedy", "speculative:draft=ngram"],
+                [DecodingOptions(), DecodingOptions(strategy="speculative", draft="ngram")])
+    g, s = state.lanes
+    g.steps, g.finished = plain, Finished("x", [], RunStats(decode_s=0.44, n_tokens=11))
+    s.steps, s.finished = steps, finished(events)  # 0.2 s for 11 tokens
+    assert state.speedup(1) == (pytest.approx(2.2), 0) and state.speedup(0) is None
+    view = LanesView(state)
+    qtbot.addWidget(view)
+    view.refresh()
+    rows = view.summary()
+    assert rows[1][2] == "0.20 s · 2.20×" and rows[0][2] == "0.44 s"
+    assert "lane 1" in view.table.item(1, 2).toolTip() and "α 0.64" in view.table.item(1, 2).toolTip()
+    assert isinstance(Lane("greedy", DecodingOptions()).time_s, type(None))
