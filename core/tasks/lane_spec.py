@@ -16,7 +16,8 @@ Short keys: ``T`` temperature, ``k`` top-k, ``p`` top-p, ``min-p``, ``typical``,
 (contrastive), ``tau`` / ``eta`` (mirostat), ``rep`` repetition penalty, ``ngram``
 no-repeat n-gram size, ``seed``, ``max`` max new tokens; speculative decoding: ``draft``
 (ngram | branch | early-exit:L | model:NAME, also its bare value), ``gamma`` draft tokens per
-round (0 = adaptive), ``verify`` greedy | sample.
+round (0 = adaptive), ``verify`` greedy | sample; contrastive decoding: ``amateur``
+(layer:L | layer:auto | a model name such as tiny.en).
 
 Examples: ``greedy``, ``beam:5``, ``beam:5,lp=0.6``, ``sample:T=0.8``, ``sample:0.8,k=40``,
 ``min-p:0.1``, ``top-p:0.9,T=0.7``, ``contrastive:alpha=0.6,k=4``, ``mirostat:tau=4``,
@@ -70,20 +71,21 @@ KEYS = {
     "max": "max_new_tokens",
     "gamma": "draft_tokens",
     "verify": "verification",
+    "amateur": "contrastive_amateur",
 }
 
 _FIELDS = {f.name: f for f in fields(DecodingOptions)}
 #: fields a spec may set (numbers and the seed; lists and orders stay the base's)
 _SETTABLE = {name for name, f in _FIELDS.items() if f.type in ("int", "float", "int | None")}
-#: text fields a spec may set (speculative decoding's draft and verification)
-_TEXT = {"draft", "verification"}
+#: text fields a spec may set (speculative decoding's draft and verification, contrastive decoding's amateur)
+_TEXT = {"draft", "verification", "contrastive_amateur"}
 
 SPEC_HELP = (
     "a lane is STRATEGY[:ARG,...]: STRATEGY is greedy | sample | beam | diverse-beam | contrastive | "
     "mirostat | speculative, or a filter that means sampling with it (top-k | top-p | min-p | typical-p | eta-cutoff | epsilon-cutoff), or "
     "'current' (the other flags unchanged); ARG is the strategy's main value (sample: T, beam: beams, min-p: "
     "min-p, ...) or KEY=VALUE with KEY one of T, k, p, min-p, typical, beams, lp, groups, div, alpha, tau, eta, "
-    "rep, ngram, seed, max, draft, gamma, verify (or any option name). E.g. greedy beam:5 sample:T=0.8 min-p:0.1 "
+    "rep, ngram, seed, max, draft, gamma, verify, amateur (or any option name). E.g. greedy beam:5 sample:T=0.8 min-p:0.1 "
     "'beam:5,lp=0.6' speculative:draft=ngram"
 )
 
@@ -132,7 +134,16 @@ def parse_lanes(specs: list[str], base: DecodingOptions | None = None, *, at_lea
 
 def describe(options: DecodingOptions) -> str:
     """A short spec-like label of ``options``' strategy and its main values ("beam:5",
-    "sample:T=0.8,min-p=0.1", "greedy")."""
+    "sample:T=0.8,min-p=0.1", "greedy"), and contrastive decoding's amateur when one is set
+    ("greedy:amateur=layer:auto")."""
+    label = _describe_strategy(options)
+    amateur = options.contrastive_amateur.strip()
+    if not amateur:
+        return label
+    return label + ("," if ":" in label else ":") + f"amateur={amateur}"
+
+
+def _describe_strategy(options: DecodingOptions) -> str:
     s = options.strategy
     if s == "greedy":
         return "greedy"
@@ -174,7 +185,7 @@ def _field(key: str, spec: str) -> str:
     name = KEYS.get(k) or KEYS.get(key) or key.replace("-", "_")
     if name not in _SETTABLE and name not in _TEXT:
         raise ValueError(f"lane {spec!r}: unknown key {key!r}; use T, k, p, min-p, typical, beams, lp, groups, div, "
-                         "alpha, tau, eta, rep, ngram, seed, max, draft, gamma, verify or an option name")
+                         "alpha, tau, eta, rep, ngram, seed, max, draft, gamma, verify, amateur or an option name")
     return name
 
 

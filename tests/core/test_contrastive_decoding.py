@@ -340,3 +340,15 @@ def test_the_stage_report_carries_the_amateur_and_which_layer():
         ids.append(e.token_id)
     plain, _ = _engine_run(tiny, DecodingOptions(strategy="greedy", max_new_tokens=3, repetition_penalty=1.2))
     assert plain[0].stages[0].amateur is None and plain[0].stages[0].note == ""
+
+
+def test_a_lane_spec_sets_the_amateur_and_its_label_says_so():
+    from core.tasks.lane_spec import describe, parse_lane_spec
+
+    for spec in ("greedy:amateur=layer:auto", "sample:T=0.8,amateur=tiny.en", "greedy:contrastive_amateur=layer:2"):
+        o = parse_lane_spec(spec)
+        assert o.contrastive_amateur in ("layer:auto", "tiny.en", "layer:2")
+        assert "amateur=" + o.contrastive_amateur in describe(o) and parse_lane_spec(describe(o)) == o
+    assert describe(parse_lane_spec("greedy")) == "greedy"
+    with pytest.raises(ValueError, match="contrastive_amateur 'layer:x'"):
+        parse_lane_spec("greedy:amateur=layer:x")
