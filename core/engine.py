@@ -201,6 +201,10 @@ class Engine:
         silence), so that options which cannot apply to the input are refused whatever the
         input holds.
 
+        Args:
+            amateur: contrastive decoding's amateur model (see :meth:`run`), for the chain's
+                context; without it a model amateur's stage raises at its first call.
+
         Returns:
             (hard rules, the rest of the chain): the rules shape the raw distribution too,
             the rest only the processed one.
