@@ -8,7 +8,9 @@
 - the predicted speed-up: Leviathan et al. 2023 Theorem 3.8 from the measured α, the mean γ
   and c, with the verify call's measured cost (``core.speculative.rule.predicted_speedup``
   with ``verify_ms`` = plain ms/token x the measured cost of a (γ + 1)-token decoder call over a
-  1-token call: the curve printed first), beside the measured one,
+  1-token call: the curve printed first) for the drafted rounds, mixed with the run's plain
+  steps at 1x (rounds without a draft, probes, steps after the off switch), beside the
+  measured one,
 - whether the configuration loses (measured speed-up < 1).
 
 Pairs: whisper-base on the bundled clip and on espeak-ng speech (drafts: ngram,
@@ -90,6 +92,7 @@ def run_once(decode, options) -> dict:
         "drafted": sum(len(r.drafted) for r in rounds), "accepted": sum(r.n_accepted for r in rounds),
         "rounds": len(rounds), "calls": len(rounds) + plain_steps,
         "draft_ms": sum(r.draft_ms for r in rounds), "gammas": [r.gamma for r in rounds],
+        "plain_steps": plain_steps,
         "off": (getattr(fin.stats.speculative, "switched_off", "") if fin.stats.speculative else ""),
     }
 
@@ -118,7 +121,12 @@ def bench_input(label: str, decode, drafts, curve, repeats: int, base: DecodingO
         gamma = statistics.mean(r0["gammas"]) if r0["gammas"] else 0.0
         pred = None
         if c is not None and gamma:
-            pred = predicted_speedup(alpha, gamma, c * t1, t1 * curve_ratio(curve, gamma + 1), t1)
+            drafted_rounds = predicted_speedup(alpha, gamma, c * t1, t1 * curve_ratio(curve, gamma + 1), t1)
+            # the run mixes drafted rounds and plain steps (rounds with no draft, probes, after the
+            # off switch): their times add, the plain ones at 1x
+            n, n_plain = r0["tokens"], r0["plain_steps"]
+            if drafted_rounds:
+                pred = n / ((n - n_plain) / drafted_rounds + n_plain)
         rows.append({
             "input": label, "draft": d, "ms_tok": ms_tok, "tokens": r0["tokens"], "alpha": alpha,
             "tpc": r0["tokens"] / max(1, r0["calls"]), "c": c, "gamma": gamma,
