@@ -105,7 +105,8 @@ def test_dola_through_the_cli_equals_the_reference(capsys, window, amateur, laye
 
 @pytest.mark.parametrize("alpha,beta", [(0.1, 0.5), (0.05, 1.0)])
 def test_a_tiny_en_amateur_through_the_cli_equals_x_transformers(capsys, whisper_base, window, alpha, beta):
-    x_transformers = pytest.importorskip("x_transformers.autoregressive_wrapper")
+    import x_transformers.autoregressive_wrapper as x_transformers  # the test extra (pyproject)
+
     from core.inputs.audio import load_audio
     from core.inputs.types import SpeechInput
     from core.tasks.base import CompanionEngine
