@@ -52,7 +52,7 @@ from core.speculative.draft import Draft
 from core.speculative.rule import GammaSchedule, GreedyRule, SamplingRule, predicted_speedup, top_tokens
 from core.strategies.forced import check_forced_ids
 
-MIN_ROUNDS_TO_JUDGE = 6
+MIN_ROUNDS_TO_JUDGE = 4
 """Drafted rounds measured before the off switch may decide (adaptive gamma only)."""
 PLAIN_PROBES = 3
 """One-token target calls measured (rounds without a draft, or probes) before judging."""

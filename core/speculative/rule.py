@@ -217,7 +217,7 @@ class GammaSchedule:
     (``adapt_gamma`` from ``start``)."""
 
     fixed: int = 0
-    start: int = 4
+    start: int = 2
     history: list[int] = field(default_factory=list)
 
     def __post_init__(self) -> None:

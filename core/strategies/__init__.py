@@ -11,6 +11,11 @@ reordering of the KV cache, and whether decoding is finished.
     Strategy.update(input_ids, scores, probs, raw_probs)      -> Update
     Strategy.finalize()                                       -> Result
 
+Speculative decoding (``"speculative"``) is not a per-step strategy: a round scores several
+positions in one decoder call, so ``Engine.run`` hands the whole run to
+``core.speculative.loop`` (the acceptance rule of Leviathan et al. 2023 is
+``core.speculative.rule``).
+
 Each strategy takes only its own parameters (``GreedySearch()``, ``Sampling(seed)``,
 ``BeamSearch(num_beams, length_penalty)``, ``DiverseBeamSearch(...)``,
 ``ContrastiveSearch(top_k, penalty_alpha)``, ``Mirostat(tau, eta, seed)``) and sees tensors
@@ -60,4 +65,8 @@ def make_strategy(options: DecodingOptions) -> Strategy:
         from core.strategies.mirostat import Mirostat
 
         return Mirostat(options.mirostat_tau, options.mirostat_eta, options.seed)
-    raise ValueError(f"unknown strategy {name!r}; use one of greedy, sample, beam, diverse_beam, contrastive, mirostat")
+    if name == "speculative":
+        raise ValueError("speculative decoding is a run of its own (Engine.run dispatches it to "
+                         "core.speculative.loop), not a per-step strategy; call Engine.run")
+    raise ValueError(f"unknown strategy {name!r}; use one of greedy, sample, beam, diverse_beam, contrastive, mirostat, "
+                     "speculative")

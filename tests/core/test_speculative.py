@@ -326,3 +326,27 @@ def test_early_exit_greedy_equals_greedy_search(tiny_models, kind, lean, layer):
     assert s.draft == f"early-exit:{layer}" and s.draft_tokens > 0
     if layer == 2:
         assert s.accepted == s.draft_tokens
+
+
+def test_a_near_tie_is_marked():
+    """Greedy verification marks a round in which the target's top-2 logit margin was < 1e-4 at
+    a judged position (a verify call of several positions sums in another order than single
+    steps, so such a position may flip); the output is still greedy's."""
+    from core.backends.base import DecoderPrompt
+    from tests.core.test_speculative_sampling import EOS as T_EOS, V as TV, TableBackend
+
+    table = torch.full((TV, TV), -5.0)
+    for a in range(TV):
+        table[a, (a + 1) % (TV - 1)] = 2.0  # 0 -> 1 -> 2 -> ... (never EOS)
+    table[3, 5] = 2.0 - 5e-5  # after 3: 4 by a hair over 5
+    backend = TableBackend(table)
+    encoded = backend.encode(None)
+    prompt = DecoderPrompt(prompt_ids=(0,), eos_token_id=T_EOS)
+    plain = DecodingOptions(max_new_tokens=6, capture_attention=False)
+    _, _, ref, _ = _run(Engine(backend), encoded, prompt, plain)
+    assert ref.token_ids == [1, 2, 3, 4, 5, 6]
+    _, rounds, fin, _ = _run(Engine(backend), encoded, prompt, _spec(plain, draft="branch", draft_tokens=2),
+                             draft=BranchDraft([0, 1, 2, 3, 4, 5, 6]))
+    assert fin.token_ids == ref.token_ids
+    tied = [r for r in rounds if r.near_tie]
+    assert len(tied) == 1 and tied[0].step <= 3 < tied[0].step + len(tied[0].drafted) + 1
