@@ -80,7 +80,9 @@ def test_bergamot_en_pt(en_pt):
         assert fin.text == ref.text
         _same(steps, ref_steps)
         s = fin.stats.speculative
-        assert s.draft_tokens > 0 and s.accepted > 0
+        assert s.draft_tokens > 0
+        if n or draft == "branch":  # (the adaptive n-gram run may switch itself off on timings)
+            assert s.accepted > 0
         if draft == "ngram" and n:  # names and numbers are copied from the source (shared vocabulary);
             # a fixed gamma: the adaptive one may switch itself off on timings
             assert s.acceptance_rate > 0.15
