@@ -9,10 +9,13 @@ thread allocates, and holds the GIL throughout: the GUI thread stalls for all of
 The policy: what is alive once the window is open, and again after each model load, is
 frozen (``gc.freeze``: moved to the permanent generation, which collections skip), and so
 are the survivors of each full collection. A full collection then walks only the objects
-made since the previous one. Objects still die by reference counting as before; the price
-is that a reference cycle among frozen objects is not reclaimed (none is known among the
-models' or a run's objects). The tests do not install it; the app (``gui.app``) and
-``tests/bench/bench_gui_stall.py`` do.
+made since the previous one. Objects still die by reference counting as before, but a
+reference cycle among frozen objects is not reclaimed until they are unfrozen. A loaded
+model is such a cycle (a SpeechModel is freed only by a full collection), so when a tab's
+model is REPLACED everything is unfrozen and collected once (one full collection, ~300 ms,
+at the model switch the user asked for) before freezing again: the old model is reclaimed.
+A tab's first model load costs only a young-generation collection. The tests do not install
+it; the app (``gui.app``) and ``tests/bench/bench_gui_stall.py`` do.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from __future__ import annotations
 import gc
 
 _installed = False
+_followed: list = []  # the tabs' _ModelLoads
 
 
 def installed() -> bool:
@@ -27,12 +31,18 @@ def installed() -> bool:
     return _installed
 
 
-def settle() -> None:
-    """Collect the young generations (cheap) and freeze everything alive: later full
-    collections skip it. A no-op unless :func:`install` ran."""
-    if _installed:
+def settle(full: bool = False) -> None:
+    """Collect the young generations (cheap; with ``full``, unfreeze and collect everything,
+    ~300 ms with a model loaded) and freeze everything alive: later full collections skip it.
+    A no-op unless :func:`install` ran."""
+    if not _installed:
+        return
+    if full:
+        gc.unfreeze()
+        gc.collect()  # the callback below freezes the survivors
+    else:
         gc.collect(1)
-        gc.freeze()
+    gc.freeze()
 
 
 def _after_collection(phase: str, info: dict) -> None:
@@ -55,7 +65,21 @@ def install(window=None) -> None:
         for i in range(tabs.count()):
             ready = getattr(tabs.widget(i), "modelReady", None)
             if ready is not None:
-                ready.connect(lambda _model: settle())
+                loads = _ModelLoads()
+                _followed.append(loads)  # Qt keeps only a weak reference to a bound method's object
+                ready.connect(loads.loaded)
+
+
+class _ModelLoads:
+    """One tab's model loads: the first only freezes; each later one replaced a model, whose
+    reference cycles only a full collection of unfrozen objects reclaims."""
+
+    def __init__(self) -> None:
+        self.seen = False
+
+    def loaded(self, _model) -> None:
+        settle(full=self.seen)
+        self.seen = True
 
 
 def uninstall() -> None:
@@ -63,6 +87,7 @@ def uninstall() -> None:
     again (the next full collection walks them)."""
     global _installed
     _installed = False
+    _followed.clear()
     if _after_collection in gc.callbacks:
         gc.callbacks.remove(_after_collection)
     gc.unfreeze()

@@ -6,6 +6,7 @@ GIL held, the GUI thread stalled)."""
 from __future__ import annotations
 
 import gc
+import weakref
 
 import pytest
 from PySide6.QtCore import QObject, Signal
@@ -69,3 +70,39 @@ def test_uninstall_unfreezes(policy):
     policy.install()
     policy.uninstall()
     assert gc.get_freeze_count() == 0 and not policy.installed()
+
+
+class _Model:
+    """A model whose objects hold a reference cycle, as a loaded SpeechModel does (it is freed
+    only by a full collection, not by reference counting)."""
+
+    def __init__(self):
+        self.parts = [_Node() for _ in range(100)]
+        self.me = self
+
+
+def test_a_model_replaced_in_a_tab_is_reclaimed_not_frozen_for_good(qtbot, policy):
+    class Tab(QWidget):
+        modelReady = Signal(object)
+
+    class Window(QObject):
+        def __init__(self):
+            super().__init__()
+            self.tabs = QTabWidget()
+            self.tab = Tab()
+            self.tabs.addTab(self.tab, "t")
+
+    win = Window()
+    qtbot.addWidget(win.tabs)
+    policy.install(win)
+    tab = win.tab
+    tab.model = _Model()
+    first = weakref.ref(tab.model)
+    tab.modelReady.emit(tab.model)  # loaded: frozen with everything else
+    tab.model = _Model()  # the user picks another model: the first one is cyclic garbage now
+    tab.modelReady.emit(tab.model)
+    assert first() is None  # a frozen cycle would stay in memory for good (a whole model per switch)
+    second = weakref.ref(tab.model)
+    tab.model = _Model()
+    tab.modelReady.emit(tab.model)
+    assert second() is None
