@@ -603,8 +603,14 @@ class SpeculationSummary:
         draft: the draft's name.
         rounds: how many rounds (target calls) ran.
         draft_tokens: tokens drafted in all; accepted: of them, kept.
+        judged: of them, the ones the target judged (the accepted ones and each round's first
+            rejection; the drafted tokens after a rejection are never looked at).
         tokens: tokens emitted (accepted + the target's own).
-        acceptance_rate: α = accepted / drafted (0 when nothing was drafted).
+        acceptance_rate: accepted / drafted (0 when nothing was drafted): the share of the
+            draft's work that was kept (what the views display as α).
+        judged_acceptance_rate: α̂ = accepted / judged (0 when nothing was judged): the
+            estimate of Leviathan et al.'s α (the chance that the target keeps a drafted token),
+            which the predicted speed-up uses.
         tokens_per_target_call: tokens / rounds.
         c: the measured cost of one draft step relative to one target step (draft ms
             per drafted token / target ms per plain step); None when not measured.
@@ -625,10 +631,15 @@ class SpeculationSummary:
     speedup_predicted: float | None = None
     speedup_measured: float | None = None
     switched_off: str = ""
+    judged: int = 0
 
     @property
     def acceptance_rate(self) -> float:
         return self.accepted / self.draft_tokens if self.draft_tokens else 0.0
+
+    @property
+    def judged_acceptance_rate(self) -> float:
+        return self.accepted / self.judged if self.judged else 0.0
 
     @property
     def tokens_per_target_call(self) -> float:
@@ -640,7 +651,8 @@ class SpeculationSummary:
             "tokens_per_target_call": self.tokens_per_target_call, "draft_tokens": self.draft_tokens,
             "accepted": self.accepted, "rounds": self.rounds, "c": self.c,
             "speedup_measured": self.speedup_measured, "speedup_predicted": self.speedup_predicted,
-            "switched_off": self.switched_off,
+            "switched_off": self.switched_off, "judged": self.judged,
+            "judged_acceptance_rate": self.judged_acceptance_rate,
         }
 
 

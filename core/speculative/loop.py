@@ -23,10 +23,25 @@ attention as plain decoding) with ``speculation`` ("accepted" / "resampled" / "b
 ``SpeculationRound``; ``Finished.stats.speculative`` is a ``SpeculationSummary``.
 
 The draft length follows transformers' "heuristic" schedule (``rule.adapt_gamma``) unless
-``draft_tokens`` fixes it. With the adaptive schedule the loop measures the cost of a plain
-one-token target call (a round without a draft, or a probe round), and when the drafted rounds
-cost more per emitted token than that, it stops drafting for the rest of the run (one segment)
-and says so in ``SpeculationSummary.switched_off``.
+``draft_tokens`` fixes it. The loop measures the cost of a plain one-token target call (a
+round without a draft, or a probe round: after ``MIN_ROUNDS_TO_JUDGE`` drafted rounds, then
+after every 2 more, up to ``PLAIN_PROBES``; probes are taken under a fixed draft length too,
+so that ``c`` and the predicted speed-up are known). Calls that fed more positions than the
+rows they returned (the prompt's prefill, a re-fed cache) and the round of the draft's first
+proposal (a model or early-exit draft's own prefill) are left out of every timing: they
+would inflate c, the verify cost and the off switch's evidence.
+
+The off switch (adaptive schedule only; a fixed ``draft_tokens`` never switches off) stops
+drafting for the rest of the run (one segment) and says why in
+``SpeculationSummary.switched_off``:
+
+- greedy verification: when the drafted rounds cost more wall-clock time per emitted token
+  than a plain step. The output is the target's greedy output either way, so the clock
+  decides only the speed;
+- sampling verification: from counts only, so that a seed gives the same text on any
+  machine and load (a clock-driven switch would change which random draws the rounds
+  consume): after ``MIN_ROUNDS_TO_JUDGE`` drafted rounds, when the judged acceptance
+  (accepted / judged) is below ``SAMPLED_MIN_ALPHA``.
 
 A backend without ``all_positions`` is verified one position per call (same tokens, no
 speed-up). The logit lens is not reported under speculative decoding (``capture_lens`` is
@@ -56,6 +71,10 @@ MIN_ROUNDS_TO_JUDGE = 4
 """Drafted rounds measured before the off switch may decide (adaptive gamma only)."""
 PLAIN_PROBES = 3
 """One-token target calls measured (rounds without a draft, or probes) before judging."""
+SAMPLED_MIN_ALPHA = 0.5
+"""Sampling verification: the off switch's threshold on accepted / judged (counts, not the
+clock). On this CPU a draft kept less often than this loses (Bergamot n-gram, α̂ 0.33: 0.84x
+of plain decoding; tiny.en for base, α̂ 0.79: 1.12x)."""
 
 
 def make_draft(options: DecodingOptions, engine: Any, encoded: EncoderOutput, prompt: DecoderPrompt) -> Draft:
@@ -168,6 +187,8 @@ class SpeculativeRun:
         # timings (ms): one-token target calls; drafted rounds' draft + target time and tokens
         self.plain_ms: list[float] = []
         self.drafted_rounds: list[tuple[float, float, int, int]] = []  # (draft ms, target ms, drafted, emitted)
+        self.n_drafted_rounds = 0  # every drafted round, timed or not (the probes' and sampling switch's count)
+        self.last_call_prefilled = False  # the last _call fed more positions than the rows it returned
 
     # ------------------------------------------------------------------ the decoder calls
     def _call(self, inference: Inference, seq: list[int], fed: int, need: int) -> list[StepOutput]:
@@ -175,6 +196,7 @@ class SpeculativeRun:
         positions of ``seq`` (its ``logits`` the next-token logits after that position, its
         ``cross_attention`` that position's, when the backend gives it)."""
         input_ids = torch.tensor([seq], dtype=torch.long)
+        self.last_call_prefilled = len(seq) - fed > need
         if self.all_positions:
             try:
                 out = inference.step(input_ids, input_ids[:, fed:], all_positions=True)
@@ -213,15 +235,25 @@ class SpeculativeRun:
         if self.summary.switched_off or budget <= 1:
             return 0
         gamma = self.schedule.gamma
-        if not self.options.draft_tokens and len(self.plain_ms) < PLAIN_PROBES and \
-                len(self.drafted_rounds) >= MIN_ROUNDS_TO_JUDGE + 2 * len(self.plain_ms):
-            return 0  # a probe: time one plain target call
+        if len(self.plain_ms) < PLAIN_PROBES and \
+                self.n_drafted_rounds >= MIN_ROUNDS_TO_JUDGE + 2 * len(self.plain_ms):
+            return 0  # a probe: time one plain target call (counts only: the same rounds on any machine)
         return min(gamma, budget - 1)
 
     def _judge_switch(self) -> None:
-        """Switch drafting off when the drafted rounds cost more per emitted token than a plain
-        one-token target call (adaptive gamma only)."""
+        """Switch drafting off (adaptive gamma only). Greedy verification: when the drafted
+        rounds cost more per emitted token than a plain one-token target call. Sampling
+        verification: when accepted / judged < ``SAMPLED_MIN_ALPHA`` after
+        ``MIN_ROUNDS_TO_JUDGE`` drafted rounds (counts only: deterministic for a seed)."""
         if self.options.draft_tokens or self.summary.switched_off:
+            return
+        if self.options.verification == "sample":
+            s = self.summary
+            if self.n_drafted_rounds >= MIN_ROUNDS_TO_JUDGE and s.judged_acceptance_rate < SAMPLED_MIN_ALPHA:
+                s.switched_off = (
+                    f"accepted/judged {s.accepted}/{s.judged} = {s.judged_acceptance_rate:.2f} < "
+                    f"{SAMPLED_MIN_ALPHA} over {self.n_drafted_rounds} rounds (sampling: decided from counts): "
+                    "speculation switched off for the rest of the segment")
             return
         if len(self.drafted_rounds) < MIN_ROUNDS_TO_JUDGE or len(self.plain_ms) < PLAIN_PROBES:
             return
@@ -256,7 +288,9 @@ class SpeculativeRun:
         per_draft_token = draft_ms / max(1, drafted)
         s.c = per_draft_token / plain if plain > 0 else None
         gamma = drafted / len(self.drafted_rounds)
-        s.speedup_predicted = predicted_speedup(s.acceptance_rate, gamma, per_draft_token, verify, plain)
+        # alpha-hat = accepted / judged: the tokens after a rejection were never judged, so
+        # accepted / drafted would undercount Theorem 3.8's alpha
+        s.speedup_predicted = predicted_speedup(s.judged_acceptance_rate, gamma, per_draft_token, verify, plain)
 
     # ------------------------------------------------------------------ the run
     def events(self) -> Iterator[Event]:
@@ -295,6 +329,7 @@ class SpeculativeRun:
             t0 = time.perf_counter()
             rows = self._call(inference, base + draft, fed, len(pending_forced) + len(draft) + 1)
             target_ms = (time.perf_counter() - t0) * 1e3
+            timed = not self.last_call_prefilled  # a prefill is no verify call's (or plain step's) cost
             fed = len(base) + len(draft)
             # the forced tokens (a fork's): reported as plain decoding reports them
             for i, token in enumerate(pending_forced):
@@ -355,7 +390,10 @@ class SpeculativeRun:
             if draft:
                 s.draft_tokens += len(draft)
                 s.accepted += n_accepted
-                self.drafted_rounds.append((draft_ms, target_ms, len(draft), max(1, tokens)))
+                s.judged += sum(d.judged for d in judged)
+                if timed and self.n_drafted_rounds:  # not the draft's first proposal (its own prefill)
+                    self.drafted_rounds.append((draft_ms, target_ms, len(draft), max(1, tokens)))
+                self.n_drafted_rounds += 1
                 self.schedule.update(len(draft), n_accepted)
                 yield SpeculationRound(
                     round=round_no, step=first_step, segment=self.segment, gamma=gamma, drafted=tuple(judged),
@@ -365,7 +403,7 @@ class SpeculativeRun:
                     draft_ms=draft_ms, target_ms=target_ms, draft=self.draft.name, near_tie=near_tie,
                 )
                 round_no += 1
-            elif not pending_forced:
+            elif not pending_forced and timed:
                 self.plain_ms.append(target_ms)
             self._judge_switch()
             if ended or len(generated) >= self.max_new:

@@ -36,5 +36,5 @@ def merge_summary(total: SpeculationSummary | None, part: SpeculationSummary) ->
         accepted=total.accepted + part.accepted, tokens=total.tokens + part.tokens,
         c=weighted(total.c, total.tokens, part.c, part.tokens),
         speedup_predicted=weighted(total.speedup_predicted, total.tokens, part.speedup_predicted, part.tokens),
-        speedup_measured=None, switched_off=switched,
+        speedup_measured=None, switched_off=switched, judged=total.judged + part.judged,
     )
