@@ -185,12 +185,15 @@ class GreedyRule:
 
 def adapt_gamma(gamma: int, n_drafted: int, n_accepted: int, lowest: int = 1, highest: int = 16) -> int:
     """The next draft length under transformers' "heuristic" schedule
-    (``AssistedCandidateGenerator.update_candidate_strategy``): +2 after a round whose draft
-    was accepted in full, -1 (never below ``lowest``) after a rejection; unchanged when the
-    draft proposed nothing. Capped at ``highest``."""
+    (``AssistedCandidateGenerator.update_candidate_strategy``: +2 when ``num_matches`` equals
+    the scheduled ``num_assistant_tokens``, else -1): +2 only after a round whose draft
+    proposed the full scheduled ``gamma`` and was accepted in full; -1 (never below
+    ``lowest``) otherwise, a short draft accepted in full included (the draft ran out or
+    stopped unsure: a longer one would not be used); unchanged when the draft proposed
+    nothing. Capped at ``highest``."""
     if n_drafted == 0:
         return gamma
-    if n_accepted == n_drafted:
+    if n_accepted == n_drafted and n_drafted >= gamma:
         return min(highest, gamma + 2)
     return max(lowest, gamma - 1)
 

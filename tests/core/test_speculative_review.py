@@ -142,3 +142,13 @@ def test_under_sampling_the_off_switch_does_not_read_the_clock(tiny_models, monk
     assert run.summary.rounds == ref_run.summary.rounds
     assert bool(run.summary.switched_off) == bool(ref_run.summary.switched_off)
     assert run.summary.switched_off  # token 0 is (almost) never accepted: off by the counts
+
+
+def test_gamma_grows_only_after_the_full_scheduled_draft():
+    assert adapt_gamma(4, 4, 4) == 6
+    assert adapt_gamma(4, 2, 2) == 3  # a short draft accepted in full: transformers lowers it
+    schedule = GammaSchedule(start=4)
+    schedule.update(1, 1)
+    assert schedule.gamma == 3
+    schedule.update(3, 3)
+    assert schedule.gamma == 5
