@@ -251,7 +251,8 @@ def test_a_wrong_eos_inside_a_draft_is_rejected_and_a_right_one_ends(tiny_eos_mo
 
 def test_ngram_lookup():
     assert find_continuation([1, 2, 3, 9, 1, 2, 3], [1, 2, 3], 3, before=4) == [9, 1, 2]
-    draft = NgramDraft(extra=[[50, 51, 7, 8, 52, 53]])
+    # own_min_ngram=1: one-token matches in the own ids too (the default is 2, test_speculative_review)
+    draft = NgramDraft(extra=[[50, 51, 7, 8, 52, 53]], own_min_ngram=1)
     # the most recent earlier match of the longest suffix
     assert draft.propose([1, 2, 3, 4, 2, 3, 5, 2, 3], 2)[0] == [5, 2]
     assert draft.propose([1, 2, 3, 4, 9, 3], 3)[0] == [4, 9, 3]  # n = 1: after the earlier 3

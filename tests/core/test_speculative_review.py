@@ -152,3 +152,11 @@ def test_gamma_grows_only_after_the_full_scheduled_draft():
     assert schedule.gamma == 3
     schedule.update(3, 3)
     assert schedule.gamma == 5
+
+
+def test_ngram_in_the_decoders_own_ids_needs_two_tokens():
+    draft = NgramDraft(extra=[[50, 51, 7, 8, 52, 53]])
+    assert draft.propose([1, 2, 3, 4, 9, 3], 3) == ([], None)  # n = 1 in the own ids: no draft
+    assert draft.propose([1, 2, 3, 4, 2, 3], 3)[0] == [4, 2, 3]  # n = 2 still
+    assert draft.propose([1, 7, 8], 3)[0] == [52, 53]
+    assert draft.propose([1, 9, 8], 3)[0] == [52, 53]  # n = 1 in the source ids still
