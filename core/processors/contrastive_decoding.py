@@ -30,8 +30,9 @@ Two amateurs, one stage (``contrastive_amateur``):
 Where it applies: greedy, sampling and mirostat (``core.processors.stages``: the stage's
 ``strategies`` and ``strategy_note``), as in its references: x-transformers' ``generate`` and
 transformers' DoLa (which refuses beams) decode one path token by token, and the amateur model
-steps alongside that one path. Beam and contrastive search are left unchanged; speculative
-decoding refuses an amateur (``DecodingOptions.validate``).
+steps alongside that one path. Beam search, diverse beam search, contrastive search and
+speculative decoding refuse an amateur (``DecodingOptions.validate`` raises; the CLI exits 2),
+since there it would change nothing (or would have to score every drafted position).
 
 Cost: a model amateur adds one decoder step of the amateur per token (tiny.en beside base on
 the bundled clip, one thread, a loaded 2-core machine: 56 -> 76 ms/token); a layer amateur
@@ -41,10 +42,18 @@ asks the backend for the logit lens, which projects every decoder layer onto the
 The differences from the references, each deliberate:
 - filtered tokens get ``-inf`` (this chain's convention, ``core.processors.warpers.NEG_INF``)
   where x-transformers writes ``-finfo.max``; the kept tokens' values are the same numbers;
-- an amateur model that has no token for a target id (its ``logits`` give ``-inf``, e.g. a
-  multilingual expert's language tokens against an English-only amateur) is taken to find it
-  as unlikely as its least likely known token (its row's lowest finite logit), so the
-  contrast stays finite;
+- a target id the amateur model has no single token for (its ``logits`` give ``-inf``: a
+  multilingual expert's language tokens against an English-only amateur, or a BPE piece the
+  amateur's tokenizer lacks — whisper tiny.en and base share only 30,986 pieces) is left
+  uncontrasted: the amateur's log-probability there is taken to be the expert's own
+  (``amateur := expert - logsumexp(expert) + logsumexp(amateur's known ids)``), so in
+  log-probabilities the contrast ``(1 + beta) * log p_e - beta * log p_e = log p_e`` is the
+  expert's own there, while a known id gets ``log p_e + beta * (log p_e - log p_a)``. The amateur
+  says nothing about such a token, so it is neither pushed down nor promoted. (Taking the expert's
+  raw logit instead would make this depend on the two models' arbitrary logit offsets; a fill
+  with the row's lowest amateur logit gave it ``beta * (max - min)`` more than the expert, and it
+  won.) The plausibility cut still applies to it. The chain view shows the amateur's probability
+  of it as 0;
 - ``layer:auto`` picks a layer per row (transformers averages the divergence over the batch;
   this app's greedy and sampling runs are batch 1, where the two agree);
 - the stage sees the scores that enter it (the model's hard rules, e.g. suppressed tokens,
@@ -227,9 +236,8 @@ class ContrastiveDecoding:
                 f"the amateur {self.amateur.model!r} gives logits of shape {tuple(amateur.shape)} for the expert's "
                 f"{tuple(scores.shape)}; its ids must be mapped into the expert's vocabulary"
             )
-        amateur = _fill_unknown(amateur)
         self.last = ContrastStep(amateur)
-        return contrast(scores, amateur, self.alpha, self.beta)
+        return contrast(scores, _uncontrasted_where_unknown(amateur, scores), self.alpha, self.beta)
 
     def _dola(self, scores: torch.Tensor) -> torch.Tensor:
         lens = self._lens
@@ -264,12 +272,20 @@ class ContrastiveDecoding:
         return dola_contrast(scores, premature, self.alpha)
 
 
-def _fill_unknown(amateur: torch.Tensor) -> torch.Tensor:
-    """``-inf`` entries (ids the amateur has no token for) set to the row's lowest finite
-    logit: the amateur finds them as unlikely as anything it knows (the contrast stays finite)."""
+def _uncontrasted_where_unknown(amateur: torch.Tensor, expert: torch.Tensor) -> torch.Tensor:
+    """``amateur`` float32 (batch, vocab) logits with its ``-inf`` entries (target ids the amateur
+    has no single token for) replaced so that the amateur's log-probability there equals the
+    expert's (``expert`` float32, same shape): ``expert - logsumexp(expert) + logsumexp(amateur)``
+    per row, the amateur's logsumexp over the ids it knows. The contrast ``(1 + beta) * expert -
+    beta * amateur`` there is then the expert's logit plus the row's constant ``beta *
+    (logsumexp(expert) - logsumexp(amateur))``, i.e. the expert's own log-probability in the
+    contrast's scale. A row the amateur knows nothing of takes the expert's logits as they are.
+    Returns a new tensor, or ``amateur`` itself when nothing is unknown. Where the expert is
+    ``-inf`` too, the contrast's plausibility cut gives ``-inf`` (the NaN of ``-inf + inf`` is
+    masked)."""
     unknown = torch.isneginf(amateur)
     if not unknown.any():
         return amateur
-    floor = torch.where(unknown, torch.inf, amateur).amin(dim=-1, keepdim=True)
-    floor = torch.where(torch.isfinite(floor), floor, torch.zeros_like(floor))
-    return torch.where(unknown, floor.expand_as(amateur), amateur)
+    offset = amateur.logsumexp(dim=-1, keepdim=True) - expert.logsumexp(dim=-1, keepdim=True)
+    offset = torch.where(torch.isfinite(offset), offset, torch.zeros_like(offset))
+    return torch.where(unknown, expert + offset, amateur)

@@ -340,11 +340,19 @@ def _contrastive_decoding(o, prompt, ctx):
 
 
 def _contrastive_check(o) -> None:
-    if o.strategy == "speculative" and o.contrastive_amateur.strip():
+    if not o.contrastive_amateur.strip() or o.strategy in CONTRASTIVE_STRATEGIES:
+        return
+    if o.strategy == "speculative":
         raise ValueError(
             "contrastive decoding (contrastive_amateur) does not combine with speculative decoding: the amateur "
             "would have to score every drafted position; clear the amateur or choose greedy / sample"
         )
+    raise ValueError(
+        f"contrastive decoding (contrastive_amateur {o.contrastive_amateur.strip()!r}) applies to strategy "
+        f"{', '.join(CONTRASTIVE_STRATEGIES[:-1])} or {CONTRASTIVE_STRATEGIES[-1]} (one path decoded token by "
+        f"token), not {o.strategy.replace('_', ' ')}: there it would change nothing; clear the amateur or choose "
+        "one of those"
+    )
 
 
 def _contrastive_summary(o) -> str:
@@ -497,8 +505,8 @@ REGISTRY: tuple[Stage, ...] = (
                "one by Jensen-Shannon divergence); empty = off (Li et al. 2022; DoLa, Chuang et al. 2023).",
                check=_amateur_check, flag="--contrastive-amateur",
                flag_help="contrastive decoding's amateur: a smaller model (tiny.en), layer:L (DoLa: the output of the "
-               "first L decoder layers) or layer:auto (DoLa's choice by JS divergence); greedy and sampling only; "
-               "default off", flag_kwargs={"metavar": "tiny.en|layer:L|layer:auto"}),
+               "first L decoder layers) or layer:auto (DoLa's choice by JS divergence); --strategy greedy, sample or "
+               "mirostat only", flag_kwargs={"metavar": "tiny.en|layer:L|layer:auto"}),
          Field("cd_alpha", "CD α",
                "Contrastive decoding's plausibility cut: only tokens with p ≥ α·p_max of the expert stay "
                "(Li et al. 2022; x-transformers contrastive_decode_fn alpha, DoLa relative_top, default 0.1).",
@@ -515,7 +523,7 @@ REGISTRY: tuple[Stage, ...] = (
         summary=_contrastive_summary, check=_contrastive_check,
         strategy_note="contrastive decoding shapes greedy and sampling only: it follows one path token by token "
         "(the amateur model steps alongside it), as x-transformers' generate and transformers' DoLa do; "
-        "beam and contrastive search are left unchanged",
+        "beam, diverse beam, contrastive search and speculative decoding refuse an amateur",
     ),
     Stage(
         "bad_words", "bad words",

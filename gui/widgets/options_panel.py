@@ -300,6 +300,10 @@ class OptionsPanel(QWidget):
         values["logit_bias"] = parse_logit_bias(self.text_controls["logit_bias"].text())
         for field in self.choices:
             values[field] = self._s.choice_value(field)
+        strategy = values["strategy"]
+        chain_strategy = self._s.choice_value("verification") if strategy == "speculative" else strategy
+        if self._s.reason_unused("contrastive_amateur", strategy, chain_strategy) is not None:
+            values["contrastive_amateur"] = ""  # a disabled box (beam...): validate() refuses an amateur there
         values["sampler_order"] = self.chain.order()
         values["disabled_stages"] = self.chain.disabled()
         return replace(self._base, **values)

@@ -76,20 +76,53 @@ def test_the_stage_asks_the_companion_for_each_step_and_equals_x_transformers():
     assert torch.equal(stage.last.amateur, companion.logits([3, 7, 9])) and stage.last.layer is None
 
 
-def test_an_amateur_without_a_token_finds_it_least_likely():
-    expert = torch.tensor([[2.0, 1.9, 0.0, -5.0]])
-    amateur = torch.tensor([[1.0, -torch.inf, 0.5, -1.0]])
+class _RowCompanion:
+    """A Companion that gives one fixed row of logits (in the target's vocabulary)."""
 
-    class C:
-        name, target_vocab_size = "c", 4
+    name = "c"
 
-        def logits(self, ids, n_last=1):
-            return amateur
+    def __init__(self, row: torch.Tensor):
+        self.row, self.target_vocab_size = row, row.shape[-1]
 
-    out = ContrastiveDecoding(Amateur("model", model="c"), 0.1, 0.5, C())(torch.tensor([[1]]), expert)
-    assert torch.isfinite(out[0, :2]).all() and out[0, 1] > out[0, 0]  # treated as amateur logit -1.0
-    assert out[0, 1] == pytest.approx(1.5 * 1.9 + 0.5 * 1.0)
-    assert torch.isneginf(out[0, 3])  # below the plausibility cut
+    def logits(self, ids, n_last=1):
+        return self.row
+
+
+def test_an_id_the_amateur_has_no_token_for_is_left_uncontrasted():
+    """Expert (10, 9), amateur (8, unknown): the unknown id is left uncontrasted (the amateur's
+    log-probability there := the expert's), so in log-probabilities it keeps the expert's own
+    log p_e, the known id gets log p_e + beta * (log p_e - log p_a); the unknown id does not win
+    (the row-minimum fill gave it (1 + beta) * 9 + beta * 20 = 23.5 against 11: it won)."""
+    expert, amateur = torch.tensor([[10.0, 9.0, -5.0]]), torch.tensor([[8.0, -torch.inf, -20.0]])
+    stage = ContrastiveDecoding(Amateur("model", model="c"), 0.1, 0.5, _RowCompanion(amateur))
+    out = stage(torch.tensor([[1]]), expert)
+    log_pe, log_pa = expert.log_softmax(-1)[0], amateur.log_softmax(-1)[0]
+    assert float(out[0, 1] - out[0, 0]) == pytest.approx(float(log_pe[1] - (1.5 * log_pe[0] - 0.5 * log_pa[0])), abs=1e-5)
+    assert int(out[0].argmax()) == 0 and torch.isneginf(out[0, 2])  # id 2: below the plausibility cut
+    assert torch.isneginf(stage.last.amateur[0, 1])  # the view: the amateur gives it no probability
+
+
+def test_an_unknown_id_does_not_depend_on_the_models_logit_offsets():
+    """A constant added to the amateur's row (or the expert's) changes no probability of the contrast."""
+    g = torch.Generator().manual_seed(3)
+    expert, amateur = torch.randn(2, 40, generator=g) * 3, torch.randn(2, 40, generator=g) * 3
+    amateur[:, ::3] = -torch.inf
+
+    def probs(e, a):
+        stage = ContrastiveDecoding(Amateur("model", model="c"), 0.05, 0.7, _RowCompanion(a))
+        return stage(torch.tensor([[1], [2]]), e).softmax(-1)
+
+    base = probs(expert, amateur)
+    assert torch.allclose(probs(expert, amateur + 30.0), base, atol=1e-5)
+    assert torch.allclose(probs(expert - 12.0, amateur), base, atol=1e-5)
+
+
+def test_an_unknown_id_with_a_suppressed_expert_logit_stays_cut():
+    stage = ContrastiveDecoding(Amateur("model", model="c"), 0.1, 0.5,
+                                _RowCompanion(torch.tensor([[1.0, -torch.inf, -torch.inf]])))
+    out = stage(torch.tensor([[1]]), torch.tensor([[2.0, -torch.inf, 1.9]]))
+    assert torch.isneginf(out[0, 1]) and not torch.isnan(out).any()
+    assert torch.isfinite(out[0, [0, 2]]).all()
 
 
 def test_a_model_amateur_without_its_companion_says_what_to_do():
@@ -299,13 +332,25 @@ def test_sampling_with_a_layer_amateur_samples_from_the_contrast():
         ids.append(e.token_id)
 
 
-@pytest.mark.parametrize("strategy", ["beam", "contrastive"])
-def test_beam_and_contrastive_search_are_left_unchanged(strategy):
+@pytest.mark.parametrize("strategy", ["beam", "diverse_beam", "contrastive"])
+def test_an_amateur_with_beam_or_contrastive_search_is_refused(strategy):
+    """The stage shapes one path token by token (greedy, sample, mirostat); with beams or contrastive
+    search it would change nothing, so validate() refuses it, naming the field and the strategies."""
     from core.options import DecodingOptions
 
-    tiny = _tiny_whisper(3, decoder_layers=4)
-    o = DecodingOptions(strategy=strategy, top_k=4, num_beams=3, max_new_tokens=8)
-    assert _engine_run(tiny, o.with_(contrastive_amateur="layer:auto"))[1].token_ids == _engine_run(tiny, o)[1].token_ids
+    with pytest.raises(ValueError, match=r"contrastive_amateur .*greedy, sample or mirostat") as exc:
+        DecodingOptions(strategy=strategy, num_beams=4, num_beam_groups=2, top_k=4,
+                        contrastive_amateur="layer:auto").validate()
+    assert strategy.replace("_", " ") in str(exc.value) or strategy in str(exc.value)
+    DecodingOptions(strategy=strategy, num_beams=4, num_beam_groups=2, top_k=4).validate()  # off: fine
+
+
+def test_a_beam_lane_with_an_amateur_is_refused():
+    from core.tasks.lane_spec import parse_lane_spec
+
+    with pytest.raises(ValueError, match="contrastive_amateur"):
+        parse_lane_spec("beam:amateur=layer:2")
+    assert parse_lane_spec("greedy:amateur=layer:2").contrastive_amateur == "layer:2"
 
 
 def test_speculative_decoding_refuses_an_amateur():

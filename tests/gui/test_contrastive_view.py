@@ -157,8 +157,13 @@ def test_the_panel_sets_the_amateur_and_says_where_it_applies(qtbot, tmp_path):
     assert not box.isEnabled() and "greedy and sampling only" in box.toolTip()
     item = panel.chain.stage_item("contrastive_decoding")
     assert not item.flags() & Qt.ItemFlag.ItemIsEnabled and "strategies greedy, sample, mirostat" in item.toolTip()
+    # validate() refuses an amateur with beam search: the panel's options leave the disabled box out
+    # (it keeps its text for the strategies it applies to)
+    o = panel.options()
+    assert (o.strategy, o.contrastive_amateur) == ("beam", "") and box.currentText() == "layer:auto"
     panel.strategy_buttons["greedy"].setChecked(True)
     assert box.isEnabled() and panel.chain.reason("contrastive_decoding") == ""
+    assert panel.options().contrastive_amateur == "layer:auto"
     # options loaded into the panel show in the box
     panel.setOptions(DecodingOptions(contrastive_amateur="tiny.en", cd_beta=1.0))
     assert box.currentText() == "tiny.en" and panel.options().cd_beta == 1.0
