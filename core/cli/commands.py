@@ -72,7 +72,7 @@ from core.events import Event, Finished
 from core.cli import translate as cli_translate
 from core.cli.lanes import add_compare_arguments, lanes_from_args, run_compare
 from core.cli.longform import add_longform_arguments, check_writer_options, longform_options, run_longform, use_longform
-from core.cli.options import add_decoding_arguments, options_from_args
+from core.cli.options import add_decoding_arguments, misapplied_flag, options_from_args
 from core.cli.trace import CLIError, speech_notes, stage_reports, trace, vocab_size_of
 from core.cli.words import add_word_arguments, emit_words
 from core.options import DecodingOptions
@@ -98,10 +98,18 @@ def cmd_transcribe(args: argparse.Namespace) -> int:
         check_writer_options(args)
     elif args.output_format:
         raise CLIError("--output-format needs long-form decoding; drop --windows fixed")
+    if longform and _drafts_from_a_branch(options):
+        raise CLIError("--draft branch drafts from an earlier run of the same input, and long-form decoding has "
+                       "none for its first attempts; give --draft ngram (a failed attempt of the temperature "
+                       "fallback drafts the next attempt whatever --draft says)")
     model = SpeechModel.load(args.model)
     prefix = _prefix_ids(model, args.prefix)
     if longform:
         return run_longform(model, audio, options, prefix, args)
+    if not lanes:
+        _decode_plainly_first(options, lambda o: model.decode(
+            audio, o, language=args.language, task=args.task, prefix_ids=prefix, timestamps=args.timestamps,
+            candidate_languages=args.language_candidates))
     if args.word_timestamps:
         return emit_words(model, audio, options, prefix, args)
     if lanes:
@@ -152,6 +160,8 @@ def cmd_translate(args: argparse.Namespace) -> int:
                                   source_language=args.source_language)
     prefix = _prefix_ids(model, args.prefix)
     cli_translate.warn_notes(model, text)  # unreadable scripts, cut sentences: on stderr
+    if not lanes:
+        _decode_plainly_first(options, lambda o: model.decode(text, o, shortlist=args.shortlist, prefix_ids=prefix))
     if lanes:
         name = model.name + (" (shortlist)" if args.shortlist else "")
         return run_compare("translate", name, options, lanes, args, lambda ls: model.decode_lanes(
@@ -193,6 +203,8 @@ def cmd_ocr(args: argparse.Namespace) -> int:
     model = OCRModel.load(args.model, progress=say)
     prefix = _prefix_ids(model, args.prefix)
     lines = cli_ocr.detect_lines(model, image, region, say)
+    if not lanes:
+        _decode_plainly_first(options, lambda o: model.decode(image, o, lines=lines, region=region, prefix_ids=prefix))
     if lanes:
         return run_compare("ocr", model.name, options, lanes, args, lambda ls: model.decode_lanes(
             image, ls, lines=lines, region=region, prefix_ids=prefix))
@@ -212,6 +224,26 @@ def cmd_ocr(args: argparse.Namespace) -> int:
     out["timing"]["detect_s"] = model.last_detect_s
     print(json.dumps(out, ensure_ascii=False, indent=1))
     return 0
+
+
+def _drafts_from_a_branch(options: DecodingOptions) -> bool:
+    return options.strategy == "speculative" and options.draft == "branch"
+
+
+def _decode_plainly_first(options: DecodingOptions, decode) -> None:
+    """``--draft branch`` drafts from an earlier run on the same input, and a single CLI run
+    has none: decode once plainly first (``--strategy`` = the verification, every other option
+    the same; ``decode(options)`` gives its events, consumed here), saying so on stderr. Its
+    tokens then draft the speculative run (the task keeps the encoder output and the run).
+    Nothing for other strategies and drafts."""
+    if not _drafts_from_a_branch(options):
+        return
+    from dataclasses import replace
+
+    print(f"speculative: --draft branch drafts from an earlier run of the same input; decoding once plainly first "
+          f"(--strategy {options.verification}), whose tokens draft the speculative run", file=sys.stderr)
+    for _ in decode(replace(options, strategy=options.verification)):
+        pass
 
 
 def _prefix_ids(model, text: str | None) -> list[int]:
@@ -349,6 +381,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command is None:
         parser.print_help()
         return 2
+    problem = misapplied_flag(args)
+    if problem is not None:
+        parser.exit(2, f"{parser.prog} {args.command}: error: {problem} (see {parser.prog} {args.command} --help)\n")
     try:
         return args.func(args)
     except (CLIError, ValueError, FileNotFoundError, RuntimeError, OSError) as e:

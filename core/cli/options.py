@@ -37,22 +37,45 @@ def _sampler_order(text: str) -> tuple[str, ...]:
     return tuple("temperature" if n == "dynatemp" else n for n in names)
 
 
+DRAFT_KINDS = ("ngram, branch, early-exit:L[#N] (e.g. early-exit:4), or a draft model: a bundled name[#N] "
+               "(e.g. tiny.en, tiny.en#8192), a hub id (org/name) or a local directory")
+"""What ``--draft`` takes, for its error messages."""
+
+
+def _known_model(name: str) -> bool:
+    """Whether ``name`` can name a draft model without loading anything: a bundled model of
+    any task, a hub id ("org/name") or an existing directory."""
+    from pathlib import Path
+
+    from core import catalog
+
+    return (name in catalog.WHISPER_BUNDLED or name in catalog.TRANSLATION_BUNDLED or "/" in name
+            or Path(name).expanduser().is_dir())
+
+
 def _draft(text: str) -> str:
     """``--draft`` as typed -> ``DecodingOptions.draft``: ngram, branch and early-exit:L as they
-    are, anything else a draft model (``model:NAME``; ``model:`` may be written)."""
+    are, anything else a draft model (``model:NAME``; ``model:`` may be written), checked
+    before any model loads (a name that is neither bundled, a hub id "org/name" nor a
+    directory is refused). argparse prefixes the messages with "argument --draft:"."""
     text = text.strip()
     if text in ("ngram", "branch") or text.startswith(("early-exit:", "model:")):
         value = text
     elif text.startswith("early-exit"):
-        raise argparse.ArgumentTypeError(f"--draft {text}: write early-exit:L, e.g. early-exit:4")
+        raise argparse.ArgumentTypeError(f"{text!r}: write early-exit:L, e.g. early-exit:4")
     else:
         value = f"model:{text}"
     from core.options import check_draft
 
     try:
-        return check_draft(value)
+        value = check_draft(value)
     except ValueError as exc:
-        raise argparse.ArgumentTypeError(f"--draft: {exc}") from None
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    if value.startswith("model:"):
+        name = value.split(":", 1)[1].strip().rsplit("#", 1)[0]
+        if not _known_model(name):
+            raise argparse.ArgumentTypeError(f"{text!r} is no draft kind and no model known here; give {DRAFT_KINDS}")
+    return value
 
 
 def _draft_tokens(text: str) -> int:
@@ -60,7 +83,7 @@ def _draft_tokens(text: str) -> int:
     if text.strip().lower() == "auto":
         return 0
     if not text.strip().isdigit() or not 1 <= int(text) <= 64:
-        raise argparse.ArgumentTypeError(f"--draft-tokens: give a whole number 1..64 or auto, got {text!r}")
+        raise argparse.ArgumentTypeError(f"give a whole number 1..64 or auto, got {text!r}")
     return int(text)
 
 
@@ -96,7 +119,8 @@ def add_decoding_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--verification", choices=("greedy", "sample"), default=None,
                    help="speculative: greedy (the output is the model's greedy output, token for token) or sample "
                         "(Leviathan et al.'s rule: distributed as sampling from the model; --seed, --temperature "
-                        "and the filters apply)")
+                        "and the filters apply; the off switch of --draft-tokens auto then decides from the "
+                        "acceptance counts, not the clock, so a seed gives the same text on any machine)")
 
     f = p.add_argument_group("sampler chain (sampling strategies only)")
     q = p.add_argument_group("penalties and constraints (every strategy)")
@@ -126,7 +150,43 @@ def add_decoding_arguments(p: argparse.ArgumentParser) -> None:
     for action in p._actions:  # show the default each flag falls back to
         field = _FIELD_OF.get(action.dest, action.dest)
         if action.dest not in _NOT_OPTIONS and hasattr(defaults, field) and action.help is not None:
-            action.help += f" (default {getattr(defaults, field)})"
+            shown = _DEFAULT_SHOWN.get(field, getattr(defaults, field))
+            action.help += f" (default {shown})"
+
+
+_DEFAULT_SHOWN = {"draft_tokens": "auto"}
+"""Defaults shown in the help as typed on the command line, where the field's value differs."""
+
+SPECULATIVE_FLAGS = ("draft", "draft_tokens", "verification")
+"""Flags that apply to speculative decoding only."""
+BEAM_FLAGS = ("beams", "beam_groups", "diversity_penalty", "length_penalty")
+"""Flags that apply to beam / diverse-beam search only."""
+
+
+def misapplied_flag(args: argparse.Namespace) -> str | None:
+    """A one-line usage error when a flag given cannot apply (the CLI exits 2 with it), else
+    None: ``--draft`` / ``--draft-tokens`` / ``--verification`` without ``--strategy
+    speculative`` (the strategy or ``--preset``'s; with ``--compare``, without a speculative
+    lane), or a beam flag with ``--strategy speculative`` (it verifies one sequence)."""
+    strategy = getattr(args, "strategy", None)
+    if strategy is None and getattr(args, "preset", None) is not None:
+        try:
+            strategy = builtin_preset(args.preset).apply().strategy
+        except KeyError:
+            return None  # options_from_args says which presets exist
+    strategy = (strategy or DecodingOptions().strategy).replace("-", "_")
+    compare = getattr(args, "compare", None) or []
+    speculative_lane = any(spec.strip().startswith("speculative") for spec in compare)
+    given = [f"--{d.replace('_', '-')}" for d in SPECULATIVE_FLAGS if getattr(args, d, None) is not None]
+    if given and strategy != "speculative" and not speculative_lane:
+        return (f"{' / '.join(given)} applies to --strategy speculative only (the draft the model verifies), "
+                f"not to --strategy {strategy.replace('_', '-')}; add --strategy speculative"
+                + (" or a speculative lane to --compare" if compare else "") + f", or drop {given[0]}")
+    beams = [f"--{d.replace('_', '-')}" for d in BEAM_FLAGS if getattr(args, d, None) is not None]
+    if beams and strategy == "speculative":
+        return (f"{' / '.join(beams)} applies to --strategy beam / diverse-beam only; --strategy speculative "
+                f"verifies one sequence (--verification greedy or sample): drop {beams[0]}")
+    return None
 
 
 def _dest(flag: str) -> str:
