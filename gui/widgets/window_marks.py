@@ -26,19 +26,27 @@ class WindowMarks:
 
     def __init__(self, plots) -> None:
         self.plots = list(plots)
-        self._items: list[tuple[object, object]] = []  # (plot, item)
+        self._by_window: dict[int, list[tuple[object, object]]] = {}  # window -> its (plot, item)s
         self._windows: dict[int, list[AttemptEvent]] = {}
         self._marks: dict[int, tuple[str, str, float, float]] = {}  # window -> kind, label, start, end
 
+    @property
+    def _items(self) -> list[tuple[object, object]]:
+        """Every (plot, item) drawn, all windows (for tests; O(marks))."""
+        return [pair for pairs in self._by_window.values() for pair in pairs]
+
     def clear(self) -> None:
-        for plot, item in self._items:
-            plot.removeItem(item)
-        self._items = []
+        for pairs in self._by_window.values():
+            for plot, item in pairs:
+                plot.removeItem(item)
+        self._by_window = {}
         self._windows = {}
         self._marks = {}
 
     def add(self, ev: AttemptEvent) -> None:
-        """Take one attempt; redraw its window's mark when the window is marked."""
+        """Take one attempt; redraw its window's mark when the window is marked. Only that
+        window's items are removed and added again (2 per plot): O(1) in the number of marks
+        (issue 19 §3: redrawing every mark on each add was quadratic over an hour's fallbacks)."""
         tries = self._windows.setdefault(ev.segment, [])
         tries.append(ev)
         failed = [a for a in tries if attempt_kind(a) != "accepted"]
@@ -49,32 +57,37 @@ class WindowMarks:
         else:
             kind = "repetition" if any(attempt_kind(a) == "repetition" for a in failed) else "fallback"
             label = f"{'repetition' if kind == 'repetition' else 'fell back'} → T={ev.temperature:g}"
-        self._marks[ev.segment] = (kind, label, ev.start, ev.end)
-        self._redraw()
+        mark = (kind, label, ev.start, ev.end)
+        if self._marks.get(ev.segment) == mark:
+            return
+        self._marks[ev.segment] = mark
+        self._draw(ev.segment)
 
     def marks(self) -> dict[int, tuple[str, str, float, float]]:
         """window -> (kind, label, start s, end s) of every marked window."""
         return dict(self._marks)
 
-    def _redraw(self) -> None:
-        for plot, item in self._items:
+    def _draw(self, window: int) -> None:
+        """Replace ``window``'s span and label on each plot (the other marks stay as they are)."""
+        for plot, item in self._by_window.pop(window, []):
             plot.removeItem(item)
-        self._items = []
-        for kind, label, start, end in self._marks.values():
-            fill, ink = MARK_COLORS[kind]
-            for plot in self.plots:
-                color = QColor(fill)
-                color.setAlpha(55)
-                region = pg.LinearRegionItem((start, end), movable=False, brush=color,
-                                             pen=pg.mkPen(fill, width=1))
-                region.setZValue(-5)
-                region.setToolTip(label)
-                for line in region.lines:
-                    line.setToolTip(label)
-                plot.addItem(region, ignoreBounds=True)
-                text = pg.TextItem(label, color=ink, anchor=(0, 0))
-                vb = plot.getViewBox() if hasattr(plot, "getViewBox") else plot.plotItem.getViewBox()
-                y_top = vb.viewRange()[1][1]
-                text.setPos(start, y_top)
-                plot.addItem(text, ignoreBounds=True)
-                self._items += [(plot, region), (plot, text)]
+        kind, label, start, end = self._marks[window]
+        fill, ink = MARK_COLORS[kind]
+        pairs: list[tuple[object, object]] = []
+        for plot in self.plots:
+            color = QColor(fill)
+            color.setAlpha(55)
+            region = pg.LinearRegionItem((start, end), movable=False, brush=color,
+                                         pen=pg.mkPen(fill, width=1))
+            region.setZValue(-5)
+            region.setToolTip(label)
+            for line in region.lines:
+                line.setToolTip(label)
+            plot.addItem(region, ignoreBounds=True)
+            text = pg.TextItem(label, color=ink, anchor=(0, 0))
+            vb = plot.getViewBox() if hasattr(plot, "getViewBox") else plot.plotItem.getViewBox()
+            y_top = vb.viewRange()[1][1]
+            text.setPos(start, y_top)
+            plot.addItem(text, ignoreBounds=True)
+            pairs += [(plot, region), (plot, text)]
+        self._by_window[window] = pairs
