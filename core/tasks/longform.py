@@ -251,6 +251,20 @@ def fallback_options(options: DecodingOptions, temperature: float, window: int, 
                    draft="branch" if draft is not None else options.draft), draft
 
 
+def _companions(model, options: DecodingOptions, prompt, mel, key, seek: int, n_frames: int, language: str,
+                task: str) -> dict:
+    """``Engine.run``'s ``draft=`` / ``amateur=`` for one attempt at one window when ``options``
+    name a second model (a model draft, a contrastive-decoding amateur): ``SpeechModel.companions``
+    with that model's encoder output of the same window (cached); {} otherwise (no second model
+    is loaded then). A fresh companion per attempt: each attempt decodes the window anew."""
+    from core.tasks.base import companion_names
+
+    if not any(companion_names(options)):
+        return {}
+    return model.companions(options, prompt, lambda other: encode_window(other, mel, key, seek, n_frames)[0],
+                            language=language, task=task, timestamps=True)
+
+
 def transcribe(
     model,
     audio: np.ndarray,
@@ -347,13 +361,16 @@ def transcribe(
         attempt, step_offset, failed = None, totals.step, None
         for k, temperature in enumerate(longform.temperatures):
             run_options, draft = fallback_options(options, temperature, window, k, prompt, failed)
+            second = _companions(model, run_options, prompt, mel, key, seek, n_frames, lang, task)
+            if draft is not None:
+                second["draft"] = draft  # the failed attempt's tokens draft (speculative fallback)
             steps: list[StepEvent] = []
             finished = None
             run_start = time.perf_counter() - begun
             for ev in model.engine.run(encoded, prompt, run_options, cancel=cancel, step_offset=step_offset,
                                        segment=window, source_offset=seek // INPUT_STRIDE,
                                        forced_ids=prefix_ids if window == 0 else (),
-                                       reuse_cache=not (window == 0 and prefix_ids), draft=draft):
+                                       reuse_cache=not (window == 0 and prefix_ids), **second):
                 if isinstance(ev, Finished):
                     finished = ev
                     continue
