@@ -154,7 +154,7 @@ def add_decoding_arguments(p: argparse.ArgumentParser) -> None:
             action.help += f" (default {shown})"
 
 
-_DEFAULT_SHOWN = {"draft_tokens": "auto"}
+_DEFAULT_SHOWN = {"draft_tokens": "auto", "contrastive_amateur": "off"}
 """Defaults shown in the help as typed on the command line, where the field's value differs."""
 
 SPECULATIVE_FLAGS = ("draft", "draft_tokens", "verification")
@@ -186,7 +186,23 @@ def misapplied_flag(args: argparse.Namespace) -> str | None:
     if beams and strategy == "speculative":
         return (f"{' / '.join(beams)} applies to --strategy beam / diverse-beam only; --strategy speculative "
                 f"verifies one sequence (--verification greedy or sample): drop {beams[0]}")
-    return None
+    return _misapplied_amateur(args, strategy, compare)
+
+
+def _misapplied_amateur(args: argparse.Namespace, strategy: str, compare: list) -> str | None:
+    """``--contrastive-amateur`` with a strategy contrastive decoding does not shape (beam, diverse
+    beam, contrastive search, speculative; ``core.processors.stages.CONTRASTIVE_STRATEGIES``), where
+    it would change nothing: the usage line, else None. With ``--compare`` each lane is checked as
+    its options validate."""
+    from core.processors.stages import CONTRASTIVE_STRATEGIES
+
+    amateur = (getattr(args, "contrastive_amateur", None) or "").strip()
+    if not amateur or compare or strategy in CONTRASTIVE_STRATEGIES:
+        return None
+    return (f"--contrastive-amateur {amateur} applies to --strategy {', '.join(CONTRASTIVE_STRATEGIES[:-1])} or "
+            f"{CONTRASTIVE_STRATEGIES[-1]} (one path decoded token by token), not to --strategy "
+            f"{strategy.replace('_', '-')}, where it would change nothing; choose one of those or drop "
+            "--contrastive-amateur")
 
 
 def _dest(flag: str) -> str:
@@ -215,6 +231,28 @@ _FIELD_OF = {
 _NOT_OPTIONS = {"preset", "sampler_order", "strategy", "json", "attention", "logit_lens",
                 *(dest for dest, fld in _STAGE_FLAGS.items() if fld.from_flag is not None)}
 """Flags that set no field directly (converted, or not options at all)."""
+
+
+def _check_amateur_model(args: argparse.Namespace, options: DecodingOptions) -> None:
+    """``translate --contrastive-amateur NAME``: NAME must be able to name a translation model (a
+    bundled direction, a hub id "org/name" or "t5-*", a directory), checked before the expert loads.
+
+    Raises:
+        ValueError: naming the flag, the value and what to give instead.
+    """
+    from core.processors.amateur import parse_amateur
+
+    amateur = parse_amateur(options.contrastive_amateur)
+    if getattr(args, "command", None) != "translate" or amateur is None or amateur.kind != "model":
+        return
+    from core.backends.hub import looks_like_path
+    from core.catalog import TRANSLATION_BUNDLED
+
+    name = amateur.model
+    if name in TRANSLATION_BUNDLED or "/" in name or name.startswith("t5-") or looks_like_path(name):
+        return  # loaded beside the expert (a hub id that cannot be read, or a bad directory, says so then)
+    raise ValueError(f"--contrastive-amateur: {name!r} is not a translation model; give layer:L, layer:auto or one "
+                     f"of: {', '.join(TRANSLATION_BUNDLED)} (or a Hugging Face id, or a model directory)")
 
 
 def options_from_args(args: argparse.Namespace) -> DecodingOptions:
@@ -250,6 +288,7 @@ def options_from_args(args: argparse.Namespace) -> DecodingOptions:
     changes["capture_attention"] = bool(args.attention)
     changes["capture_lens"] = bool(getattr(args, "logit_lens", False))
     options = replace(base, **changes).validate()
+    _check_amateur_model(args, options)
     left_out = [s for s in options.disabled_stages if options.stage_is_set(s)]
     if left_out:
         raise ValueError(
