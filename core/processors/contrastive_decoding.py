@@ -141,7 +141,8 @@ class ContrastStep:
 
     Attributes:
         amateur: float32 (batch, vocab): the amateur's logits it contrasted with (the
-            premature layer's lens logits for DoLa; the amateur model's mapped logits).
+            premature layer's lens logits for DoLa; the amateur model's mapped logits, ``-inf``
+            at target ids it has no single token for: those were left uncontrasted).
         layer: per row, the premature layer used (number of decoder layers, as ``layer:L``),
             or None for a model amateur.
         divergence: per row, DoLa's divergence of that layer from the final one (``jsd_dola``)
