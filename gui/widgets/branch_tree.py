@@ -13,6 +13,8 @@ changes the state only through :meth:`RunState.set_current`.
 
 from __future__ import annotations
 
+from bisect import bisect_left
+
 from PySide6.QtCore import QSize, Qt, QTimer, Signal
 from PySide6.QtGui import QBrush, QColor, QFont
 from PySide6.QtWidgets import (
@@ -24,7 +26,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from ..run_state import RunState, plain_text
+from ..run_state import RunState, plain_text, token_logprob
 from .fork_diff import fmt_logprob
 from .layouts import vbox
 
@@ -32,8 +34,85 @@ COLUMNS = ("branch", "log p", "tokens", "text")
 #: characters of a branch's text in its tooltip (its end, after "…"): the whole transcript of a
 #: long run, set as 4 tooltips on every refresh, grew with the run
 TIP_CHARS = 600
+#: characters of a branch's text in its text column (its start, then "…"): the column shows the
+#: start and elides the rest, so a longer string is only work (issue 19 §3)
+TEXT_CHARS = 1000
 #: tokens before the fork step a fork's text column starts with
 CONTEXT_TOKENS = 3
+
+
+class _Sums:
+    """What a branch's row needs of its steps, kept as they come so a refresh reads only the
+    steps added since the last one (issue 19 §3): per step in step order its number, the
+    running Σ ln p and its text. ``ok`` False: rebuild from the run's steps at the next fill."""
+
+    __slots__ = ("steps", "cum", "texts", "ok")
+
+    def __init__(self) -> None:
+        self.steps: list[int] = []
+        self.cum: list[float] = []
+        self.texts: list[str] = []
+        self.ok = False
+
+    def append(self, ev) -> None:
+        self.steps.append(ev.step)
+        self.cum.append((self.cum[-1] if self.cum else 0) + token_logprob(ev))
+        self.texts.append(ev.text)
+
+    def rebuild(self, events) -> None:
+        self.steps, self.cum, self.texts = [], [], []
+        for ev in events:
+            self.append(ev)
+        self.ok = True
+
+    def truncate(self, first_step: int) -> None:
+        """Forget the steps from ``first_step`` on (they were taken back)."""
+        k = bisect_left(self.steps, first_step)
+        del self.steps[k:], self.cum[k:], self.texts[k:]
+
+    def logprob(self) -> float:
+        return self.cum[-1] if self.cum else 0
+
+    def head(self, start: int, cap: int) -> tuple[str, bool]:
+        """plain_text of the texts from index ``start`` on, at most ``cap`` characters (its
+        start), and whether it was cut. Reads about ``cap`` characters of texts, not all."""
+        parts, n, i = [], 0, start
+        texts = self.texts
+        while i < len(texts) and n <= cap + 64:
+            parts.append(texts[i])
+            n += len(texts[i])
+            i += 1
+        if i >= len(texts):
+            text = plain_text(parts)
+            return (text, False) if len(text) <= cap else (text[:cap], True)
+        text = "".join(parts).replace("▁", " ").lstrip()
+        if len(text) > cap:
+            return text[:cap], True
+        text = plain_text(texts[start:])  # mostly whitespace: rare, read it all
+        return (text, False) if len(text) <= cap else (text[:cap], True)
+
+    def tail(self, cap: int) -> str:
+        """The whole plain text if it has at most ``cap`` characters, else "…" and its last
+        ``cap``; reads about ``cap`` characters of texts, not all."""
+        texts = self.texts
+        want, k = cap + 64, len(texts)
+        while True:
+            parts, n, i = [], 0, len(texts)
+            while i > 0 and n <= want:
+                i -= 1
+                parts.append(texts[i])
+                n += len(texts[i])
+            if i == 0:
+                text = plain_text(reversed(parts))
+                return text if len(text) <= cap else "…" + text[-cap:]
+            text = "".join(reversed(parts)).replace("▁", " ").strip()
+            if len(text) > cap:
+                return "…" + text[-cap:]
+            want *= 4  # mostly whitespace at the end: read more
+            if want > 64 * k + cap:
+                want = 1 << 62
+
+
 HINT = ("Branches: the original run, and every fork under the branch it came from. Select one to show it; "
         "fork by clicking an alternative in the top-k chart.")
 
@@ -52,6 +131,7 @@ class BranchTree(QWidget):
         self.run = run
         self._items: dict[int, QTreeWidgetItem] = {}
         self._dirty: set[int] = set()
+        self._sums: dict[int, _Sums] = {}  # branch -> its steps' sums, kept as steps come
         self._syncing = False
         self.hint = QLabel(HINT)
         self.hint.setWordWrap(True)
@@ -80,6 +160,8 @@ class BranchTree(QWidget):
         run.branchAdded.connect(self._add)
         run.branchChanged.connect(self._changed)
         run.currentBranchChanged.connect(self._show_current)
+        run.stepAdded.connect(self._step_added)
+        run.stepsRetracted.connect(self._retracted)
         self._rebuild()
 
     def sizeHint(self) -> QSize:
@@ -128,6 +210,7 @@ class BranchTree(QWidget):
         self.tree.clear()
         self._items.clear()
         self._dirty.clear()
+        self._sums.clear()
         for b in self.run.branches():
             self._add(b.id)
         self._syncing = False
@@ -147,6 +230,50 @@ class BranchTree(QWidget):
             parent.setExpanded(True)
         self._items[branch] = item
         self._fill(branch)
+
+    def _step_added(self, ev) -> None:
+        """Keep the growing branch's sums: O(1) per step when it comes after the last one;
+        a step that replaces one or comes out of order makes the branch (and its forks) rebuild."""
+        branch = self.run.growing_branch()
+        sums = self._sums.get(branch)
+        if sums is None or not sums.ok:
+            return
+        if sums.steps and ev.step <= sums.steps[-1]:
+            self._invalidate(branch)
+        else:
+            sums.append(ev)
+
+    def _retracted(self, branch: int, first_step: int) -> None:
+        sums = self._sums.get(branch)
+        if sums is not None and sums.ok:
+            sums.truncate(first_step)  # a later step of another segment that stayed: the length check rebuilds
+        for b in self.run.branches():  # forks of it may have read the steps that went
+            if b.id != branch and self._descends(b.id, branch):
+                self._invalidate(b.id)
+
+    def _descends(self, branch: int, ancestor: int) -> bool:
+        b = self.run.branch(branch)
+        while b.parent is not None:
+            if b.parent == ancestor:
+                return True
+            b = self.run.branch(b.parent)
+        return False
+
+    def _invalidate(self, branch: int) -> None:
+        for b in self.run.branches():
+            if b.id == branch or self._descends(b.id, branch):
+                sums = self._sums.get(b.id)
+                if sums is not None:
+                    sums.ok = False
+
+    def _sums_of(self, branch: int) -> _Sums:
+        """``branch``'s sums, rebuilt from the run's steps (O(steps)) only when they were
+        invalidated or do not count as many steps as the branch has (steps appended without a
+        stepAdded, as ``RunState.complete_from_parent`` does)."""
+        sums = self._sums.setdefault(branch, _Sums())
+        if not sums.ok or len(sums.steps) != self.run.branch_len(branch):
+            sums.rebuild(self.run.branch_steps(branch))
+        return sums
 
     def _changed(self, branch: int) -> None:
         self._dirty.add(branch)
@@ -168,11 +295,16 @@ class BranchTree(QWidget):
             label += f" ({getattr(b.options, 'strategy', '')})"
         state = "" if b.finished is not None or not b.own else " …"
         item.setText(0, f"#{b.id} {label}{state}")
-        item.setText(1, fmt_logprob(self.run.logprob(branch)))
         item.setText(2, str(self.run.branch_len(branch)))
-        text = self.run.text(branch)
-        item.setText(3, text if b.is_root else self.shown_text(branch))  # the root's text once, not twice
-        text = text if len(text) <= TIP_CHARS else "…" + text[-TIP_CHARS:]
+        sums = self._sums_of(branch)
+        item.setText(1, fmt_logprob(sums.logprob()))
+        # the text column: the root's text, a fork's from a few tokens before its fork step (as
+        # shown_text), at most TEXT_CHARS of its start; the tooltip: its end
+        start = 0 if b.is_root else max(0, b.fork_step - CONTEXT_TOKENS)
+        lead = "…" if start > 0 else ""
+        shown, cut = sums.head(start, TEXT_CHARS - len(lead))
+        item.setText(3, lead + shown + ("…" if cut else ""))
+        text = sums.tail(TIP_CHARS)
         tip = f"#{b.id} {label}\n{text}" + (f"\n{b.note}" if b.note else "")
         for c in range(len(COLUMNS)):
             item.setToolTip(c, tip)
