@@ -92,7 +92,9 @@ SPEC_HELP = (
 
 def parse_lane_spec(spec: str, base: DecodingOptions | None = None) -> DecodingOptions:
     """The options of the lane ``spec`` describes: ``base`` (default ``DecodingOptions()``)
-    with the spec's strategy and values replaced, validated.
+    with the spec's strategy and values replaced, validated. The base's contrastive-decoding
+    amateur is left out of a lane whose strategy it does not shape (beam, diverse beam,
+    contrastive search, speculative); an ``amateur=`` written in such a lane's spec is refused.
 
     Raises:
         ValueError: one line saying what is wrong with the spec (an unknown strategy or
@@ -118,6 +120,11 @@ def parse_lane_spec(spec: str, base: DecodingOptions | None = None) -> DecodingO
         else:
             name = _field(key.strip(), spec)
         changes[name] = _number(name, value.strip(), spec)
+    if "contrastive_amateur" not in changes and base.contrastive_amateur.strip():
+        from core.processors.stages import CONTRASTIVE_STRATEGIES
+
+        if changes.get("strategy", base.strategy) not in CONTRASTIVE_STRATEGIES:
+            changes["contrastive_amateur"] = ""  # the base's amateur does not shape this lane's strategy (beam...)
     try:
         return replace(base, **changes).validate()
     except ValueError as exc:

@@ -353,6 +353,18 @@ def test_a_beam_lane_with_an_amateur_is_refused():
     assert parse_lane_spec("greedy:amateur=layer:2").contrastive_amateur == "layer:2"
 
 
+def test_a_lane_whose_strategy_takes_no_amateur_leaves_the_base_amateur_out():
+    """--compare greedy beam with --contrastive-amateur (or the window's amateur box): the beam lane runs
+    without it (the amateur is the base's, not the lane's), the greedy lane keeps it."""
+    from core.options import DecodingOptions
+    from core.tasks.lane_spec import parse_lane_spec
+
+    base = DecodingOptions(contrastive_amateur="layer:auto")
+    assert parse_lane_spec("greedy", base).contrastive_amateur == "layer:auto"
+    for spec in ("beam:4", "contrastive:k=4", "speculative:ngram", "diverse-beam:beams=4,groups=2"):
+        assert parse_lane_spec(spec, base).contrastive_amateur == "", spec
+
+
 def test_speculative_decoding_refuses_an_amateur():
     from core.options import STRATEGIES, DecodingOptions
 
