@@ -73,7 +73,7 @@ from core.cli import translate as cli_translate
 from core.cli.lanes import add_compare_arguments, lanes_from_args, run_compare
 from core.cli.longform import add_longform_arguments, check_writer_options, longform_options, run_longform, use_longform
 from core.cli.options import add_decoding_arguments, misapplied_flag, options_from_args
-from core.cli.trace import CLIError, speech_notes, stage_reports, trace, vocab_size_of
+from core.cli.trace import CLIError, say_speculative, speech_notes, stage_reports, trace, vocab_size_of
 from core.cli.words import add_word_arguments, emit_words
 from core.options import DecodingOptions
 
@@ -130,6 +130,9 @@ def cmd_transcribe(args: argparse.Namespace) -> int:
     else:  # as openai/whisper's CLI prints them
         for s in segments:
             print(f"[{s['start']:.2f} --> {s['end']:.2f}] {s['text']}")
+        finished = next((ev for ev in events if isinstance(ev, Finished)), None)
+        if finished is not None:
+            say_speculative(finished.stats.speculative)
     return 0
 
 
@@ -270,6 +273,7 @@ def _emit(task: str, model_name: str, options: DecodingOptions, events: Iterable
     print(finished.text if finished is not None else None)
     if finished is not None:
         stage_reports(options, finished.token_ids, vocab_size)  # notes on stderr (the watermark's z-score)
+        say_speculative(finished.stats.speculative)  # speculative decoding: α, tokens per target call
     return 0
 
 

@@ -14,9 +14,13 @@ against the reference (WER for speech, CER for OCR, chrF for translation:
     {"task", "model", "options",                       # the base options
      "reference"?, "metric"?,                          # with --reference: the text, "wer" | "cer" | "chrf"
      "lanes": [{"spec", "options", "text", "logprob", "raw_logprob", "time_s", "tokens",
-                "token_ids", "reason", "metric": {"name", "value"} | null}],
+                "token_ids", "reason", "metric": {"name", "value"} | null,
+                "speculative"?: {...}}],                # speculative lanes: see speculative_block
      "agreement": {"mean", "pairs": [{"a", "b", "value"}]},   # lanes numbered from 1
      "timing": {"load_s", "encode_s", "decode_s", "tokens_per_s", "rtf"}}
+
+A speculative lane's text line adds its α (accepted / judged), tokens per target call and
+its speed-up over the plain lane of the same options (``speculative_block``).
 
 A bad spec, a wrong number of lanes or an empty reference is one line on stderr, exit 1.
 """
@@ -114,6 +118,9 @@ def compare_dict(task: str, model_name: str, base: DecodingOptions, specs: list[
          "token_ids": list(r.token_ids), "reason": r.reason, "metric": s.to_dict() if s is not None else None}
         for spec, r, s in zip(specs, done.lanes, scores)
     ]
+    for k, r in enumerate(done.lanes):
+        if getattr(r, "speculative", None) is not None:
+            out["lanes"][k]["speculative"] = speculative_block(r, done.lanes, specs)
     out["agreement"] = {
         "mean": round(done.mean_agreement, 6),
         "pairs": [{"a": a + 1, "b": b + 1, "value": round(float(done.agreement[a, b]), 6)}
@@ -121,6 +128,37 @@ def compare_dict(task: str, model_name: str, base: DecodingOptions, specs: list[
     }
     out["timing"] = done.stats.to_dict()
     out["cancelled"] = done.cancelled
+    return out
+
+
+_SPECULATIVE_FIELDS = ("strategy", "draft", "draft_tokens", "verification")
+
+
+def plain_lane(lane, lanes) -> int | None:
+    """The index of the lane that decodes plainly what speculative ``lane`` verifies: its
+    strategy is ``lane``'s verification and every other option is the same (the draft
+    fields aside); None when there is none."""
+    want = {k: v for k, v in lane.options.to_dict().items() if k not in _SPECULATIVE_FIELDS}
+    for k, other in enumerate(lanes):
+        if other is lane or other.options.strategy != lane.options.verification or not other.n_tokens:
+            continue
+        if {key: v for key, v in other.options.to_dict().items() if key not in _SPECULATIVE_FIELDS} == want:
+            return k
+    return None
+
+
+def speculative_block(lane, lanes, specs: list[str]) -> dict:
+    """A speculative lane's ``"speculative"`` block: ``SpeculationSummary.to_dict()`` (its
+    round count as ``"target_calls"``, as the single-run trace), with ``"speedup_measured"``
+    = the plain lane's ms per token / this lane's (``plain_lane``; null without one) and
+    ``"compared_with"``, that lane's spec."""
+    out = lane.speculative.to_dict()
+    out["target_calls"] = out.pop("rounds", 0)
+    k = plain_lane(lane, lanes)
+    out["compared_with"] = specs[k] if k is not None else None
+    if k is not None and lane.n_tokens and lane.time_s > 0:
+        plain = lanes[k]
+        out["speedup_measured"] = round((plain.time_s / plain.n_tokens) / (lane.time_s / lane.n_tokens), 4)
     return out
 
 
@@ -134,8 +172,17 @@ def format_compare(out: dict) -> str:
         metric = f"  {Score(m['name'], m['value']).text()}" if m else ""
         lp = lane["logprob"]
         lp_text = "-inf" if lp is None else f"{lp:.2f}"
+        spec = lane.get("speculative")
+        speculation = ""
+        if spec is not None:
+            speculation = (f"  α {spec['judged_acceptance_rate']:.2f} · {spec['tokens_per_target_call']:.1f} tokens "
+                           "per target call")
+            if spec.get("speedup_measured") is not None:
+                speculation += f" · {spec['speedup_measured']:.2f}× {spec['compared_with']}"
+            if spec.get("switched_off"):
+                speculation += " · switched off"
         lines.append(f"lane {i}  {lane['spec']:<{width}}  log p {lp_text:>8}  {lane['time_s']:6.2f} s  "
-                     f"{lane['tokens']:4d} tokens{metric}")
+                     f"{lane['tokens']:4d} tokens{metric}{speculation}")
         lines.append(f"  {lane['text']}")
     pairs = " · ".join(f"{p['a']}–{p['b']} {p['value']:.2f}" for p in out["agreement"]["pairs"])
     lines.append(f"agreement (tokens, difflib ratio): mean {out['agreement']['mean']:.2f} · {pairs}")

@@ -167,7 +167,7 @@ def _timestamp(seconds: float) -> str:
 
 def run_longform(model, audio, options, prefix: list[int], args: argparse.Namespace) -> int:
     """Decode long-form and print / write the result; 0 on success (130 when cancelled)."""
-    from core.cli.trace import trace, vocab_size_of
+    from core.cli.trace import say_speculative, trace, vocab_size_of
     from core.tasks.writers import write_result
     from core.tasks.longform import result_dict, transcript_events
 
@@ -239,6 +239,8 @@ def run_longform(model, audio, options, prefix: list[int], args: argparse.Namesp
     elif not args.output_format:
         for s in result["segments"]:
             print(f"[{_timestamp(s['start'])} --> {_timestamp(s['end'])}]{s['text']}")
+    if not args.json:
+        say_speculative(finished.stats.speculative)  # speculative decoding: α, tokens per target call
     return 130 if finished.cancelled else 0
 
 

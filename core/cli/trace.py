@@ -127,6 +127,29 @@ def speculative_json(finished: Finished, rounds: list[dict]) -> dict:
     return out
 
 
+def speculative_line(summary) -> str | None:
+    """The one stderr line text mode prints after a speculative run (None without one)::
+
+        speculative: α 0.61 (accepted/judged), 1.4 tokens per target call, draft ngram[, switched off: REASON]
+
+    α is ``SpeculationSummary.judged_acceptance_rate``: of the drafted tokens the target
+    judged (the accepted ones and each round's first rejection), the share it kept."""
+    if summary is None:
+        return None
+    line = (f"speculative: α {summary.judged_acceptance_rate:.2f} (accepted/judged), "
+            f"{summary.tokens_per_target_call:.1f} tokens per target call, draft {summary.draft}")
+    if summary.switched_off:
+        line += f", switched off: {summary.switched_off}"
+    return line
+
+
+def say_speculative(summary, err=None) -> None:
+    """Print ``speculative_line(summary)`` on ``err`` (stderr), when there is one."""
+    line = speculative_line(summary)
+    if line is not None:
+        print(line, file=err or sys.stderr, flush=True)
+
+
 def speech_notes(model, events, audio=None):
     """Pass a fixed-window run's events through, printing on stderr what the user should know:
     each window's warning as it starts (skipped as silence, or a high no-speech probability),

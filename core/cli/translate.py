@@ -13,7 +13,7 @@ import sys
 from typing import Iterable, Iterator, TextIO
 
 from core.events import Event, SegmentEvent
-from core.cli.trace import stage_reports, vocab_size_of
+from core.cli.trace import say_speculative, stage_reports, vocab_size_of
 from core.options import DecodingOptions
 
 
@@ -51,9 +51,13 @@ def stream_translation(model, text: str, options: DecodingOptions, prefix: list[
     separators of the input kept; the same text :meth:`TranslationModel.decode` gives, then
     a newline. Returns the exit status (0)."""
     out, err = out or sys.stdout, err or sys.stderr
-    pending, wrote, ids = "", False, []
+    pending, wrote, ids, speculative = "", False, [], None
     for res in model.sentences(text, options, shortlist=shortlist, prefix_ids=prefix):
         ids += res.finished.token_ids
+        if res.finished.stats.speculative is not None:
+            from core.speculative.summary import merge_summary
+
+            speculative = merge_summary(speculative, res.finished.stats.speculative)
         if progress:
             print(f"sentence {res.index + 1}/{res.total}", file=err, flush=True)
         if res.text:
@@ -65,4 +69,5 @@ def stream_translation(model, text: str, options: DecodingOptions, prefix: list[
     out.write("\n")
     out.flush()
     stage_reports(options, ids, vocab_size_of(model), err)  # the watermark's z-score, on stderr
+    say_speculative(speculative, err)  # speculative decoding: α, tokens per target call
     return 0

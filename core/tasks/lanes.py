@@ -68,6 +68,8 @@ class LaneResult:
         n_tokens: tokens it emitted (StepEvents).
         cancelled: the run was cancelled.
         reason: why it ended ("eos" | "max_tokens" | "cancelled").
+        speculative: a speculative lane's ``SpeculationSummary`` (its Finished's
+            ``stats.speculative``, all segments), None for other lanes.
     """
 
     lane: int
@@ -80,6 +82,7 @@ class LaneResult:
     n_tokens: int = 0
     cancelled: bool = False
     reason: str = "eos"
+    speculative: Any = None
 
 
 @dataclass(frozen=True)
@@ -130,6 +133,7 @@ class LaneTally:
             r.text, r.token_ids = e.text, list(e.token_ids)
             r.cancelled, r.reason = e.cancelled, e.reason
             r.time_s = e.stats.decode_s
+            r.speculative = getattr(e.stats, "speculative", None)
 
     def finished(self, stats: RunStats) -> LanesFinished:
         """The :class:`LanesFinished` of what was counted."""

@@ -121,3 +121,31 @@ def test_translate_branch_decodes_plainly_first(capsys):
     assert "decoding once plainly first" in captured.err
     assert [t["id"] for t in out["tokens"]] == [t["id"] for t in greedy["tokens"]]
     assert out["speculative"]["acceptance_rate"] == 1.0 and out["speculative"]["draft_tokens"] > 0
+
+
+def test_text_mode_says_alpha_on_stderr(cli):
+    out, err = cli("transcribe", CLIP, "--model", "tiny.en", "--strategy", "speculative", "--draft", "ngram",
+                   "--draft-tokens", "2")
+    assert out.strip()
+    line = [x for x in err.splitlines() if x.startswith("speculative:")]
+    assert len(line) == 1, err
+    assert re.match(r"speculative: α \d\.\d\d \(accepted/judged\), \d+\.\d tokens per target call, draft ngram",
+                    line[0]), line[0]
+    # greedy runs print no such line
+    _, err = cli("transcribe", CLIP, "--model", "tiny.en")
+    assert "speculative:" not in err
+
+
+def test_compare_lanes_carry_the_speculative_block(cli):
+    out = cli("transcribe", CLIP, "--model", "tiny.en", "--compare", "greedy", "speculative:ngram", "--json")
+    plain, spec = out["lanes"]
+    assert plain.get("speculative") is None
+    block = spec["speculative"]
+    assert block["draft"] == "ngram"
+    for key in ("acceptance_rate", "judged_acceptance_rate", "tokens_per_target_call", "speedup_measured",
+                "speedup_predicted", "switched_off"):
+        assert key in block
+    assert block["speedup_measured"] is not None and block["speedup_measured"] > 0
+    text, _ = cli("transcribe", CLIP, "--model", "tiny.en", "--compare", "greedy", "speculative:ngram")
+    lane2 = [x for x in text.splitlines() if x.startswith("lane 2")][0]
+    assert re.search(r"α \d\.\d\d", lane2) and re.search(r"\d\.\d\d× greedy", lane2), lane2
