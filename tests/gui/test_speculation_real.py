@@ -38,7 +38,8 @@ def _expected_marks(rounds: list[SpeculationRound]) -> dict[int, str]:
     return marks
 
 
-@pytest.mark.parametrize("draft", ["ngram", "early-exit:3"])
+# not ngram: it looks up n >= 2 in the own ids, and nothing repeats on the clip, so it drafts nothing there
+@pytest.mark.parametrize("draft", ["early-exit:2", "early-exit:3"])
 def test_marks_in_the_stream_match_the_rounds_of_the_trace(qtbot, whisper_tiny_en, draft):
     audio = open_audio(first_sample()).audio
     tab = SpeechTab()
