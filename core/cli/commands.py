@@ -106,8 +106,8 @@ def cmd_transcribe(args: argparse.Namespace) -> int:
     prefix = _prefix_ids(model, args.prefix)
     if longform:
         return run_longform(model, audio, options, prefix, args)
-    if not lanes:
-        _decode_plainly_first(options, lambda o: model.decode(
+    for run_options in lanes or [options]:
+        _decode_plainly_first(run_options, lambda o: model.decode(
             audio, o, language=args.language, task=args.task, prefix_ids=prefix, timestamps=args.timestamps,
             candidate_languages=args.language_candidates))
     if args.word_timestamps:
@@ -163,8 +163,9 @@ def cmd_translate(args: argparse.Namespace) -> int:
                                   source_language=args.source_language)
     prefix = _prefix_ids(model, args.prefix)
     cli_translate.warn_notes(model, text)  # unreadable scripts, cut sentences: on stderr
-    if not lanes:
-        _decode_plainly_first(options, lambda o: model.decode(text, o, shortlist=args.shortlist, prefix_ids=prefix))
+    for run_options in lanes or [options]:
+        _decode_plainly_first(run_options, lambda o: model.decode(text, o, shortlist=args.shortlist,
+                                                                  prefix_ids=prefix))
     if lanes:
         name = model.name + (" (shortlist)" if args.shortlist else "")
         return run_compare("translate", name, options, lanes, args, lambda ls: model.decode_lanes(
@@ -206,8 +207,9 @@ def cmd_ocr(args: argparse.Namespace) -> int:
     model = OCRModel.load(args.model, progress=say)
     prefix = _prefix_ids(model, args.prefix)
     lines = cli_ocr.detect_lines(model, image, region, say)
-    if not lanes:
-        _decode_plainly_first(options, lambda o: model.decode(image, o, lines=lines, region=region, prefix_ids=prefix))
+    for run_options in lanes or [options]:
+        _decode_plainly_first(run_options, lambda o: model.decode(image, o, lines=lines, region=region,
+                                                                  prefix_ids=prefix))
     if lanes:
         return run_compare("ocr", model.name, options, lanes, args, lambda ls: model.decode_lanes(
             image, ls, lines=lines, region=region, prefix_ids=prefix))
@@ -234,8 +236,8 @@ def _drafts_from_a_branch(options: DecodingOptions) -> bool:
 
 
 def _decode_plainly_first(options: DecodingOptions, decode) -> None:
-    """``--draft branch`` drafts from an earlier run on the same input, and a single CLI run
-    has none: decode once plainly first (``--strategy`` = the verification, every other option
+    """``--draft branch`` (or a ``speculative:branch`` lane) drafts from an earlier run on the
+    same input, and a single CLI run has none: decode once plainly first (``--strategy`` = the verification, every other option
     the same; ``decode(options)`` gives its events, consumed here), saying so on stderr. Its
     tokens then draft the speculative run (the task keeps the encoder output and the run).
     Nothing for other strategies and drafts."""

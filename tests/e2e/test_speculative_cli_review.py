@@ -149,3 +149,16 @@ def test_compare_lanes_carry_the_speculative_block(cli):
     text, _ = cli("transcribe", CLIP, "--model", "tiny.en", "--compare", "greedy", "speculative:ngram")
     lane2 = [x for x in text.splitlines() if x.startswith("lane 2")][0]
     assert re.search(r"α \d\.\d\d", lane2) and re.search(r"\d\.\d\d× greedy", lane2), lane2
+
+
+def test_a_branch_lane_drafts_from_a_plain_decode_first(cli, tmp_path):
+    import numpy as np
+    import soundfile as sf
+
+    audio, rate = sf.read(CLIP, dtype="float32")
+    fresh = tmp_path / "fresh_lanes.wav"  # an input never decoded in this process
+    sf.write(fresh, (audio * 0.3).astype(np.float32), rate)
+    out = cli("transcribe", str(fresh), "--model", "tiny.en", "--compare", "greedy", "speculative:branch", "--json")
+    plain, spec = out["lanes"]
+    assert spec["token_ids"] == plain["token_ids"]
+    assert spec["speculative"]["draft"] == "branch" and spec["speculative"]["acceptance_rate"] == 1.0
