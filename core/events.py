@@ -611,7 +611,9 @@ class SpeculationSummary:
         judged_acceptance_rate: α̂ = accepted / judged (0 when nothing was judged): the
             estimate of Leviathan et al.'s α (the chance that the target keeps a drafted token),
             which the predicted speed-up uses.
-        tokens_per_target_call: tokens / rounds.
+        tokens_per_target_call: tokens / rounds. Can be below 1: the call that emits EOS
+            (or accepts a drafted EOS) counts as a round but EOS is no reported token, so a
+            run that never keeps a draft gives n / (n + 1).
         c: the measured cost of one draft step relative to one target step (draft ms
             per drafted token / target ms per plain step); None when not measured.
         speedup_predicted: Leviathan et al. 2023 Theorem 3.8 from α, the mean γ and c,
