@@ -1,11 +1,11 @@
 """Speculative decoding benchmark (issue 21): per pair and draft kind, in one run,
 
-- α (accepted / drafted) and tokens per target call,
+- α (accepted / drafted), α̂ (accepted / judged: what Theorem 3.8 takes) and tokens per target call,
 - c, measured: the draft's ms per drafted token over plain greedy's ms per token,
 - ms/token of the speculative run against plain greedy on the same input in the same run
   (runs alternate; the best of ``--repeats`` runs, the least disturbed by other processes on
   a shared machine; ``--median`` for medians), and their ratio (the measured speed-up),
-- the predicted speed-up: Leviathan et al. 2023 Theorem 3.8 from the measured α, the mean γ
+- the predicted speed-up: Leviathan et al. 2023 Theorem 3.8 from the measured α̂, the mean γ
   and c, with the verify call's measured cost (``core.speculative.rule.predicted_speedup``
   with ``verify_ms`` = plain ms/token x the measured cost of a (γ + 1)-token decoder call over a
   1-token call: the curve printed first) for the drafted rounds, mixed with the run's plain
@@ -90,6 +90,7 @@ def run_once(decode, options) -> dict:
     return {
         "ms": wall, "ids": list(fin.token_ids), "tokens": len(steps),
         "drafted": sum(len(r.drafted) for r in rounds), "accepted": sum(r.n_accepted for r in rounds),
+        "judged": sum(sum(1 for d in r.drafted if d.judged) for r in rounds),
         "rounds": len(rounds), "calls": len(rounds) + plain_steps,
         "draft_ms": sum(r.draft_ms for r in rounds), "gammas": [r.gamma for r in rounds],
         "plain_steps": plain_steps,
@@ -117,18 +118,21 @@ def bench_input(label: str, decode, drafts, curve, repeats: int, base: DecodingO
         r0 = runs[0]
         ms_tok = STAT[0]([r["ms"] / max(1, r["tokens"]) for r in runs])
         alpha = r0["accepted"] / r0["drafted"] if r0["drafted"] else 0.0
+        # Theorem 3.8 takes the acceptance of the tokens the target judged (those after the first
+        # rejection of a round were never looked at): alpha-hat = accepted / judged
+        alpha_hat = r0["accepted"] / r0["judged"] if r0["judged"] else 0.0
         c = (STAT[0]([r["draft_ms"] / r["drafted"] for r in runs]) / t1) if r0["drafted"] else None
         gamma = statistics.mean(r0["gammas"]) if r0["gammas"] else 0.0
         pred = None
         if c is not None and gamma:
-            drafted_rounds = predicted_speedup(alpha, gamma, c * t1, t1 * curve_ratio(curve, gamma + 1), t1)
+            drafted_rounds = predicted_speedup(alpha_hat, gamma, c * t1, t1 * curve_ratio(curve, gamma + 1), t1)
             # the run mixes drafted rounds and plain steps (rounds with no draft, probes, after the
             # off switch): their times add, the plain ones at 1x
             n, n_plain = r0["tokens"], r0["plain_steps"]
             if drafted_rounds:
                 pred = n / ((n - n_plain) / drafted_rounds + n_plain)
         rows.append({
-            "input": label, "draft": d, "ms_tok": ms_tok, "tokens": r0["tokens"], "alpha": alpha,
+            "input": label, "draft": d, "ms_tok": ms_tok, "tokens": r0["tokens"], "alpha": alpha, "alpha_hat": alpha_hat,
             "tpc": r0["tokens"] / max(1, r0["calls"]), "c": c, "gamma": gamma,
             "measured": t1 / ms_tok, "predicted": pred, "same": all(r["ids"] == ref for r in runs),
             "off": r0["off"],
@@ -179,7 +183,7 @@ def fmt(x, spec: str = ".2f") -> str:
 def print_table(title: str, rows: list[dict], curve: dict) -> None:
     print(f"\n== {title}")
     print("verify call ms by tokens scored: " + ", ".join(f"{k}: {v:.1f}" for k, v in curve.items()))
-    print(f"{'input':<14} {'draft':<20} {'ms/tok':>7} {'tok':>4} {'alpha':>6} {'tok/call':>8} {'gamma':>5} "
+    print(f"{'input':<14} {'draft':<20} {'ms/tok':>7} {'tok':>4} {'alpha':>6} {'a_hat':>6} {'tok/call':>8} {'gamma':>5} "
           f"{'c':>5} {'measured':>8} {'predicted':>9}  verdict")
     for r in rows:
         if "alpha" not in r:
@@ -191,7 +195,7 @@ def print_table(title: str, rows: list[dict], curve: dict) -> None:
         if r["off"]:
             verdict += ", switched off"
         print(f"{r['input']:<14} {r['draft']:<20} {r['ms_tok']:7.1f} {r['tokens']:4d} {r['alpha']:6.2f} "
-              f"{r['tpc']:8.2f} {r['gamma']:5.1f} {fmt(r['c']):>5} {r['measured']:7.2f}x "
+              f"{r['alpha_hat']:6.2f} {r['tpc']:8.2f} {r['gamma']:5.1f} {fmt(r['c']):>5} {r['measured']:7.2f}x "
               f"{fmt(r['predicted']):>8}x  {verdict}")
 
 
