@@ -225,17 +225,22 @@ class OCRTab(ImageMask, DecodeTab):
     def has_input(self) -> bool:
         return self.image is not None
 
-    def set_image(self, image: Any, name: str, shown: QImage | None = None) -> None:
+    def set_image(self, image: Any, name: str, shown: QImage | None = None,
+                  digest: tuple[Any, tuple[int, ...]] | None = None) -> None:
         """Read ``image`` (a PIL image as ``core.tasks.ocr.load_image`` returns it): show it and decode it.
 
         ``shown``: its pixels as a QImage, made off the GUI thread (:func:`display_image`;
         for a 4096 x 4096 image the array and QImage copies took ~380 ms); made here when None.
+        ``digest``: ``rgb_digest(image)``, made off the GUI thread too (the input's identity;
+        ~110 ms for 4096 x 4096); made at the first ``input_identity`` when None.
         """
         if shown is None:
             shown = display_image(image)
         self.image = image
         self.source_name = name
         self._generation += 1
+        if digest is not None:
+            self._pixel_hash = (self._generation, *digest)
         self._lines_cache.clear()
         self._ctc_cache.clear()
         self.region = None
@@ -290,12 +295,13 @@ class OCRTab(ImageMask, DecodeTab):
 
         def gen(cancel):
             img = loader(source)
-            yield img, display_image(img)  # the pixel copies for the view, here in the worker
+            # the pixel copies for the view and the pixels' hash (the input's identity), here in the worker
+            yield img, display_image(img), rgb_digest(img)
 
         self.statusMessage.emit(f"Opening {name}…")
         self._file_job = start_worker(
             gen,
-            on_event=lambda loaded: self.set_image(loaded[0], name, loaded[1]),
+            on_event=lambda loaded: self.set_image(loaded[0], name, loaded[1], loaded[2]),
             on_error=lambda m: self.show_error(message(m)),
             name="open-image",
         )

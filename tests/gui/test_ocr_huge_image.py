@@ -83,3 +83,43 @@ def test_the_pixels_for_the_view_are_made_off_the_gui_thread(qtbot, tmp_path, mo
         assert tab.input_identity()[1] == h.hexdigest()
     finally:
         tab.shutdown()
+
+
+def test_the_pixels_hash_is_made_off_the_gui_thread(qtbot, tmp_path, monkeypatch):
+    """The input's identity hashes its RGB pixels (432 MB for a 12000 x 12000 image, downscaled
+    to 4096 x 4096: ~110 ms). It was computed on the GUI thread at the first decode (the 158-185
+    ms gap of bench_gui_stall --case image); the loader's worker computes it now, with the view's
+    pixels, and the GUI thread never hashes an opened file."""
+    from PySide6.QtCore import QThread
+    from PySide6.QtWidgets import QApplication
+
+    import gui.tabs.image_input as image_input
+    import gui.tabs.ocr as ocr_tab
+
+    on_gui_thread: list[bool] = []
+    real = ocr_tab.rgb_digest
+
+    def spy(image):
+        on_gui_thread.append(QThread.currentThread() == QApplication.instance().thread())
+        return real(image)
+
+    monkeypatch.setattr(ocr_tab, "rgb_digest", spy)
+    monkeypatch.setattr(image_input, "rgb_digest", spy, raising=False)
+    tab = OCRTab()
+    qtbot.addWidget(tab)
+    try:
+        tab.model = None
+        path = tmp_path / "page.png"
+        Image.new("RGB", (2000, 1000), "white").save(path)
+        tab.open_file(path)
+        qtbot.waitUntil(lambda: tab.image is not None, timeout=20_000)
+        desc, digest = tab.input_identity()
+        assert on_gui_thread == [False]  # once, in the worker
+        assert desc == "page.png (2000×1000 px)" and len(digest) == 64
+        # an image set directly (a test, a what-if) is still hashed, once, where it is asked for
+        tab.set_image(Image.new("RGB", (30, 20), "white"), "small")
+        tab.input_identity()
+        tab.input_identity()
+        assert on_gui_thread == [False, True]
+    finally:
+        tab.shutdown()
