@@ -53,10 +53,10 @@ class Tiny:
     prompt: DecoderPrompt
 
 
-def tiny_whisper(seed: int = 2) -> Tiny:
+def tiny_whisper(seed: int = 2, decoder_layers: int = 2) -> Tiny:
     torch.manual_seed(seed)
     cfg = WhisperConfig(
-        vocab_size=V, num_mel_bins=16, d_model=32, encoder_layers=2, decoder_layers=2,
+        vocab_size=V, num_mel_bins=16, d_model=32, encoder_layers=2, decoder_layers=decoder_layers,
         encoder_attention_heads=4, decoder_attention_heads=4, encoder_ffn_dim=64, decoder_ffn_dim=64,
         max_source_positions=40, max_target_positions=64, pad_token_id=V - 1, bos_token_id=V - 2,
         eos_token_id=V - 2, decoder_start_token_id=V - 3, init_std=1.0,

@@ -202,24 +202,9 @@ def test_parse_amateur():
 # ------------------------------------------------------------------ through the engine, tiny random models
 def _tiny_whisper(seed: int, decoder_layers: int):
     """A tiny random Whisper (the suite's tiny_whisper, with more decoder layers)."""
-    from transformers import WhisperConfig, WhisperForConditionalGeneration
+    from tests.core.conftest import tiny_whisper
 
-    from core.backends.base import DecoderPrompt
-    from tests.core.conftest import V, Tiny, word_tokenizer
-
-    torch.manual_seed(seed)
-    cfg = WhisperConfig(
-        vocab_size=V, num_mel_bins=16, d_model=32, encoder_layers=2, decoder_layers=decoder_layers,
-        encoder_attention_heads=4, decoder_attention_heads=4, encoder_ffn_dim=64, decoder_ffn_dim=64,
-        max_source_positions=40, max_target_positions=64, pad_token_id=V - 1, bos_token_id=V - 2,
-        eos_token_id=V - 2, decoder_start_token_id=V - 3, init_std=1.0,
-    )
-    model = WhisperForConditionalGeneration(cfg).eval()
-    feats = torch.randn(1, 16, 80, generator=torch.Generator().manual_seed(1))
-    tok = word_tokenizer(V, {"<|endoftext|>": V - 2, "<|pad|>": V - 1, "<|startoftranscript|>": V - 3})
-    prompt = DecoderPrompt(prompt_ids=(V - 3, 5, 6), eos_token_id=V - 2, suppress_tokens=(7, 8),
-                           begin_suppress_tokens=(V - 2, 9))
-    return Tiny("whisper", model, tok, {"input_features": feats}, prompt)
+    return tiny_whisper(seed, decoder_layers)
 
 
 def _rules(tiny, ids: list[int], logits: torch.Tensor) -> torch.Tensor:
