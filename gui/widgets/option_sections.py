@@ -300,7 +300,7 @@ class OptionSections:
             active = self._active(o, [st for st in o.sampler_order if st in WARPER_STAGES])
             s["Filters"].summary.setText(" → ".join(active) if active else "no filter on")
         else:
-            s["Filters"].summary.setText(f"not used by {strat} (sampling only)")
+            s["Filters"].summary.setText(f"temperature and filters not used by {strat} (sampling only); the other stages apply")
         for name in ("Penalties", "Constraints"):
             order = [st for st in o.sampler_order if st in SECTION_STAGES[name]]
             active = self._active(o, order)

@@ -373,6 +373,9 @@ class SpeculationView(QWidget):
 
     def _show_run(self) -> None:
         rounds = self._run.rounds() if self._run is not None else []
+        if self._run is not None:  # a fork's run: its own rounds (its summary counts those), not the parent's before it
+            fork_step = self._run.branch(self._run.current_branch()).fork_step
+            rounds = [r for r in rounds if r.step >= fork_step]
         f = self._figures = run_figures(rounds)
         s = self.summary()
         if s is not None:  # the summary counts every target call, rounds with no draft too
@@ -382,7 +385,7 @@ class SpeculationView(QWidget):
             calls = f"<b>{f['tokens_per_call']:.2f} tokens per drafted round</b> · {f['rounds']} rounds"
         lines = [
             f"<b>α {f['alpha']:.2f}</b> ({f['accepted']}/{f['drafted']}) · {calls}",
-            f"mean γ {f['mean_gamma']:.1f} · draft {f['draft_ms']:.0f} ms · target {f['target_ms']:.0f} ms",
+            f"mean γ {f['mean_gamma']:.1f} · draft {f['draft_ms']:.0f} ms · target {f['target_ms']:.0f} ms in all",
         ]
         measured = self.measured_speedup()
         tip = self._run_tip

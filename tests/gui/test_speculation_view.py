@@ -532,3 +532,30 @@ def test_a_speculative_lane_beside_greedy_gives_its_speedup(qtbot):
     assert rows[1][2] == "0.20 s · 2.20×" and rows[0][2] == "0.44 s"
     assert "lane 1" in view.table.item(1, 2).toolTip() and "α 0.64" in view.table.item(1, 2).toolTip()
     assert isinstance(Lane("greedy", DecodingOptions()).time_s, type(None))
+
+
+def test_a_forks_run_figures_are_its_own_rounds_as_its_summary_counts_them(qtbot):
+    """After a fork, the tab's run figures (α, drafted rounds, the charts) came from the
+    branch's whole path (the parent's rounds before the fork step too) while the calls came
+    from the fork's own summary: "4 calls, 6 with a draft" (found by trying the window). They
+    are the fork run's own rounds now, as its summary counts them."""
+    from .fakes_speculation import finished
+
+    events = speculative_events()
+    run, view = _view_with_run(qtbot, events)
+    run.finish(finished(events))
+    run.fork(0, 5, [123], " cat")
+    b = run.growing_branch()
+    run.set_current(b)
+    fork_rounds = ((3, 3, "bonus"), (2, 1, "resampled"))
+    forked = speculative_events(WORDS[:6], fork_rounds, step_offset=5)
+    _feed(run, forked)
+    run.flush()
+    run.finish(finished(forked, fork_rounds))
+    run.select(6)
+    view.refresh()
+    f = view.figures()
+    assert (f["rounds"], f["drafted"], f["accepted"]) == (2, 5, 4)  # the fork's own, not 4 / 11 / 8
+    text = view.run_label.text()
+    assert "2 calls, 2 with a draft" in text and "(4/5)" in text
+    assert "in all" in text  # the draft and target times are sums, and say so
