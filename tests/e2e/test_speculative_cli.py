@@ -116,3 +116,19 @@ def test_bad_draft_flags_say_what_to_write(capsys):
         with pytest.raises(SystemExit):
             main(["transcribe", clip, "--strategy", "speculative", *flags])
         assert says in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("draft", ["early-exit:2", "tiny.en"])
+def test_transcribe_draft_early_exit_and_model(cli, draft):
+    """The two other draft kinds end to end: the target's first 2 decoder layers, and a second
+    model (here tiny.en drafting for itself: every drafted token is the target's own choice,
+    so all are accepted; a bare model name means model:NAME)."""
+    clip = str(SAMPLES / "speech_en.wav")
+    greedy = cli("transcribe", clip, "--model", "tiny.en", "--json")
+    out = cli("transcribe", clip, "--model", "tiny.en", "--strategy", "speculative", "--draft", draft,
+              "--draft-tokens", "3", "--json")
+    name = draft if draft.startswith("early-exit") else f"model:{draft}"
+    spec = _check_block(out, greedy, name)
+    assert spec["rounds"] and spec["draft_tokens"] > 0 and out["text"] == greedy["text"]
+    if draft == "tiny.en":
+        assert spec["acceptance_rate"] == 1.0 and spec["tokens_per_target_call"] > 2
