@@ -45,19 +45,25 @@ def test_installed_it_freezes_what_is_alive_and_the_survivors_of_each_full_colle
     assert not any(o is alive[0] for o in tracked)
 
 
-def test_a_tab_model_load_freezes_again(qtbot, policy):
-    class Tab(QWidget):
-        modelReady = Signal(object)
+class _Tab(QWidget):
+    modelReady = Signal(object)
 
-    class Window(QObject):
-        def __init__(self):
-            super().__init__()
-            self.tabs = QTabWidget()
-            self.tab = Tab()
-            self.tabs.addTab(self.tab, "t")
+
+class _Window(QObject):
+    """What the policy sees of the main window: ``tabs``, whose task tabs signal ``modelReady``
+    (``_Window(extra_tab=True)`` adds a tab without a model)."""
+
+    def __init__(self, extra_tab: bool = False):
+        super().__init__()
+        self.tabs = QTabWidget()
+        self.tab = _Tab()
+        self.tabs.addTab(self.tab, "t")
+        if extra_tab:
             self.tabs.addTab(QWidget(), "no model")
 
-    win = Window()
+
+def test_a_tab_model_load_freezes_again(qtbot, policy):
+    win = _Window(extra_tab=True)
     qtbot.addWidget(win.tabs)
     policy.install(win)
     frozen = gc.get_freeze_count()
@@ -82,17 +88,7 @@ class _Model:
 
 
 def test_a_model_replaced_in_a_tab_is_reclaimed_not_frozen_for_good(qtbot, policy):
-    class Tab(QWidget):
-        modelReady = Signal(object)
-
-    class Window(QObject):
-        def __init__(self):
-            super().__init__()
-            self.tabs = QTabWidget()
-            self.tab = Tab()
-            self.tabs.addTab(self.tab, "t")
-
-    win = Window()
+    win = _Window()
     qtbot.addWidget(win.tabs)
     policy.install(win)
     tab = win.tab
