@@ -254,6 +254,20 @@ def _as_json(value: str | bytes | Path | Mapping[str, Any]) -> dict[str, Any]:
     return json.loads(value)
 
 
+def transposed_storage(weight: torch.Tensor) -> torch.Tensor:
+    """``weight`` (vocab, d_model) float32, returned as an equal (vocab, d_model) tensor whose
+    storage is the contiguous (d_model, vocab) transpose (strides ``(1, vocab)``).
+
+    Whisper's output projection is tied to the decoder embeddings. The projection is a GEMV
+    over this matrix, memory-bound, and the CPU kernel streams the (d_model, vocab) layout
+    about twice as fast; the lean decoder takes ``weight.t()`` of this tensor, which is then
+    contiguous, without a copy. The embedding lookup gathers rows of the strided view, which
+    gives the same values. So the one tensor serves both at the fast layout, and the model
+    holds no second copy (80 MB for tiny.en, 106 MB for base).
+    """
+    return weight.t().contiguous().t()
+
+
 def load_ct2_whisper(
     model_bin: bytes | bytearray | memoryview | str | Path,
     ct2_config: str | bytes | Path | Mapping[str, Any],
@@ -294,8 +308,11 @@ def load_ct2_whisper(
     config._attn_implementation = "eager"
     with torch.device("meta"):
         model = WhisperForConditionalGeneration(config)
-    # Tied output projection: the same tensor as the decoder embeddings.
-    state_dict["proj_out.weight"] = state_dict["model.decoder.embed_tokens.weight"]
+    # Tied output projection: the same tensor as the decoder embeddings, stored once, transposed
+    # (see :func:`transposed_storage`).
+    tied = transposed_storage(state_dict["model.decoder.embed_tokens.weight"])
+    state_dict["model.decoder.embed_tokens.weight"] = tied
+    state_dict["proj_out.weight"] = tied
     model.load_state_dict(state_dict, strict=True, assign=True)
     model.tie_weights()
     leftover_meta = [n for n, t in list(model.named_parameters()) + list(model.named_buffers()) if t.is_meta]

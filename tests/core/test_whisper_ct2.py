@@ -98,6 +98,21 @@ def test_bundled_greedy_matches_ctranslate2(bundled, speech):
     assert {"quick", "lazy"} <= words, text
 
 
+def test_the_tied_head_is_stored_once_in_the_layout_the_lean_decoder_reads(bundled):
+    """Embeddings and output projection are one tensor, stored (d_model, vocab) contiguous, so the
+    lean decoder's head is a view of it, not a second copy (106 MB for base)."""
+    from core.backends.whisper_lean import WhisperLeanDecoder
+
+    _, w = bundled
+    head = w.model.proj_out.weight
+    assert head is w.model.model.decoder.embed_tokens.weight
+    assert head.t().is_contiguous()
+    lean = WhisperLeanDecoder(w.model)
+    assert lean.proj_out_t.data_ptr() == head.data_ptr()
+    ids = torch.tensor([[5, 50000, 11]])
+    assert torch.equal(w.model.model.decoder.embed_tokens(ids)[0], head.detach().contiguous()[[5, 50000, 11]])
+
+
 def test_bundled_metadata_matches_tokenizer_and_ct2_config(bundled):
     name, w = bundled
     model, tok, gen = w.model, w.tokenizer, w.model.generation_config
