@@ -21,7 +21,7 @@ Two-model runs (issue 21): when the options name a second model (speculative dec
 ``draft="model:NAME"``, contrastive decoding's ``contrastive_amateur="NAME"``), the runs
 load it once as a task of the same kind (:meth:`SegmentedTask.companion_task`), plan the same
 input with it, and hand ``Engine.run`` a ``ModelDraft`` / ``ModelCompanion`` per segment
-(:class:`CompanionEngine`): the second model encodes the segment once (cached by its own
+(``core.tasks.companions.CompanionEngine``): the second model encodes the segment once (cached by its own
 encoder cache, as the target's) and keeps its own KV cache.
 
 Torch-free at import (the OCR task's image loading must not load torch).
@@ -30,15 +30,18 @@ Torch-free at import (the OCR task's image loading must not load torch).
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
 from typing import Any, Callable, ClassVar, Iterator, Protocol, Sequence, runtime_checkable
 
-from core.backends.base import EncoderOutput
-from core.events import Event, RunStats, SegmentEvent, StepEvent
+from core.events import Event, StepEvent
 from core.options import DecodingOptions
+from core.tasks.companions import (  # noqa: F401 - SHORTLIST_MARK, split_shortlist: their old home
+    SHORTLIST_MARK,
+    CompanionEngine,
+    companion_names,
+    split_shortlist,
+)
+from core.tasks.plan import OtherInput, Plan, Prepared, RunTotals  # noqa: F401 - Prepared, RunTotals: their old home
 from core.tasks.segments import (  # noqa: F401 - the loops' old home
-    Prepared,
-    RunTotals,
     decode_lanes,
     decode_segments,
     fork_segment,
@@ -92,190 +95,6 @@ class Task(Protocol):
 
     def prefix_ids(self, text: str) -> list[int]:
         """The token ids of a text prefix ([] for blank text)."""
-
-
-@dataclass(frozen=True)
-class Plan:
-    """One run's segments, ready to decode.
-
-    Attributes:
-        segments: the task's segments (windows, text lines, sentence chunks).
-        prepare: (i, segment) -> :class:`Prepared`: encodes segment ``i`` (cached) and gives
-            its decoder prompt and SegmentEvent.
-        stats: the run's starting stats (``load_s``, ``audio_s``, ``encoder_cached=True``).
-        engine: the ``core.engine.Engine`` to run.
-        join: the whole text from ``(segment, its stripped text)`` pairs, in order.
-        skip: ``decode_segments``' skip rule (speech: a window of digital silence), or None.
-    """
-
-    segments: Sequence[Any]
-    prepare: Callable[[int, Any], Prepared]
-    stats: RunStats
-    engine: Any
-    join: Callable[[list], str]
-    skip: Callable[[int, Any, Prepared], SegmentEvent | None] | None = None
-
-
-@dataclass(frozen=True)
-class OtherInput:
-    """What a what-if puts in place of the input (a mask, or nothing).
-
-    Attributes:
-        segments: the segment indices to re-run, in order (those a mask touches; all for
-            an empty input).
-        encode: segment index -> the encoder output of the masked / empty input.
-        description: what was changed ("silence 1.20–1.65 s", "no input: a blank image").
-        adapt: applied to each StepEvent of a mask's re-decode (translation puts dropped
-            source positions back into the attention columns), or None.
-    """
-
-    segments: Sequence[int]
-    encode: Callable[[int], EncoderOutput]
-    description: str
-    adapt: Callable[[int, StepEvent], StepEvent] | None = None
-
-
-SHORTLIST_MARK = "#"
-"""``draft="model:NAME#N"``: the draft model with a shortlist head of its N most frequent
-ids (``core.speculative.shortlist``); ``model:NAME`` keeps its full output head."""
-
-
-def companion_names(options: DecodingOptions) -> tuple[str | None, str | None]:
-    """The second models ``options`` name: (the draft model of ``draft="model:NAME"`` under
-    strategy "speculative", or None; the amateur model of ``contrastive_amateur``, or None
-    for off and for an early-layer amateur "layer:L" / "layer:auto")."""
-    draft = None
-    value = getattr(options, "draft", "") or ""
-    if getattr(options, "strategy", "") == "speculative" and value.startswith("model:"):
-        draft = value.split(":", 1)[1].strip() or None
-    amateur = (getattr(options, "contrastive_amateur", "") or "").strip()
-    if not amateur or amateur.startswith("layer:"):
-        amateur = None
-    return draft, amateur
-
-
-def split_shortlist(name: str) -> tuple[str, int | None]:
-    """``"tiny.en#8192"`` -> ("tiny.en", 8192); ``"tiny.en"`` -> ("tiny.en", None).
-
-    Raises:
-        ValueError: a mark followed by no positive whole number.
-    """
-    if SHORTLIST_MARK not in name:
-        return name, None
-    model, size = name.rsplit(SHORTLIST_MARK, 1)
-    if not size.isdigit() or int(size) < 1:
-        raise ValueError(f"draft model:{name}: after {SHORTLIST_MARK!r} give the shortlist size, e.g. "
-                         f"model:{model}{SHORTLIST_MARK}8192")
-    return model, int(size)
-
-
-class CompanionEngine:
-    """A task's engine that hands ``Engine.run`` the second model its options name.
-
-    Wraps a :class:`Plan`: its ``prepare`` notes which segment each encoder output is, and
-    its ``run`` builds, for that segment, a ``core.speculative.companion.ModelCompanion`` of
-    the second model (encoding the same segment with it through its own task's plan:
-    cached) and passes ``draft=ModelDraft(...)`` and/or ``amateur=`` to the engine. Every
-    other attribute is the engine's.
-
-    The second model's decoder prompt is its own task's prompt for the segment; a longer
-    target prompt (long-form's previous text before it) keeps its leading ids, mapped by
-    text. What-if runs register their masked / emptied encodings with :meth:`other`, so
-    the second model sees the same change of input.
-    """
-
-    def __init__(self, task: "SegmentedTask", inp: Any, plan: Plan):
-        self.engine = plan.engine
-        self.task, self.inp, self.plan = task, inp, plan
-        self._known: dict[int, tuple[Any, int, Prepared, Callable | None]] = {}
-        self._plans: dict[str, Plan] = {}
-
-    def __getattr__(self, name: str) -> Any:
-        if name == "engine":
-            raise AttributeError(name)
-        return getattr(self.engine, name)
-
-    def prepare(self, i: int, segment: Any) -> Prepared:
-        """The plan's ``prepare``, noting the segment of the encoder output."""
-        ready = self.plan.prepare(i, segment)
-        self._known[id(ready.encoded)] = (ready.encoded, i, ready, None)
-        return ready
-
-    def other(self, other: OtherInput, companion_other: Callable[["SegmentedTask", Plan], OtherInput]) -> OtherInput:
-        """``other`` (a what-if's input) whose encodings are noted, so that the second model
-        encodes the same change (``companion_other(its task, its plan)``: its ``masked`` /
-        ``emptied``)."""
-        def encode(i: int) -> EncoderOutput:
-            encoded = other.encode(i)
-            ready = self.prepare(i, self.plan.segments[i])
-            self._known[id(encoded)] = (encoded, i, ready, companion_other)
-            return encoded
-
-        return dataclasses.replace(other, encode=encode)
-
-    def run(self, encoded: EncoderOutput, prompt: Any, options: DecodingOptions, **kw: Any):
-        """``Engine.run`` with ``draft=`` / ``amateur=`` built for this segment (unless given)."""
-        draft, amateur = companion_names(options)
-        if draft and kw.get("draft") is None:
-            from core.speculative.model_draft import DRAFT_CONFIDENCE, ModelDraft
-
-            name, size = split_shortlist(draft)
-            kw["draft"] = ModelDraft(self.companion(name, encoded, prompt, shortlist=size), name=options.draft,
-                                     sample=options.verification == "sample", seed=options.seed,
-                                     eos_token_id=prompt.eos_token_id, confidence=DRAFT_CONFIDENCE)
-        if amateur and kw.get("amateur") is None:
-            kw["amateur"] = self.companion(amateur, encoded, prompt)
-        return self.engine.run(encoded, prompt, options, **kw)
-
-    def companion(self, name: str, encoded: EncoderOutput, prompt: Any, shortlist: int | None = None):
-        """The ``ModelCompanion`` of model ``name`` for the segment of ``encoded`` (fresh cache).
-
-        Raises:
-            ValueError: ``encoded`` is not one of this plan's segments; the second model
-                splits the input into another number of segments; the two tokenizers do not
-                share the text (``TokenMap``).
-        """
-        from core.speculative.companion import ModelCompanion
-
-        known = self._known.get(id(encoded))
-        if known is None or known[0] is not encoded:
-            raise ValueError(f"the {name} model can only follow this input's own segments; this run decodes another "
-                             "encoder output (use another draft, e.g. ngram)")
-        _, i, ready, companion_other = known
-        task2 = self.task.companion_task(name)
-        plan2 = self._companion_plan(name, task2)
-        if companion_other is not None:
-            d_encoded = companion_other(task2, plan2).encode(i)
-            d_ready = plan2.prepare(i, plan2.segments[i])
-        else:
-            d_ready = plan2.prepare(i, plan2.segments[i])
-            d_encoded = d_ready.encoded
-        token_map = self.task.token_map(name, task2)
-        target = [int(t) for t in prompt.prompt_ids]
-        own = [int(t) for t in ready.prompt.prompt_ids]
-        draft_prompt = None
-        if own and len(target) >= len(own) and target[len(target) - len(own):] == own:
-            lead = target[:len(target) - len(own)]
-            draft_prompt = [c for t in lead for c in token_map.companion_ids(t)] + list(d_ready.prompt.prompt_ids)
-        kwargs = {}
-        if shortlist:
-            kwargs["head_ids"] = self.task.companion_shortlist(name, task2, shortlist)
-        label = name if not shortlist else f"{name}{SHORTLIST_MARK}{shortlist}"
-        return ModelCompanion(task2.backend, d_encoded, token_map, name=label, target_prompt=target,
-                              draft_prompt=draft_prompt, step_kwargs=kwargs)
-
-    def _companion_plan(self, name: str, task2: "SegmentedTask") -> Plan:
-        plan2 = self._plans.get(name)
-        if plan2 is None:
-            try:
-                plan2 = task2.plan(self.inp, DecodingOptions())
-            except ValueError as exc:
-                raise ValueError(f"the {name} model cannot read this input as the target does: {exc}") from exc
-            if len(plan2.segments) != len(self.plan.segments):
-                raise ValueError(f"the {name} model splits this input into {len(plan2.segments)} segment(s), "
-                                 f"{self.task.name} into {len(self.plan.segments)}: it cannot follow segment by segment")
-            self._plans[name] = plan2
-        return plan2
 
 
 class SegmentedTask:

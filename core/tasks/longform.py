@@ -54,7 +54,7 @@ import numpy as np
 from core.catalog import LANGUAGE_PROBS_KEPT, SAMPLE_RATE
 from core.events import AttemptEvent, BeamEvent, Finished, RunStats, SegmentEvent, StepEvent
 from core.options import DecodingOptions
-from core.tasks.base import RunTotals
+from core.tasks.plan import RunTotals
 from core.tasks.longform_verdicts import judge, loudest_db, no_speech_prob
 from core.tasks.longform_windows import (INPUT_STRIDE, MEL_PER_S, N_FRAMES, LogMel, audio_key, encode_window,
                                          hold_window_kv)
@@ -163,7 +163,7 @@ def plan_of_run(model, audio: np.ndarray, options: DecodingOptions, language: st
     Raises:
         ValueError: this audio has not been transcribed long-form by this model.
     """
-    from core.tasks.base import Prepared
+    from core.tasks.plan import Prepared
     from core.inputs.types import check_audio as _check_audio
 
     options.validate()
@@ -257,7 +257,7 @@ def _companions(model, options: DecodingOptions, prompt, mel, key, seek: int, n_
     name a second model (a model draft, a contrastive-decoding amateur): ``SpeechModel.companions``
     with that model's encoder output of the same window (cached); {} otherwise (no second model
     is loaded then). A fresh companion per attempt: each attempt decodes the window anew."""
-    from core.tasks.base import companion_names
+    from core.tasks.companions import companion_names
 
     if not any(companion_names(options)):
         return {}

@@ -23,34 +23,16 @@ OCR task's image loading must not load torch).
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
 from typing import Callable, Generator, Iterator, Mapping, Sequence, TypeVar
 
 from core.backends.base import DecoderPrompt, EncoderOutput
 from core.events import Event, Finished, RunStats, SegmentEvent, StepEvent
 from core.options import DecodingOptions
+from core.tasks.plan import Prepared, RunTotals
 from core.tasks.lanes import LaneEvent, LanesFinished, LaneTally, check_lanes, round_robin, tallied
 from core.tasks.whatif import KINDS, OriginalSegment, Ready, TokenShift, WhatIfDone, WhatIfScores, score_tokens, shifts_of
 
 S = TypeVar("S")
-
-
-@dataclass(frozen=True)
-class Prepared:
-    """One segment, encoded and ready to decode.
-
-    Attributes:
-        encoded: its encoder output (from the task's encoder cache; never modified).
-        prompt: the task's decoder prompt for it.
-        event: the ``SegmentEvent`` announcing it (its ``source_offset`` is passed on to
-            the engine's events).
-        cached: True if ``encoded`` came from the cache.
-    """
-
-    encoded: EncoderOutput
-    prompt: DecoderPrompt
-    event: SegmentEvent
-    cached: bool
 
 
 def decode_segments(
@@ -217,48 +199,6 @@ def fork_segment(
     totals = RunTotals(stats, step=step_offset)
     totals.add(finished, run_start)
     yield totals.finished(finished.text.strip())
-
-
-@dataclass
-class RunTotals:
-    """Running totals of a segmented run.
-
-    Attributes:
-        stats: summed timing; the caller adds ``encode_s`` and sets ``encoder_cached``.
-        token_ids: generated ids of all segments, in order.
-        step: the step index the next segment's first token gets.
-        reason: why the last segment ended ("eos" | "max_tokens" | "cancelled").
-    """
-
-    stats: RunStats
-    token_ids: list[int] = field(default_factory=list)
-    step: int = 0
-    reason: str = "eos"
-
-    def add(self, finished: Finished, run_start: float = 0.0) -> bool:
-        """Add one segment's result; True if the run was cancelled (stop decoding).
-        ``run_start``: seconds from the task's start to this segment's engine run (for
-        ``first_token_s``)."""
-        self.token_ids.extend(finished.token_ids)
-        self.step += len(finished.token_ids)
-        self.stats.decode_s += finished.stats.decode_s
-        self.stats.n_tokens += finished.stats.n_tokens
-        self.stats.reused_tokens += finished.stats.reused_tokens
-        if not self.stats.first_token_s and finished.stats.first_token_s:
-            self.stats.first_token_s = run_start + finished.stats.first_token_s
-        if finished.stats.speculative is not None:
-            from core.speculative.summary import merge_summary
-
-            self.stats.speculative = merge_summary(self.stats.speculative, finished.stats.speculative)
-        self.reason = finished.reason
-        return finished.cancelled
-
-    def finished(self, text: str) -> Finished:
-        """The Finished event that ends the whole run, with ``text`` as its text."""
-        return Finished(
-            text=text, token_ids=self.token_ids, stats=self.stats,
-            cancelled=self.reason == "cancelled", reason=self.reason,
-        )
 
 
 def decode_lanes(

@@ -14,7 +14,7 @@ import numpy as np
 
 from core.catalog import FRAME_S, SAMPLE_RATE, WINDOW_S
 from core.events import SegmentEvent
-from core.tasks.segments import Prepared
+from core.tasks.plan import Prepared
 
 #: audio samples per encoder frame (320 at 16 kHz)
 SAMPLES_PER_FRAME = int(SAMPLE_RATE * FRAME_S)
