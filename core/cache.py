@@ -116,6 +116,10 @@ class Inference:
         reuse: take a kept cache (see ``KeptCaches.take``).
         capture_attention, capture_lens: passed to ``Backend.step`` (the lens only when asked,
             so backends without it never see the argument).
+        kv_cache: False runs without a KV cache, as a decoder without one does: every step
+            feeds the whole prefix (``input_ids``) to a fresh cache, so step t costs about t times
+            a cached step (quadratic in all) and gives the same logits. No kept cache is taken
+            or kept; ``truncate`` (speculative decoding) is refused.
 
     Attributes:
         reused: positions of ``known`` the taken cache already holds (0: a fresh cache).
@@ -123,16 +127,18 @@ class Inference:
     """
 
     def __init__(self, backend: Backend, store: KeptCaches, encoded: EncoderOutput, known: Sequence[int],
-                 prompt_len: int, batch: int, *, reuse: bool, capture_attention: bool, capture_lens: bool):
+                 prompt_len: int, batch: int, *, reuse: bool, capture_attention: bool, capture_lens: bool,
+                 kv_cache: bool = True):
         self.backend, self.store, self.encoded = backend, store, encoded
+        self.kv_cache = bool(kv_cache)
         self.cache, self.reused, self.reused_hidden = (
-            store.take(backend, encoded, known, prompt_len, batch) if reuse else (None, 0, None))
+            store.take(backend, encoded, known, prompt_len, batch) if reuse and kv_cache else (None, 0, None))
         self._capture_attention = capture_attention
         self._lens_kw = {"capture_lens": True} if capture_lens else {}
         # what this run's cache holds, while it is batch 1 and never reordered (kept at the end)
         hidden = ([] if not self.reused else None if self.reused_hidden is None else [self.reused_hidden[0]])
         self._kept: KeptCache | None = KeptCache(
-            encoded, torch.tensor(list(known)[:self.reused], dtype=torch.long), None, hidden)
+            encoded, torch.tensor(list(known)[:self.reused], dtype=torch.long), None, hidden) if kv_cache else None
 
     def start(self, batch: int) -> None:
         """A fresh cache for ``batch`` hypotheses unless one was taken."""
@@ -145,12 +151,15 @@ class Inference:
         """Feed ``new_ids`` (the last columns of ``input_ids``, int64 (batch, n)) and return the
         backend's ``StepOutput`` (logits float32 (batch, vocab), cross-attention, the new cache).
         ``backend_kw`` go to ``Backend.step`` as they are (speculative decoding's
-        ``all_positions=True``).
+        ``all_positions=True``). Without the KV cache (``kv_cache=False``) the whole of
+        ``input_ids`` is fed to a fresh cache instead of ``new_ids``.
 
         Raises:
             RuntimeError: the lens was asked for and the backend gives none.
             TypeError: the backend does not take one of ``backend_kw``.
         """
+        if not self.kv_cache:  # no cache: the decoder re-reads the whole prefix
+            self.cache, new_ids = self.backend.init_cache(self.encoded, input_ids.shape[0]), input_ids
         try:
             out = self.backend.step(new_ids, self.cache, self._capture_attention, **self._lens_kw, **backend_kw)
         except TypeError as exc:
@@ -164,6 +173,8 @@ class Inference:
         """Continue from ``out``'s cache, its rows reordered by ``beam_idx`` (beam search,
         contrastive rows; a reordered cache is not kept)."""
         self.cache = out.cache
+        if not self.kv_cache:
+            return  # the next step starts from a fresh cache
         if beam_idx is not None:
             self._kept = None
             self.cache = self.backend.reorder_cache(self.cache, beam_idx)
@@ -174,7 +185,10 @@ class Inference:
 
         Raises:
             AttributeError: the backend has no ``truncate_cache``.
+            RuntimeError: the run has no KV cache (``kv_cache=False``).
         """
+        if not self.kv_cache:
+            raise RuntimeError("a run without the KV cache has no cache to truncate (speculative decoding needs it)")
         self.cache = self.backend.truncate_cache(self.cache, length)
         kept = self._kept
         if kept is not None:

@@ -158,7 +158,8 @@ class Engine:
         inference = Inference(self.backend, self.caches, encoded, list(prompt.prompt_ids) + list(forced),
                               len(prompt.prompt_ids), input_ids.shape[0], reuse=reuse_cache,
                               capture_attention=options.capture_attention,
-                              capture_lens=options.capture_lens or processors.needs_lens)
+                              capture_lens=options.capture_lens or processors.needs_lens,
+                              kv_cache=options.kv_cache)
         first_step = max(0, inference.reused + 1 - len(prompt.prompt_ids))  # forced tokens the reused part holds
         if first_step:
             input_ids = strategy.skip(first_step, inference.reused_hidden)

@@ -191,6 +191,9 @@ class DecodingOptions:
     # report the logit lens with each step: per decoder layer, the final norm and output
     # projection applied to its output (StepEvent.lens); costs a projection per layer and step
     capture_lens: bool = False
+    # keep the decoder's KV cache between steps; False re-runs the decoder over the whole prefix at
+    # every step (as a decoder without a cache does: the same ids, step time growing with the step)
+    kv_cache: bool = True
 
     def __post_init__(self) -> None:
         # settings and JSON give lists: keep the dataclass hashable and comparable
@@ -279,6 +282,9 @@ class DecodingOptions:
             raise ValueError(f"max_new_tokens must be >= 1, got {self.max_new_tokens}")
         if self.top_k_report < 1:
             raise ValueError(f"top_k_report must be >= 1, got {self.top_k_report}")
+        if not self.kv_cache and self.strategy == "speculative":
+            raise ValueError("kv_cache=False (--no-kv-cache) cannot be used with speculative decoding: it cuts the "
+                             "rejected draft tokens out of the KV cache; use another strategy or keep the cache on")
 
     def with_(self, **changes: Any) -> "DecodingOptions":
         """A validated copy with ``changes`` applied."""

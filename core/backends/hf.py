@@ -26,6 +26,7 @@ from typing import Any, Mapping, Sequence
 import torch
 
 from core.backends.base import EncoderOutput, StepOutput
+from core.backends.int8 import check_dtype
 from core.backends.whisper_lean import WhisperLeanDecoder
 
 _INPUT_KEYS = ("input_features", "input_ids", "pixel_values")
@@ -133,19 +134,30 @@ class HFSeq2SeqBackend:
             with a ``tokenizer`` attribute.
         name: display name.
         lean: use ``WhisperLeanDecoder`` for Whisper models (default True).
+        dtype: "float32" (default) or "int8": the model's linear layers were replaced by
+            ``core.backends.int8.Int8Linear`` (``core.backends.whisper_models.load_whisper(...,
+            dtype="int8")``) and the lean decoder's output projection is int8 too.
+
+    Attributes:
+        dtype: the compute type the model runs in ("float32" or "int8").
 
     Raises:
-        ValueError: if ``model`` is not an encoder-decoder model.
+        ValueError: if ``model`` is not an encoder-decoder model, or ``dtype`` is "int8" for
+            a model other than Whisper on the lean path (int8 is for Whisper only).
     """
 
-    def __init__(self, model: Any, tokenizer: Any, name: str, *, lean: bool = True):
+    def __init__(self, model: Any, tokenizer: Any, name: str, *, lean: bool = True, dtype: str = "float32"):
         if not getattr(model.config, "is_encoder_decoder", False) and not hasattr(model, "get_encoder"):
             raise ValueError(f"{type(model).__name__} is not an encoder-decoder model")
+        self.dtype = check_dtype(dtype)
+        if dtype == "int8" and not (lean and _is_whisper(model)):
+            raise ValueError(f"int8 is available for Whisper models only (on the lean decoder), "
+                             f"not {type(model).__name__}; use dtype float32")
         self.model = model.eval()
         self.tokenizer = getattr(tokenizer, "tokenizer", tokenizer)
         self.name = name
         self.vocab_size = int(model.get_output_embeddings().weight.shape[0])
-        self._lean = WhisperLeanDecoder(model) if (lean and _is_whisper(model)) else None
+        self._lean = WhisperLeanDecoder(model, int8=dtype == "int8") if (lean and _is_whisper(model)) else None
         if self._lean is None and hasattr(model, "set_attn_implementation"):
             try:
                 model.set_attn_implementation("eager")
@@ -407,6 +419,8 @@ class HFSeq2SeqBackend:
             raise ValueError("forced_logits needs at least one id (the prompt)")
         out = self.step(torch.tensor([list(ids)], dtype=torch.long), self.init_cache(encoded, 1), False)
         with torch.inference_mode():
+            if self.dtype == "int8":  # the int8 head the steps use
+                return self._lean._head(out.hidden_states[0]).float()
             if self._lens_head is None:
                 self._lens_head = LensHead(self.model)
             return self._lens_head.head(out.hidden_states[0].to(self.model.dtype)).float()

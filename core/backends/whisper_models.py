@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from core.backends.hub import WhisperLoadError, from_pretrained, resolve
+from core.backends.int8 import check_dtype, quantize_linears
 from core.backends.whisper_ct2 import (
     WHISPER_SAMPLE_RATE,
     WhisperSpecialTokens,
@@ -33,7 +34,8 @@ from core.catalog import WHISPER_BUNDLED as BUNDLED_WHISPER  # the names that lo
 from core.catalog import WHISPER_DEFAULT as DEFAULT_WHISPER
 from core.catalog import WHISPER_MODELS
 
-__all__ = ["BUNDLED_WHISPER", "DEFAULT_WHISPER", "LoadedWhisper", "WhisperLoadError", "load_whisper"]
+__all__ = ["BUNDLED_WHISPER", "DEFAULT_WHISPER", "LoadedWhisper", "WhisperLoadError", "load_whisper",
+           "quantize_whisper"]
 
 
 @dataclass
@@ -60,6 +62,8 @@ class LoadedWhisper:
         begin_suppress_tokens: ids suppressed at the first free step (blank, eot).
         alignment_heads: (decoder layer, head) pairs whose cross-attention aligns with time.
         load_s: wall-clock seconds the load took.
+        dtype: the compute type: "float32", or "int8" when the encoder's and decoder's linear
+            layers were replaced by ``core.backends.int8.Int8Linear`` (``quantize_whisper``).
     """
 
     model: Any
@@ -74,6 +78,7 @@ class LoadedWhisper:
     begin_suppress_tokens: list[int] = field(default_factory=list)
     alignment_heads: list[tuple[int, int]] = field(default_factory=list)
     load_s: float = 0.0
+    dtype: str = "float32"
 
     @property
     def sample_rate(self) -> int:
@@ -233,7 +238,26 @@ def load_whisper_pretrained(name_or_path: str, progress: Callable[[str], None]):
     return loaded_whisper(model, tokenizer, feature_extractor, special, display, t0)
 
 
-def load_whisper(name_or_path: str = DEFAULT_WHISPER, progress: Callable[[str], None] | None = None) -> LoadedWhisper:
+def quantize_whisper(loaded: LoadedWhisper) -> LoadedWhisper:
+    """Make ``loaded`` an int8 model, in place: every linear layer of its encoder and decoder
+    becomes an ``Int8Linear`` (int8 weights with one scale per output row, activations
+    quantised per call, as CTranslate2's int8). The output projection stays float32 in the
+    model (it is the decoder's embedding matrix too); the backend's lean decoder runs its own
+    int8 copy of it (``HFSeq2SeqBackend(..., dtype="int8")``). Sets ``loaded.dtype``.
+
+    Returns:
+        ``loaded``.
+    """
+    if loaded.dtype == "int8":
+        return loaded
+    model = loaded.model
+    quantize_linears(model.model, skip=(model.proj_out,))
+    loaded.dtype = "int8"
+    return loaded
+
+
+def load_whisper(name_or_path: str = DEFAULT_WHISPER, progress: Callable[[str], None] | None = None,
+                 dtype: str = "float32") -> LoadedWhisper:
     """Load a Whisper model by bundled name, transformers model id or local directory.
 
     Args:
@@ -241,17 +265,26 @@ def load_whisper(name_or_path: str = DEFAULT_WHISPER, progress: Callable[[str], 
             memory), a Hugging Face model id ("openai/whisper-small", needs the internet or
             the HF cache) or a local directory saved with ``save_pretrained``.
         progress: optional callback receiving short status strings ("reading ...").
+        dtype: "float32" (default) or "int8" (``quantize_whisper``: dynamic int8 linear
+            layers; about 3-4x faster decoding on a CPU, slightly different tokens).
 
     Returns:
-        LoadedWhisper (float32 model in eval mode, eager attention).
+        LoadedWhisper (model in eval mode, eager attention; ``.dtype`` says which).
 
     Raises:
         WhisperLoadError: a bundled model's package is not installed (the message names the
             pip package), a name is neither bundled nor a hub id nor a directory, a hub model
             cannot be downloaded, or a directory is incomplete.
         core.backends.whisper_ct2.CT2FormatError: the bundled files are corrupt or quantized.
+        ValueError: ``dtype`` is neither "float32" nor "int8".
     """
+    check_dtype(dtype)
     report = progress or (lambda _msg: None)
-    if name_or_path in _BUNDLED:
-        return _load_bundled(name_or_path, report)
-    return load_whisper_pretrained(name_or_path, report)
+    loaded = _load_bundled(name_or_path, report) if name_or_path in _BUNDLED else load_whisper_pretrained(
+        name_or_path, report)
+    if dtype == "int8":
+        report(f"quantising {loaded.name} to int8")
+        t0 = time.perf_counter()
+        quantize_whisper(loaded)
+        loaded.load_s += time.perf_counter() - t0
+    return loaded

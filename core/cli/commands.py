@@ -35,6 +35,7 @@ Prints the text, or with ``--json`` a trace::
                  "lens"?: [{"layer", "id", "text", "prob",   # --logit-lens: per decoder layer, its top token
                             "logprob"}]}],                   #   and the emitted token's log p (null if -inf)
      "timing": {"load_s", "encode_s", "decode_s", "tokens_per_s", "rtf"},
+     "dtype": "float32" | "int8",                         # the model's compute type (--dtype)
      "beam_tree"?: {"nodes": [{"id", "parent", "step", "token", "text", "logprob", "score",
                                "normalized", "status", "best", "eos", "row", "group", "segment"}]}}
 
@@ -72,7 +73,7 @@ from core.events import Event, Finished
 from core.cli import translate as cli_translate
 from core.cli.lanes import add_compare_arguments, lanes_from_args, run_compare
 from core.cli.longform import add_longform_arguments, check_writer_options, longform_options, run_longform, use_longform
-from core.cli.options import add_decoding_arguments, misapplied_flag, options_from_args
+from core.cli.options import add_decoding_arguments, misapplied_flag, options_from_args, say_dtype
 from core.cli.trace import CLIError, say_speculative, speech_notes, stage_reports, trace, vocab_size_of
 from core.cli.words import add_word_arguments, emit_words
 from core.options import DecodingOptions
@@ -102,7 +103,8 @@ def cmd_transcribe(args: argparse.Namespace) -> int:
         raise CLIError("--draft branch drafts from an earlier run of the same input, and long-form decoding has "
                        "none for its first attempts; give --draft ngram (a failed attempt of the temperature "
                        "fallback drafts the next attempt whatever --draft says)")
-    model = SpeechModel.load(args.model)
+    model = SpeechModel.load(args.model, dtype=args.dtype)
+    say_dtype(model)
     prefix = _prefix_ids(model, args.prefix)
     if longform:
         return run_longform(model, audio, options, prefix, args)
@@ -120,11 +122,11 @@ def cmd_transcribe(args: argparse.Namespace) -> int:
                                               prefix_ids=prefix, timestamps=args.timestamps,
                                               candidate_languages=args.language_candidates), audio)
     if not args.timestamps:
-        return _emit("transcribe", model.name, options, events, args, vocab_size_of(model))
+        return _emit("transcribe", model.name, options, events, args, vocab_size_of(model), model.dtype)
     events = list(events)
     segments = model.segments(events)
     if args.json:
-        out = trace("transcribe", model.name, options, events, args.attention, vocab_size_of(model))
+        out = trace("transcribe", model.name, options, events, args.attention, vocab_size_of(model), model.dtype)
         out["segments"] = segments
         print(json.dumps(out, ensure_ascii=False, indent=1))
     else:  # as openai/whisper's CLI prints them
@@ -263,10 +265,10 @@ def _prefix_ids(model, text: str | None) -> list[int]:
 
 
 def _emit(task: str, model_name: str, options: DecodingOptions, events: Iterable[Event], args,
-          vocab_size: int | None = None) -> int:
+          vocab_size: int | None = None, dtype: str = "float32") -> int:
     if args.json:
-        print(json.dumps(trace(task, model_name, options, events, args.attention, vocab_size), ensure_ascii=False,
-                         indent=1))
+        print(json.dumps(trace(task, model_name, options, events, args.attention, vocab_size, dtype),
+                         ensure_ascii=False, indent=1))
         return 0
     finished = None
     for ev in events:

@@ -11,7 +11,7 @@ flags are every lane's base. The lanes decode on one encoder pass per segment
 against the reference (WER for speech, CER for OCR, chrF for translation:
 ``core.analysis.metrics``) and its text, then the agreement; ``--json`` prints::
 
-    {"task", "model", "options",                       # the base options
+    {"task", "model", "dtype", "options",              # the base options; dtype: float32 | int8
      "reference"?, "metric"?,                          # with --reference: the text, "wer" | "cer" | "chrf"
      "lanes": [{"spec", "options", "text", "logprob", "raw_logprob", "time_s", "tokens",
                 "token_ids", "reason", "metric": {"name", "value"} | null,
@@ -97,6 +97,7 @@ def run_compare(task: str, model_name: str, base: DecodingOptions, lanes: list[D
         raise RuntimeError("the lanes ended without a result")
     scores = [score(metric, r.text, reference) if metric else None for r in done.lanes]
     out = compare_dict(task, model_name, base, args.compare, done, scores, reference)
+    out = {**{k: out[k] for k in ("task", "model")}, "dtype": getattr(args, "dtype", None) or "float32", **out}
     if args.json:
         print(json.dumps(out, ensure_ascii=False, indent=1))
     else:

@@ -223,7 +223,7 @@ def run_longform(model, audio, options, prefix: list[int], args: argparse.Namesp
     finished = next(ev for ev in events if isinstance(ev, Finished))
     if args.json:
         out = trace("transcribe", model.name, options, (ev for ev in kept if not isinstance(ev, AttemptEvent)),
-                    args.attention, vocab_size_of(model))
+                    args.attention, vocab_size_of(model), model.dtype)
         out["language"] = model.last_language
         out["segments"] = [{k: s[k] for k in ("id", "seek", "start", "end", "text", "temperature", "avg_logprob",
                                                "compression_ratio", "no_speech_prob")}

@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 from dataclasses import replace
 
+from core.dtypes import DTYPES, INT8_TASKS
 from core.options import LLAMA_CPP_SAMPLER_ORDER, STAGES, STRATEGIES, DecodingOptions
 from core.processors.stages import REGISTRY, Field, _logit_bias_arg as _logit_bias  # noqa: F401 (re-exported)
 from core.tasks.presets import BUILTIN_NAMES, builtin_preset
@@ -132,6 +133,14 @@ def add_decoding_arguments(p: argparse.ArgumentParser) -> None:
                    help="run only these stages, in this order (like llama.cpp --samplers); "
                         "'transformers' or 'llama.cpp' name the default orders. Stages: " + ", ".join(STAGES))
 
+    m = p.add_argument_group("model")
+    m.add_argument("--dtype", choices=DTYPES, default="float32",
+                   help="the model's compute type: float32, or int8 (Whisper only: linear layers with int8 "
+                        "weights, one scale per row, activations quantised per call, as CTranslate2's int8; "
+                        "about 2-4x faster decoding on a CPU, tokens may differ slightly from float32)")
+    m.add_argument("--no-kv-cache", dest="kv_cache", action="store_const", const=False, default=None,
+                   help="decode without the KV cache: every step re-runs the decoder over the whole prefix "
+                        "(the same tokens; each step slower than the last). Not with --strategy speculative")
     o = p.add_argument_group("output")
     o.add_argument("--top-k-report", type=int, default=None, help="alternatives per token in --json")
     o.add_argument("--json", action="store_true", help="print a JSON trace instead of the text")
@@ -186,7 +195,24 @@ def misapplied_flag(args: argparse.Namespace) -> str | None:
     if beams and strategy == "speculative":
         return (f"{' / '.join(beams)} applies to --strategy beam / diverse-beam only; --strategy speculative "
                 f"verifies one sequence (--verification greedy or sample): drop {beams[0]}")
+    if getattr(args, "dtype", "float32") == "int8" and getattr(args, "command", None) not in INT8_TASKS:
+        return (f"--dtype int8 is for Whisper (transcribe) only; {args.command} runs its models in float32: "
+                "drop --dtype int8")
+    if getattr(args, "kv_cache", None) is False and strategy == "speculative":
+        return ("--no-kv-cache cannot run --strategy speculative (it cuts rejected draft tokens out of the KV "
+                "cache); choose another strategy or drop --no-kv-cache")
     return _misapplied_amateur(args, strategy, compare)
+
+
+def say_dtype(model, err=None) -> None:
+    """One stderr line naming the model and its compute type when it is not float32
+    ("decoding-explorer: whisper-tiny.en in int8 ..."); nothing for float32."""
+    import sys
+
+    dtype = getattr(model, "dtype", "float32")
+    if dtype != "float32":
+        print(f"decoding-explorer: {model.name} in {dtype} (dynamic quantisation: tokens may differ slightly "
+              "from float32)", file=err or sys.stderr)
 
 
 def _misapplied_amateur(args: argparse.Namespace, strategy: str, compare: list) -> str | None:
@@ -228,7 +254,7 @@ _FIELD_OF = {
 }
 """Flags whose destination differs from the DecodingOptions field they set."""
 
-_NOT_OPTIONS = {"preset", "sampler_order", "strategy", "json", "attention", "logit_lens",
+_NOT_OPTIONS = {"preset", "sampler_order", "strategy", "json", "attention", "logit_lens", "dtype",
                 *(dest for dest, fld in _STAGE_FLAGS.items() if fld.from_flag is not None)}
 """Flags that set no field directly (converted, or not options at all)."""
 

@@ -40,9 +40,10 @@ def stage_reports(options: DecodingOptions, token_ids: list[int], vocab_size: in
 
 
 def trace(task: str, model: str, options: DecodingOptions, events: Iterable[Event], attention: str | None,
-          vocab_size: int | None = None) -> dict:
+          vocab_size: int | None = None, dtype: str = "float32") -> dict:
     """Consume ``events`` into the JSON trace dict (tokens in decoding order, no prompt);
-    with ``vocab_size``, the stages' run reports are added (``stage_reports``)."""
+    with ``vocab_size``, the stages' run reports are added (``stage_reports``); ``dtype``: the
+    model's compute type ("float32", or "int8" for ``--dtype int8``), written as ``"dtype"``."""
     tokens: list[dict] = []
     finished: Finished | None = None
     tree = BeamTree()
@@ -89,6 +90,7 @@ def trace(task: str, model: str, options: DecodingOptions, events: Iterable[Even
     out = {
         "task": task,
         "model": model,
+        "dtype": dtype,
         "options": options.to_dict(),
         "text": finished.text,
         "tokens": tokens,

@@ -128,7 +128,7 @@ def emit_words(model, audio, options, prefix: list[int], args: argparse.Namespac
     else:
         rows = word_rows(words)
     if args.json:
-        out = trace("transcribe", model.name, options, events, args.attention, vocab_size_of(model))
+        out = trace("transcribe", model.name, options, events, args.attention, vocab_size_of(model), model.dtype)
         if kw["timestamps"]:
             out["segments"] = model.segments(events)
         out["words"] = rows

@@ -82,7 +82,9 @@ class SpeechModel(SegmentedTask):
         self.multilingual: bool = bool(loaded.multilingual)
         self.languages: list[str] = list(loaded.languages)
         self.load_s: float = float(loaded.load_s)
-        self.backend = HFSeq2SeqBackend(loaded.model, loaded.tokenizer, loaded.name)
+        #: the compute type: "float32" or "int8" (``load(..., dtype="int8")``)
+        self.dtype: str = getattr(loaded, "dtype", "float32")
+        self.backend = HFSeq2SeqBackend(loaded.model, loaded.tokenizer, loaded.name, dtype=self.dtype)
         self.engine = Engine(self.backend)
         self._cache = EncoderCache(max_items=cache_size)
         self.encode_count = 0
@@ -92,8 +94,10 @@ class SpeechModel(SegmentedTask):
         self._language_cache = self.sot.cache  # window key -> (language logits, no-speech probability)
 
     @classmethod
-    def load(cls, name: str = DEFAULT_MODEL, progress: Callable[[str], None] | None = None) -> "SpeechModel":
-        """Load a bundled model ("base", "tiny.en") or a transformers Whisper id/directory.
+    def load(cls, name: str = DEFAULT_MODEL, progress: Callable[[str], None] | None = None,
+             dtype: str = "float32") -> "SpeechModel":
+        """Load a bundled model ("base", "tiny.en") or a transformers Whisper id/directory,
+        in float32 or, with ``dtype="int8"``, with int8 dynamically quantised linear layers.
 
         Raises:
             RuntimeError / FileNotFoundError / ValueError: with a message saying what to
@@ -101,7 +105,7 @@ class SpeechModel(SegmentedTask):
         """
         from core.backends.whisper_models import load_whisper
 
-        return cls(load_whisper(name, progress=progress))
+        return cls(load_whisper(name, progress=progress, dtype=dtype))
 
     # ---------------------------------------------------------------- helpers
     def _features(self, window: np.ndarray):
