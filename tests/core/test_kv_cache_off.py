@@ -86,3 +86,28 @@ def test_tiny_en_greedy_gives_the_same_ids_without_the_cache(whisper_tiny_en):
                if isinstance(e, Finished)][-1]
     assert len(fin.token_ids) > 10
     assert fin_off.token_ids == fin.token_ids
+
+
+def test_the_cli_flag_gives_the_same_ids(capsys):
+    import json
+
+    from core.cli import main
+    from tests.core.test_int8 import CLIP
+
+    argv = ["transcribe", str(CLIP), "--model", "tiny.en", "--max-new-tokens", "12", "--json"]
+    assert main(argv) == 0
+    cached = json.loads(capsys.readouterr().out)
+    assert main(argv + ["--no-kv-cache"]) == 0
+    off = json.loads(capsys.readouterr().out)
+    assert off["options"]["kv_cache"] is False and cached["options"]["kv_cache"] is True
+    assert [t["id"] for t in off["tokens"]] == [t["id"] for t in cached["tokens"]]
+
+
+def test_the_cli_refuses_speculative_without_the_cache(capsys):
+    from core.cli import main
+    from tests.core.test_int8 import CLIP
+
+    with pytest.raises(SystemExit) as info:
+        main(["transcribe", str(CLIP), "--model", "tiny.en", "--strategy", "speculative", "--no-kv-cache"])
+    assert info.value.code == 2
+    assert "--no-kv-cache" in capsys.readouterr().err
