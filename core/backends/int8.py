@@ -24,7 +24,7 @@ import torch
 
 from core.dtypes import DTYPES, check_dtype
 
-__all__ = ["DTYPES", "Int8Linear", "check_dtype", "quantize_linears"]
+__all__ = ["DTYPES", "Int8Linear", "check_dtype", "fused", "quantize_linears"]
 
 _REDUCE_RANGE = True
 
@@ -67,6 +67,17 @@ class Int8Linear(torch.nn.Module):
 
     def extra_repr(self) -> str:
         return f"in_features={self.in_features}, out_features={self.out_features}, int8 per-row weights"
+
+
+def fused(linears: list[torch.nn.Linear]) -> Int8Linear:
+    """One ``Int8Linear`` computing ``linears`` (all over the same input) at once: their weights
+    stacked by output rows (biases, 0 where a layer has none, likewise). Per-row weight scales and
+    the one activation scale per call make its outputs, split by ``out_features``, equal to the
+    separate layers' int8 outputs, for one call's fixed cost (about 30 us on this CPU) instead of
+    several."""
+    weight = torch.cat([m.weight.detach() for m in linears])
+    bias = torch.cat([m.bias.detach() if m.bias is not None else torch.zeros(m.out_features) for m in linears])
+    return Int8Linear(weight, bias)
 
 
 def quantize_linears(module: torch.nn.Module, skip: tuple[torch.nn.Module, ...] = ()) -> int:

@@ -59,6 +59,7 @@ class WhisperLeanDecoder:
         self.proj_out = model.proj_out
         cfg = model.config
         self.heads = cfg.decoder_attention_heads
+        self.d_model = cfg.d_model
         self.head_dim = cfg.d_model // self.heads
         self.max_len = cfg.max_target_positions
         self.layers = list(self.decoder.layers)
@@ -162,9 +163,16 @@ class WhisperLeanDecoder:
             # self-attention with the KV cache
             h = layer.self_attn_layer_norm(x)
             sa = layer.self_attn
-            q = self._split(sa.q_proj(h) * sa.scaling)
-            cache.self_k[i][:, :, start:end] = self._split(sa.k_proj(h))
-            cache.self_v[i][:, :, start:end] = self._split(sa.v_proj(h))
+            qkv = getattr(sa, "qkv_int8", None)  # int8: q, k, v in one product
+            if qkv is not None:
+                q, k, v = qkv(h).split(self.d_model, dim=-1)
+                q = self._split(q * sa.scaling)
+                cache.self_k[i][:, :, start:end] = self._split(k)
+                cache.self_v[i][:, :, start:end] = self._split(v)
+            else:
+                q = self._split(sa.q_proj(h) * sa.scaling)
+                cache.self_k[i][:, :, start:end] = self._split(sa.k_proj(h))
+                cache.self_v[i][:, :, start:end] = self._split(sa.v_proj(h))
             k, v = cache.self_k[i][:, :, :end], cache.self_v[i][:, :, :end]
             a = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal, scale=1.0)
             x = x + sa.out_proj(a.transpose(1, 2).reshape(x.shape))

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from core.backends.hub import WhisperLoadError, from_pretrained, resolve
-from core.backends.int8 import check_dtype, quantize_linears
+from core.backends.int8 import check_dtype, fused, quantize_linears
 from core.backends.whisper_ct2 import (
     WHISPER_SAMPLE_RATE,
     WhisperSpecialTokens,
@@ -243,7 +243,10 @@ def quantize_whisper(loaded: LoadedWhisper) -> LoadedWhisper:
     becomes an ``Int8Linear`` (int8 weights with one scale per output row, activations
     quantised per call, as CTranslate2's int8). The output projection stays float32 in the
     model (it is the decoder's embedding matrix too); the backend's lean decoder runs its own
-    int8 copy of it (``HFSeq2SeqBackend(..., dtype="int8")``). Sets ``loaded.dtype``.
+    int8 copy of it (``HFSeq2SeqBackend(..., dtype="int8")``). Each decoder layer's
+    self-attention also gets ``qkv_int8``, its q, k and v projections as one ``Int8Linear``
+    (``core.backends.int8.fused``), which the lean decoder calls instead of three.
+    Sets ``loaded.dtype``.
 
     Returns:
         ``loaded``.
@@ -251,6 +254,9 @@ def quantize_whisper(loaded: LoadedWhisper) -> LoadedWhisper:
     if loaded.dtype == "int8":
         return loaded
     model = loaded.model
+    for layer in model.model.decoder.layers:  # the lean decoder's self-attention q, k, v in one product
+        sa = layer.self_attn
+        sa.qkv_int8 = fused([sa.q_proj, sa.k_proj, sa.v_proj])
     quantize_linears(model.model, skip=(model.proj_out,))
     loaded.dtype = "int8"
     return loaded

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from core.backends.hf import HFSeq2SeqBackend
-from core.backends.int8 import Int8Linear, quantize_linears
+from core.backends.int8 import Int8Linear, fused, quantize_linears
 from core.events import Finished, StepEvent
 from core.options import DecodingOptions
 
@@ -126,3 +126,13 @@ def test_int8_where_it_does_not_apply_exits_2(capsys, argv):
         main(argv)
     assert info.value.code == 2
     assert "--dtype int8" in capsys.readouterr().err
+
+
+def test_a_fused_int8_product_equals_the_separate_ones():
+    torch.manual_seed(1)
+    parts = [torch.nn.Linear(32, 32), torch.nn.Linear(32, 32, bias=False), torch.nn.Linear(32, 16)]
+    x = torch.randn(2, 5, 32)
+    with torch.inference_mode():
+        together = fused(parts)(x).split([32, 32, 16], dim=-1)
+        for got, part in zip(together, parts):
+            torch.testing.assert_close(got, Int8Linear.from_linear(part)(x), rtol=1e-5, atol=1e-5)
