@@ -170,6 +170,11 @@ class RunState(QObject):
         beamsAdded(list): the BeamEvents of the current branch since the last frame.
         roundsAdded(int, list): (branch, SpeculationRounds) the current branch's speculation
             rounds since the last frame, emitted by :meth:`flush` after that frame's steps.
+        branchFinished(int): a branch's run ended (:meth:`finish`; its ``Branch.finished``).
+        marksChanged(object): the step marks of the current branch changed (:meth:`set_marks`).
+
+    ``stepAdded`` is per token: a view never follows it (it gets ``stepsAdded`` once per
+    frame, ``gui.widgets.follow``).
     """
 
     stepAdded = Signal(object)
@@ -183,6 +188,8 @@ class RunState(QObject):
     segmentAdded = Signal(int, object)
     beamsAdded = Signal(list)
     roundsAdded = Signal(int, list)
+    branchFinished = Signal(int)
+    marksChanged = Signal(object)
 
     def __init__(self, parent: QObject | None = None) -> None:
         super().__init__(parent)
@@ -197,6 +204,7 @@ class RunState(QObject):
         self._batch: list[StepEvent | SegmentEvent] = []  # the current branch's, since the last frame
         self._beams: list = []  # BeamEvents since the last frame
         self._rounds: list[SpeculationRound] = []  # the current branch's, since the last frame
+        self._marks: dict[int, tuple[str, str]] = {}  # step -> (colour, tooltip line): set_marks
 
     # ------------------------------------------------------------ the frame
     def flush(self) -> None:
@@ -364,6 +372,18 @@ class RunState(QObject):
         if note is not None:
             b.note = note
         self.branchChanged.emit(b.id)
+        self.branchFinished.emit(b.id)
+
+    def set_marks(self, marks: dict[int, tuple[str, str]]) -> None:
+        """Mark steps of the current branch: step -> (colour, a line for the tooltip); the
+        what-ifs (``gui.tabs.whatif``) mark the tokens that depended on a masked part of the
+        input. The token stream follows (``marksChanged``); ``{}`` takes them away."""
+        self._marks = {int(k): (str(c), str(t)) for k, (c, t) in marks.items()}
+        self.marksChanged.emit(dict(self._marks))
+
+    def marks(self) -> dict[int, tuple[str, str]]:
+        """The step marks last set (:meth:`set_marks`)."""
+        return dict(self._marks)
 
     def fork(self, parent: int, step: int, forced_ids: Iterable[int], forced_text: str,
              options: object | None = None) -> Branch:

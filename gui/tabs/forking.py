@@ -212,9 +212,7 @@ class Forking(QObject):
         tab.controller.frame()
         note = _reuse_note(fin.stats, fork.n_prefix)
         whole = self._branch_finished(b, fin)
-        self.run.finish(whole, b, note=note)
-        if self.run.current_branch() == b:
-            tab.stream.finish(whole)
+        self.run.finish(whole, b, note=note)  # the stream shows it when b is the current branch
         tab.statsChanged.emit(tab.stats_dict(fin))
         timing = (f"first new token {1000 * fork.first_new_s:.0f} ms after the click"
                   if fork.first_new_s is not None else "no new token (the forced segment ended)")

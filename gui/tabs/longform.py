@@ -74,7 +74,7 @@ class LongFormMixin:
         self.attempts_view = AttemptsView()
         self.add_inspector_view(self.attempts_view, "Attempts")
         self.inspector_tabs.setTabVisible(self.inspector_tabs.indexOf(self.attempts_view), False)
-        self.window_marks = WindowMarks([self.wave, self.heatmap.wave_plot])
+        self.window_marks = WindowMarks(self.axis)  # on the waveforms of the input's axis
         self.longform_panel.changed.connect(self.request_decode)
         self.run.cleared.connect(self._longform_cleared)
 

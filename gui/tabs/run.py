@@ -19,8 +19,8 @@ One :class:`~gui.run_controller.RunController` runs the load and the decode (and
 what-ifs, lanes, refine) in worker threads and hands their events on in one time-sliced
 pump; the run's steps go into a :class:`~gui.run_state.RunState`, which every view takes in
 its constructor and follows (``gui.widgets.follow``): one ``stepsAdded`` per frame, the
-selection, another branch, steps taken back, a new run. Nothing feeds a view by hand but
-its end (``finish``) and the what-if marks. An option change re-decodes (the running
+selection, another branch, steps taken back, a branch's end, a new run. Nothing feeds a
+view by hand. An option change re-decodes (the running
 decode is cancelled first); errors show inline (a banner at the top of the tab) and
 through ``errorOccurred`` for the status bar.
 
@@ -52,6 +52,7 @@ from ..run_state import RunState
 from ..widgets.attention_heatmap import AttentionHeatmap
 from ..widgets.beam_tree import BeamTreeView
 from ..widgets.branch_tree import BranchTree
+from ..widgets.column_axis import ColumnAxis
 from ..widgets.error_banner import ErrorBanner
 from ..widgets.fork_diff import ForkDiff
 from ..widgets.logit_lens import LogitLensView
@@ -152,16 +153,18 @@ class RunTab(QWidget, TaskHooks):
         self.stream = TokenStreamView(self.run)
         self.strip = StepStrip(self.run)
         self.stream.set_strip(self.strip)
-        self.topk = TopKChart()
+        self.topk = TopKChart(run=self.run)
         self.stages = StageView()
         self.inspector = StepInspector(self.topk, self.stages)
-        self.heatmap = AttentionHeatmap(self.run)  # its column axis is the input's (configure_heatmap)
+        #: the input's axis (labels, unit, scale; the plots on it), shared by the views over the input
+        self.axis = ColumnAxis()
+        self.heatmap = AttentionHeatmap(self.run, self.axis)  # the tab sets the axis (configure_heatmap)
         # the views beside the top-k chart, one line each (gui/inspector.py)
         self.inspector_tabs = tabs = InspectorTabs()
         self.fork_diff = ForkDiff(self.run)
         self.branch_tree = BranchTree(self.run)
         self.whatif_view = WhatIfView()
-        self.beam_tree = BeamTreeView(self.run, axis=self.heatmap.axis)  # for beam strategies (show_beam_tree)
+        self.beam_tree = BeamTreeView(self.run, axis=self.axis)  # for beam strategies (show_beam_tree)
         self.lens_view = LogitLensView(self.run)  # layers x steps; its Capture box re-decodes with the lens
         tabs.add_view(self.heatmap, "Attention")
         tabs.add_view(self.fork_diff, "Fork diff", "a branch beside the branch it was forked from: the common "
@@ -201,9 +204,7 @@ class RunTab(QWidget, TaskHooks):
         self.lens_view.captureChanged.connect(self._lens_capture_changed)
         # the top-k chart and the statistics follow the run, once per frame
         self.run.stepsAdded.connect(self._steps_added)
-        self.run.selectionChanged.connect(self._selection_changed)
         self.run.currentBranchChanged.connect(self._current_branch_changed)
-        self.run.stepsRetracted.connect(self._steps_retracted)
         self.run.cleared.connect(self._run_cleared)
         self.controller.add_frame_listener(self._frame)
         self.configure_heatmap()
@@ -502,8 +503,6 @@ class RunTab(QWidget, TaskHooks):
             self.run.finish(ev)
             self.baseline.record(self.run.branch(0).options, ev)  # a plain run's ms per token
             self.explorations_keeper.settle(ev)  # the same tokens take the old forks back
-            self.stream.finish(ev)
-            self.beam_tree.finish()
             self.statsChanged.emit(self._stats_dict(ev))
             self.decodeFinished.emit(ev)
             what = "cancelled" if ev.cancelled else f"{ev.stats.n_tokens} tokens ({ev.reason})"
@@ -525,26 +524,14 @@ class RunTab(QWidget, TaskHooks):
 
     def _steps_added(self, _branch: int, steps: list[StepEvent]) -> None:
         """The current branch's steps of one frame (the views follow the run themselves):
-        the top-k (and chain stages) of the newest (or the selected) step; one statistics
-        update."""
-        sel = self.run.selected()
-        if sel is None:
-            self.topk.set_step(steps[-1])
-        elif any(ev.step == sel for ev in steps):
-            self.topk.set_step(self.run.step(sel))
+        one statistics update."""
         self.statsChanged.emit(self._stats_dict(None))
 
-    def _selection_changed(self, step: int | None) -> None:
-        """The top-k chart shows the selected step, or the newest."""
-        self.topk.set_step(self.run.step(step if step is not None else self.run.latest()))
-
     def _current_branch_changed(self, branch: int) -> None:
-        """The views have shown the current branch's segments and steps again (they follow
-        the run): its end in the stream, the selection (or the newest step) in the top-k chart."""
-        self.topk.set_step(None)
+        """The views have shown the current branch's segments, steps and end again (they
+        follow the run): the selection stays if the branch has that step, else the views
+        follow the newest step."""
         b = self.run.branch(branch)
-        if b.finished is not None and not self.forking.growing(branch):
-            self.stream.finish(b.finished)
         sel = self.run.selected()
         if sel is not None and sel in self.run:
             self.select_step(sel)
@@ -557,14 +544,6 @@ class RunTab(QWidget, TaskHooks):
         if not tabs.isTabVisible(tabs.indexOf(self.speculation_view)) and self.run.rounds():
             self.show_speculation(True)  # an opened exploration of a speculative run
         self.branch_replayed(branch)
-
-    def _steps_retracted(self, branch: int, _step: int) -> None:
-        """Steps were taken back (a long-form attempt that was not kept): the views redraw
-        the current branch from the run's steps themselves; the top-k chart follows."""
-        if branch != self.run.current_branch():
-            return
-        if self.run.selected() is None:
-            self.topk.set_step(self.run.step(self.run.latest()))
 
     def show_branch_title(self) -> None:
         """The token stream's title: which branch it shows."""
@@ -598,7 +577,6 @@ class RunTab(QWidget, TaskHooks):
 
     def _run_cleared(self) -> None:
         """A new run (or no input): the views start empty (they follow the run)."""
-        self.topk.set_step(None)
         self.show_branch_title()
 
     # ------------------------------------------------------------ selection
@@ -606,7 +584,6 @@ class RunTab(QWidget, TaskHooks):
         """Select ``step`` in the run: the top-k chart and the stage view show it, the views
         that follow the run outline it."""
         self.run.select(step)
-        self.topk.set_step(self.run.step(step))
 
     def selected_step(self) -> int | None:
         """The step the user selected (None: follow the newest token)."""
@@ -615,7 +592,6 @@ class RunTab(QWidget, TaskHooks):
     def follow_newest(self) -> None:
         """Drop the token selection: the views follow the newest token again."""
         self.run.select(None)
-        self.topk.set_step(self.run.step(self.run.latest()))
 
     # --------------------------------------------------------------- cancel
     def cancel(self) -> bool:
@@ -660,8 +636,7 @@ class RunTab(QWidget, TaskHooks):
             stats=RunStats(decode_s=elapsed, n_tokens=len(steps)), cancelled=True, reason="cancelled",
         )
         if not forked:
-            self.run.finish(fin)
-        self.stream.finish(fin)
+            self.run.finish(fin)  # the stream shows the end (a fork's branch ended in forking.cancel)
         self.statsChanged.emit(self._stats_dict(fin))
 
     def cancelled_text(self, steps: list[StepEvent]) -> str:

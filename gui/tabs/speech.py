@@ -115,7 +115,8 @@ class SpeechTab(LongFormMixin, SpeechMask, SpeechInputAreaMixin, SpeechTakesMixi
         from ..widgets.timestamp_marks import TimestampMarks
 
         # segment bounds of timestamp tokens on the input's waveform, the heatmap's and the heatmap
-        self.timestamp_marks = TimestampMarks([self.wave, self.heatmap.wave_plot, self.heatmap.plot], self.run)
+        self.axis.add_plot(self.wave, "input")  # the input's waveform is on the axis' seconds too
+        self.timestamp_marks = TimestampMarks(self.axis, self.run)
         self.language_bars.follow(self.run, self.candidates_edit)  # the current window's language probabilities
         from .word_timing import WordTimingController
 

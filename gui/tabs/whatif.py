@@ -308,7 +308,7 @@ class WhatIfs(QObject):
         return out
 
     def _apply_marks(self) -> None:
-        self.tab.stream.set_marks(self.marks())
+        self.run.set_marks(self.marks())  # the token stream follows
 
     # ------------------------------------------------------------ housekeeping
     def _input_hash(self) -> str | None:

@@ -79,7 +79,7 @@ class WordTimingController(QObject):
         self._timer.setInterval(DELAY_MS)
         self._timer.timeout.connect(self._start)
         run = tab.run
-        run.stepAdded.connect(lambda _ev: self.schedule())
+        run.stepsAdded.connect(lambda _branch, _steps: self.schedule())  # once per frame
         run.cleared.connect(self._cleared)
         run.currentBranchChanged.connect(lambda _b: self.schedule())
         run.stepsRetracted.connect(lambda *_a: self.schedule())  # a long-form attempt taken back

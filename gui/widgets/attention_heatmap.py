@@ -103,10 +103,11 @@ class AttentionHeatmap(QWidget):
     viewChanged = Signal()
     rowHovered = Signal(object)
 
-    def __init__(self, run=None, parent: QWidget | None = None) -> None:
+    def __init__(self, run=None, axis: ColumnAxis | None = None, parent: QWidget | None = None) -> None:
         super().__init__(parent)
-        #: the input's column axis (labels, unit, scale, column count), shared with other views
-        self.axis = ColumnAxis()
+        #: the input's column axis (labels, unit, scale, column count, the plots on it), shared
+        #: with other views (the tab makes it; a heatmap alone makes its own)
+        self.axis = axis if axis is not None else ColumnAxis()
         self._scale = 1.0  # source units per column (e.g. 0.02 s)
         self._unit = "source position"
         self._col_labels: list[str] | None = None
@@ -172,6 +173,9 @@ class AttentionHeatmap(QWidget):
         self.plot.getAxis("left").setWidth(90)
         self.plot.setMouseEnabled(x=True, y=True)
         self.wave_plot.setXLink(self.plot)
+        # the marks on the input's axis (timestamps, long-form windows) draw here too
+        self.axis.add_plot(self.wave_plot, "input")
+        self.axis.add_plot(self.plot, "attention")
         self.image = pg.ImageItem(axisOrder="row-major")
         self.image.setLookupTable(LUT)
         self.image.setLevels((0.0, 1.0))

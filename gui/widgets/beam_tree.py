@@ -111,6 +111,7 @@ class BeamTreeView(QWidget):
             run.segmentAdded.connect(lambda _branch, ev: self.handle_segment(ev))
             run.selectionChanged.connect(self.select_step)
             run.cleared.connect(self.clear)
+            run.branchFinished.connect(lambda b: self.finish() if b == run.current_branch() else None)
 
     def _build(self) -> None:
         self.view = TreeCanvas()

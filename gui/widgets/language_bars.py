@@ -135,10 +135,10 @@ class LanguageBars(QWidget):
     # ------------------------------------------------------------ a view over RunState
     def follow(self, run, candidates: CandidatesEdit | None = None) -> None:
         """Show the language probabilities of the window of ``run``'s current step; refresh on
-        its steps, selection, branch changes and clear. ``candidates``: the field whose
+        its steps (once per frame), selection, branch changes and clear. ``candidates``: the field whose
         codes mark the bars as restricted."""
         self._run, self._candidates = run, candidates
-        run.stepAdded.connect(lambda _ev: self.refresh())
+        run.stepsAdded.connect(lambda _branch, _steps: self.refresh())  # once per frame
         run.selectionChanged.connect(lambda _s: self.refresh())
         run.currentBranchChanged.connect(lambda _b: self.refresh())
         run.cleared.connect(self.refresh)

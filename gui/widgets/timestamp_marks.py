@@ -1,7 +1,9 @@
 """Whisper's timestamp tokens drawn on the waveform and the attention heatmap (both on a
 seconds axis): a dashed line at each segment start and end (``<|2.60|>`` in 30 s window ``w`` is at ``w * 30 + 2.60`` s), live as the tokens
-arrive. A view over ``RunState``: it redraws from the current branch's steps. Each plot holds
-ONE item that draws all its lines (:class:`TimestampLines`)."""
+arrive. A view over ``RunState``: it takes each frame's steps (``stepsAdded``) and redraws
+from the current branch's steps. Its plots are those of the input's ``ColumnAxis`` (the
+waveform, the heatmap's strip and the heatmap, also ones added later), or a list. Each plot
+holds ONE item that draws all its lines (:class:`TimestampLines`)."""
 
 from __future__ import annotations
 
@@ -112,21 +114,33 @@ class TimestampLines(pg.GraphicsObject):
 
 class TimestampMarks:
     """Vertical lines on each of ``plots`` (x in seconds) at the timestamps of ``run``'s
-    current branch: one :class:`TimestampLines` item per plot, added once."""
+    current branch: one :class:`TimestampLines` item per plot, added once. ``plots``: a
+    ``ColumnAxis`` (every plot on the input's axis, as they are added) or a list of plots."""
 
     def __init__(self, plots, run) -> None:
-        self.plots, self.run = list(plots), run
+        self.plots: list = []
+        self.run = run
         self.items: list[TimestampLines] = []  # one per plot, in the order of ``plots``
-        for plot in self.plots:
-            item = TimestampLines()
-            plot.addItem(item, ignoreBounds=True)
-            self.items.append(item)
         self._times: list[float] = []  # the lines' seconds, sorted (one per time)
         self._steps: list[int] = []  # the step whose timestamp drew each time
-        run.stepAdded.connect(self._step_added)
+        if hasattr(plots, "follow_plots"):
+            plots.follow_plots(self.add_plot)
+        else:
+            for plot in plots:
+                self.add_plot(plot)
+        run.stepsAdded.connect(self._steps_added)
         run.cleared.connect(self.redraw)
         run.stepsRetracted.connect(self._retracted)  # a long-form attempt taken back
         run.currentBranchChanged.connect(lambda _b: self.redraw())
+
+    def add_plot(self, plot) -> None:
+        """Draw the lines on ``plot`` too (x in seconds), from now on."""
+        item = TimestampLines()
+        for k, t in enumerate(self._times):
+            item.times.insert(k, t)
+        plot.addItem(item, ignoreBounds=True)
+        self.plots.append(plot)
+        self.items.append(item)
 
     def seconds(self) -> list[float]:
         """Where the lines are (seconds), left to right."""
@@ -140,11 +154,13 @@ class TimestampMarks:
                 return list(item.times)
         raise ValueError("not one of the plots these timestamp marks draw on")
 
-    def _step_added(self, ev) -> None:
-        """A new timestamp gets its line (a segment's closing and the next one's opening
-        timestamp share one); the others stay (a redraw per timestamp was O(n^2) on long-form runs)."""
-        for t in timestamp_seconds([ev]):
-            self._add(t, ev.step)
+    def _steps_added(self, _branch: int, steps) -> None:
+        """A frame's steps: each new timestamp gets its line (a segment's closing and the next
+        one's opening timestamp share one); the others stay (a redraw per timestamp was
+        O(n^2) on long-form runs)."""
+        for ev in steps:
+            for t in timestamp_seconds([ev]):
+                self._add(t, ev.step)
 
     def _retracted(self, branch: int, step: int) -> None:
         """Steps from ``step`` on were taken back: only their lines go (a whole redraw took

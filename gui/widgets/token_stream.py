@@ -3,7 +3,9 @@ its rank bucket in the raw distribution (top-1 / top-10 / top-100 / beyond, as G
 by the raw distribution's entropy; a combo box in the header picks the mode and the legend
 beside it follows.
 
-Tokens are appended live as ``StepEvent``s arrive; a ``SegmentEvent`` starts a new
+Given the run (``gui.run_state.RunState``) the view follows it (``gui.widgets.follow``):
+its steps once per frame, the selection, the end of the shown branch (``branchFinished``)
+and the what-ifs' marks (``marksChanged``). Tokens are appended live as ``StepEvent``s arrive; a ``SegmentEvent`` starts a new
 line with a grey label in front of its tokens (e.g. "0.0–30.0 s · language en (98%)").
 Clicking a chip selects that step (``stepSelected(int)``); hovering shows its
 probability and the top alternatives. In beam search the live beams (``BeamEvent``)
@@ -158,6 +160,18 @@ class TokenStreamView(QWidget):
             run.currentBranchChanged.connect(lambda _branch: self.add_rounds(run.rounds()))
             run.stepsRetracted.connect(
                 lambda branch, _step: self.add_rounds(run.rounds()) if branch == run.current_branch() else None)
+            # the end of the shown branch: when its run ends, and after a replay of a branch that ended
+            run.branchFinished.connect(self._show_end)
+            run.currentBranchChanged.connect(self._show_end)
+            run.marksChanged.connect(self.set_marks)  # the what-ifs' marks
+
+    def _show_end(self, branch: int) -> None:
+        """Show the end of ``branch`` (if it is the run's current branch and it ended)."""
+        run = self._run
+        if branch == run.current_branch():
+            fin = run.branch(branch).finished
+            if fin is not None:
+                self.finish(fin)
 
     # ---------------------------------------------------------------- API
     def clear(self) -> None:

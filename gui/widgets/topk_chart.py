@@ -7,6 +7,9 @@ distribution with numpy's seeded Generator and outlines the observed frequencies
 bars. The distribution drawn from is the reported top-k plus one "other" bucket holding
 the remaining mass 1 − Σ top-k: exactly the processed distribution with its tail lumped
 together. No model call.
+
+Given the run (``TopKChart(run=...)``, ``gui.run_state.RunState``) the chart follows it
+(``gui.widgets.follow``): the selected step, else the newest, once per frame.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from PySide6.QtWidgets import QSizePolicy, QWidget
 from core.events import StepEvent
 
 from .colors import SAMPLE_COLOR, prob_color
+from .follow import follow_run
 from .token_text import display_text
 
 
@@ -153,7 +157,7 @@ class TopKChart(QWidget):
     stepChanged = Signal(object)
     alternativeClicked = Signal(int, int, str)
 
-    def __init__(self, limit: int = 10, parent: QWidget | None = None) -> None:
+    def __init__(self, limit: int = 10, parent: QWidget | None = None, run=None) -> None:
         super().__init__(parent)
         self._limit = limit
         self._event: StepEvent | None = None
@@ -162,6 +166,26 @@ class TopKChart(QWidget):
         self.setMinimumSize(260, 160)
         self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Expanding)
         self.setMouseTracking(True)
+        self._run = run
+        if run is not None:  # the selected (else the newest) step of the run, once per frame
+            follow_run(run, self, segments=False)
+
+    # ---------------------------------------------------------------- following the run
+    def append_steps(self, steps: list[StepEvent]) -> None:
+        """A frame's new steps of the followed run: the newest is shown while no step is
+        selected (a selected step that arrives comes through :meth:`select_step`)."""
+        if steps and self._run is not None and self._run.selected() is None:
+            self.set_step(steps[-1])
+
+    def select_step(self, step: int | None) -> None:
+        """The followed run's selection changed: show ``step``, or the newest step (None)."""
+        run = self._run
+        if run is not None:
+            self.set_step(run.step(step if step is not None else run.latest()))
+
+    def clear(self) -> None:
+        """Show nothing (a new run, or the input went away)."""
+        self.set_step(None)
 
     def sizeHint(self) -> QSize:
         return QSize(420, 300)

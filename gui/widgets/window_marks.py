@@ -22,13 +22,25 @@ MARK_COLORS = {"fallback": ("#E69F00", "#8a5a00"), "repetition": ("#D55E00", "#8
 
 class WindowMarks:
     """Tinted spans with labels on each of ``plots`` (x in seconds), one per window that fell
-    back or was skipped."""
+    back or was skipped. ``plots``: a ``ColumnAxis`` (its "input" plots — the waveforms, not
+    the heatmap — also those added later) or a list of plots."""
 
     def __init__(self, plots) -> None:
-        self.plots = list(plots)
+        self.plots: list = []
         self._by_window: dict[int, list[tuple[object, object]]] = {}  # window -> its (plot, item)s
         self._windows: dict[int, list[AttemptEvent]] = {}
         self._marks: dict[int, tuple[str, str, float, float]] = {}  # window -> kind, label, start, end
+        if hasattr(plots, "follow_plots"):
+            plots.follow_plots(self.add_plot, kinds=("input",))
+        else:
+            for plot in plots:
+                self.add_plot(plot)
+
+    def add_plot(self, plot) -> None:
+        """Draw the marks on ``plot`` too (x in seconds), from now on."""
+        self.plots.append(plot)
+        for window in list(self._marks):
+            self._draw(window)
 
     @property
     def _items(self) -> list[tuple[object, object]]:

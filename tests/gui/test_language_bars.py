@@ -136,9 +136,11 @@ def test_bars_follow_the_selected_window(qtbot):
     assert bars.isHidden()
     run.add_segment(SegmentEvent(segment=0, label="0–30 s", language_probs=distribution(["en", "de"])))
     run.add(make_step(0, " Hello"))
+    run.flush()  # the frame
     assert bars.bars()[0][0] == "en" and bars.title() == "language · window 1"
     run.add_segment(SegmentEvent(segment=1, label="30–60 s", language_probs=distribution(["de", "fr", "ja"])))
     run.add(dataclasses.replace(make_step(1, " Hallo"), segment=1))
+    run.flush()
     assert [c for c, _p in bars.bars()] == ["de", "fr", "ja"] and bars.title() == "language · window 2"
     run.select(0)  # the user selects a token of window 1
     assert bars.bars()[0][0] == "en"

@@ -40,11 +40,13 @@ def test_the_plot_holds_the_same_number_of_items_however_many_timestamps(qtbot):
     counts = [_item_count(p) for p in plots]
     for i in range(1, 800):
         run.add(_step(i))
+    run.flush()  # the frame
     assert len(marks.seconds()) > 50
     assert [_item_count(p) for p in plots] == counts  # not one item per line
     run.clear()
     for i in range(400):
         run.add(_step(i))
+    run.flush()
     assert [_item_count(p) for p in plots] == counts
 
 
@@ -57,6 +59,7 @@ def test_the_one_item_draws_a_line_at_each_timestamp_in_view(qtbot):
     TimestampMarks([plot.getPlotItem()], run)
     for i in range(240):  # windows 0-2: none between 0.0 and 12.0 s
         run.add(_step(i))
+    run.flush()  # the frame
     plot.show()
     qtbot.waitExposed(plot)
     img = plot.grab().toImage()

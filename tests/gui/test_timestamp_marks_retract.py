@@ -27,6 +27,7 @@ def test_a_retracted_attempt_removes_only_its_own_lines(qtbot, monkeypatch):
     marks = TimestampMarks([p.getPlotItem() for p in plots], run)
     for i in range(400):
         run.add(_step(i))
+    run.flush()  # the frame
     removed = []
     for item in marks.items:  # the one item per plot that draws the lines
         real = item.remove
