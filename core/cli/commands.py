@@ -73,7 +73,7 @@ from core.events import Event, Finished
 from core.cli import translate as cli_translate
 from core.cli.lanes import add_compare_arguments, lanes_from_args, run_compare
 from core.cli.longform import add_longform_arguments, check_writer_options, longform_options, run_longform, use_longform
-from core.cli.options import add_decoding_arguments, misapplied_flag, options_from_args, say_dtype
+from core.cli.options import add_decoding_arguments, dtype_of, misapplied_flag, options_from_args, say_dtype
 from core.cli.trace import CLIError, say_speculative, speech_notes, stage_reports, trace, vocab_size_of
 from core.cli.words import add_word_arguments, emit_words
 from core.options import DecodingOptions
@@ -103,7 +103,7 @@ def cmd_transcribe(args: argparse.Namespace) -> int:
         raise CLIError("--draft branch drafts from an earlier run of the same input, and long-form decoding has "
                        "none for its first attempts; give --draft ngram (a failed attempt of the temperature "
                        "fallback drafts the next attempt whatever --draft says)")
-    model = SpeechModel.load(args.model, dtype=args.dtype)
+    model = SpeechModel.load(args.model, **({"dtype": args.dtype} if args.dtype != "float32" else {}))
     say_dtype(model)
     prefix = _prefix_ids(model, args.prefix)
     if longform:
@@ -122,11 +122,11 @@ def cmd_transcribe(args: argparse.Namespace) -> int:
                                               prefix_ids=prefix, timestamps=args.timestamps,
                                               candidate_languages=args.language_candidates), audio)
     if not args.timestamps:
-        return _emit("transcribe", model.name, options, events, args, vocab_size_of(model), model.dtype)
+        return _emit("transcribe", model.name, options, events, args, vocab_size_of(model), dtype_of(model))
     events = list(events)
     segments = model.segments(events)
     if args.json:
-        out = trace("transcribe", model.name, options, events, args.attention, vocab_size_of(model), model.dtype)
+        out = trace("transcribe", model.name, options, events, args.attention, vocab_size_of(model), dtype_of(model))
         out["segments"] = segments
         print(json.dumps(out, ensure_ascii=False, indent=1))
     else:  # as openai/whisper's CLI prints them

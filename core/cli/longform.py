@@ -167,6 +167,7 @@ def _timestamp(seconds: float) -> str:
 
 def run_longform(model, audio, options, prefix: list[int], args: argparse.Namespace) -> int:
     """Decode long-form and print / write the result; 0 on success (130 when cancelled)."""
+    from core.cli.options import dtype_of
     from core.cli.trace import say_speculative, trace, vocab_size_of
     from core.tasks.writers import write_result
     from core.tasks.longform import result_dict, transcript_events
@@ -223,7 +224,7 @@ def run_longform(model, audio, options, prefix: list[int], args: argparse.Namesp
     finished = next(ev for ev in events if isinstance(ev, Finished))
     if args.json:
         out = trace("transcribe", model.name, options, (ev for ev in kept if not isinstance(ev, AttemptEvent)),
-                    args.attention, vocab_size_of(model), model.dtype)
+                    args.attention, vocab_size_of(model), dtype_of(model))
         out["language"] = model.last_language
         out["segments"] = [{k: s[k] for k in ("id", "seek", "start", "end", "text", "temperature", "avg_logprob",
                                                "compression_ratio", "no_speech_prob")}

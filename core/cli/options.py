@@ -204,12 +204,17 @@ def misapplied_flag(args: argparse.Namespace) -> str | None:
     return _misapplied_amateur(args, strategy, compare)
 
 
+def dtype_of(model) -> str:
+    """The compute type a task model runs in ("float32" unless it says otherwise)."""
+    return getattr(model, "dtype", "float32")
+
+
 def say_dtype(model, err=None) -> None:
     """One stderr line naming the model and its compute type when it is not float32
     ("decoding-explorer: whisper-tiny.en in int8 ..."); nothing for float32."""
     import sys
 
-    dtype = getattr(model, "dtype", "float32")
+    dtype = dtype_of(model)
     if dtype != "float32":
         print(f"decoding-explorer: {model.name} in {dtype} (dynamic quantisation: tokens may differ slightly "
               "from float32)", file=err or sys.stderr)

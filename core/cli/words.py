@@ -12,6 +12,7 @@ import time
 from dataclasses import replace
 
 from core.analysis.silence import snap_words
+from core.cli.options import dtype_of
 from core.cli.trace import speech_notes, trace, vocab_size_of
 from core.events import Finished, StepEvent
 
@@ -128,7 +129,7 @@ def emit_words(model, audio, options, prefix: list[int], args: argparse.Namespac
     else:
         rows = word_rows(words)
     if args.json:
-        out = trace("transcribe", model.name, options, events, args.attention, vocab_size_of(model), model.dtype)
+        out = trace("transcribe", model.name, options, events, args.attention, vocab_size_of(model), dtype_of(model))
         if kw["timestamps"]:
             out["segments"] = model.segments(events)
         out["words"] = rows
