@@ -56,8 +56,19 @@ from core.events import AttemptEvent, BeamEvent, Finished, RunStats, SegmentEven
 from core.options import DecodingOptions
 from core.tasks.plan import RunTotals
 from core.tasks.longform_verdicts import judge, loudest_db, no_speech_prob
-from core.tasks.longform_windows import (INPUT_STRIDE, MEL_PER_S, N_FRAMES, LogMel, audio_key, encode_window,
-                                         hold_window_kv)
+from core.tasks.longform_windows import (
+    INPUT_STRIDE,
+    MEL_PER_S,
+    N_FRAMES,
+    LogMel,
+    WindowPlan,
+    audio_key,
+    encode_audio,
+    encode_window,
+    hold_window_kv,
+    plan_of_run,
+    window_samples,
+)
 
 #: 0.02 s per timestamp tick
 TIME_PRECISION = 0.02
@@ -119,68 +130,6 @@ class LongFormOptions:
         if not 1 <= self.sample_len <= 440:
             raise ValueError(f"sample_len must be in 1..440 tokens, got {self.sample_len}")
         return self
-
-
-@dataclass(frozen=True)
-class WindowPlan:
-    """Where one window of a long-form run sat, so the run can be forked, re-scored
-    (what-if) or aligned later on the same encoder output and prompt.
-
-    Attributes:
-        seek: its first mel frame (10 ms); n_frames: the mel frames it covers (<= 3000).
-        prompt: its DecoderPrompt (previous text included).
-        event: its SegmentEvent.
-    """
-
-    seek: int
-    n_frames: int
-    prompt: object
-    event: SegmentEvent
-
-
-def window_samples(plan: WindowPlan) -> tuple[int, int]:
-    """(first, end) sample of the audio a window covers (16 kHz)."""
-    per = SAMPLE_RATE // MEL_PER_S
-    return plan.seek * per, (plan.seek + plan.n_frames) * per
-
-
-def encode_audio(model, audio: np.ndarray, plan: WindowPlan):
-    """The EncoderOutput of ``plan``'s window of ``audio`` (another version of the run's
-    audio, e.g. with a span silenced): the whole clip's log-mel, cut as the run cut it."""
-    key = audio_key(audio)
-    encoded = encode_window(model, LogMel(model, audio), key, plan.seek, plan.n_frames)[0]
-    hold_window_kv(model, encoded)
-    return encoded
-
-
-def plan_of_run(model, audio: np.ndarray, options: DecodingOptions, language: str, task: str,
-                candidate_languages=None):
-    """(windows, prepare, stats) of the last long-form run on ``audio`` (as
-    ``SpeechModel._plan`` gives for fixed windows): its :class:`WindowPlan` s and a
-    ``prepare`` giving each window's cached encoder output, prompt and SegmentEvent, so
-    ``fork_segment`` and ``core.tasks.whatif`` work on a long-form run.
-
-    Raises:
-        ValueError: this audio has not been transcribed long-form by this model.
-    """
-    from core.tasks.plan import Prepared
-    from core.inputs.types import check_audio as _check_audio
-
-    options.validate()
-    model.check_language_task(language, task, candidate_languages)
-    audio = _check_audio(audio)
-    key = audio_key(audio)
-    plans = getattr(model, "_longform_plans", {}).get(key)
-    if not plans:
-        raise ValueError("this audio has no long-form run to go back to; transcribe it long-form first")
-    mel = LogMel(model, audio)  # computed only for a window not in the encoder cache
-
-    def prepare(i: int, plan: WindowPlan) -> Prepared:
-        encoded, hit = encode_window(model, mel, key, plan.seek, plan.n_frames)
-        hold_window_kv(model, encoded)  # a fork on an old window: its K/V come back, the oldest held go
-        return Prepared(encoded, plan.prompt, plan.event, hit)
-
-    return list(plans), prepare, RunStats(load_s=model.load_s, audio_s=len(audio) / SAMPLE_RATE, encoder_cached=True)
 
 
 def split_window(tokens: Sequence[int], timestamp_begin: int, seek_frames: int, time_offset: float):

@@ -1,6 +1,7 @@
 """The audio side of a long-form run (core/tasks/longform.py): the whole clip's log-mel
-spectrogram cut into 30 s windows, each window's encoder output (cached), and which windows
-keep their decoder keys/values in memory.
+spectrogram cut into 30 s windows, each window's encoder output (cached), which windows
+keep their decoder keys/values in memory, and where a run's windows sat (:class:`WindowPlan`,
+:func:`plan_of_run`: what a fork, a what-if or the word alignment of a long-form run needs).
 
 Memory: the decoder's cross-attention keys/values of a window (base: 37 MB) and the
 engine's KV cache kept for a fork are held for the last :data:`KV_WINDOWS_KEPT` windows
@@ -11,10 +12,13 @@ from __future__ import annotations
 
 import hashlib
 import math
+from dataclasses import dataclass
 
 import numpy as np
 
 from core.catalog import SAMPLE_RATE
+from core.events import RunStats, SegmentEvent
+from core.options import DecodingOptions
 
 #: mel frames per second (10 ms hop) and per 30 s window; encoder frames are 2 mel frames
 MEL_PER_S = 100
@@ -25,7 +29,7 @@ INPUT_STRIDE = 2
 KV_WINDOWS_KEPT = 2
 
 __all__ = ["INPUT_STRIDE", "KV_WINDOWS_KEPT", "MEL_CHUNK", "MEL_PER_S", "N_FRAMES", "LogMel", "audio_key", "drop_window_kv",
-           "encode_window", "hold_window_kv", "log_mel"]
+           "encode_window", "hold_window_kv", "log_mel", "WindowPlan", "window_samples", "encode_audio", "plan_of_run"]
 
 
 def audio_key(audio: np.ndarray) -> str:
@@ -169,3 +173,65 @@ def encode_window(model, mel, audio_key: str, seek: int, n_frames: int):
 
     encoded, hit = model._cache.get_or_encode(key, run)
     return encoded, hit
+
+
+@dataclass(frozen=True)
+class WindowPlan:
+    """Where one window of a long-form run sat, so the run can be forked, re-scored
+    (what-if) or aligned later on the same encoder output and prompt.
+
+    Attributes:
+        seek: its first mel frame (10 ms); n_frames: the mel frames it covers (<= 3000).
+        prompt: its DecoderPrompt (previous text included).
+        event: its SegmentEvent.
+    """
+
+    seek: int
+    n_frames: int
+    prompt: object
+    event: SegmentEvent
+
+
+def window_samples(plan: WindowPlan) -> tuple[int, int]:
+    """(first, end) sample of the audio a window covers (16 kHz)."""
+    per = SAMPLE_RATE // MEL_PER_S
+    return plan.seek * per, (plan.seek + plan.n_frames) * per
+
+
+def encode_audio(model, audio: np.ndarray, plan: WindowPlan):
+    """The EncoderOutput of ``plan``'s window of ``audio`` (another version of the run's
+    audio, e.g. with a span silenced): the whole clip's log-mel, cut as the run cut it."""
+    key = audio_key(audio)
+    encoded = encode_window(model, LogMel(model, audio), key, plan.seek, plan.n_frames)[0]
+    hold_window_kv(model, encoded)
+    return encoded
+
+
+def plan_of_run(model, audio: np.ndarray, options: DecodingOptions, language: str, task: str,
+                candidate_languages=None):
+    """(windows, prepare, stats) of the last long-form run on ``audio`` (as
+    ``SpeechModel._plan`` gives for fixed windows): its :class:`WindowPlan` s and a
+    ``prepare`` giving each window's cached encoder output, prompt and SegmentEvent, so
+    ``fork_segment`` and ``core.tasks.whatif`` work on a long-form run.
+
+    Raises:
+        ValueError: this audio has not been transcribed long-form by this model.
+    """
+    from core.inputs.types import check_audio as _check_audio
+    from core.tasks.plan import Prepared
+
+    options.validate()
+    model.check_language_task(language, task, candidate_languages)
+    audio = _check_audio(audio)
+    key = audio_key(audio)
+    plans = getattr(model, "_longform_plans", {}).get(key)
+    if not plans:
+        raise ValueError("this audio has no long-form run to go back to; transcribe it long-form first")
+    mel = LogMel(model, audio)  # computed only for a window not in the encoder cache
+
+    def prepare(i: int, plan: WindowPlan) -> Prepared:
+        encoded, hit = encode_window(model, mel, key, plan.seek, plan.n_frames)
+        hold_window_kv(model, encoded)  # a fork on an old window: its K/V come back, the oldest held go
+        return Prepared(encoded, plan.prompt, plan.event, hit)
+
+    return list(plans), prepare, RunStats(load_s=model.load_s, audio_s=len(audio) / SAMPLE_RATE, encoder_cached=True)
