@@ -1,0 +1,217 @@
+"""Streaming policies (core.streaming) on scripted fake decoders: LocalAgreement commits only
+what the last n hypotheses agree on; AlignAtt waits when the next token's attention reaches the
+buffer's end; trimming loses no audio; finishing commits the tail (flush)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from core.streaming import (AlignAtt, Committed, FellBehind, FixedWindow, LocalAgreement, StreamDriver,
+                            StreamFinished, Tentative, Trimmed, Waited, parse_policy, play, stream)
+from core.streaming.base import Hypothesis
+from core.streaming.events import StreamToken
+
+SR = 16_000
+VOCAB: dict[str, int] = {}
+
+
+def tid(word: str) -> int:
+    return VOCAB.setdefault(word, len(VOCAB) + 10)
+
+
+class Scripted:
+    """A decoder whose successive hypotheses are scripted: each is the whole buffer's words as
+    (word, most-attended frame) pairs; like the real decoder it must start with the forced ids,
+    returns only what follows them, and asks ``stop`` before each new token."""
+
+    def __init__(self, hyps):
+        self.hyps, self.calls, self.seen = hyps, 0, []
+
+    def decode(self, audio, start_s, previous=(), forced=(), stop=None):
+        words = self.hyps[min(self.calls, len(self.hyps) - 1)]
+        self.calls += 1
+        self.seen.append((len(audio), start_s, tuple(previous), tuple(forced)))
+        words = [(w, f) if isinstance(w, str) else w for w, f in
+                 ((x, i * 10 + 5) if isinstance(x, str) else x for i, x in enumerate(words))]
+        ids = [tid(w) for w, _ in words]
+        assert ids[:len(forced)] == list(forced), "a decode must start with the forced (committed) tokens"
+        n_frames = int(np.ceil(len(audio) / 320))
+        out = []
+        for w, f in words[len(forced):]:
+            tok = StreamToken(tid(w), " " + w, start_s + (f + 5) * 0.02, f)
+            if stop is not None and stop(tok, n_frames):
+                return Hypothesis(tuple(out), False, tok)
+            out.append(tok)
+        return Hypothesis(tuple(out))
+
+
+def chunks(seconds: float, chunk_s: float = 0.5, seed: int = 0):
+    audio = np.random.default_rng(seed).standard_normal(int(seconds * SR)).astype(np.float32) * 0.1
+    return audio, list(play(audio, speed=None, chunk_s=chunk_s))
+
+
+def committed_texts(events):
+    return [e.text for e in events if isinstance(e, Committed)]
+
+
+def run_all(policy, decoder, pieces, **kw):
+    driver = StreamDriver(policy, decoder, max_lag_s=None, **kw)
+    return driver, list(stream(driver, pieces))
+
+
+def test_local_agreement_commits_only_the_prefix_the_last_two_hypotheses_agree_on():
+    hyps = [["the", "cat"],
+            ["the", "quick", "brown"],                 # agrees with the first on "the"
+            ["the", "quick", "brawn", "fox"],          # agrees with the second on "the quick"
+            ["the", "quick", "brown", "fox", "jumps"],  # brawn != brown: nothing new
+            ["the", "quick", "brown", "fox", "jumps", "over"]]  # final (flush)
+    dec = Scripted(hyps)
+    _, events = run_all(LocalAgreement(n=2, step_s=1.0), dec, chunks(4.0, 1.0)[1])
+    assert committed_texts(events) == [" the", " quick", " brown fox jumps over"]
+    # each decode was forced with exactly what had been committed inside the buffer
+    assert [s[3] for s in dec.seen] == [(), (), (tid("the"),), (tid("the"), tid("quick")), (tid("the"), tid("quick"))]
+    tentative = [e.text for e in events if isinstance(e, Tentative)]
+    assert tentative[:4] == [" the cat", " quick brown", " brawn fox", " brown fox jumps"]
+    fin = events[-1]
+    assert isinstance(fin, StreamFinished) and fin.text == "the quick brown fox jumps over"
+    # " cat" -> " quick" at its place; " quick brown" -> " quick brawn": one; " brawn fox" -> " brown fox"
+    assert fin.revised == 3 and fin.tentative_shown == 2 + 2 + 2 + 3 + 0
+
+
+def test_local_agreement_3_needs_three_hypotheses_to_agree():
+    hyps = [["a", "b"], ["a", "b"], ["a", "c"], ["a", "c"], ["a", "c"], ["a", "c", "d"]]
+    _, events = run_all(LocalAgreement(n=3, step_s=1.0), Scripted(hyps), chunks(5.0, 1.0)[1])
+    assert committed_texts(events) == [" a", " c", " d"]
+    assert [e.audio_s for e in events if isinstance(e, Committed)][:2] == [3.0, 5.0]
+
+
+def test_local_agreement_commits_whole_words_only():
+    hyps = [["the", "trans"], ["the", "trans", "cription"]]
+    VOCAB.setdefault("cription", 999)
+    dec = Scripted(hyps)
+    policy = LocalAgreement(n=2, step_s=1.0)
+    driver = StreamDriver(policy, dec, max_lag_s=None)
+    # "trans" is followed by a token that does not start a word: only " the" may become final
+    dec.decode = _no_space_after(dec.decode, "cription")
+    events = [e for c in chunks(2.0, 1.0)[1] for e in driver.feed(c)]
+    assert committed_texts(events) == [" the"]
+
+
+def _no_space_after(decode, word):
+    def wrapped(*a, **k):
+        hyp = decode(*a, **k)
+        return Hypothesis(tuple(StreamToken(t.id, t.text.lstrip() if t.text == " " + word else t.text, t.end_s,
+                                            t.frame) for t in hyp.tokens), hyp.finished, hyp.stopped)
+    return wrapped
+
+
+def test_align_att_waits_when_the_next_tokens_attention_reaches_the_buffer_end():
+    # 1 s buffer = 50 frames; f = 10: a token attending frame >= 40 waits for audio
+    hyps = [[("a", 5), ("b", 20), ("c", 45), ("d", 48)],
+            [("a", 5), ("b", 20), ("c", 45), ("d", 70), ("e", 95)],   # 2 s = 100 frames: limit 90
+            [("a", 5), ("b", 20), ("c", 45), ("d", 70), ("e", 95), ("f", 99)]]  # final: no rule
+    dec = Scripted(hyps)
+    _, events = run_all(AlignAtt(frames=10, step_s=1.0), dec, chunks(2.0, 1.0)[1])
+    assert committed_texts(events) == [" a b", " c d", " e f"]
+    waited = [e for e in events if isinstance(e, Waited)]
+    assert [(w.token.text, w.frame, w.limit) for w in waited] == [(" c", 45, 40), (" e", 95, 90)]
+    assert not [e for e in events if isinstance(e, Tentative) and e.tokens]  # AlignAtt shows no tentative text
+    assert events[-1].text == "a b c d e f"
+
+
+def test_align_att_with_a_wider_zone_waits_earlier():
+    hyps = [[("a", 5), ("b", 20), ("c", 45)]]
+    _, events = run_all(AlignAtt(frames=35, step_s=1.0), Scripted(hyps), chunks(1.0, 1.0)[1][:1])
+    assert committed_texts(events)[0] == " a"  # b attends frame 20 >= 50 - 35
+
+
+SENTENCES = [["one.", "two", "three."], ["four", "five."], ["six", "seven", "eight."]]
+
+
+def _growing(n: int):
+    """Hypotheses that grow by a sentence-ending word every other decode (commit, then trim)."""
+    words = [w for s in SENTENCES for w in s] * 4
+    return [[(w, min(5 + 15 * i, 40)) for i, w in enumerate(words[: 1 + k // 2])] for k in range(n)]
+
+
+@pytest.mark.parametrize("spec", ["local-agreement:2", "align-att:5", "fixed-window:3"])
+def test_no_audio_is_lost_when_the_buffer_is_trimmed(spec):
+    audio, pieces = chunks(12.0, 0.3, seed=1)
+
+    class Relative(Scripted):  # hypotheses restart after a trim: script them relative to the forced ones
+        def decode(self, audio, start_s, previous=(), forced=(), stop=None):
+            self.hyps_now = [tid(w) for w, _ in _growing(60)[self.calls]][len(previous):]
+            words = [(w, f) for w, f in _growing(60)[self.calls]][len(previous):]
+            words = [(w, min(i * 3 + 1, 30)) for i, (w, _) in enumerate(words)]
+            self.hyps = [words]
+            saved, self.calls = self.calls, 0
+            hyp = Scripted.decode(self, audio, start_s, previous, forced, stop)
+            self.calls = saved + 1
+            return hyp
+
+    policy = parse_policy(spec, step_s=0.6, **({"trim_after_s": 2.0} if not spec.startswith("fixed") else {}))
+    driver, events = run_all(policy, Relative([]), pieces)
+    trims = [e for e in events if isinstance(e, Trimmed)]
+    assert trims, "the scenario must trim"
+    assert np.array_equal(np.concatenate([t.audio for t in trims] + [driver.audio]), audio)
+    assert [t.start_s for t in trims] == sorted(t.start_s for t in trims)
+    assert trims[-1].start_s == pytest.approx(sum(len(t.audio) for t in trims) / SR)
+    assert driver.in_buffer > 0  # trimmed committed text went into the prompt
+    assert all(n <= driver.max_buffer_s * SR for n, *_ in driver.decoder.seen)
+
+
+def test_falling_behind_merges_then_skips_ahead_and_loses_no_audio():
+    audio = np.random.default_rng(2).standard_normal(20 * SR).astype(np.float32)
+    dec = Scripted([["x", "y"]])
+    driver = StreamDriver(LocalAgreement(step_s=1.0), dec, max_lag_s=5.0)
+    events = driver.feed(audio[:3 * SR])          # 3 s at once: merged into one step, said so
+    behind = [e for e in events if isinstance(e, FellBehind)]
+    assert len(behind) == 1 and behind[0].skipped_s is None and behind[0].lag_s == pytest.approx(3.0)
+    events = driver.feed(audio[3 * SR:15 * SR])    # 12 s waiting > 5 s: skip to the last step
+    behind = [e for e in events if isinstance(e, FellBehind)]
+    assert len(behind) == 1 and behind[0].skipped_s == pytest.approx((3.0, 14.0))
+    assert dec.seen[-1][0] == 1 * SR          # the decode after the skip sees only the last step
+    events += driver.finish()
+    trims = [e.audio for e in events if isinstance(e, Trimmed)]
+    assert np.array_equal(np.concatenate(trims + [driver.audio]), audio[:15 * SR])
+
+
+def test_finishing_commits_the_tail():
+    hyps = [["never", "agreed"], ["again", "different"], ["the", "tail", "here"]]
+    driver = StreamDriver(LocalAgreement(n=2, step_s=1.0), Scripted(hyps), max_lag_s=None)
+    events = [e for c in chunks(2.0, 1.0)[1] for e in driver.feed(c)]
+    assert committed_texts(events) == []
+    assert [e.text for e in events if isinstance(e, Tentative)][-1] == " again different"
+    events = driver.finish()
+    assert committed_texts(events) == [" the tail here"]
+    assert isinstance(events[-1], StreamFinished) and events[-1].text == "the tail here"
+    assert driver.finish() == []
+
+
+def test_fixed_window_rewrites_the_line_then_keeps_it():
+    hyps = [["a"], ["a", "b"], ["a", "b", "c"], ["d"], ["d", "e"]]
+    _, events = run_all(FixedWindow(length_s=3.0, step_s=1.0, keep_s=0.0), Scripted(hyps), chunks(5.0, 1.0)[1])
+    assert committed_texts(events) == [" a b c", " d e"]
+    assert [e.start_s for e in events if isinstance(e, Trimmed)] == [3.0]
+
+
+def test_commit_latency_is_from_the_words_end_to_the_commit_in_audio_time():
+    hyps = [[("a", 10), ("b", 30)], [("a", 10), ("b", 30), ("c", 80)]]
+    _, events = run_all(LocalAgreement(n=2, step_s=1.0), Scripted(hyps), chunks(2.0, 1.0)[1])
+    first = [e for e in events if isinstance(e, Committed)][0]
+    assert first.text == " a b" and first.audio_s == 2.0
+    assert first.audio_end_s == pytest.approx(0.7)       # b: frame 30 (+5) * 20 ms
+    assert first.latency_s == pytest.approx(1.3)
+    assert first.word_latencies == pytest.approx((1.7, 1.3))
+
+
+def test_bad_policy_specs_say_what_to_give():
+    with pytest.raises(ValueError, match="unknown streaming policy"):
+        parse_policy("wait-k:3")
+    with pytest.raises(ValueError, match="not a number"):
+        parse_policy("local-agreement:two")
+    with pytest.raises(ValueError, match="n >= 1"):
+        parse_policy("local-agreement:0")
+    with pytest.raises(ValueError, match="step must be > 0"):
+        parse_policy("align-att", step_s=0)
