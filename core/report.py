@@ -128,6 +128,10 @@ class RowReport:
         return larger + 1 if larger < len(self.raw_top) else RANK_LIMIT + 1
 
 
+ROW_FIELDS = ("topk", "raw_topk", "entropy", "raw_entropy", "raw_varentropy", "stages", "stage_candidates")
+"""The fields a StepEvent takes from its row's :class:`RowReport` unchanged (same name, same value)."""
+
+
 @dataclass(frozen=True)
 class TokenRecord:
     """One token a hypothesis emitted: enough to build its StepEvent later.
@@ -291,27 +295,14 @@ class StepReporter:
         return tuple(reports), tuple(TokenProb(i, self.token_text(i), p) for i, p in zip(ids, raw_sel))
 
     def step_event(self, record: TokenRecord, report: RowReport) -> StepEvent:
-        """The StepEvent of one emitted token."""
+        """The StepEvent of one emitted token (its row's ``ROW_FIELDS`` as they are)."""
+        token_id, raw_prob = int(record.token_id), float(record.raw_prob)
         return StepEvent(
-            step=self.step_offset + record.step,
-            token_id=int(record.token_id),
-            text=self.token_text(int(record.token_id)),
-            prob=float(record.prob),
-            raw_prob=float(record.raw_prob),
-            topk=report.topk,
-            raw_topk=report.raw_topk,
-            entropy=report.entropy,
-            cross_attention=report.attention,
-            segment=self.segment,
-            source_offset=self.source_offset,
-            rank=report.rank(float(record.raw_prob)),
-            raw_entropy=report.raw_entropy,
-            raw_varentropy=report.raw_varentropy,
-            stages=report.stages,
-            stage_candidates=report.stage_candidates,
-            mu=record.mu,
-            forced=record.forced,
-            lens=report.lens(record.token_id),
+            step=self.step_offset + record.step, token_id=token_id, text=self.token_text(token_id),
+            prob=float(record.prob), raw_prob=raw_prob, rank=report.rank(raw_prob), mu=record.mu,
+            forced=record.forced, cross_attention=report.attention, lens=report.lens(token_id),
+            segment=self.segment, source_offset=self.source_offset,
+            **{name: getattr(report, name) for name in ROW_FIELDS},
         )
 
     def beam_event(
