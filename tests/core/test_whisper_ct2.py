@@ -113,6 +113,37 @@ def test_the_tied_head_is_stored_once_in_the_layout_the_lean_decoder_reads(bundl
     assert torch.equal(w.model.model.decoder.embed_tokens(ids)[0], head.detach().contiguous()[[5, 50000, 11]])
 
 
+def test_the_encoder_runs_fused_attention_and_the_decoder_keeps_its_weights(bundled, speech):
+    """The encoder's self-attention is SDPA (no (heads, 1500, 1500) matrix), equal to eager up to
+    float32 rounding; the decoder stays eager, so cross-attention weights are still returned."""
+    import copy
+
+    _, w = bundled
+    enc = w.model.model.encoder
+    assert {layer.self_attn.config._attn_implementation for layer in enc.layers} == {"sdpa"}
+    assert {layer.encoder_attn.config._attn_implementation for layer in w.model.model.decoder.layers} == {"eager"}
+    features = w.feature_extractor(speech[: 5 * SAMPLE_RATE], sampling_rate=SAMPLE_RATE,
+                                   return_tensors="pt").input_features
+    with torch.inference_mode():
+        fused = enc(features).last_hidden_state
+        eager_config = copy.copy(w.model.config)
+        eager_config._attn_implementation = "eager"
+        kept = [layer.self_attn.config for layer in enc.layers]
+        try:
+            for layer in enc.layers:
+                layer.self_attn.config = eager_config
+            eager = enc(features).last_hidden_state
+        finally:
+            for layer, config in zip(enc.layers, kept):
+                layer.self_attn.config = config
+        out = w.model(input_features=features, decoder_input_ids=torch.tensor([[w.special.sot]]),
+                      output_attentions=True)
+    scale = eager.abs().max().item()
+    assert (fused - eager).abs().max().item() <= 1e-4 * scale
+    assert len(out.cross_attentions) == len(w.model.model.decoder.layers)
+    assert out.cross_attentions[0].shape[-1] == fused.shape[1]
+
+
 def test_bundled_metadata_matches_tokenizer_and_ct2_config(bundled):
     name, w = bundled
     model, tok, gen = w.model, w.tokenizer, w.model.generation_config
