@@ -9,13 +9,14 @@ tokens are final (committed) and which may still change (tentative). Qt-free.
 """
 
 from core.streaming.align_att import AlignAtt
-from core.streaming.base import BufferView, Decoder, Hypothesis, Policy, Update, parse_policy
+from core.streaming.base import BufferView, Decoder, Hypothesis, Policy, Update
 from core.streaming.driver import StreamDriver, play, stream
 from core.streaming.events import (Committed, FellBehind, StreamEvent, StreamFinished, StreamToken, Tentative,
                                    Trimmed, Waited)
 from core.streaming.fixed_window import FixedWindow
 from core.streaming.local_agreement import LocalAgreement
+from core.streaming.policies import POLICIES, parse_policy
 
 __all__ = ["AlignAtt", "BufferView", "Committed", "Decoder", "FellBehind", "FixedWindow", "Hypothesis",
-           "LocalAgreement", "Policy", "StreamDriver", "StreamEvent", "StreamFinished", "StreamToken", "Tentative",
+           "LocalAgreement", "POLICIES", "Policy", "StreamDriver", "StreamEvent", "StreamFinished", "StreamToken", "Tentative",
            "Trimmed", "Update", "Waited", "parse_policy", "play", "stream"]

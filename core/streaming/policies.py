@@ -1,0 +1,36 @@
+"""``--policy`` specs -> streaming policies: ``local-agreement:n``, ``align-att:f``,
+``fixed-window[:length_s]``."""
+
+from __future__ import annotations
+
+from core.streaming.align_att import AlignAtt
+from core.streaming.base import Policy
+from core.streaming.fixed_window import FixedWindow
+from core.streaming.local_agreement import LocalAgreement
+
+#: the policies' names, as --policy takes them
+POLICIES = ("local-agreement", "align-att", "fixed-window")
+
+
+def parse_policy(spec: str, step_s: float = 1.0, **settings) -> Policy:
+    """``"local-agreement:2"``, ``"align-att:25"``, ``"fixed-window"`` / ``"fixed-window:10"``
+    -> the policy (``step_s``: seconds of new audio between updates).
+
+    Raises:
+        ValueError: an unknown policy or a bad parameter (the message lists the policies).
+    """
+    name, _, arg = spec.partition(":")
+    kinds = {"local-agreement": (LocalAgreement, "n", int), "align-att": (AlignAtt, "frames", int),
+             "fixed-window": (FixedWindow, "length_s", float)}
+    if name not in kinds:
+        raise ValueError(f"unknown streaming policy {spec!r}; use local-agreement:N (e.g. local-agreement:2), "
+                         "align-att:F (frames, e.g. align-att:25) or fixed-window[:LENGTH_S]")
+    cls, field, kind = kinds[name]
+    if arg:
+        try:
+            settings[field] = kind(arg)
+        except ValueError:
+            raise ValueError(f"--policy {spec}: {arg!r} is not a number; e.g. {name}:2") from None
+    if not step_s > 0:
+        raise ValueError(f"the step must be > 0 seconds, got {step_s}")
+    return cls(step_s=step_s, **settings)
