@@ -50,7 +50,7 @@ run: sysdeps $(STAMP)
 	$(VENV)/bin/decoding-explorer
 
 test: sysdeps $(STAMP)
-	QT_QPA_PLATFORM=offscreen $(PY) -m pytest -q tests --ignore=tests/bench
+	QT_QPA_PLATFORM=offscreen $(PY) -m pytest -q --durations=25 tests --ignore=tests/bench
 
 bench: sysdeps $(STAMP)
 	for b in tests/bench/bench_*.py; do $(PY) $$b || exit 1; done
