@@ -111,3 +111,17 @@ def test_the_cli_refuses_speculative_without_the_cache(capsys):
         main(["transcribe", str(CLIP), "--model", "tiny.en", "--strategy", "speculative", "--no-kv-cache"])
     assert info.value.code == 2
     assert "--no-kv-cache" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv", [["translate", "The children were playing happily in the garden."],
+                                  ["translate", "The children were playing happily in the garden.", "--shortlist"]])
+def test_the_bundled_translation_gives_the_same_ids_without_the_cache(capsys, argv):
+    import json
+
+    from core.cli import main
+
+    ids = []
+    for extra in ([], ["--no-kv-cache"]):
+        assert main(argv + ["--json"] + extra) == 0
+        ids.append([t["id"] for t in json.loads(capsys.readouterr().out)["tokens"]])
+    assert len(ids[0]) > 3 and ids[1] == ids[0]
