@@ -32,123 +32,27 @@ same options (F5, or only more capture) keeps the tree: the tab adds the old for
 under the new root when it gives the same tokens (:meth:`RunState.adopt`). The selected
 step stays (see :meth:`RunState.clear`).
 
-Memory on long inputs: a Whisper step carries its cross-attention, layers × heads × 1500
-frames (288 kB in float32 with base; about 2 GB for an hour of speech). When a new segment
-(30 s window) starts, the steps of the growing branch's windows out of view (neither the
-new window nor the selected step's) move their attention of at least
-:data:`SPILL_MIN_BYTES` to a temporary file as float16 (``StepEvent.spill_attention``,
-``core.spill``); reading ``cross_attention`` loads it back, so the heatmap and word timing
-rebuild those rows on demand. Attempts taken back (:meth:`RunState.retract`) go there too.
-The writing happens on one background thread (on the GUI thread each numpy call would
-wait for the decoding worker to hand back the GIL: 1.6–2.2 s per window, measured);
-:meth:`RunState.wait_spilled` waits for it.
+Memory on long inputs: when a new segment (30 s window) starts, the large cross-attention
+of the growing branch's steps out of view (neither the new window nor the selected step's)
+moves to disk on a background thread (``gui.attention_spill``); reading it loads it back.
+:meth:`RunState.wait_spilled` waits for it. The branches and the queries that walk them are
+``gui.branches`` (no Qt).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import math
-from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
 from typing import Iterable
 
 from PySide6.QtCore import QObject, Signal
 
 from core.events import Finished, SegmentEvent, SpeculationRound, StepEvent
-from core.spill import SpillFile, release_free_memory
 
-#: cross-attention arrays at least this large (bytes in memory) are moved to disk once their
-#: window is out of view: Whisper's (tiny 144 kB, base 288 kB per step); translation and OCR
-#: rows (a few kB) stay in memory
-SPILL_MIN_BYTES = 32 * 1024
+from . import branches as tree
+from .attention_spill import SPILL_MIN_BYTES, AttentionSpill
+from .branches import Branch, plain_text, token_logprob
 
-_SPILL_THREAD = ThreadPoolExecutor(max_workers=1, thread_name_prefix="attention-spill")
-
-
-def _spill_all(events: list[StepEvent], store: SpillFile) -> int:
-    """Move ``events``' attention into ``store`` (on the spill thread), then give the freed
-    heap back to the system. Returns the bytes freed."""
-    freed = 0
-    for ev in events:
-        try:
-            freed += ev.spill_attention(store, SPILL_MIN_BYTES)
-        except OSError:  # the disk is full: this one stays in memory, as before
-            pass
-    if freed:
-        release_free_memory()  # else the freed arrays stay in malloc's arenas, counted as resident
-    return freed
-
-
-def token_logprob(ev: StepEvent, raw: bool = False) -> float:
-    """ln p of ``ev``'s token under the processed (or raw) distribution; -inf if p is 0
-    (a forced token that the filters had cut)."""
-    p = ev.raw_prob if raw else ev.prob
-    return math.log(p) if p > 0 else -math.inf
-
-
-def plain_text(texts: Iterable[str]) -> str:
-    """Token texts joined, SentencePiece's word mark ``▁`` as a space, outer spaces stripped."""
-    return "".join(texts).replace("▁", " ").strip()
-
-
-@dataclass
-class Branch:
-    """One branch of the exploration tree.
-
-    Attributes:
-        id: unique in the exploration (the root is 0, forks count up).
-        parent: the branch it was forked from (None for the root).
-        fork_step: the first step that is its own (0 for the root); steps before it are
-            the parent's.
-        forced_ids: the token ids forced at ``fork_step`` (one clicked alternative, or
-            the tokens of typed text); empty for the root.
-        forced_text: their text; replaced_text: the parent's token text at ``fork_step``.
-        options: the decoding options it ran with (a fork runs with its parent's).
-        own: its own StepEvents by step (``fork_step`` and after).
-        segments: the SegmentEvent of each segment, by segment index.
-        finished: how its run ended (None while it grows); for a fork the forced segment's
-            ``Finished`` with the branch's whole text and token ids.
-        note: what the fork reused ("KV cache reused (12 tokens)", "prefix re-run"), or "".
-        input_change: for an input what-if (``gui.tabs.whatif``), what was changed in the
-            input ("silence 1.20–1.65 s", "drop 'door'"); its segments that the change touched
-            were decoded again from that input, the others are the parent's. "" for a fork.
-        rounds: speculative decoding's rounds (``core.events.SpeculationRound``) of its own
-            steps, by (segment, round): ``StepEvent.spec_round`` of a step in that segment
-            names its round. Empty for other strategies.
-    """
-
-    id: int
-    parent: int | None = None
-    fork_step: int = 0
-    forced_ids: tuple[int, ...] = ()
-    forced_text: str = ""
-    replaced_text: str = ""
-    options: object | None = None
-    own: dict[int, StepEvent] = field(default_factory=dict)
-    segments: dict[int, SegmentEvent] = field(default_factory=dict)
-    finished: Finished | None = None
-    note: str = ""
-    input_change: str = ""
-    rounds: dict[tuple[int, int], SpeculationRound] = field(default_factory=dict)
-
-    @property
-    def is_root(self) -> bool:
-        return self.parent is None
-
-    @property
-    def fork_segment(self) -> int | None:
-        """The segment that was decoded again (None for the root)."""
-        ev = self.own.get(self.fork_step)
-        return None if self.is_root or ev is None else ev.segment
-
-    def label(self) -> str:
-        """"original run", or the fork point: ``step 7: ' cat' → ' dog'``."""
-        if self.is_root:
-            return "original run"
-        if self.input_change:
-            return f"what if: {self.input_change}"
-        return f"step {self.fork_step}: {self.replaced_text!r} → {self.forced_text!r}"
-
+__all__ = ["SPILL_MIN_BYTES", "Branch", "RunState", "plain_text", "token_logprob"]
 
 class RunState(QObject):
     """The branches of one input's exploration, the current and growing branch, and the
@@ -198,9 +102,7 @@ class RunState(QObject):
         self._growing = 0
         self._latest: dict[int, int] = {}  # branch -> its newest own step
         self._selected: int | None = None
-        self._spill: SpillFile | None = None  # made on the first spill; a new one per exploration
-        self._in_memory: list[StepEvent] = []  # growing branch's events whose attention is not spilled yet
-        self._spilling: list[Future] = []  # spill jobs not known to be done
+        self._spill = AttentionSpill()  # large attention still in memory; a new one per exploration
         self._batch: list[StepEvent | SegmentEvent] = []  # the current branch's, since the last frame
         self._beams: list = []  # BeamEvents since the last frame
         self._rounds: list[SpeculationRound] = []  # the current branch's, since the last frame
@@ -262,7 +164,7 @@ class RunState(QObject):
         self._branches = {0: Branch(0, options=options)}
         self._current = self._growing = 0
         self._latest.clear()
-        self._spill, self._in_memory = None, []  # the old file goes with the last event holding it
+        self._spill = AttentionSpill()  # the old file goes with the last event holding it
         self.drop_pending()
         self.cleared.emit()
 
@@ -273,8 +175,7 @@ class RunState(QObject):
         if ev.step < b.fork_step:
             return
         b.own[ev.step] = ev
-        if ev.attention_nbytes >= SPILL_MIN_BYTES:
-            self._in_memory.append(ev)
+        self._spill.keep(ev)
         if ev.step >= self._latest.get(b.id, -1):
             self._latest[b.id] = ev.step
         if b.id == self._current:
@@ -289,7 +190,7 @@ class RunState(QObject):
         steps went. Returns how many steps were removed."""
         b = self._branches[self._growing]
         gone = [k for k, ev in b.own.items() if k >= step_offset and ev.segment == segment]
-        self._spill_events([b.own[k] for k in gone])  # an attempt taken back is only looked at again as a lane
+        self._spill.spill([b.own[k] for k in gone])  # an attempt taken back is only looked at again as a lane
         for k in gone:
             del b.own[k]
         if not gone:
@@ -310,8 +211,7 @@ class RunState(QObject):
         """Spill ``ev``'s large attention with its segment's steps once that segment is out of
         view (:meth:`spill_out_of_view`): for events that are not steps of a branch, e.g. a
         long-form ``AttemptEvent``'s end-of-text row (288 kB per window with base)."""
-        if ev.attention_nbytes >= SPILL_MIN_BYTES:
-            self._in_memory.append(ev)
+        self._spill.keep(ev)
 
     def add_segment(self, ev: SegmentEvent) -> None:
         """Keep the SegmentEvent of a segment of the growing branch; the attention of the
@@ -327,20 +227,7 @@ class RunState(QObject):
         segment ``keep`` (the one being decoded) and of the selected step's segment.
         Returns the bytes that will be freed in memory."""
         sel = self.step(self._selected) if self._selected is not None else None
-        keep_segs = {keep, sel.segment if sel is not None else None}
-        go = [ev for ev in self._in_memory if ev.segment not in keep_segs]
-        self._in_memory = [ev for ev in self._in_memory if ev.segment in keep_segs]
-        return self._spill_events(go)
-
-    def _spill_events(self, events: list[StepEvent]) -> int:
-        events = [ev for ev in events if ev.attention_nbytes >= SPILL_MIN_BYTES]
-        if not events:
-            return 0
-        if self._spill is None:
-            self._spill = SpillFile()
-        self._spilling = [f for f in self._spilling if not f.done()]
-        self._spilling.append(_SPILL_THREAD.submit(_spill_all, events, self._spill))
-        return sum(ev.attention_nbytes for ev in events)
+        return self._spill.out_of_view({keep, sel.segment if sel is not None else None})
 
     def wait_spilled(self, timeout: float | None = None) -> int:
         """Wait until the attention handed to the spill thread is on disk; returns the
@@ -349,9 +236,7 @@ class RunState(QObject):
         Raises:
             TimeoutError: not done within ``timeout`` seconds.
         """
-        freed = sum(f.result(timeout) for f in self._spilling)
-        self._spilling = []
-        return freed
+        return self._spill.wait(timeout)
 
     def attention_bytes(self) -> int:
         """Bytes of cross-attention the current exploration's steps keep in memory (the
@@ -393,23 +278,8 @@ class RunState(QObject):
         Raises:
             ValueError: ``parent`` has no step ``step``, or nothing is forced.
         """
-        p = self._branches[parent]
-        replaced = self.branch_step(parent, step)
-        forced = tuple(int(t) for t in forced_ids)
-        if replaced is None:
-            raise ValueError(f"branch {parent} has no step {step} to fork at")
-        if not forced:
-            raise ValueError("nothing to force: give at least one token")
-        b = Branch(
-            id=max(self._branches) + 1, parent=parent, fork_step=step, forced_ids=forced,
-            forced_text=forced_text, replaced_text=replaced.text,
-            options=options if options is not None else p.options,
-            segments={k: v for k, v in self._all_segments(parent).items() if k <= replaced.segment},
-        )
-        self._branches[b.id] = b
-        self._growing = b.id
-        self.branchAdded.emit(b.id)
-        return b
+        b = tree.fork_branch(self._branches, parent, step, forced_ids, forced_text, options)
+        return self._grow(b)
 
     def add_what_if(self, parent: int, step: int, segment: int, change: str,
                     options: object | None = None) -> Branch:
@@ -421,14 +291,11 @@ class RunState(QObject):
         Raises:
             ValueError: ``step`` is not between 0 and the parent's length.
         """
-        p = self._branches[parent]
-        if not 0 <= step <= self.branch_len(parent):
-            raise ValueError(f"branch {parent} has {self.branch_len(parent)} steps; a what-if cannot start at {step}")
-        b = Branch(
-            id=max(self._branches) + 1, parent=parent, fork_step=step, replaced_text="", input_change=change,
-            options=options if options is not None else p.options,
-            segments={k: v for k, v in self._all_segments(parent).items() if k < segment},
-        )
+        b = tree.what_if_branch(self._branches, parent, step, segment, change, options)
+        return self._grow(b)
+
+    def _grow(self, b: Branch) -> Branch:
+        """Add the new branch ``b``; it becomes the growing branch."""
         self._branches[b.id] = b
         self._growing = b.id
         self.branchAdded.emit(b.id)
@@ -497,8 +364,7 @@ class RunState(QObject):
         self._branches = {b.id: b for b in branches}
         self._latest = {b.id: max(b.own) for b in branches if b.own}
         self._current = self._growing = branches[0].id
-        self._spill = None
-        self._in_memory = [ev for b in branches for ev in b.own.values() if ev.attention_nbytes >= SPILL_MIN_BYTES]
+        self._spill = AttentionSpill(ev for b in branches for ev in b.own.values())
         self.drop_pending()
         self.cleared.emit()
         for b in branches:
@@ -552,71 +418,32 @@ class RunState(QObject):
 
     def branch_step(self, branch: int, step: int | None) -> StepEvent | None:
         """``branch``'s event of ``step`` (its own, or its ancestors' before its fork step)."""
-        if step is None or step < 0:
-            return None
-        b = self._branches[branch]
-        while b is not None:
-            if step >= b.fork_step:
-                return b.own.get(step)
-            b = self._branches[b.parent] if b.parent is not None else None
-        return None
+        return tree.branch_step(self._branches, branch, step)
 
     def branch_steps(self, branch: int) -> list[StepEvent]:
         """``branch``'s events in step order: its parent's before the fork step, then its own."""
-        b = self._branches[branch]
-        own = [b.own[k] for k in sorted(b.own)]
-        if b.is_root:
-            return own
-        return [ev for ev in self.branch_steps(b.parent) if ev.step < b.fork_step] + own
+        return tree.branch_steps(self._branches, branch)
 
     def branch_len(self, branch: int) -> int:
         """How many steps ``branch`` has."""
-        b = self._branches[branch]
-        return (b.fork_step if not b.is_root else 0) + len(b.own)
+        return tree.branch_len(self._branches, branch)
 
     def branch_rounds(self, branch: int) -> list[SpeculationRound]:
-        """``branch``'s speculation rounds in step order: its parent's before the fork step,
-        then its own (empty for a run of another strategy)."""
-        b = self._branches[branch]
-        own = sorted(b.rounds.values(), key=lambda r: r.step)
-        if b.is_root:
-            return own
-        return [r for r in self.branch_rounds(b.parent) if r.step < b.fork_step] + own
+        """``branch``'s speculation rounds in step order (``gui.branches.branch_rounds``)."""
+        return tree.branch_rounds(self._branches, branch)
 
     def branch_round_of(self, branch: int, step: int | None) -> SpeculationRound | None:
         """The speculation round that emitted ``branch``'s step ``step`` (None: not a
         speculative token, or its round has not arrived yet)."""
-        ev = self.branch_step(branch, step)
-        if ev is None or ev.spec_round < 0:
-            return None
-        b = self._branches[branch]
-        while b is not None:
-            if b.is_root or ev.step >= b.fork_step:
-                return b.rounds.get((ev.segment, ev.spec_round))
-            b = self._branches[b.parent] if b.parent is not None else None
-        return None
+        return tree.branch_round_of(self._branches, branch, step)
 
     def _all_segments(self, branch: int) -> dict[int, SegmentEvent]:
-        b = self._branches[branch]
-        if b.is_root:
-            return dict(b.segments)
-        merged = self._all_segments(b.parent)
-        merged.update(b.segments)
-        return merged
+        return tree.all_segments(self._branches, branch)
 
     def replay(self, branch: int | None = None) -> list[StepEvent | SegmentEvent]:
         """``branch``'s (default: the current one's) segments and steps in the order a view
         shows them: each segment's SegmentEvent (even one with no steps left), then its steps."""
-        branch = self._current if branch is None else branch
-        by_seg: dict[int, list[StepEvent]] = {}
-        for e in self.branch_steps(branch):
-            by_seg.setdefault(e.segment, []).append(e)
-        out: list[StepEvent | SegmentEvent] = []
-        for sev in self.segments(branch):
-            out.append(sev)
-            out.extend(by_seg.pop(sev.segment, []))
-        out.extend(e for seg in sorted(by_seg) for e in by_seg[seg])
-        return out
+        return tree.replay(self._branches, self._current if branch is None else branch)
 
     def segments(self, branch: int | None = None) -> list[SegmentEvent]:
         """The SegmentEvents of ``branch`` (default: the current one), in segment order."""
@@ -635,10 +462,8 @@ class RunState(QObject):
         return plain_text(ev.text for ev in self.branch_steps(branch))
 
     def depth(self, branch: int) -> int:
-        b, n = self._branches[branch], 0
-        while b.parent is not None:
-            b, n = self._branches[b.parent], n + 1
-        return n
+        """How many forks lie between ``branch`` and the root."""
+        return tree.depth(self._branches, branch)
 
     # ------------------------------------------------------------ queries on the current branch
     def step(self, step: int | None) -> StepEvent | None:

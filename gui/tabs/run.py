@@ -58,7 +58,8 @@ from ..widgets.fork_diff import ForkDiff
 from ..widgets.logit_lens import LogitLensView
 from ..widgets.options_panel import OptionsPanel
 from ..widgets.speculation_view import SpeculationView
-from ..widgets.stage_view import StageView, StepInspector
+from ..widgets.stage_view import StageView
+from ..widgets.step_inspector import StepInspector
 from ..widgets.step_strip import StepStrip
 from ..widgets.token_stream import TokenStreamView
 from ..widgets.topk_chart import TopKChart

@@ -20,74 +20,23 @@ the window shown.
 from __future__ import annotations
 
 import numpy as np
-import pyqtgraph as pg
-from PySide6.QtCore import QRectF, Qt, QTimer, Signal
-from PySide6.QtGui import QBrush, QColor, QPen
-from PySide6.QtWidgets import QComboBox, QGraphicsRectItem, QHBoxLayout, QLabel, QVBoxLayout, QWidget
+from PySide6.QtCore import QTimer, Signal
+from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QVBoxLayout, QWidget
 
 from core.events import SegmentEvent, StepEvent, load_attention
 
-from .colors import LUT
 from .column_axis import ColumnAxis
 from .follow import follow_run
+from .heatmap_plot import HeatmapPlot, as_3d, no_si_prefix, reduce_attention, shape_3d
 from .token_text import display_text
-from .waveform import envelope
+
+__all__ = ["AVERAGE", "MAX_CELLS", "MAX_COLUMNS", "AttentionHeatmap", "no_si_prefix", "reduce_attention"]
 
 AVERAGE = "average"
 #: beyond this many input columns (30 s windows of 1500 frames, source tokens), or rows x
 #: columns cells, the heatmap shows one segment at a time (see AttentionHeatmap.append_steps)
 MAX_COLUMNS = 3000
 MAX_CELLS = 3_000_000
-
-
-def reduce_attention(att: np.ndarray, layer: int | None, head: int | None) -> np.ndarray:
-    """One attention row from a (layers, heads, source_len) array.
-
-    Args:
-        att: float32 (layers, heads, source_len) cross-attention of one token.
-        layer: layer index, or None for the mean over layers.
-        head: head index, or None for the mean over heads.
-
-    Returns:
-        float32 (source_len,), normalised so its maximum is 1 (all-zero rows stay 0).
-    """
-    a = np.asarray(att, dtype=np.float32)
-    a = a.mean(axis=0) if layer is None else a[min(layer, a.shape[0] - 1)]
-    row = a.mean(axis=0) if head is None else a[min(head, a.shape[0] - 1)]
-    m = float(np.max(row)) if row.size else 0.0
-    return (row / m).astype(np.float32) if m > 0 else np.zeros_like(row, dtype=np.float32)
-
-
-def _as_3d(att) -> np.ndarray | None:
-    """float32 (layers, heads, n) view of an attention row given as (n,), (heads, n) or
-    (layers, heads, n); None stays None."""
-    if att is None:
-        return None
-    a = np.asarray(att, dtype=np.float32)
-    if a.ndim == 1:
-        return a[None, None, :]
-    if a.ndim == 2:
-        return a[None, :, :]
-    return a
-
-
-def _shape_3d(ev) -> tuple[int, int, int] | None:
-    """(layers, heads, n) of ``ev``'s attention ((n,) counts as (1, 1, n), (heads, n) as
-    (1, heads, n)); None without attention. A spilled attention is not loaded."""
-    if isinstance(ev, StepEvent):
-        shape = ev.attention_shape
-    else:
-        shape = None if ev.cross_attention is None else np.shape(ev.cross_attention)
-    if shape is None:
-        return None
-    l, h, n = (1,) * (3 - len(shape)) + tuple(shape[-3:])
-    return int(l), int(h), int(n)
-
-
-def no_si_prefix(axis: pg.AxisItem) -> None:
-    """Show plain numbers on ``axis`` (pyqtgraph would rescale 0..1 to "x0.001" units)."""
-    axis.setSIPrefixEnableRanges(((0.0, 0.0),))
-    axis.updateAutoSIPrefix()
 
 
 class AttentionHeatmap(QWidget):
@@ -108,10 +57,6 @@ class AttentionHeatmap(QWidget):
         #: the input's column axis (labels, unit, scale, column count, the plots on it), shared
         #: with other views (the tab makes it; a heatmap alone makes its own)
         self.axis = axis if axis is not None else ColumnAxis()
-        self._scale = 1.0  # source units per column (e.g. 0.02 s)
-        self._unit = "source position"
-        self._col_labels: list[str] | None = None
-        self._n_cols = 0
         self._steps: list[int] = []
         self._row_of: dict[int, int] = {}
         self._texts: list[str] = []
@@ -127,8 +72,6 @@ class AttentionHeatmap(QWidget):
         self._buf = self._image
         self._selected: int | None = None
         self._shape: tuple[int, int] | None = None  # (layers, heads)
-        self._row_lines: list[pg.InfiniteLine] = []  # lines between segments' rows
-        self._marks: list[QGraphicsRectItem] = []  # mark_columns' bands and box
 
         self.layer_combo = QComboBox()
         self.head_combo = QComboBox()
@@ -151,48 +94,11 @@ class AttentionHeatmap(QWidget):
         top.addStretch(1)
         top.addWidget(self.info)
 
-        self.view = pg.GraphicsLayoutWidget()
-        self.view.setBackground(None)
-        self.wave_plot = self.view.addPlot(row=0, col=0)
-        self.wave_plot.setMaximumHeight(70)
-        self.wave_plot.hideAxis("bottom")
-        self.wave_plot.getAxis("left").setWidth(90)
-        no_si_prefix(self.wave_plot.getAxis("left"))
-        self.wave_plot.setMouseEnabled(x=True, y=False)
-        self.wave_plot.setMenuEnabled(False)
-        self.wave_plot.hideButtons()
-        self.wave_curve = self.wave_plot.plot(pen=pg.mkPen("#4a6fa5"))
-        self.wave_curve.setDownsampling(auto=True, method="peak")
-        self.wave_curve.setClipToView(True)
-        self.wave_plot.hide()
-
-        self.plot = self.view.addPlot(row=1, col=0)
-        self.plot.invertY(True)
-        self.plot.setMenuEnabled(False)
-        self.plot.hideButtons()
-        self.plot.getAxis("left").setWidth(90)
-        self.plot.setMouseEnabled(x=True, y=True)
-        self.wave_plot.setXLink(self.plot)
-        # the marks on the input's axis (timestamps, long-form windows) draw here too
-        self.axis.add_plot(self.wave_plot, "input")
-        self.axis.add_plot(self.plot, "attention")
-        self.image = pg.ImageItem(axisOrder="row-major")
-        self.image.setLookupTable(LUT)
-        self.image.setLevels((0.0, 1.0))
-        self.plot.addItem(self.image)
-        self.highlight = QGraphicsRectItem()
-        pen = QPen(QColor("#ff3b30"), 2)
-        pen.setCosmetic(True)
-        self.highlight.setPen(pen)
-        self.highlight.setZValue(10)
-        self.highlight.hide()
-        self.plot.addItem(self.highlight)
-        # sentence / line boundaries: one item for all of them (thousands of InfiniteLines
-        # would each compute a bounding rect in Python on every paint)
-        self.separators = pg.PlotCurveItem(pen=pg.mkPen("w", width=1.5), connect="pairs")
-        self.separators.setZValue(6)
-        self.plot.addItem(self.separators)
-        self._col_seps: list[int] = []
+        #: the plots and their items (gui/widgets/heatmap_plot.py)
+        self.canvas = HeatmapPlot(self.axis)
+        self.view, self.plot, self.image = self.canvas.view, self.canvas.plot, self.canvas.image
+        self.wave_plot, self.wave_curve = self.canvas.wave_plot, self.canvas.wave_curve
+        self.highlight, self.separators = self.canvas.highlight, self.canvas.separators
         self.plot.scene().sigMouseClicked.connect(self._clicked)
         self.plot.scene().sigMouseMoved.connect(self._mouse_moved)
         self.set_columns("source position")
@@ -204,39 +110,6 @@ class AttentionHeatmap(QWidget):
         lay.addWidget(self.view, 1)
         if run is not None:  # the run's steps, segments and selection, once per frame
             follow_run(run, self)
-
-    # the column axis lives in the shared model (gui/widgets/column_axis.py)
-    @property
-    def _scale(self) -> float:
-        return self.axis.scale
-
-    @_scale.setter
-    def _scale(self, v: float) -> None:
-        self.axis.scale = v
-
-    @property
-    def _unit(self) -> str:
-        return self.axis.unit
-
-    @_unit.setter
-    def _unit(self, v: str) -> None:
-        self.axis.unit = v
-
-    @property
-    def _col_labels(self) -> list[str] | None:
-        return self.axis.labels
-
-    @_col_labels.setter
-    def _col_labels(self, v: list[str] | None) -> None:
-        self.axis.labels = v
-
-    @property
-    def _n_cols(self) -> int:
-        return self.axis.count
-
-    @_n_cols.setter
-    def _n_cols(self, n: int) -> None:
-        self.axis.count = n
 
     # ---------------------------------------------------------------- API
     def set_columns(self, unit: str, scale: float = 1.0, labels: list[str] | None = None, n_columns: int = 0) -> None:
@@ -250,11 +123,11 @@ class AttentionHeatmap(QWidget):
                 shown, the columns are set to exactly this (a new, shorter input gets an axis
                 that fits it, not the longest earlier input's).
         """
-        if not self._steps and n_columns and n_columns != self._n_cols:
-            self._n_cols = 0
+        if not self._steps and n_columns and n_columns != self.axis.count:
+            self.axis.count = 0
             self._image = np.zeros((0, 0), np.float32)
             self._buf = self._image
-        self._unit, self._scale, self._col_labels = unit, float(scale), labels
+        self.axis.unit, self.axis.scale, self.axis.labels = unit, float(scale), labels
         self.plot.setLabel("bottom", unit)
         ax = self.plot.getAxis("bottom")
         no_si_prefix(ax)
@@ -266,7 +139,7 @@ class AttentionHeatmap(QWidget):
 
     def column_axis(self) -> tuple[list[str] | None, str, float]:
         """(column labels or None, axis unit, source units per column), as set by :meth:`set_columns`."""
-        return self._col_labels, self._unit, self._scale
+        return self.axis.labels, self.axis.unit, self.axis.scale
 
     def reset_columns(
         self, unit: str, scale: float = 1.0, labels: list[str] | None = None, n_columns: int = 0
@@ -284,24 +157,14 @@ class AttentionHeatmap(QWidget):
             n_columns: initial number of columns (at least ``len(labels)``).
         """
         self.clear()
-        self._n_cols = 0
+        self.axis.count = 0
         self._image = np.zeros((0, 0), np.float32)
         self._buf = self._image
         self.set_columns(unit, scale, labels=labels, n_columns=n_columns)
 
     def set_waveform(self, audio: np.ndarray | None, sample_rate: int = 16000) -> None:
         """Show ``audio`` (float32 (n_samples,)) above the heatmap on a shared seconds axis (None hides it)."""
-        if audio is None or len(audio) == 0:
-            self.wave_curve.setData([], [])
-            self.wave_plot.hide()
-            return
-        t, y = envelope(audio, sample_rate)  # min/max per bucket: a 10-minute clip stays cheap to draw
-        self.wave_curve.setData(t, y)
-        peak = float(np.max(np.abs(y))) or 1.0  # the envelope holds every sample's extremes
-        self.wave_plot.setYRange(-peak, peak, padding=0.05)
-        self.wave_plot.setLabel("left", "audio")
-        no_si_prefix(self.wave_plot.getAxis("left"))
-        self.wave_plot.show()
+        self.canvas.set_waveform(audio, sample_rate)
 
     def clear(self, columns: bool = False) -> None:
         """Remove all rows (keeps the column axis and the layer/head choice).
@@ -311,7 +174,7 @@ class AttentionHeatmap(QWidget):
                 run's events size them to its own input (a new run on a shorter input).
         """
         if columns:
-            self._n_cols = len(self._col_labels or [])
+            self.axis.count = len(self.axis.labels or [])
             self._seg_span.clear()
         self._steps.clear()
         self._index.clear()
@@ -323,7 +186,7 @@ class AttentionHeatmap(QWidget):
         self._view_seg = None
         self._shown = []
         self._col0 = 0
-        self._image = np.zeros((0, self._n_cols), np.float32)
+        self._image = np.zeros((0, self.axis.count), np.float32)
         self._buf = self._image
         self._selected = None
         self.highlight.hide()
@@ -354,7 +217,7 @@ class AttentionHeatmap(QWidget):
             return
         shown_span = self._shown_columns()
         for ev in events:
-            shape = _shape_3d(ev)  # a spilled row is not read here: only when its segment is drawn
+            shape = shape_3d(ev)  # a spilled row is not read here: only when its segment is drawn
             if shape is not None:
                 self._ensure_combos(shape[0], shape[1])
                 self._resize_columns(ev.source_offset + shape[2])
@@ -374,7 +237,7 @@ class AttentionHeatmap(QWidget):
             if focus != self._view_seg or self._shown_columns() != shown_span:
                 self._show_segment(focus)  # draws the batch's rows of that segment too (at its full span)
                 return
-        elif self._image.shape[1] != self._n_cols:  # full view: the columns grew
+        elif self._image.shape[1] != self.axis.count:  # full view: the columns grew
             self._resize_image_columns()
         first_new = len(self._steps) - len(events)
         for i in range(first_new, len(self._steps)):
@@ -389,37 +252,24 @@ class AttentionHeatmap(QWidget):
     def set_column_separators(self, columns: list[int]) -> None:
         """Draw a thin white line at each input column index in ``columns`` (e.g. where each
         sentence's source tokens start), the whole height of the plot; [] removes them."""
-        self._col_seps = [int(c) for c in columns]
-        if not self._col_seps:
-            self.separators.setData([], [])
-            return
-        xs = np.repeat(np.asarray(self._col_seps, np.float64) * self._scale, 2)
-        ys = np.tile(np.array([0.0, 1e5]), len(self._col_seps))
-        self.separators.setData(xs, ys, connect="pairs")
+        self.canvas.set_column_separators(columns, self.axis.scale)
 
     def column_separators(self) -> list[int]:
         """The column indices where separator lines are drawn."""
-        return list(self._col_seps)
+        return list(self.canvas.col_seps)
 
     def set_row_separators(self, rows: list[int]) -> None:
         """Draw a white line across the plot above each image row in ``rows`` (where a
         segment's rows start, e.g. the next OCR line); [] removes them."""
-        for line in self._row_lines:
-            self.plot.removeItem(line)
-        self._row_lines.clear()
-        for r in rows:
-            self.add_row_separator(r)
+        self.canvas.set_row_separators(rows)
 
     def add_row_separator(self, row: int) -> None:
         """Draw one more line above image row ``row`` (see :meth:`set_row_separators`)."""
-        line = pg.InfiniteLine(pos=float(row), angle=0, pen=pg.mkPen("w", width=1.5))
-        line.setZValue(6)
-        self.plot.addItem(line)
-        self._row_lines.append(line)
+        self.canvas.add_row_separator(row)
 
     def row_separators(self) -> list[int]:
         """The image rows above which a separator line is drawn."""
-        return [int(line.value()) for line in self._row_lines]
+        return self.canvas.row_separators()
 
     def set_view(self, layer: int | None, head: int | None, note: str | None = None, tip: str | None = None,
                  shape: tuple[int, int] | None = None) -> None:
@@ -444,26 +294,7 @@ class AttentionHeatmap(QWidget):
     def mark_columns(self, row: int | None, columns: list[int]) -> None:
         """Mark the input ``columns`` of image row ``row``: a translucent orange band down
         each column and an orange box on the row's cell; None (or no columns) removes the marks."""
-        for item in self._marks:
-            self.plot.removeItem(item)
-        self._marks.clear()
-        if row is None:
-            return
-        n_rows = self.row_count()
-        for c in columns:
-            x = c * self._scale
-            band = QGraphicsRectItem(QRectF(x, 0, self._scale, max(n_rows, 8)))
-            band.setPen(QPen(Qt.PenStyle.NoPen))
-            band.setBrush(QBrush(QColor(255, 149, 0, 60)))
-            band.setZValue(5)
-            box = QGraphicsRectItem(QRectF(x, row, self._scale, 1))
-            pen = QPen(QColor("#ff9500"), 2)
-            pen.setCosmetic(True)
-            box.setPen(pen)
-            box.setZValue(11)
-            for it in (band, box):
-                self.plot.addItem(it)
-                self._marks.append(it)
+        self.canvas.mark_columns(row, columns, self.axis.scale, self.row_count())
 
     def add_below(self, widget: QWidget) -> None:
         """Put ``widget`` under the plot (a tab's own line about what the heatmap shows)."""
@@ -471,7 +302,7 @@ class AttentionHeatmap(QWidget):
 
     def windowed(self) -> bool:
         """Whether the input is too large to draw whole, so one segment is shown at a time."""
-        return self._n_cols > MAX_COLUMNS or len(self._steps) * max(self._n_cols, 1) > MAX_CELLS
+        return self.axis.count > MAX_COLUMNS or len(self._steps) * max(self.axis.count, 1) > MAX_CELLS
 
     def shown_segment(self) -> int | None:
         """The segment shown when :meth:`windowed` (None: every row is shown)."""
@@ -489,11 +320,7 @@ class AttentionHeatmap(QWidget):
             if seg is not None and seg != self._view_seg:
                 self._show_segment(seg)
         r = self._row_of.get(step) if step is not None else None
-        if r is None:
-            self.highlight.hide()
-            return
-        self.highlight.setRect(QRectF(self._col0 * self._scale, r, max(self._image.shape[1], 1) * self._scale, 1))
-        self.highlight.show()
+        self.canvas.outline_row(r, self._col0 * self.axis.scale, max(self._image.shape[1], 1) * self.axis.scale)
 
     def row_of(self, step: int | None) -> int | None:
         """The image row of ``step`` (None if that step has no row shown)."""
@@ -514,7 +341,7 @@ class AttentionHeatmap(QWidget):
 
     def column_count(self) -> int:
         """Columns of the whole input (source positions)."""
-        return self._n_cols
+        return self.axis.count
 
     def selection(self) -> tuple[int | None, int | None]:
         """(layer, head) shown; None means averaged."""
@@ -542,9 +369,9 @@ class AttentionHeatmap(QWidget):
     def _shown_columns(self) -> tuple[int, int]:
         """[first, end) of the input columns drawn."""
         if self._view_seg is None:
-            return 0, self._n_cols
-        lo, n = self._seg_span.get(self._view_seg, (0, self._n_cols))
-        return lo, min(self._n_cols, lo + max(n, 1))
+            return 0, self.axis.count
+        lo, n = self._seg_span.get(self._view_seg, (0, self.axis.count))
+        return lo, min(self.axis.count, lo + max(n, 1))
 
     def _show_segment(self, seg: int) -> None:
         """Draw only segment ``seg``'s rows over its own columns (windowed view)."""
@@ -570,7 +397,7 @@ class AttentionHeatmap(QWidget):
         offset, src = self._atts[i]
         if att is None and src is not None:
             att = src.cross_attention  # spilled: read back from disk
-        att = _as_3d(att)
+        att = as_3d(att)
         c0, c1 = self._shown_columns()
         row = np.zeros(c1 - c0, np.float32)
         if att is not None:
@@ -593,9 +420,9 @@ class AttentionHeatmap(QWidget):
         self._image = self._buf[: n + 1]
 
     def _resize_columns(self, n: int) -> None:
-        if n <= self._n_cols:
+        if n <= self.axis.count:
             return
-        self._n_cols = n
+        self.axis.count = n
         if self._view_seg is not None or self.windowed():
             return  # a windowed view draws its segment's own columns (append_steps switches)
         pad = np.zeros((self._image.shape[0], n - self._image.shape[1]), np.float32)
@@ -603,7 +430,7 @@ class AttentionHeatmap(QWidget):
         self._buf = self._image
 
     def _resize_image_columns(self) -> None:
-        pad = np.zeros((self._image.shape[0], max(0, self._n_cols - self._image.shape[1])), np.float32)
+        pad = np.zeros((self._image.shape[0], max(0, self.axis.count - self._image.shape[1])), np.float32)
         self._image = np.hstack([self._image, pad])
         self._buf = self._image
 
@@ -614,50 +441,20 @@ class AttentionHeatmap(QWidget):
         self._refresh_image()
 
     def _refresh_image(self) -> None:
-        n_rows, n_cols = self._image.shape if self._image.ndim == 2 else (0, 0)
-        x0 = self._col0 * self._scale
-        if n_rows == 0 or n_cols == 0:
-            self.image.clear()
-            self.plot.setRange(xRange=(x0, x0 + float(max(n_cols, self._n_cols - self._col0, 50)) * self._scale),
-                               yRange=(0.0, 8.0), padding=0)
-            return
-        self.image.setImage(self._image, levels=(0.0, 1.0), autoLevels=False)
-        width = float(n_cols) * self._scale
-        self.image.setRect(QRectF(x0, 0.0, width, float(n_rows)))
-        self.plot.setLimits(xMin=x0, xMax=x0 + width, yMin=0.0, yMax=float(max(n_rows, 8)))
-        self.plot.setRange(xRange=(x0, x0 + width), yRange=(0.0, float(max(n_rows, 8))), padding=0)
-        if self._selected is not None and self._selected in self._row_of:
-            r = self._row_of[self._selected]
-            self.highlight.setRect(QRectF(x0, r, width, 1))
+        sel = self._row_of.get(self._selected) if self._selected is not None else None
+        self.canvas.draw(self._image, self._col0, self.axis.scale, self.axis.count, sel)
 
     def _update_row_ticks(self) -> None:
-        n = len(self._shown)
-        h = max(1.0, self.plot.vb.height() or 200.0)
-        every = max(1, int(np.ceil(n * 14 / h))) if n else 1
-        ticks = [(r + 0.5, self._texts[self._shown[r]]) for r in range(0, n, every)]
-        self.plot.getAxis("left").setTicks([ticks])
+        self.canvas.set_row_ticks(len(self._shown), lambda r: self._texts[self._shown[r]])
 
     def _label_columns(self) -> None:
-        """String ticks on the column axis (when the columns have labels): every label, or
-        every k-th where all of them would overlap (zoom in to read a crowded axis)."""
-        ax = self.plot.getAxis("bottom")
-        labels = self._col_labels
-        if labels is None:
-            ax.setTicks(None)
-            return
-        every = 1
-        if labels:
-            width = max(100.0, float(self.plot.vb.width() or 0.0) or 700.0)
-            fm = self.fontMetrics()
-            sample = labels[:: max(1, len(labels) // 500)]  # 256k labels took 1.3 s to measure
-            need = float(np.mean([fm.horizontalAdvance(t) for t in sample])) + 10  # pixels per label
-            every = max(1, int(np.ceil(len(labels) * need / width)))
-        ax.setTicks([[((i + 0.5) * self._scale, labels[i]) for i in range(0, len(labels), every)]])
+        """String ticks on the column axis (when the columns have labels)."""
+        self.canvas.label_columns(self.axis.labels, self.axis.scale, self.fontMetrics())
 
     def resizeEvent(self, e) -> None:  # noqa: N802
         super().resizeEvent(e)
         self._update_row_ticks()
-        if self._col_labels:
+        if self.axis.labels:
             QTimer.singleShot(0, self._label_columns)  # after the plot has taken its new width
 
     def _mouse_moved(self, scene_pos) -> None:

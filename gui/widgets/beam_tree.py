@@ -18,56 +18,28 @@ decoded in segments (sentences, 30 s windows, lines) has one tree per segment; t
 box picks which one is shown. Wheel (or Ctrl+wheel) zooms around the mouse, dragging pans,
 "Fit" shows the whole tree, "Follow" keeps the newest step in view while the search runs.
 
-The nodes' drawing is in ``beam_canvas.py``, the clicked node's panel in ``beam_details.py``.
+The nodes' drawing is in ``beam_canvas.py``, one segment's tree in ``beam_layout.py``, the
+clicked node's panel in ``beam_details.py``.
 """
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass, field
 from typing import Callable
 
-from PySide6.QtCore import QPoint, QPointF, QRectF, QSize, Qt, Signal
-from PySide6.QtGui import QColor, QFont, QPainterPath, QPen
-from PySide6.QtWidgets import (
-    QComboBox, QGraphicsLineItem, QGraphicsPathItem, QGraphicsScene, QHBoxLayout, QLabel, QSplitter, QToolButton,
-    QVBoxLayout, QWidget,
-)
+from PySide6.QtCore import QPoint, QRectF, QSize, Qt, Signal
+from PySide6.QtGui import QFont
+from PySide6.QtWidgets import QComboBox, QGraphicsScene, QHBoxLayout, QLabel, QSplitter, QToolButton, QVBoxLayout, QWidget
 
 from core.analysis.beam_tree import BeamTree
 from core.events import BeamEvent, BeamNode, SegmentEvent
 
-from .beam_canvas import (
-    BEST_COLOR, DX, DY, EDGE_STYLE, LABEL_W, SELECT_COLOR, STATUS_STYLE, Z_BEST, Z_EDGE, Z_SELECT, NodeItem, TreeCanvas,
-    line_count, node_label, polyline,
-)
-from .beam_details import NodeDetails, node_info
+from .beam_canvas import BEST_COLOR, DX, DY, EDGE_STYLE, LABEL_W, STATUS_STYLE, NodeItem, TreeCanvas
+from .beam_details import NodeDetails
+from .beam_layout import SegmentTree, mark_selection
 from .token_text import live_text
 
 # re-exported: what tests and tabs reach through this module
 __all__ = ["BeamTreeView", "NodeItem", "STATUS_STYLE", "EDGE_STYLE", "BEST_COLOR"]
-
-
-@dataclass
-class _Layout:
-    """Where one segment's tree is drawn: its scene, each node's place and item, the paths."""
-
-    segment: int
-    scene: QGraphicsScene
-    label: str = ""
-    source_offset: int = 0
-    pos: dict[int, QPointF] = field(default_factory=dict)  # node id -> position
-    slot: dict[int, int] = field(default_factory=dict)  # node id -> row within its column
-    items: dict[int, NodeItem] = field(default_factory=dict)
-    edges: dict[int, QGraphicsLineItem] = field(default_factory=dict)  # finished nodes' own edges
-    first_step: int | None = None  # the step of column 1 (the root is column 0)
-    last_step: int | None = None
-    best: int | None = None  # the node the search returns if it ends now (``BeamEvent.best``)
-    final: bool = False  # the segment's search ended: ``best`` is its output
-    extent: QRectF = field(default_factory=QRectF)
-    best_path: QGraphicsPathItem | None = None
-    select_path: QGraphicsPathItem | None = None
-    on_output: dict[int, int] = field(default_factory=dict)  # step -> node id on the final best path
 
 
 class BeamTreeView(QWidget):
@@ -87,7 +59,7 @@ class BeamTreeView(QWidget):
     def __init__(self, run=None, axis=None, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.model = BeamTree()
-        self._layouts: dict[int, _Layout] = {}
+        self._layouts: dict[int, SegmentTree] = {}
         self._shown: int | None = None  # segment shown
         self._pinned = False  # the user picked the segment (do not follow the newest)
         self._pending: list[BeamEvent] = []  # events that arrived while hidden
@@ -229,18 +201,18 @@ class BeamTreeView(QWidget):
                 self._finalise(lay)
 
     # ---------------------------------------------------------------- layout
-    def _layout(self, segment: int) -> _Layout:
+    def _layout(self, segment: int) -> SegmentTree:
         lay = self._layouts.get(segment)
         if lay is None:
             scene = QGraphicsScene(self)
             label, offset = self._segment_info.get(segment, ("", 0))
-            lay = self._layouts[segment] = _Layout(segment, scene, label, offset)
+            lay = self._layouts[segment] = SegmentTree(segment, scene, label, offset)
             self._open.add(segment)
             self.segment_box.addItem(self._segment_title(lay), segment)
             self.segment_box.setVisible(self.segment_box.count() > 1)
         return lay
 
-    def _segment_title(self, lay: _Layout) -> str:
+    def _segment_title(self, lay: SegmentTree) -> str:
         return lay.label or f"segment {lay.segment + 1}"
 
     def _segment_index(self, segment: int) -> int:
@@ -251,122 +223,27 @@ class BeamTreeView(QWidget):
         if not self._pending:
             return
         events, self._pending = self._pending, []
-        touched: dict[int, _Layout] = {}
+        touched: dict[int, SegmentTree] = {}
         for ev in events:
             for seg in [s for s in self._open if s < ev.segment]:  # segments run one after another
                 self._finalise(self._layouts[seg])
             lay = self._layout(ev.segment)
-            self._add_event(lay, ev)
+            lay.add_event(ev, self.model, self._font)
             touched[ev.segment] = lay
         for lay in touched.values():
             lay.scene.setSceneRect(lay.extent.adjusted(-30, -DY, DX, DY))
             if not lay.final:
-                self._draw_best(lay)
+                lay.draw_best(self.model)
         newest = events[-1].segment
         if not self._pinned and self._shown != newest:
             self._show_segment(newest)
         self._update_count()
         self._follow()
 
-    def _add_event(self, lay: _Layout, ev: BeamEvent) -> None:
-        """Place one step's new nodes in a new column, ordered by their parent's place, then
-        score (so edges rarely cross), and draw their edges: one path per status (a finished
-        node's own line, as it may be re-sent as pruned); re-style re-sent nodes."""
-        seg = ev.segment
-        new = [n for n in ev.nodes if (seg, n.id) not in self.model.nodes]
-        self.model.add(ev)
-        for node in ev.nodes:
-            if node.id in lay.items:  # sent again: its status changed
-                self._restyle(lay, node)
-        if ev.best is not None:
-            lay.best = ev.best
-        for node in new:
-            if node.parent is None:  # the root: the prompt, column 0
-                self._place(lay, node, QPointF(0, 0), 0)
-        by_step: dict[int, list] = {}
-        for node in new:
-            if node.parent is not None:
-                by_step.setdefault(node.step, []).append(node)
-        for step, nodes in sorted(by_step.items()):
-            if lay.first_step is None:
-                lay.first_step = step
-            col = step - lay.first_step + 1
-            nodes.sort(key=lambda n: (lay.slot.get(n.parent, 0), -_finite(n.score)))
-            if col == 1 and 0 in lay.items:  # the root sits in the middle of the first column
-                lay.pos[0] = QPointF(0, (len(nodes) - 1) * DY / 2)
-                lay.items[0].setPos(lay.pos[0])
-            paths = {"alive": QPainterPath(), "pruned": QPainterPath()}
-            x = col * DX
-            for slot, node in enumerate(nodes):
-                pos = QPointF(x, slot * DY)
-                self._place(lay, node, pos, slot)
-                start = lay.pos.get(node.parent)
-                if start is None:
-                    continue
-                if node.status == "finished":
-                    lay.edges[node.id] = self._edge_item(lay, start, pos, node.status)
-                else:
-                    path = paths.get(node.status, paths["alive"])
-                    path.moveTo(start)
-                    path.lineTo(pos)
-            for status, path in paths.items():
-                if not path.isEmpty():
-                    color, width = EDGE_STYLE[status]
-                    lay.scene.addPath(path, QPen(QColor(color), width)).setZValue(Z_EDGE)
-            lay.last_step = step if lay.last_step is None else max(lay.last_step, step)
-
-    def _place(self, lay: _Layout, node: BeamNode, pos: QPointF, slot: int) -> None:
-        root = node.parent is None
-        item = NodeItem(node.id, node.status, "prompt" if root else node_label(node.text), self._font)
-        if root:
-            item.color = QColor("#404040")
-        item.setPos(pos)
-        item.setToolTip("the prompt" if root else _tooltip(node))
-        lay.scene.addItem(item)
-        lay.items[node.id], lay.pos[node.id], lay.slot[node.id] = item, pos, slot
-        lay.extent = lay.extent.united(QRectF(pos.x(), pos.y(), LABEL_W + 12, 1))
-
-    def _edge_item(self, lay: _Layout, a: QPointF, b: QPointF, status: str) -> QGraphicsLineItem:
-        color, width = EDGE_STYLE[status]
-        line = lay.scene.addLine(a.x(), a.y(), b.x(), b.y(), QPen(QColor(color), width))
-        line.setZValue(Z_EDGE)
-        return line
-
-    def _restyle(self, lay: _Layout, node: BeamNode) -> None:
-        item = lay.items[node.id]
-        item.set_status(node.status, item.best)
-        item.setToolTip(_tooltip(node))
-        edge = lay.edges.get(node.id)
-        if edge is not None:
-            color, width = EDGE_STYLE.get(node.status, EDGE_STYLE["alive"])
-            edge.setPen(QPen(QColor(color), width))
-
-    def _finalise(self, lay: _Layout) -> None:
+    def _finalise(self, lay: SegmentTree) -> None:
         """The segment's search ended: the solid best path replaces the dashed one."""
-        lay.final = True
         self._open.discard(lay.segment)
-        if lay.best is None or lay.best not in lay.items:
-            return
-        item = lay.items[lay.best]
-        item.set_status(item.status, True)
-        lay.on_output = {n.step: n.id for n in self.model.path(lay.segment, lay.best)[1:] if not n.eos}
-        self._draw_best(lay)
-
-    def _draw_best(self, lay: _Layout) -> None:
-        """(Re)draw the path root -> best: dashed while the search runs, solid when it ended.
-        O(its length)."""
-        if lay.best is None or lay.best not in lay.items:
-            return
-        path = polyline([lay.pos[i] for i in self.path(lay.segment, lay.best)])
-        pen = QPen(QColor(BEST_COLOR), 4.0 if lay.final else 2.5)
-        if not lay.final:
-            pen.setStyle(Qt.PenStyle.DashLine)
-        if lay.best_path is None:
-            lay.best_path = lay.scene.addPath(path, pen)
-            lay.best_path.setZValue(Z_BEST)
-        else:
-            lay.best_path.setPath(path)
-            lay.best_path.setPen(pen)
+        lay.finalise(self.model)
 
     # ------------------------------------------------------------- viewing
     def _show_segment(self, segment: int) -> None:
@@ -443,7 +320,7 @@ class BeamTreeView(QWidget):
         if node_id is None or lay is None or node_id not in lay.items:
             self._selected = None
             for other in self._layouts.values():
-                _mark_selection(other, None)
+                mark_selection(other, None)
             self._show_details(None)
             self.nodeSelected.emit(None)
             return
@@ -451,9 +328,9 @@ class BeamTreeView(QWidget):
             self._show_segment(seg)
         for other in self._layouts.values():
             if other is not lay:
-                _mark_selection(other, None)
+                mark_selection(other, None)
         self._selected = (seg, node_id)
-        _mark_selection(lay, self.path(seg, node_id))
+        mark_selection(lay, self.path(seg, node_id))
         self.view.ensureVisible(QRectF(lay.pos[node_id], QSize(int(LABEL_W), 1)), 30, 30)
         node = self.model.nodes[(seg, node_id)]
         self._show_details((lay, node))
@@ -470,7 +347,7 @@ class BeamTreeView(QWidget):
         if self._selected is not None:
             self.select_node(None)
 
-    def _show_details(self, sel: tuple[_Layout, BeamNode] | None) -> None:
+    def _show_details(self, sel: tuple[SegmentTree, BeamNode] | None) -> None:
         if sel is None:
             self.details.show_node(None)
             return
@@ -517,9 +394,7 @@ class BeamTreeView(QWidget):
         lay = self._layouts.get(self._shown if segment is None else segment)
         if lay is None:
             return 0
-        batched = sum(line_count(it.path()) for it in lay.scene.items()
-                      if isinstance(it, QGraphicsPathItem) and it.zValue() == Z_EDGE)
-        return batched + len(lay.edges)
+        return lay.edge_count()
 
     def best_node(self, segment: int | None = None) -> int | None:
         """The node the search returns (if it ended now, while it runs)."""
@@ -537,11 +412,7 @@ class BeamTreeView(QWidget):
         """The node ids the orange path goes through (root first), read back from its drawing."""
         self._drain()
         lay = self._layouts.get(self._shown if segment is None else segment)
-        if lay is None or lay.best_path is None:
-            return []
-        path = lay.best_path.path()
-        at = {(round(p.x(), 3), round(p.y(), 3)): i for i, p in lay.pos.items()}
-        return [at[(round(path.elementAt(k).x, 3), round(path.elementAt(k).y, 3))] for k in range(path.elementCount())]
+        return [] if lay is None else lay.highlighted_path()
 
     def highlight_is_dashed(self, segment: int | None = None) -> bool:
         lay = self._layouts.get(self._shown if segment is None else segment)
@@ -564,28 +435,3 @@ class BeamTreeView(QWidget):
 
     def sizeHint(self) -> QSize:
         return QSize(900, 300)
-
-
-def _mark_selection(lay: _Layout, ids: list[int] | None) -> None:
-    """Outline the selected hypothesis (``ids`` from the root) and ring its node, or remove it."""
-    item = lay.select_path
-    if ids is None:
-        if item is not None:
-            item.hide()
-        return
-    path = polyline([lay.pos[i] for i in ids])
-    path.addEllipse(lay.pos[ids[-1]], 10, 10)
-    if item is None:
-        item = lay.select_path = lay.scene.addPath(path, QPen(QColor(SELECT_COLOR), 2.0))
-        item.setZValue(Z_SELECT)
-    else:
-        item.setPath(path)
-        item.show()
-
-
-def _finite(x: float) -> float:
-    return x if math.isfinite(x) else -1e30
-
-
-def _tooltip(node: BeamNode) -> str:
-    return f"{node.text!r}\n" + node_info(node).replace(" · ", "\n")

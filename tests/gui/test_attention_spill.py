@@ -182,10 +182,10 @@ def test_a_forks_renumbered_steps_stay_spilled(qtbot):
 def test_memory_freed_by_a_spill_is_given_back_to_the_system(qtbot, monkeypatch):
     """Freed arrays would stay in malloc's arenas (resident) without a trim: the run asks
     for one after each window whose attention went to disk, and not when nothing was freed."""
-    import gui.run_state as run_state
+    import gui.attention_spill as attention_spill
 
     calls = []
-    monkeypatch.setattr(run_state, "release_free_memory", lambda: calls.append(True) or True)
+    monkeypatch.setattr(attention_spill, "release_free_memory", lambda: calls.append(True) or True)
     run = RunState()
     decode_windows(run, 3)
     assert len(calls) == 2  # windows 0 and 1 went to disk when windows 1 and 2 started

@@ -10,7 +10,8 @@ from PySide6.QtCore import QPointF, Qt
 from core.events import StepEvent, TokenProb
 from core.options import DecodingOptions
 from gui.tabs.speech import SpeechTab
-from gui.widgets.stage_view import GONE, KEPT, REMOVED, StageView, StepInspector
+from gui.widgets.stage_view import GONE, KEPT, REMOVED, StageView
+from gui.widgets.step_inspector import StepInspector
 from gui.widgets.step_strip import STRIP_HEIGHT, StepStrip
 from gui.widgets.token_stream import TokenStreamView
 from gui.widgets.topk_chart import OTHER, TopKChart, sample_step
