@@ -1,12 +1,11 @@
-"""Samplers from llama.cpp and text-generation-webui, as logits processors.
+"""Samplers from llama.cpp, as logits processors.
 
     TopNSigma           llama.cpp  src/llama-sampling.cpp  llama_sampler_top_n_sigma_apply
     XTC                 llama.cpp  src/llama-sampling.cpp  llama_sample_xtc_apply
     DRY                 llama.cpp  src/llama-sampling.cpp  llama_sampler_dry_apply
     DynamicTemperature  llama.cpp  src/llama-sampling.cpp  llama_sampler_temp_ext_apply
-    TopA                webui      modules/sampler_hijack.py  TopALogitsWarper
-    TailFree            webui      modules/sampler_hijack.py  TailFreeLogitsWarper
-    QuadraticSampling   webui      modules/sampler_hijack.py  QuadraticSamplingLogitsWarper
+
+text-generation-webui's (TopA, TailFree, QuadraticSampling) are ``core.processors.webui_samplers``.
 
 Same contract as every processor (``core.processors``): ``input_ids`` int64 (batch,
 seq_len), ``scores`` float32 (batch, vocab) -> new float32 (batch, vocab) scores, the
@@ -30,16 +29,18 @@ import torch
 
 NEG_INF = float("-inf")
 
-__all__ = ["DRY", "XTC", "DynamicTemperature", "QuadraticSampling", "TailFree", "TopA", "TopNSigma"]
+__all__ = ["DRY", "XTC", "DynamicTemperature", "TopNSigma", "check_finite", "check_min_keep"]
 
 
-def _check_finite(name: str, value: float) -> float:
+def check_finite(name: str, value: float) -> float:
+    """``value`` as a float. Raises ValueError (naming ``name``) for a non-number, a bool, NaN or ±inf."""
     if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value):
         raise ValueError(f"{name} must be a finite number, got {value!r}")
     return float(value)
 
 
-def _check_min_keep(min_tokens_to_keep: int) -> int:
+def check_min_keep(min_tokens_to_keep: int) -> int:
+    """``min_tokens_to_keep`` itself. Raises ValueError unless it is an int >= 1 (not a bool)."""
     if not isinstance(min_tokens_to_keep, int) or isinstance(min_tokens_to_keep, bool) or min_tokens_to_keep < 1:
         raise ValueError(f"min_tokens_to_keep must be an int >= 1, got {min_tokens_to_keep!r}")
     return min_tokens_to_keep
@@ -73,7 +74,7 @@ class TopNSigma:
     name = "top_n_sigma"
 
     def __init__(self, n: float):
-        n = _check_finite("top-n-sigma n", n)
+        n = check_finite("top-n-sigma n", n)
         if n < 0:
             raise ValueError(f"top-n-sigma n must be >= 0 (0 = off), got {n}")
         self.n = n
@@ -123,15 +124,15 @@ class XTC:
     name = "xtc"
 
     def __init__(self, probability: float, threshold: float, seed: int | None, min_tokens_to_keep: int = 1):
-        probability = _check_finite("xtc probability", probability)
-        threshold = _check_finite("xtc threshold", threshold)
+        probability = check_finite("xtc probability", probability)
+        threshold = check_finite("xtc threshold", threshold)
         if not 0.0 <= probability <= 1.0:
             raise ValueError(f"xtc probability must be in [0, 1] (0 = off), got {probability}")
         if not 0.0 <= threshold <= 1.0:
             raise ValueError(f"xtc threshold must be in [0, 1], got {threshold}")
         self.probability = probability
         self.threshold = threshold
-        self.min_tokens_to_keep = _check_min_keep(min_tokens_to_keep)
+        self.min_tokens_to_keep = check_min_keep(min_tokens_to_keep)
         self.generator = _generator(seed)
 
     def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
@@ -195,8 +196,8 @@ class DRY:
         sequence_breakers: Iterable[int] = (),
         penalty_last_n: int = -1,
     ):
-        multiplier = _check_finite("dry multiplier", multiplier)
-        base = _check_finite("dry base", base)
+        multiplier = check_finite("dry multiplier", multiplier)
+        base = check_finite("dry base", base)
         if multiplier < 0:
             raise ValueError(f"dry multiplier must be >= 0 (0 = off), got {multiplier}")
         if base < 1:
@@ -292,9 +293,9 @@ class DynamicTemperature:
     name = "dynatemp"
 
     def __init__(self, temperature: float, range: float, exponent: float):
-        temperature = _check_finite("dynatemp temperature", temperature)
-        range = _check_finite("dynatemp range", range)
-        exponent = _check_finite("dynatemp exponent", exponent)
+        temperature = check_finite("dynatemp temperature", temperature)
+        range = check_finite("dynatemp range", range)
+        exponent = check_finite("dynatemp exponent", exponent)
         if temperature <= 0:
             raise ValueError(f"dynatemp temperature must be > 0, got {temperature}; use strategy 'greedy' for argmax")
         if range < 0:
@@ -330,132 +331,3 @@ class DynamicTemperature:
             else:
                 out[b] = (scores[b].double() / temp).float()
         return out
-
-
-class TopA:
-    """Top-a (BlinkDL, RWKV; no paper): remove tokens with p < top_a · p_max², where p is
-    softmax(scores) per row, keeping at least ``min_tokens_to_keep`` (the best ones; among
-    tied scores the lower token ids). As webui ``TopALogitsWarper``
-    (modules/sampler_hijack.py). top_a = 0 removes nothing; a flat row is kept whole.
-
-    Args:
-        top_a: in [0, 1] (0 = off).
-        min_tokens_to_keep: int >= 1.
-
-    Raises:
-        ValueError: if ``top_a`` is outside [0, 1] or ``min_tokens_to_keep`` < 1.
-    """
-
-    name = "top_a"
-
-    def __init__(self, top_a: float, min_tokens_to_keep: int = 1):
-        top_a = _check_finite("top_a", top_a)
-        if not 0.0 <= top_a <= 1.0:
-            raise ValueError(f"top_a must be in [0, 1] (0 = off), got {top_a}")
-        self.top_a = top_a
-        self.min_tokens_to_keep = _check_min_keep(min_tokens_to_keep)
-
-    def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
-        probs = scores.softmax(dim=-1)
-        p_max = probs.max(dim=-1, keepdim=True).values
-        remove = probs < p_max * p_max * self.top_a
-        if self.min_tokens_to_keep > 1:
-            # spare the min_tokens_to_keep best in webui's sorted order; a stable sort breaks
-            # ties by token id (torch.topk's pick among tied scores is arbitrary)
-            order = torch.sort(scores, dim=-1, descending=True, stable=True).indices
-            remove = remove.scatter(1, order[:, : self.min_tokens_to_keep], False)
-        return scores.masked_fill(remove, NEG_INF)
-
-
-class TailFree:
-    """Tail-free sampling (Phillips 2019, "Tail Free Sampling", trentbrick.com).
-
-    Sort the row's probabilities descending, take the absolute second differences
-    |p_i - 2 p_{i+1} + p_{i+2}|, normalise them to sum to 1 and accumulate; the tail
-    past the point where this sum exceeds ``z`` is cut. As webui ``TailFreeLogitsWarper``
-    (modules/sampler_hijack.py), which centres the cut as Phillips' implementation
-    does: second difference i decides about sorted token i + 1, the top token is always
-    kept and the least probable one of the whole row always removed (a ``-inf`` token
-    when there is one); at least ``min_tokens_to_keep`` are kept. It works on the whole
-    row, ``-inf`` (p = 0) tokens included. When every second difference is 0 (a flat or
-    linear distribution) the normalised sum is NaN and only the last token goes, as in
-    webui. z = 1 is off (webui applies TFS only for z < 1), and rows of at most two
-    tokens are left alone (llama.cpp's former ``llama_sample_tail_free``). The removed
-    llama.cpp version kept one token fewer at the same z (it cut at sorted position i,
-    webui at i + 1); this class follows webui.
-
-    Args:
-        z: in [0, 1] (1 = off).
-        min_tokens_to_keep: int >= 1.
-
-    Raises:
-        ValueError: if ``z`` is outside [0, 1] or ``min_tokens_to_keep`` < 1.
-    """
-
-    name = "tfs"
-
-    def __init__(self, z: float, min_tokens_to_keep: int = 1):
-        z = _check_finite("tfs z", z)
-        if not 0.0 <= z <= 1.0:
-            raise ValueError(f"tfs z must be in [0, 1] (1 = off), got {z}")
-        self.z = z
-        self.min_tokens_to_keep = _check_min_keep(min_tokens_to_keep)
-
-    def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
-        if self.z >= 1.0 or scores.shape[-1] <= 2:
-            return scores.clone()
-        sorted_scores, sorted_idx = torch.sort(scores, dim=-1, descending=True, stable=True)
-        probs = sorted_scores.softmax(dim=-1)
-        d2 = probs.diff(dim=-1).diff(dim=-1).abs()  # (batch, vocab - 2)
-        cdf = (d2 / d2.sum(dim=-1, keepdim=True)).cumsum(dim=-1)
-        batch = scores.shape[0]
-        remove_sorted = torch.cat(
-            [torch.zeros(batch, 1, dtype=torch.bool), cdf > self.z, torch.ones(batch, 1, dtype=torch.bool)], dim=-1
-        )
-        remove_sorted[:, : self.min_tokens_to_keep] = False
-        remove = remove_sorted.scatter(1, sorted_idx, remove_sorted)
-        return scores.masked_fill(remove, NEG_INF)
-
-
-class QuadraticSampling:
-    """Quadratic / cubic sampling ("smoothing factor", by kalomaze).
-
-    With d = score - max score of the row (<= 0), every finite score becomes
-
-        max - k·f·d² + s·f·d³,   k = (3 - curve) / 2,  s = (curve - 1) / 2,
-
-    f = ``smoothing_factor``: an inverted parabola around the top token (curve 1), made
-    cubic by the curve. Scores within 1/f of the top move closer to it (flatter near
-    the top), those further away drop faster (the tail is cut harder); the order of the
-    tokens is kept for curves in [1, 3]. ``-inf`` stays ``-inf``. As webui
-    ``QuadraticSamplingLogitsWarper`` (modules/sampler_hijack.py), except that the max
-    is taken per row (webui takes one max over the whole batch). f = 0 is off (webui
-    adds the warper only for f > 0; the formula itself would make every token equal).
-
-    Args:
-        smoothing_factor: >= 0 (0 = off).
-        smoothing_curve: finite (1 = purely quadratic).
-
-    Raises:
-        ValueError: if ``smoothing_factor`` < 0 or either is not finite.
-    """
-
-    name = "quadratic"
-
-    def __init__(self, smoothing_factor: float, smoothing_curve: float = 1.0):
-        smoothing_factor = _check_finite("smoothing_factor", smoothing_factor)
-        smoothing_curve = _check_finite("smoothing_curve", smoothing_curve)
-        if smoothing_factor < 0:
-            raise ValueError(f"smoothing_factor must be >= 0 (0 = off), got {smoothing_factor}")
-        self.smoothing_factor, self.smoothing_curve = smoothing_factor, smoothing_curve
-
-    def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
-        if self.smoothing_factor == 0:
-            return scores.clone()
-        max_logit = scores.max(dim=-1, keepdim=True).values
-        diff = scores - max_logit
-        k = (3 - self.smoothing_curve) / 2
-        s = (self.smoothing_curve - 1) / 2
-        f = self.smoothing_factor
-        transformed = -(k * f * diff**2) + (s * f * diff**3) + max_logit
-        return torch.where(scores != NEG_INF, transformed, scores)

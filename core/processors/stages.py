@@ -276,6 +276,7 @@ def _opt(name: str):
 
 _W = "core.processors.warpers"
 _L = "core.processors.llama_samplers"
+_U = "core.processors.webui_samplers"
 _C = "core.processors.constraints"
 _P = "core.processors.penalties"
 
@@ -618,7 +619,7 @@ REGISTRY: tuple[Stage, ...] = (
                "(text-generation-webui smoothing_curve).",
                check=in_range(1.0, 10.0), control=(1.0, 10.0, 0.1, 1, None), flag="--smoothing-curve")),
         is_off=lambda o: o.smoothing_factor <= 0,
-        build=_make(_L, "QuadraticSampling", _opt("smoothing_factor"), _opt("smoothing_curve")),
+        build=_make(_U, "QuadraticSampling", _opt("smoothing_factor"), _opt("smoothing_curve")),
         strategies=SAMPLING_STRATEGIES, transformers=11, llama_cpp=16, section="Filters",
         summary=lambda o: f"quadratic {_g(o.smoothing_factor)}"
         + (f", curve {_g(o.smoothing_curve)}" if o.smoothing_curve != 1 else ""),
@@ -687,13 +688,13 @@ REGISTRY: tuple[Stage, ...] = (
         check=in_range(0.0, 100.0, off=_OFF0), control=(0.0, 5.0, 0.1, 1, "off"), flag_help="keep logits >= max - n*sigma; 0 = off",
     ),
     _filter(
-        "top_a", "top-a", (_L, "TopA"), off=0, transformers=20, llama_cpp=20,
+        "top_a", "top-a", (_U, "TopA"), off=0, transformers=20, llama_cpp=20,
         help="Keeps tokens with p ≥ top_a · p_max² (BlinkDL, RWKV; text-generation-webui TopALogitsWarper).",
         field_help="Keep tokens with p ≥ top_a · p_max²; 0 = off (BlinkDL, RWKV; text-generation-webui TopALogitsWarper).",
         check=in_range(0.0, 1.0, off=_OFF0), control=(0.0, 1.0, 0.01, 2, "off"), flag_help="keep p >= top_a * p_max^2; 0 = off",
     ),
     _filter(
-        "tfs", "tail-free", (_L, "TailFree"), off=1, transformers=21, llama_cpp=21, field_label="tail-free z",
+        "tfs", "tail-free", (_U, "TailFree"), off=1, transformers=21, llama_cpp=21, field_label="tail-free z",
         help="Tail-free sampling: cuts the tail where the normalised second differences of the sorted "
         "probabilities add up to z (Phillips 2019; text-generation-webui TailFreeLogitsWarper).",
         field_help="Tail-free sampling: cut the tail where the normalised second differences of the sorted probabilities "

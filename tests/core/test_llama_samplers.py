@@ -18,11 +18,9 @@ from core.processors.llama_samplers import (
     DRY,
     XTC,
     DynamicTemperature,
-    QuadraticSampling,
-    TailFree,
-    TopA,
     TopNSigma,
 )
+from core.processors.webui_samplers import QuadraticSampling, TailFree, TopA
 from core.processors.warpers import Temperature
 
 INF = math.inf
