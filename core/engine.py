@@ -30,7 +30,7 @@ from typing import Callable, Hashable, Iterator, Sequence
 
 from core.backends.base import Backend, DecoderPrompt, EncoderOutput
 from core.cache import Inference, KeptCache, KeptCaches
-from core.events import Event, Finished, RunStats
+from core.events import Event, Finished, Placement, RunStats
 from core.options import DecodingOptions
 from core.processors import ChainContext, build_processors, split_hard_rules
 from core.report import RunEvents, StepReporter
@@ -74,13 +74,12 @@ class Engine:
         options: DecodingOptions,
         *,
         cancel: Callable[[], bool] | None = None,
-        step_offset: int = 0,
-        segment: int = 0,
-        source_offset: int = 0,
+        place: Placement | None = None,
         forced_ids: Sequence[int] = (),
         reuse_cache: bool = True,
         draft: Draft | None = None,
         amateur: Companion | None = None,
+        **place_keywords: int,
     ) -> Iterator[Event]:
         """Decode ``encoded`` and yield events as they happen.
 
@@ -90,8 +89,9 @@ class Engine:
             options: decoding options; validated here.
             cancel: polled between decoder steps; when it returns True the run ends with
                 ``Finished(cancelled=True, reason="cancelled")``.
-            step_offset, segment, source_offset: copied into the events (for inputs
-                decoded in several segments).
+            place: where the run's events sit in an input decoded in segments
+                (``core.events.Placement``: step_offset, segment, source_offset), copied into
+                them; None: a run on its own (all 0).
             forced_ids: token ids forced as the first generated tokens (after the prompt),
                 each reported as a StepEvent with ``forced=True`` and its probabilities
                 under the model; then the options' strategy continues from prompt + forced
@@ -123,6 +123,9 @@ class Engine:
                 a model; ``core.speculative.draft.Companion``, built by the task), handed to the
                 chain (``ChainContext.amateur``). A layer amateur (DoLa) needs none: the engine asks
                 the backend for the logit lens while that stage runs.
+            place_keywords: ``step_offset=``, ``segment=``, ``source_offset=``: the older
+                spelling of ``place``, still taken (the three travel together, so they are one
+                argument; a caller passing them as keywords keeps working).
 
         Yields:
             StepEvent / BeamEvent per step, then exactly one Finished whose
@@ -133,14 +136,15 @@ class Engine:
         Raises:
             ValueError: for invalid options, an empty prompt, or a forced id that is EOS or
                 outside the vocabulary.
+            TypeError: an unknown keyword, or both ``place`` and its keywords.
         """
         requested = time.perf_counter()
+        place = Placement.of(place, place_keywords)
         if options.strategy == "speculative":
             from core.speculative.loop import SpeculativeRun
 
-            run = SpeculativeRun(self, encoded, prompt, options, draft=draft, cancel=cancel, step_offset=step_offset,
-                                 segment=segment, source_offset=source_offset, forced_ids=forced_ids,
-                                 reuse_cache=reuse_cache, requested=requested, amateur=amateur)
+            run = SpeculativeRun(self, encoded, prompt, options, draft=draft, cancel=cancel, place=place,
+                                 forced_ids=forced_ids, reuse_cache=reuse_cache, requested=requested, amateur=amateur)
             yield from run.events()
             return
         rules, processors = self.processors(encoded, prompt, options, amateur=amateur)
@@ -150,8 +154,7 @@ class Engine:
         scorer = Scorer(rules, processors, strategy.uses_log_probs, options.capture_lens, self.backend.name)
         events = RunEvents(StepReporter(
             self.backend.token_text, self.backend.decode, top_k_report=options.top_k_report,
-            capture_attention=options.capture_attention, source_len=encoded.source_len,
-            step_offset=step_offset, segment=segment, source_offset=source_offset,
+            capture_attention=options.capture_attention, source_len=encoded.source_len, place=place,
         ), requested)
         started = time.perf_counter()
         input_ids = strategy.start(prompt.prompt_ids, prompt.eos_token_id, max_new)

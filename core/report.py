@@ -27,7 +27,8 @@ from typing import Callable, Iterator, Sequence
 import numpy as np
 import torch
 
-from core.events import BeamEvent, BeamNode, BeamRowReport, Hypothesis, LensEntry, StageReport, StepEvent, TokenProb
+from core.events import (BeamEvent, BeamNode, BeamRowReport, Hypothesis, LensEntry, Placement, StageReport, StepEvent,
+                         TokenProb)
 
 RANK_LIMIT = 100
 """Ranks are exact up to this; a token ranked lower is reported as ``RANK_LIMIT + 1``
@@ -164,7 +165,8 @@ class StepReporter:
         top_k_report: how many tokens each top-k list holds (>= 1).
         capture_attention: whether events carry the cross-attention row.
         source_len: attention columns kept (the leading real encoder positions).
-        step_offset, segment, source_offset: copied into the events (segmented inputs).
+        place: where the run's events sit in a segmented input (``core.events.Placement``:
+            step_offset, segment, source_offset), copied into them.
     """
 
     def __init__(
@@ -175,18 +177,15 @@ class StepReporter:
         top_k_report: int,
         capture_attention: bool,
         source_len: int,
-        step_offset: int = 0,
-        segment: int = 0,
-        source_offset: int = 0,
+        place: Placement = Placement(),
     ):
         self.token_text = token_text
         self.decode = decode
         self.top_k_report = top_k_report
         self.capture_attention = capture_attention
         self.source_len = source_len
-        self.step_offset = step_offset
-        self.segment = segment
-        self.source_offset = source_offset
+        self.place = place
+        self.step_offset, self.segment, self.source_offset = place.step_offset, place.segment, place.source_offset
 
     def top_k(self, probs: torch.Tensor) -> list[TokenProb]:
         """The ``top_k_report`` most probable tokens of one (vocab,) distribution.

@@ -15,11 +15,11 @@ from typing import Union
 from core.events.beam import BEAM_STATUSES, BeamEvent, BeamNode, BeamRowReport, Hypothesis
 from core.events.run import AttemptEvent, Finished, RunStats, SegmentEvent
 from core.events.speculation import SPECULATION_KINDS, DraftToken, SpeculationRound, SpeculationSummary
-from core.events.step import LensEntry, StageReport, StepEvent, TokenProb, load_attention
+from core.events.step import LensEntry, Placement, StageReport, StepEvent, TokenProb, load_attention
 
 __all__ = [
     "BEAM_STATUSES", "SPECULATION_KINDS", "AttemptEvent", "BeamEvent", "BeamNode", "BeamRowReport", "DraftToken",
-    "Event", "Finished", "Hypothesis", "LensEntry", "RunStats", "SegmentEvent", "SpeculationRound",
+    "Event", "Finished", "Hypothesis", "LensEntry", "Placement", "RunStats", "SegmentEvent", "SpeculationRound",
     "SpeculationSummary", "StageReport", "StepEvent", "TokenProb", "load_attention",
 ]
 

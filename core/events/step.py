@@ -21,6 +21,41 @@ class TokenProb:
 
 
 @dataclass(frozen=True)
+class Placement:
+    """Where one ``Engine.run``'s events sit in the whole input, for an input decoded in
+    segments (audio windows, image lines, sentences): copied into its StepEvents, BeamEvents
+    and SpeculationRounds. The default is a run on its own (all 0).
+
+    Attributes:
+        step_offset: the step number of the run's first token (``StepEvent.step`` counts on
+            across segments).
+        segment: the input segment's index (``StepEvent.segment``).
+        source_offset: the segment's column 0 in the whole input, in the source's unit
+            (encoder frames, pixels, tokens; ``StepEvent.source_offset``).
+    """
+
+    step_offset: int = 0
+    segment: int = 0
+    source_offset: int = 0
+
+    @classmethod
+    def of(cls, place: "Placement | None", keywords: dict) -> "Placement":
+        """``place``, or the Placement that the keywords ``step_offset=``, ``segment=``,
+        ``source_offset=`` spell (the older spelling ``Engine.run`` still takes).
+
+        Raises:
+            TypeError: another keyword, or both ``place`` and keywords.
+        """
+        unknown = sorted(set(keywords) - {"step_offset", "segment", "source_offset"})
+        if unknown:
+            raise TypeError(f"unexpected keyword argument(s) {', '.join(unknown)}; a run's placement is "
+                            "place=Placement(step_offset=, segment=, source_offset=)")
+        if place is not None and keywords:
+            raise TypeError(f"give place= or {', '.join(sorted(keywords))}=, not both")
+        return place if place is not None else cls(**keywords)
+
+
+@dataclass(frozen=True)
 class StageReport:
     """What one stage of the sampler chain did at one step (one processor: a penalty,
     temperature or a filter).

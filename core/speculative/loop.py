@@ -59,7 +59,8 @@ import torch
 
 from core.backends.base import DecoderPrompt, EncoderOutput, StepOutput
 from core.cache import Inference
-from core.events import DraftToken, Event, Finished, RunStats, SpeculationRound, SpeculationSummary, StepEvent, TokenProb
+from core.events import (DraftToken, Event, Finished, Placement, RunStats, SpeculationRound, SpeculationSummary,
+                         StepEvent, TokenProb)
 from core.options import DecodingOptions
 from core.report import StepReporter, TokenRecord
 from core.scoring import Scorer
@@ -132,8 +133,7 @@ class SpeculativeRun:
 
     Args:
         engine: the engine (its backend, kept caches and chain builder).
-        encoded, prompt, options, cancel, step_offset, segment, source_offset, forced_ids,
-            reuse_cache: as ``Engine.run``.
+        encoded, prompt, options, cancel, place, forced_ids, reuse_cache: as ``Engine.run``.
         draft: the draft; None builds the one ``options.draft`` names (``make_draft``).
         requested: ``time.perf_counter()`` when the run was asked for.
         rule: the acceptance rule; None: ``GreedyRule`` or ``SamplingRule`` seeded by
@@ -147,8 +147,8 @@ class SpeculativeRun:
     """
 
     def __init__(self, engine: Any, encoded: EncoderOutput, prompt: DecoderPrompt, options: DecodingOptions, *,
-                 draft: Draft | None = None, cancel: Callable[[], bool] | None = None, step_offset: int = 0,
-                 segment: int = 0, source_offset: int = 0, forced_ids: Sequence[int] = (),
+                 draft: Draft | None = None, cancel: Callable[[], bool] | None = None,
+                 place: Placement = Placement(), forced_ids: Sequence[int] = (),
                  reuse_cache: bool = True, requested: float | None = None, rule=None, amateur=None):
         self.requested = time.perf_counter() if requested is None else requested
         self.engine, self.backend, self.encoded, self.prompt = engine, engine.backend, encoded, prompt
@@ -176,10 +176,9 @@ class SpeculativeRun:
         self.reuse_cache = reuse_cache
         self.reporter = StepReporter(
             self.backend.token_text, self.backend.decode, top_k_report=options.top_k_report,
-            capture_attention=options.capture_attention, source_len=encoded.source_len,
-            step_offset=step_offset, segment=segment, source_offset=source_offset,
+            capture_attention=options.capture_attention, source_len=encoded.source_len, place=place,
         )
-        self.segment, self.step_offset = segment, step_offset
+        self.segment, self.step_offset = place.segment, place.step_offset
         self.schedule = GammaSchedule(fixed=options.draft_tokens)
         self.summary = SpeculationSummary(draft=self.draft.name)
         self.all_positions = True  # until the backend says otherwise

@@ -52,7 +52,7 @@ from typing import Callable, Iterator, Sequence
 import numpy as np
 
 from core.catalog import LANGUAGE_PROBS_KEPT, SAMPLE_RATE
-from core.events import AttemptEvent, BeamEvent, Finished, RunStats, SegmentEvent, StepEvent
+from core.events import AttemptEvent, BeamEvent, Finished, Placement, RunStats, SegmentEvent, StepEvent
 from core.options import DecodingOptions
 from core.tasks.plan import RunTotals
 from core.tasks.longform_verdicts import judge, loudest_db, no_speech_prob
@@ -316,8 +316,8 @@ def transcribe(
             steps: list[StepEvent] = []
             finished = None
             run_start = time.perf_counter() - begun
-            for ev in model.engine.run(encoded, prompt, run_options, cancel=cancel, step_offset=step_offset,
-                                       segment=window, source_offset=seek // INPUT_STRIDE,
+            for ev in model.engine.run(encoded, prompt, run_options, cancel=cancel,
+                                       place=Placement(step_offset, window, seek // INPUT_STRIDE),
                                        forced_ids=prefix_ids if window == 0 else (),
                                        reuse_cache=not (window == 0 and prefix_ids), **second):
                 if isinstance(ev, Finished):

@@ -26,7 +26,7 @@ import time
 from typing import Callable, Generator, Iterator, Mapping, Sequence, TypeVar
 
 from core.backends.base import DecoderPrompt, EncoderOutput
-from core.events import Event, Finished, RunStats, SegmentEvent, StepEvent
+from core.events import Event, Finished, Placement, RunStats, SegmentEvent, StepEvent
 from core.options import DecodingOptions
 from core.tasks.plan import Prepared, RunTotals
 from core.tasks.lanes import LaneEvent, LanesFinished, LaneTally, check_lanes, round_robin, tallied
@@ -128,8 +128,8 @@ def run_segment(
     """
     finished = None
     for event in engine.run(
-        encoded, prompt, options, cancel=cancel, step_offset=step_offset, segment=segment,
-        source_offset=source_offset, forced_ids=forced_ids, reuse_cache=reuse_cache,
+        encoded, prompt, options, cancel=cancel, place=Placement(step_offset, segment, source_offset),
+        forced_ids=forced_ids, reuse_cache=reuse_cache,
     ):
         if isinstance(event, Finished):
             finished = event

@@ -52,7 +52,7 @@ from typing import Callable, Iterable, Sequence
 import numpy as np
 
 from core.backends.base import DecoderPrompt, EncoderOutput
-from core.events import SegmentEvent, StepEvent
+from core.events import Placement, SegmentEvent, StepEvent
 from core.options import DecodingOptions
 
 #: a token "depended on the masked part" when its probability under the masked input is at
@@ -314,7 +314,7 @@ def score_tokens(engine, encoded: EncoderOutput, prompt: DecoderPrompt, token_id
         return []
     options = DecodingOptions(max_new_tokens=len(ids), top_k_report=1, capture_attention=False)
     return [ev for ev in engine.run(encoded, prompt, options, forced_ids=ids, reuse_cache=False,
-                                    step_offset=step_offset, segment=segment, cancel=cancel)
+                                    place=Placement(step_offset, segment), cancel=cancel)
             if isinstance(ev, StepEvent)]
 
 
