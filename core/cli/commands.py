@@ -69,6 +69,7 @@ from typing import Iterable, Sequence
 
 from core import catalog
 from core.cli import ocr as cli_ocr
+from core.cli import stream as cli_stream
 from core.events import Event, Finished
 from core.cli import translate as cli_translate
 from core.cli.lanes import add_compare_arguments, lanes_from_args, run_compare
@@ -357,6 +358,7 @@ def build_parser() -> argparse.ArgumentParser:
     o.add_argument("--prefix", default=None, metavar="TEXT",
                    help="force this start of the first line's reading, then continue")
     _decoding_subcommand(o, "ocr", cmd_ocr, cli_ocr.add_progress_argument)
+    cli_stream.add_parser(sub)  # stream FILE: a file played as live input (core.cli.stream)
     return p
 
 

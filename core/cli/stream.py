@@ -1,0 +1,221 @@
+"""``decoding-explorer stream FILE``: a file played as a microphone through a streaming policy
+(``core.streaming``), as the live mode decodes while someone speaks.
+
+    decoding-explorer stream FILE [--policy local-agreement:2 | align-att:25 | fixed-window[:10]]
+                                  [--step 1.0] [--speed 1|max|X] [--model tiny.en] [--language en]
+                                  [--reference TEXT|FILE] [--max-lag 10] [--strategy ...] [--json]
+
+Prints the committed text as it becomes final on stderr (progress) and the final transcript on
+stdout; ``--json`` prints instead::
+
+    {"task": "stream", "model", "policy", "step_s", "speed", "options",
+     "text",                                         # the final committed transcript
+     "commits": [{"text", "audio_s", "audio_end_s", "wall_s", "latency_s"}],
+     "trims": [{"start_s", "reason"}], "fell_behind": [{"lag_s", "skipped_s", "message"}],
+     "waited": N,                                    # AlignAtt's stops
+     "audio_s", "wall_s", "decode_s", "rtf",         # rtf = decode seconds / audio seconds
+     "latency": {"mean_s", "p90_s", "words"},        # per committed word: its commit - its end (audio time)
+     "tentative_shown", "revised", "revised_fraction", "decodes",
+     "offline_text", "wer_vs_offline",               # vs what ``transcribe`` gives for the file
+     "reference"?, "wer"?}                           # with --reference
+
+``latency_s`` of a commit is from the end of its last word's audio (word timing) to the commit,
+in audio time: how much more audio had arrived by then. ``--speed 1`` plays the file in real
+time (the decoder may fall behind: see ``fell_behind``); ``--speed max`` feeds it as fast as the
+decoder takes it (latency then counts audio, not compute). Bad flags exit 2, bad files 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from core import catalog
+from core.cli.options import add_decoding_arguments, options_from_args
+from core.cli.trace import CLIError
+
+
+def _policy(text: str) -> str:
+    from core.streaming import parse_policy
+
+    try:
+        parse_policy(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+    return text
+
+
+def _positive(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected seconds (a number > 0), got {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be > 0, got {text!r}")
+    return value
+
+
+def _speed(text: str) -> float | None:
+    if text == "max":
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--speed is 1 (real time), a factor like 2, or max; got {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"--speed must be > 0 (1 = real time) or max, got {text!r}")
+    return value
+
+
+def add_parser(sub) -> argparse.ArgumentParser:
+    """Add the ``stream`` subcommand to ``sub`` (argparse subparsers); returns its parser."""
+    s = sub.add_parser("stream", help="play an audio file as live input through a streaming policy "
+                                      "(tentative / committed tokens, latency, RTF)")
+    s.add_argument("file", help="audio file: wav, flac, ogg, mp3")
+    s.add_argument("--model", default=catalog.WHISPER_DEFAULT,
+                   help=f"{' | '.join(catalog.WHISPER_BUNDLED)} (bundled) | a transformers model id or directory")
+    s.add_argument("--language", default="auto", help="auto (detected on the first buffer) | en | de | ...")
+    s.add_argument("--policy", default="local-agreement:2", type=_policy,
+                   help="local-agreement:N (whisper_streaming: commit what N consecutive decodes agree on) | "
+                        "align-att:F (SimulStreaming: stop when the alignment heads attend the last F frames, "
+                        "20 ms each) | fixed-window[:LENGTH_S] (whisper.cpp stream); default local-agreement:2")
+    s.add_argument("--step", default=1.0, type=_positive, metavar="S",
+                   help="seconds of new audio between decodes (default 1.0)")
+    s.add_argument("--speed", default=1.0, type=_speed, metavar="1|X|max",
+                   help="play the file at real time (1, default), X times faster, or as fast as decoding goes (max)")
+    s.add_argument("--max-lag", default=10.0, type=_positive, metavar="S",
+                   help="when more than S seconds of audio wait undecoded, skip ahead (default 10)")
+    s.add_argument("--reference", default=None, metavar="TEXT|FILE",
+                   help="the expected transcript (text, or a UTF-8 .txt file): --json adds \"wer\"")
+    add_decoding_arguments(s)
+    s.set_defaults(func=cmd_stream)
+    return s
+
+
+def cmd_stream(args: argparse.Namespace) -> int:
+    """Run ``stream``; returns the exit status (CLIError / ValueError for bad input)."""
+    from core.inputs.audio import AudioError, load_audio
+    from core.streaming import StreamDriver, parse_policy, play, stream
+    from core.streaming.decoder import WhisperDecoder
+    from core.tasks.speech import SpeechModel
+
+    options = options_from_args(args)
+    if options.strategy == "speculative":
+        raise CLIError("stream decodes with greedy, sampling, beam and the other strategies; --strategy speculative "
+                       "is not supported yet: choose another")
+    reference = _reference(args.reference)
+    try:
+        audio = load_audio(args.file)
+    except AudioError as e:
+        raise CLIError(str(e)) from None
+    policy = parse_policy(args.policy, step_s=args.step)
+    say = lambda text: print(text, file=sys.stderr, flush=True)  # noqa: E731
+    say(f"loading {args.model}")
+    model = SpeechModel.load(args.model)
+    decoder = WhisperDecoder(model, options, language=args.language)
+    speed = "max" if args.speed is None else f"{args.speed:g}x"
+    say(f"streaming {args.file} ({len(audio) / catalog.SAMPLE_RATE:.1f} s) at {speed} with {args.policy}, "
+        f"step {args.step:g} s")
+    driver = StreamDriver(policy, decoder, max_lag_s=max(args.max_lag, args.step))
+    out = summary(stream(driver, play(audio, speed=args.speed)), say)
+    say("decoding the file offline for comparison")
+    offline = offline_text(model, audio, options, args.language)
+    out = {"task": "stream", "model": model.name, "policy": args.policy, "step_s": args.step, "speed": speed,
+           "options": _options_dict(decoder.options), **out, "offline_text": offline,
+           "wer_vs_offline": _wer(out["text"], offline)}
+    if reference is not None:
+        out["reference"] = reference
+        out["wer"] = _wer(out["text"], reference)
+    if args.json:
+        print(json.dumps(out, ensure_ascii=False, indent=1))
+        return 0
+    print(out["text"])
+    wer = f", WER {out['wer']:.1%} vs the reference" if "wer" in out else ""
+    say(f"RTF {out['rtf']:.2f}, latency mean {out['latency']['mean_s']:.2f} s / p90 {out['latency']['p90_s']:.2f} s, "
+        f"{out['revised_fraction']:.0%} of tentative tokens revised, WER {out['wer_vs_offline']:.1%} vs offline{wer}")
+    return 0
+
+
+def summary(events, say=None) -> dict:
+    """A streaming run's events -> the JSON fields (``text``, ``commits``, ``trims``,
+    ``fell_behind``, ``waited``, timing, ``latency``, revisions); ``say(line)`` gets progress."""
+    from core.streaming import Committed, FellBehind, StreamFinished, Trimmed, Waited
+
+    commits, trims, behind, waited, lats, fin = [], [], [], 0, [], None
+    for ev in events:
+        if isinstance(ev, Committed):
+            lats.extend(ev.word_latencies)
+            commits.append({"text": ev.text, "audio_s": round(ev.audio_s, 3), "audio_end_s": round(ev.audio_end_s, 3),
+                            "wall_s": round(ev.wall_s, 3), "latency_s": round(ev.latency_s, 3)})
+            if say:
+                say(f"[{ev.audio_s:6.2f} s] {ev.text.strip()}")
+        elif isinstance(ev, Trimmed):
+            trims.append({"start_s": round(ev.start_s, 3), "reason": ev.reason})
+        elif isinstance(ev, FellBehind):
+            behind.append({"lag_s": round(ev.lag_s, 3), "skipped_s": ev.skipped_s, "message": ev.message})
+            if say:
+                say(ev.message)
+        elif isinstance(ev, Waited):
+            waited += 1
+        elif isinstance(ev, StreamFinished):
+            fin = ev
+    if fin is None:
+        raise RuntimeError("the stream ended without finishing")
+    lat = np.asarray(lats, dtype=float)
+    return {"text": fin.text, "commits": commits, "trims": trims, "fell_behind": behind, "waited": waited,
+            "audio_s": round(fin.audio_s, 3), "wall_s": round(fin.wall_s, 3), "decode_s": round(fin.decode_s, 3),
+            "rtf": round(fin.rtf, 4),
+            "latency": {"mean_s": round(float(lat.mean()), 3) if lat.size else None,
+                        "p90_s": round(float(np.percentile(lat, 90)), 3) if lat.size else None, "words": int(lat.size)},
+            "tentative_shown": fin.tentative_shown, "revised": fin.revised,
+            "revised_fraction": round(fin.revised_fraction, 4), "decodes": fin.decodes}
+
+
+def offline_text(model, audio: np.ndarray, options, language: str = "auto") -> str:
+    """The transcript ``transcribe`` gives for ``audio``: one window up to 30 s, long-form beyond."""
+    from dataclasses import replace
+
+    from core.events import Finished
+
+    options = replace(options, capture_attention=False)
+    if len(audio) / catalog.SAMPLE_RATE > catalog.WINDOW_S:
+        events = model.transcribe(audio, options, language=language)
+    else:
+        events = model.decode(audio, options, language=language)
+    finished = [ev for ev in events if isinstance(ev, Finished)]
+    return finished[-1].text.strip() if finished else ""
+
+
+def _reference(text: str | None) -> str | None:
+    if text is None:
+        return None
+    path = Path(text) if len(text) < 4096 and "\n" not in text else None
+    if path is not None and (path.suffix.lower() == ".txt" or path.is_file()):
+        if not path.is_file():
+            raise CLIError(f"--reference {text}: no such file; give the expected text or a UTF-8 .txt file")
+        try:
+            text = path.read_text(encoding="utf-8-sig")
+        except UnicodeDecodeError:
+            raise CLIError(f"--reference {text} is not UTF-8 text; save it as UTF-8 (.txt)") from None
+    if not text.strip():
+        raise CLIError("--reference is empty; give the expected transcript or a .txt file holding it")
+    return text.strip()
+
+
+def _wer(hypothesis: str, reference: str) -> float | None:
+    from core.analysis.metrics import score
+
+    try:
+        return round(score("wer", hypothesis, reference).value, 4)
+    except ValueError:  # an empty reference (the offline transcript of silence)
+        return None
+
+
+def _options_dict(options) -> dict:
+    from dataclasses import asdict
+
+    return {k: v for k, v in asdict(options).items() if isinstance(v, (int, float, str, bool, type(None)))}

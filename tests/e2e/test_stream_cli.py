@@ -1,0 +1,96 @@
+"""End to end: ``decoding-explorer stream FILE`` (core/cli/stream.py, issue 23 section 4): a
+short espeak clip played as live input at --speed max through tiny.en; the JSON's transcript,
+commits, latency, RTF, revisions and WERs; usage errors exit 2, bad files 1. The CLI runs in
+this process with the session's model."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import soundfile as sf
+
+from core.cli import main
+from tests.helpers.speech import synth_speech
+
+pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("one_torch_thread")]
+
+TEXT = "Hello, my name is John. I live in a small house near the river."
+
+
+@pytest.fixture(scope="module")
+def wav(tmp_path_factory):
+    path = tmp_path_factory.mktemp("stream") / "clip.wav"
+    sf.write(path, synth_speech(TEXT), 16_000)
+    return str(path)
+
+
+@pytest.fixture
+def cli(capsys, monkeypatch, whisper_tiny_en):
+    """``main(argv)`` with SpeechModel.load answering tiny.en from the session; (exit, stdout, stderr)."""
+    from core.tasks.speech import SpeechModel
+
+    monkeypatch.setattr(SpeechModel, "load", classmethod(lambda cls, name="base", progress=None, **kw: whisper_tiny_en))
+
+    def run(*argv: str):
+        code = main(list(argv))
+        out, err = capsys.readouterr()
+        return code, out, err
+
+    return run
+
+
+def test_json_has_the_committed_transcript_commits_latency_and_wers(cli, wav, tmp_path):
+    ref = tmp_path / "ref.txt"
+    ref.write_text(TEXT + "\n", encoding="utf-8")
+    code, out, err = cli("stream", wav, "--policy", "local-agreement:2", "--step", "1.0", "--speed", "max",
+                         "--model", "tiny.en", "--reference", str(ref), "--json")
+    assert code == 0, err
+    d = json.loads(out)
+    assert d["task"] == "stream" and d["policy"] == "local-agreement:2" and d["speed"] == "max"
+    assert d["text"] and "".join(c["text"] for c in d["commits"]).strip() == d["text"]
+    assert len(d["commits"]) >= 2 and d["commits"][0]["audio_s"] < d["audio_s"]
+    for c in d["commits"]:
+        assert set(c) == {"text", "audio_s", "audio_end_s", "wall_s", "latency_s"}
+        assert c["latency_s"] == pytest.approx(max(0.0, c["audio_s"] - c["audio_end_s"]), abs=2e-3)
+    assert [c["wall_s"] for c in d["commits"]] == sorted(c["wall_s"] for c in d["commits"])
+    assert d["rtf"] > 0 and d["decodes"] >= 3
+    assert 0 <= d["latency"]["mean_s"] <= d["audio_s"] and d["latency"]["p90_s"] >= 0
+    assert 0 <= d["revised_fraction"] <= 1
+    assert d["offline_text"] and d["wer_vs_offline"] <= 0.2
+    assert d["reference"] == TEXT and 0 <= d["wer"] <= 0.3
+    assert "[" in err and "decoding the file offline" in err  # progress on stderr, JSON alone on stdout
+
+
+def test_align_att_prints_the_transcript_and_a_summary(cli, wav):
+    code, out, err = cli("stream", wav, "--policy", "align-att:25", "--speed", "max", "--model", "tiny.en",
+                         "--reference", TEXT)
+    assert code == 0, err
+    assert "name is John" in out and "RTF" in err and "vs the reference" in err
+
+
+@pytest.mark.parametrize("argv, says", [
+    (["--policy", "wait-k:3"], "unknown streaming policy"),
+    (["--policy", "local-agreement:x"], "not a number"),
+    (["--step", "0"], "must be > 0"),
+    (["--speed", "slow"], "--speed is 1"),
+    (["--max-lag", "-1"], "must be > 0"),
+])
+def test_bad_flags_exit_2_with_one_line(capsys, wav, argv, says):
+    with pytest.raises(SystemExit) as e:
+        main(["stream", wav, *argv])
+    assert e.value.code == 2
+    err = capsys.readouterr().err
+    assert says in err and len(err.strip().splitlines()) == 1
+
+
+def test_bad_files_exit_1_with_a_clear_message(capsys, tmp_path):
+    assert main(["stream", str(tmp_path / "missing.wav"), "--speed", "max"]) == 1
+    assert "missing.wav" in capsys.readouterr().err
+    bad = tmp_path / "notaudio.wav"
+    bad.write_text("this is not audio")
+    assert main(["stream", str(bad), "--speed", "max"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("decoding-explorer: error:") and "notaudio.wav" in err
+    assert main(["stream", str(bad), "--reference", str(tmp_path / "nope.txt")]) == 1
+    assert "--reference" in capsys.readouterr().err
