@@ -1,7 +1,8 @@
 """Headless commands of ``decoding-explorer`` (the console script is ``gui.app:main``, which
 opens the window when no command is given and hands the commands below to :func:`main`).
 
-    decoding-explorer transcribe FILE [--model tiny.en|base|ID_OR_DIR] [--prefix TEXT] [--timestamps] [--strategy ...] [--json]
+    decoding-explorer transcribe FILE [--model tiny.en|base|ID_OR_DIR] [--dtype float32|int8] [--prefix TEXT] [--timestamps]
+                                      [--strategy ...] [--no-kv-cache] [--json]
     decoding-explorer translate TEXT [--direction en-pt|pt-en|MODEL_ID_OR_DIR] [--input-file F]
                                      [--shortlist] [--target-language CODE] [--source-prefix TEXT]
                                      [--prefix TEXT] [--strategy ...] [--json]
@@ -18,6 +19,11 @@ one): seek by timestamps, previous-text conditioning, temperature fallback, sile
 prints each lane's text, log-probability, time and, with ``--reference TEXT`` /
 ``--reference-file F``, its WER / CER / chrF (``core.cli.lanes``; ``--json`` gives
 ``"lanes": [...]`` and ``"agreement"``).
+
+``--dtype int8`` (transcribe) runs Whisper's linear layers in int8 (``core.backends.int8``: per-row
+int8 weights, activations quantised per call, as CTranslate2's int8); the trace says ``"dtype"``
+and stderr names it. ``--no-kv-cache`` (every command) re-runs the decoder over the whole prefix
+at every step: the same ids, each step slower than the last (not with speculative decoding).
 
 ``--prefix TEXT`` forces the text's tokens after the task prompt and lets the strategy
 continue (openai/whisper's ``prefix``; for translation a target prefix), in the first
@@ -255,7 +261,12 @@ def _decode_plainly_first(options: DecodingOptions, decode) -> None:
 
 
 def _prefix_ids(model, text: str | None) -> list[int]:
-    """The token ids ``--prefix TEXT`` forces (the task model's ``prefix_ids``); CLIError
+    """The token ids ``--dtype int8`` (transcribe) runs Whisper's linear layers in int8 (``core.backends.int8``: per-row
+int8 weights, activations quantised per call, as CTranslate2's int8); the trace says ``"dtype"``
+and stderr names it. ``--no-kv-cache`` (every command) re-runs the decoder over the whole prefix
+at every step: the same ids, each step slower than the last (not with speculative decoding).
+
+``--prefix TEXT`` forces (the task model's ``prefix_ids``); CLIError
     when the text gives none."""
     if text is None:
         return []
