@@ -8,6 +8,7 @@ which a view shows them (:func:`replay`).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 from typing import Iterable
@@ -211,3 +212,43 @@ def what_if_branch(branches: dict[int, Branch], parent: int, step: int, segment:
         options=options if options is not None else p.options,
         segments={k: v for k, v in all_segments(branches, parent).items() if k < segment},
     )
+
+
+def take_parents_later_segments(branches: dict[int, Branch], branch: int) -> tuple[list[StepEvent], list[SpeculationRound]]:
+    """Give fork ``branch`` its parent's segments after the forced one (a fork decodes only the
+    forced segment): their steps renumbered to follow the branch's last step (a spilled
+    attention stays spilled), their SegmentEvents and speculation rounds. Returns (the steps
+    added, in order; the rounds added); nothing for the root or a branch without own steps."""
+    b = branches[branch]
+    seg = b.fork_segment
+    if b.is_root or seg is None:
+        return [], []
+    later = [ev for ev in branch_steps(branches, b.parent) if ev.segment > seg]
+    if not later:
+        return [], []
+    shift = max(b.own) + 1 - later[0].step
+    added = []
+    for ev in later:
+        b.own[ev.step + shift] = ev.renumbered(ev.step + shift) if shift else ev
+        added.append(b.own[ev.step + shift])
+    for k, sev in all_segments(branches, b.parent).items():
+        if k > seg:
+            b.segments[k] = sev
+    moved = [dataclasses.replace(r, step=r.step + shift) if shift else r
+             for r in branch_rounds(branches, b.parent) if r.segment > seg]
+    for r in moved:
+        b.rounds[(r.segment, r.round)] = r
+    return added, moved
+
+
+def attention_bytes(branches: dict[int, Branch]) -> int:
+    """Bytes of cross-attention the branches' steps keep in memory (a step shared by several
+    branches counts once; spilled ones count 0)."""
+    seen: set[int] = set()
+    total = 0
+    for b in branches.values():
+        for ev in b.own.values():
+            if id(ev) not in seen:
+                seen.add(id(ev))
+                total += ev.attention_nbytes
+    return total

@@ -41,7 +41,6 @@ moves to disk on a background thread (``gui.attention_spill``); reading it loads
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Iterable
 
 from PySide6.QtCore import QObject, Signal
@@ -241,14 +240,7 @@ class RunState(QObject):
     def attention_bytes(self) -> int:
         """Bytes of cross-attention the current exploration's steps keep in memory (the
         spilled ones count 0)."""
-        seen: set[int] = set()
-        total = 0
-        for b in self._branches.values():
-            for ev in b.own.values():
-                if id(ev) not in seen:
-                    seen.add(id(ev))
-                    total += ev.attention_nbytes
-        return total
+        return tree.attention_bytes(self._branches)
 
     def finish(self, ev: Finished, branch: int | None = None, note: str | None = None) -> None:
         """The growing branch's (or ``branch``'s) run ended with ``ev``."""
@@ -307,35 +299,21 @@ class RunState(QObject):
         of steps appended."""
         b = self._branches[branch]
         seg = b.fork_segment
-        if b.is_root or seg is None:
+        added, moved = tree.take_parents_later_segments(self._branches, branch)
+        if not added:
             return 0
-        later = [ev for ev in self.branch_steps(b.parent) if ev.segment > seg]
-        if not later:
-            return 0
-        nxt = max(b.own) + 1
-        shift = nxt - later[0].step
-        for ev in later:
-            b.own[ev.step + shift] = ev.renumbered(ev.step + shift) if shift else ev  # spilled stays spilled
-        for k, sev in self._all_segments(b.parent).items():
-            if k > seg:
-                b.segments[k] = sev
-        moved = [dataclasses.replace(r, step=r.step + shift) if shift else r
-                 for r in self.branch_rounds(b.parent) if r.segment > seg]
-        for r in moved:
-            b.rounds[(r.segment, r.round)] = r
         self._latest[b.id] = max(b.own)
         if b.id == self._current:  # shown at the next frame, each segment's label first
             shown = {e.segment for e in self._batch if isinstance(e, StepEvent)} | {seg}
-            for ev in later:
-                renum = b.own[ev.step + shift]
+            for ev in added:
                 if ev.segment not in shown:
                     shown.add(ev.segment)
                     if ev.segment in b.segments:
                         self._batch.append(b.segments[ev.segment])
-                self._batch.append(renum)
+                self._batch.append(ev)
             self._rounds.extend(moved)
         self.branchChanged.emit(b.id)
-        return len(later)
+        return len(added)
 
     def set_current(self, branch: int) -> None:
         """Make ``branch`` the one the views show (the selection is kept as a step index)."""

@@ -21,18 +21,18 @@ from __future__ import annotations
 
 import numpy as np
 from PySide6.QtCore import QTimer, Signal
-from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QHBoxLayout, QLabel, QVBoxLayout, QWidget
 
 from core.events import SegmentEvent, StepEvent, load_attention
 
 from .column_axis import ColumnAxis
 from .follow import follow_run
 from .heatmap_plot import HeatmapPlot, as_3d, no_si_prefix, reduce_attention, shape_3d
+from .layer_head_picker import AVERAGE, LayerHeadPicker
 from .token_text import display_text
 
 __all__ = ["AVERAGE", "MAX_CELLS", "MAX_COLUMNS", "AttentionHeatmap", "no_si_prefix", "reduce_attention"]
 
-AVERAGE = "average"
 #: beyond this many input columns (30 s windows of 1500 frames, source tokens), or rows x
 #: columns cells, the heatmap shows one segment at a time (see AttentionHeatmap.append_steps)
 MAX_COLUMNS = 3000
@@ -71,13 +71,10 @@ class AttentionHeatmap(QWidget):
         self._image = np.zeros((0, 0), np.float32)
         self._buf = self._image
         self._selected: int | None = None
-        self._shape: tuple[int, int] | None = None  # (layers, heads)
 
-        self.layer_combo = QComboBox()
-        self.head_combo = QComboBox()
-        for c, what in ((self.layer_combo, "decoder layer"), (self.head_combo, "attention head")):
-            c.addItem(AVERAGE)
-            c.setToolTip(f"{what} whose cross-attention is shown ('average' = mean over all)")
+        self.picker = LayerHeadPicker()
+        self.layer_combo, self.head_combo = self.picker.layer_combo, self.picker.head_combo
+        for c in (self.layer_combo, self.head_combo):
             c.currentIndexChanged.connect(self._recompute)
             c.currentIndexChanged.connect(lambda _i: self.viewChanged.emit())
         self.info = QLabel("each row normalised to its max · viridis 0..1")
@@ -219,7 +216,7 @@ class AttentionHeatmap(QWidget):
         for ev in events:
             shape = shape_3d(ev)  # a spilled row is not read here: only when its segment is drawn
             if shape is not None:
-                self._ensure_combos(shape[0], shape[1])
+                self.picker.ensure(shape[0], shape[1])
                 self._resize_columns(ev.source_offset + shape[2])
                 lo, n = self._seg_span.get(ev.segment, (ev.source_offset, 0))
                 self._seg_span[ev.segment] = (lo, max(n, ev.source_offset + shape[2] - lo))
@@ -283,9 +280,8 @@ class AttentionHeatmap(QWidget):
                 row arrives (a tab setting a default view for a new model).
         """
         if shape is not None:
-            self._ensure_combos(shape[0], shape[1])
-        self.layer_combo.setCurrentIndex(0 if layer is None else layer + 1)
-        self.head_combo.setCurrentIndex(0 if head is None else head + 1)
+            self.picker.ensure(shape[0], shape[1])
+        self.picker.pick(layer, head)
         if note is not None:
             self.info.setText(note)
         if tip is not None:
@@ -345,23 +341,9 @@ class AttentionHeatmap(QWidget):
 
     def selection(self) -> tuple[int | None, int | None]:
         """(layer, head) shown; None means averaged."""
-        li, hi = self.layer_combo.currentIndex(), self.head_combo.currentIndex()
-        return (None if li <= 0 else li - 1, None if hi <= 0 else hi - 1)
+        return self.picker.selection()
 
     # ------------------------------------------------------------- internals
-    def _ensure_combos(self, layers: int, heads: int) -> None:
-        if self._shape == (layers, heads):
-            return
-        self._shape = (layers, heads)
-        for combo, n in ((self.layer_combo, layers), (self.head_combo, heads)):
-            cur = combo.currentIndex()
-            combo.blockSignals(True)
-            combo.clear()
-            combo.addItem(AVERAGE)
-            combo.addItems([str(i) for i in range(n)])
-            combo.setCurrentIndex(cur if 0 <= cur <= n else 0)
-            combo.blockSignals(False)
-
     def _segment_of(self, step: int | None) -> int | None:
         i = None if step is None else self._index.get(step)
         return None if i is None else self._segs[i]
