@@ -5,7 +5,8 @@ When the options name a second model (speculative decoding's ``draft="model:NAME
 contrastive decoding's ``contrastive_amateur="NAME"``), ``core.tasks.base.SegmentedTask``
 loads it once as a task of the same kind, plans the same input with it, and wraps its plan's
 engine in a :class:`CompanionEngine`, which builds a ``ModelDraft`` / ``ModelCompanion`` per
-segment. Torch-free at import.
+segment. A Whisper window decoded outside the segment runs (long-form) gets its second
+model from :func:`window_companions`. Torch-free at import.
 """
 
 from __future__ import annotations
@@ -159,3 +160,54 @@ class CompanionEngine:
                                  f"{self.task.name} into {len(self.plan.segments)}: it cannot follow segment by segment")
             self._plans[name] = plan2
         return plan2
+
+
+def window_companions(model, options: DecodingOptions, prompt, encode: Callable[[Any], object], *,
+                      language: str = "en", task: str = "transcribe", timestamps: bool = False) -> dict:
+    """``SpeechModel.companions``: ``Engine.run``'s ``draft=`` / ``amateur=`` for one Whisper
+    window decoded outside the segment runs (long-form: ``core.tasks.longform``), when
+    ``options`` name a second model (:func:`companion_names`); {} otherwise.
+
+    Args:
+        model: the target, a ``core.tasks.speech.SpeechModel``.
+        options: the run's options.
+        prompt: the window's decoder prompt (with ``<|startofprev|>`` + previous text in
+            long-form: the previous ids are mapped to the second model by text).
+        encode: the second model (a ``SpeechModel``) -> its encoder output of the same
+            window (e.g. ``lambda m: encode_window(m, mel, key, seek, n_frames)[0]``:
+            cached per model).
+        language, task, timestamps: the window's, for the second model's own prompt
+            (an English-only model gets "en", "transcribe").
+
+    Raises:
+        ValueError / FileNotFoundError / RuntimeError: the second model cannot be loaded,
+            or its tokenizer does not share the text (``TokenMap``).
+    """
+    from core.speculative.companion import ModelCompanion
+    from core.speculative.model_draft import DRAFT_CONFIDENCE, ModelDraft
+
+    draft, amateur = companion_names(options)
+    out: dict = {}
+    for role, name in (("draft", draft), ("amateur", amateur)):
+        if not name:
+            continue
+        model_name, size = split_shortlist(name) if role == "draft" else (name, None)
+        other = model.companion_task(model_name)
+        token_map = model.token_map(model_name, other)
+        ids = [int(t) for t in prompt.prompt_ids]
+        sp = model._loaded.special
+        previous: list[int] = []
+        if sp.sot_prev is not None and ids and ids[0] == sp.sot_prev and sp.sot in ids:
+            previous = ids[1:ids.index(sp.sot)]
+        mapped = [c for t in previous for c in token_map.companion_ids(t)]
+        own = other.prompt(language if other.multilingual else "en",
+                           task if other.multilingual else "transcribe", timestamps,
+                           previous=mapped if other._loaded.special.sot_prev is not None else ())
+        kwargs = {"head_ids": model.companion_shortlist(model_name, other, size)} if size else {}
+        label = model_name if not size else f"{model_name}{SHORTLIST_MARK}{size}"
+        companion = ModelCompanion(other.backend, encode(other), token_map, name=label, target_prompt=ids,
+                                   draft_prompt=own.prompt_ids, step_kwargs=kwargs)
+        out[role] = companion if role == "amateur" else ModelDraft(
+            companion, name=options.draft, sample=options.verification == "sample", seed=options.seed,
+            eos_token_id=prompt.eos_token_id, confidence=DRAFT_CONFIDENCE)
+    return out

@@ -281,7 +281,7 @@ def transcribe(
         t0 = time.perf_counter()
         encoded, hit = encode_window(model, mel, key, seek, n_frames)
         hold_window_kv(model, encoded)  # the K/V of windows before the last KV_WINDOWS_KEPT go
-        probs = model._language_distribution(encoded, None, candidates) if window == 0 else {}
+        probs = model.sot.distribution(encoded, None, candidates) if window == 0 else {}
         if lang is None:
             lang = next(iter(probs))
         model.last_language = lang

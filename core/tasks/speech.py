@@ -21,11 +21,11 @@ from typing import Callable, Iterator, Sequence
 import numpy as np
 
 from core.backends.base import DecoderPrompt
-from core.catalog import FRAME_S, LANGUAGE_PROBS_KEPT, MIN_AUDIO_S, NO_SPEECH_WARN, SAMPLE_RATE, WINDOW_S
+from core.catalog import FRAME_S, MIN_AUDIO_S, NO_SPEECH_WARN, SAMPLE_RATE, WINDOW_S
 from core.catalog import WHISPER_BUNDLED as BUNDLED
 from core.catalog import WHISPER_DEFAULT as DEFAULT_MODEL
 from core.catalog import WHISPER_TASKS as TASKS
-from core.events import RunStats, SegmentEvent
+from core.events import RunStats
 from core.inputs.types import SpeechInput, check_audio
 from core.options import DecodingOptions
 from core.tasks.base import OtherInput, Plan, Prepared, SegmentedTask
@@ -38,6 +38,7 @@ from core.tasks.speech_windows import (  # noqa: F401 - LONGFORM_HINT, SKIPPED, 
     WINDOW_SAMPLES,
     join_windows,
     skip_silence,
+    window_event,
     window_ranges,
     window_warnings,
 )
@@ -141,7 +142,7 @@ class SpeechModel(SegmentedTask):
         """
         if not self.multilingual:
             raise ValueError(f"{self.name} is English-only; there is no language to detect")
-        language, p, _ = self._sot_step(encoded, key, self.candidates(candidate_languages))
+        language, p, _ = self.sot.step(encoded, key, self.candidates(candidate_languages))
         return language, p
 
     def language_probs(self, audio: np.ndarray, *, window: int = 0,
@@ -174,7 +175,7 @@ class SpeechModel(SegmentedTask):
         if not 0 <= window < n_windows:
             raise ValueError(f"window {window} is outside the audio's {n_windows} window(s); give 0..{n_windows - 1}")
         encoded, _hit, key = self._encode(audio[window * WINDOW_SAMPLES : (window + 1) * WINDOW_SAMPLES])
-        return self._language_distribution(encoded, key, cands)
+        return self.sot.distribution(encoded, key, cands)
 
     def candidates(self, candidate_languages: Sequence[str] | str | None) -> tuple[str, ...] | None:
         """The checked candidate languages, or None for "all" (``StartOfTranscript.candidates``).
@@ -194,12 +195,6 @@ class SpeechModel(SegmentedTask):
         log-probability < -1).
         """
         return self.sot.logits(encoded, key)[1]
-
-    def _sot_step(self, encoded, key=None, candidates: tuple[str, ...] | None = None):
-        return self.sot.step(encoded, key, candidates)
-
-    def _language_distribution(self, encoded, key=None, candidates: tuple[str, ...] | None = None):
-        return self.sot.distribution(encoded, key, candidates)
 
     def prompt(self, language: str, task: str, timestamps: bool = False, previous: Sequence[int] = ()) -> DecoderPrompt:
         """The forced decoder prompt and Whisper's hard rules for one window.
@@ -286,25 +281,11 @@ class SpeechModel(SegmentedTask):
 
         def prepare(i: int, window: np.ndarray) -> Prepared:
             encoded, hit, key = self._encode(window)
-            span = f"{i * WINDOW_S:.1f}–{min(duration, (i + 1) * WINDOW_S):.1f} s"
-            label = span
-            detected, p, no_speech = self._sot_step(encoded, key, cands)
-            probs = self._language_distribution(encoded, key, cands)
-            if self.multilingual and language == "auto":
-                lang = detected
-                label += f" · language {lang} ({p:.0%})"
-            else:
-                lang = language if self.multilingual else "en"
-            self.last_language = lang
-            warning = ""
-            if no_speech is not None:
-                label += f" · no speech {no_speech:.0%}" + (" — likely no speech" if no_speech > NO_SPEECH_WARN else "")
-                if no_speech > NO_SPEECH_WARN:
-                    warning = (f"{span}: the model's no-speech probability is {no_speech:.0%}, so this audio may "
-                               f"hold no speech and the text decoded from it may be invented; {LONGFORM_HINT}.")
-            event = SegmentEvent(segment=i, label=label, source_offset=i * WINDOW_FRAMES, source_len=encoded.source_len,
-                                 total=n_windows, kind="window", no_speech_prob=no_speech, warning=warning,
-                                 language_probs=tuple(list(probs.items())[:LANGUAGE_PROBS_KEPT]))
+            detected, p, no_speech = self.sot.step(encoded, key, cands)
+            auto = self.multilingual and language == "auto"
+            lang = self.last_language = detected if auto else (language if self.multilingual else "en")
+            event = window_event(i, n_windows, duration, encoded.source_len, (lang, p) if auto else None, no_speech,
+                                 self.sot.distribution(encoded, key, cands))
             return Prepared(encoded, self.prompt(lang, task, timestamps), event, hit)
 
         stats = RunStats(load_s=self.load_s, audio_s=duration, encoder_cached=True)
@@ -378,51 +359,11 @@ class SpeechModel(SegmentedTask):
                    language: str = "en", task: str = "transcribe", timestamps: bool = False) -> dict:
         """``Engine.run``'s ``draft=`` / ``amateur=`` for one window decoded outside the
         segment runs (long-form: ``core.tasks.longform``), when ``options`` name a second
-        model (``core.tasks.base.companion_names``); {} otherwise.
+        model; {} otherwise. ``encode``: the second model -> its encoder output of the same
+        window (cached). See ``core.tasks.companions.window_companions`` (args, errors)."""
+        from core.tasks.companions import window_companions
 
-        Args:
-            options: the run's options.
-            prompt: the window's decoder prompt (with ``<|startofprev|>`` + previous text in
-                long-form: the previous ids are mapped to the second model by text).
-            encode: the second model (a ``SpeechModel``) -> its encoder output of the same
-                window (e.g. ``lambda m: encode_window(m, mel, key, seek, n_frames)[0]``:
-                cached per model).
-            language, task, timestamps: the window's, for the second model's own prompt
-                (an English-only model gets "en", "transcribe").
-
-        Raises:
-            ValueError / FileNotFoundError / RuntimeError: the second model cannot be loaded,
-                or its tokenizer does not share the text (``TokenMap``).
-        """
-        from core.speculative.companion import ModelCompanion
-        from core.speculative.model_draft import DRAFT_CONFIDENCE, ModelDraft
-        from core.tasks.base import SHORTLIST_MARK, companion_names, split_shortlist
-
-        draft, amateur = companion_names(options)
-        out: dict = {}
-        for role, name in (("draft", draft), ("amateur", amateur)):
-            if not name:
-                continue
-            model_name, size = split_shortlist(name) if role == "draft" else (name, None)
-            other = self.companion_task(model_name)
-            token_map = self.token_map(model_name, other)
-            ids = [int(t) for t in prompt.prompt_ids]
-            sp = self._loaded.special
-            previous: list[int] = []
-            if sp.sot_prev is not None and ids and ids[0] == sp.sot_prev and sp.sot in ids:
-                previous = ids[1:ids.index(sp.sot)]
-            mapped = [c for t in previous for c in token_map.companion_ids(t)]
-            own = other.prompt(language if other.multilingual else "en",
-                               task if other.multilingual else "transcribe", timestamps,
-                               previous=mapped if other._loaded.special.sot_prev is not None else ())
-            kwargs = {"head_ids": self.companion_shortlist(model_name, other, size)} if size else {}
-            label = model_name if not size else f"{model_name}{SHORTLIST_MARK}{size}"
-            companion = ModelCompanion(other.backend, encode(other), token_map, name=label, target_prompt=ids,
-                                       draft_prompt=own.prompt_ids, step_kwargs=kwargs)
-            out[role] = companion if role == "amateur" else ModelDraft(
-                companion, name=options.draft, sample=options.verification == "sample", seed=options.seed,
-                eos_token_id=prompt.eos_token_id, confidence=DRAFT_CONFIDENCE)
-        return out
+        return window_companions(self, options, prompt, encode, language=language, task=task, timestamps=timestamps)
 
     def prefix_ids(self, text: str) -> list[int]:
         """The token ids of a text prefix as openai/whisper forms them

@@ -1,5 +1,5 @@
-"""Whisper's fixed 30 s windows: their sample ranges, skipping digital silence, joining the
-windows' texts, and the warnings about windows that hold no speech or loop.
+"""Whisper's fixed 30 s windows: their sample ranges, each one's SegmentEvent, skipping digital
+silence, joining the windows' texts, and the warnings about windows that hold no speech or loop.
 
 Pure functions over numpy audio and events (``core.tasks.speech.SpeechModel.plan`` uses them);
 the long-form rules they share (``no_speech_threshold``, ``silence_db``, the compression
@@ -12,7 +12,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from core.catalog import FRAME_S, SAMPLE_RATE, WINDOW_S
+from core.catalog import FRAME_S, LANGUAGE_PROBS_KEPT, NO_SPEECH_WARN, SAMPLE_RATE, WINDOW_S
 from core.events import SegmentEvent
 from core.tasks.plan import Prepared
 
@@ -36,6 +36,26 @@ def window_ranges(windows, longform: bool) -> list[tuple[int, int]]:
 LONGFORM_HINT = "long-form mode (windows: long-form) re-decodes such windows with temperature fallback"
 #: the end of a skipped window's SegmentEvent label
 SKIPPED = "skipped as silence"
+
+
+def window_event(i: int, n_windows: int, duration: float, source_len: int, detected: tuple[str, float] | None,
+                 no_speech: float | None, language_probs: dict[str, float]) -> SegmentEvent:
+    """The SegmentEvent of fixed window ``i`` of ``n_windows`` (``duration``: the audio's seconds):
+    its label (the span, the language ``detected`` as (code, probability) when it was detected
+    rather than given, the no-speech probability), the warning when that is above
+    ``NO_SPEECH_WARN``, and the language distribution's top ``LANGUAGE_PROBS_KEPT``."""
+    span = f"{i * WINDOW_S:.1f}–{min(duration, (i + 1) * WINDOW_S):.1f} s"
+    label, warning = span, ""
+    if detected is not None:
+        label += f" · language {detected[0]} ({detected[1]:.0%})"
+    if no_speech is not None:
+        label += f" · no speech {no_speech:.0%}" + (" — likely no speech" if no_speech > NO_SPEECH_WARN else "")
+        if no_speech > NO_SPEECH_WARN:
+            warning = (f"{span}: the model's no-speech probability is {no_speech:.0%}, so this audio may "
+                       f"hold no speech and the text decoded from it may be invented; {LONGFORM_HINT}.")
+    return SegmentEvent(segment=i, label=label, source_offset=i * WINDOW_FRAMES, source_len=source_len,
+                        total=n_windows, kind="window", no_speech_prob=no_speech, warning=warning,
+                        language_probs=tuple(list(language_probs.items())[:LANGUAGE_PROBS_KEPT]))
 
 
 def skip_silence(i: int, window: np.ndarray, ready: Prepared) -> SegmentEvent | None:
