@@ -57,6 +57,7 @@ from core.events import (
     StepEvent,
     TokenProb,
 )
+from core.inputs.json_file import read_json
 from core.options import DecodingOptions
 
 from .run_state import Branch, RunState
@@ -267,12 +268,8 @@ def load(path: str | Path) -> dict:
         ExplorationError: not readable, not JSON, not an exploration, or a newer version.
     """
     path = Path(path)
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise ExplorationError(f"Cannot read {path.name}: {exc.strerror or exc}") from exc
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise ExplorationError(f"{path.name} is not an exploration file (not JSON: {exc}).") from exc
+    data = read_json(path, unreadable=lambda why: ExplorationError(f"Cannot read {path.name}: {why}"),
+                     not_json=lambda why: ExplorationError(f"{path.name} is not an exploration file (not JSON: {why})."))
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         raise ExplorationError(f"{path.name} is not an exploration file (File → Save exploration… writes them).")
     if int(data.get("version", 0)) > VERSION:

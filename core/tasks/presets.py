@@ -24,6 +24,7 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Mapping
 
+from core.inputs.json_file import read_json
 from core.options import LLAMA_CPP_SAMPLER_ORDER, STAGES, DecodingOptions
 
 FORMAT = 1
@@ -196,12 +197,8 @@ def load_preset(path: str | Path) -> Preset:
     """
     path = Path(path)
     where = f"preset file {path.name}"
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise ValueError(f"{where}: cannot be read ({exc.strerror or exc})") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise ValueError(f"{where}: not valid JSON ({exc})") from None
+    data = read_json(path, unreadable=lambda why: ValueError(f"{where}: cannot be read ({why})"),
+                     not_json=lambda why: ValueError(f"{where}: not valid JSON ({why})"))
     if not isinstance(data, dict):
         raise ValueError(f"{where}: must hold a JSON object with 'name' and 'options', got {type(data).__name__}")
     name = data.get("name")
