@@ -120,7 +120,7 @@ def cmd_stream(args: argparse.Namespace) -> int:
     speed = "max" if args.speed is None else f"{args.speed:g}x"
     say(f"streaming {args.file} ({len(audio) / catalog.SAMPLE_RATE:.1f} s) at {speed} with {args.policy}, "
         f"step {args.step:g} s")
-    driver = StreamDriver(policy, decoder, max_lag_s=max(args.max_lag, args.step))
+    driver = StreamDriver(policy, decoder, max_lag_s=max(args.max_lag, args.step), realtime=args.speed)
     out = summary(stream(driver, play(audio, speed=args.speed)), say)
     say("decoding the file offline for comparison")
     offline = offline_text(model, audio, options, args.language)

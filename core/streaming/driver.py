@@ -43,19 +43,25 @@ class StreamDriver:
         max_buffer_s: the buffer's longest length (s, <= 30 for Whisper).
         max_lag_s: skip ahead when more than this much audio waits undecoded (s); None never skips.
         clock: seconds (``time.perf_counter``), for ``wall_s`` and the real-time factor.
+        realtime: the audio arrives live at this speed (1.0 = a microphone; a file played at
+            2x: 2.0): a commit's ``audio_s`` is then the audio that had arrived by the moment of
+            the commit (compute time counts in the latency), not only what had been fed; None
+            (a file fed as fast as it is decoded): what had been fed.
 
     Raises:
         ValueError: ``max_buffer_s`` not above two steps, or ``max_lag_s`` below one step.
     """
 
     def __init__(self, policy: Policy, decoder: Decoder, *, max_buffer_s: float = MAX_BUFFER_S,
-                 max_lag_s: float | None = 10.0, clock: Callable[[], float] = time.perf_counter):
+                 max_lag_s: float | None = 10.0, clock: Callable[[], float] = time.perf_counter,
+                 realtime: float | None = None):
         if not max_buffer_s > 2 * policy.step_s:
             raise ValueError(f"max_buffer_s ({max_buffer_s}) must be longer than two steps ({policy.step_s} s)")
         if max_lag_s is not None and max_lag_s < policy.step_s:
             raise ValueError(f"max_lag_s ({max_lag_s}) must be at least one step ({policy.step_s} s)")
         self.policy, self.decoder, self.clock = policy, decoder, clock
-        self.max_buffer_s, self.max_lag_s = max_buffer_s, max_lag_s
+        self.max_buffer_s, self.max_lag_s, self.realtime = max_buffer_s, max_lag_s, realtime
+        self._first_s = 0.0  # audio in the first chunk (it had arrived when the clock started)
         self.audio = np.zeros(0, np.float32)  #: the buffer
         self.start_s = 0.0  #: where the buffer starts in the stream
         self.received_s = 0.0  #: audio fed so far
@@ -65,7 +71,7 @@ class StreamDriver:
         self.tentative: tuple[StreamToken, ...] = ()
         self.compute_s, self.decodes, self.shown, self.revised = 0.0, 0, 0, 0
         self._t0: float | None = None
-        self._finished = False
+        self._finished = self._ended = False
 
     # ------------------------------------------------------------------ input
     def feed(self, chunk: np.ndarray) -> list:
@@ -81,7 +87,7 @@ class StreamDriver:
         if chunk.ndim != 1:
             raise ValueError(f"audio chunks must be mono (n_samples,), got shape {chunk.shape}")
         if self._t0 is None:
-            self._t0 = self.clock()
+            self._t0, self._first_s = self.clock(), len(chunk) / SAMPLE_RATE
         self.audio = np.concatenate([self.audio, chunk])
         self.received_s += len(chunk) / SAMPLE_RATE
         pending = self.received_s - self.decoded_s
@@ -101,6 +107,7 @@ class StreamDriver:
             return []
         if self._t0 is None:
             self._t0 = self.clock()
+        self._ended = True  # the input ended: no audio arrives any more
         events = self._run(final=True) if len(self.audio) else []
         if self.tentative:  # a policy that left something tentative at the end: it is final now
             events += self._commit(self.tentative)
@@ -134,7 +141,7 @@ class StreamDriver:
         self.tentative = tuple(update.tentative)
         if update.tentative or update.commit or had:
             self.shown += len(self.tentative)
-            events.append(Tentative(self.tentative, self.received_s, self._wall()))
+            events.append(Tentative(self.tentative, self._arrived(), self._wall()))
         if update.trim_s is not None:
             events += self._trim(update.trim_s, update.trim_reason)
         if not final and len(self.audio) / SAMPLE_RATE > self.max_buffer_s - self.policy.step_s:
@@ -153,9 +160,16 @@ class StreamDriver:
         self.committed.extend(tokens)
         words = [t.end_s for i, t in enumerate(tokens)
                  if i + 1 == len(tokens) or tokens[i + 1].text.startswith(" ")]  # each word's last token
-        lat = tuple(max(0.0, self.received_s - e) for e in words)
+        now = self._arrived()
+        lat = tuple(max(0.0, now - e) for e in words)
         end = tokens[-1].end_s
-        return [Committed(tokens, self.received_s, self._wall(), end, max(0.0, self.received_s - end), lat)]
+        return [Committed(tokens, now, self._wall(), end, max(0.0, now - end), lat)]
+
+    def _arrived(self) -> float:
+        """Audio time now: what had arrived (live: by the clock, at least what was fed)."""
+        if self.realtime is None or self._ended:
+            return self.received_s
+        return max(self.received_s, self._first_s + self._wall() * self.realtime)
 
     def _trim(self, at_s: float, reason: str) -> list:
         cut = int(round((at_s - self.start_s) * SAMPLE_RATE))

@@ -215,3 +215,26 @@ def test_bad_policy_specs_say_what_to_give():
         parse_policy("local-agreement:0")
     with pytest.raises(ValueError, match="step must be > 0"):
         parse_policy("align-att", step_s=0)
+
+
+def test_live_commits_count_the_audio_that_arrived_while_decoding():
+    """At real time, a commit's audio time is the audio arrived by the clock at the commit."""
+    now = [0.0]
+
+    class Slow(Scripted):
+        def decode(self, *a, **k):
+            now[0] += 0.5  # each decode takes 0.5 s of wall time
+            return Scripted.decode(self, *a, **k)
+
+    hyps = [[("a", 10), ("b", 30)], [("a", 10), ("b", 30), ("c", 80)]]
+    driver = StreamDriver(LocalAgreement(n=2, step_s=1.0), Slow(hyps), max_lag_s=None, clock=lambda: now[0],
+                          realtime=1.0)
+    events = []
+    for c in chunks(2.0, 1.0)[1]:
+        now[0] += 1.0
+        events += driver.feed(c)
+    first = [e for e in events if isinstance(e, Committed)][0]
+    # fed 2 s; the clock started with the first second arrived; 1 s later + two 0.5 s decodes = 3 s arrived
+    assert first.audio_s == pytest.approx(3.0) and first.latency_s == pytest.approx(3.0 - 0.7)
+    fin = driver.finish()
+    assert [e for e in fin if isinstance(e, Committed)][0].audio_s == pytest.approx(2.0)  # the input had ended
