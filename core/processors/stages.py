@@ -278,6 +278,7 @@ _W = "core.processors.warpers"
 _L = "core.processors.llama_samplers"
 _U = "core.processors.webui_samplers"
 _C = "core.processors.constraints"
+_E = "core.processors.encoder_penalties"
 _P = "core.processors.penalties"
 
 
@@ -477,7 +478,7 @@ REGISTRY: tuple[Stage, ...] = (
                check=above(0, _OFF1), control=(0.5, 2.0, 0.05, 2, None), flag="--encoder-repetition-penalty",
                flag_help="translate: > 1 favours source tokens (hallucination penalty), < 1 avoids them; 1.0 = off"),),
         is_off=lambda o: o.encoder_repetition_penalty == 1.0,
-        build=_make(_C, "EncoderRepetitionPenalty", _opt("encoder_repetition_penalty"),
+        build=_make(_E, "EncoderRepetitionPenalty", _opt("encoder_repetition_penalty"),
                     lambda o, p, c: _need_source(c, "encoder repetition penalty")),
         strategies=None, transformers=1, llama_cpp=1, section="Penalties",
     ),
@@ -491,7 +492,7 @@ REGISTRY: tuple[Stage, ...] = (
                check=at_least(0, _OFF0), control=(0, 10, 1, 0, "off"), flag="--encoder-no-repeat-ngram",
                flag_help="translate: forbid copying source n-grams of this size; 0 = off"),),
         is_off=lambda o: o.encoder_no_repeat_ngram_size <= 0,
-        build=_make(_C, "EncoderNoRepeatNGram", _opt("encoder_no_repeat_ngram_size"),
+        build=_make(_E, "EncoderNoRepeatNGram", _opt("encoder_no_repeat_ngram_size"),
                     lambda o, p, c: _need_source(c, "encoder no-repeat n-gram")),
         strategies=None, transformers=5, llama_cpp=4, section="Penalties",
     ),
