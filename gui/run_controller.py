@@ -17,10 +17,11 @@ The path of an event from a worker to the pixels waits in two queues only:
    signal per frame to the views.
 
 Clients (:class:`RunClient`): the run tab's decode and model load (long-form runs are
-decodes: the Speech tab's ``gui.tabs.longform`` extends the decode client), forking
-(``gui.tabs.forking``), what-ifs (``gui.tabs.whatif``), lanes (``gui.tabs.lanes``) and the
-word-timing bar's refine (``gui.tabs.refine_words``, slot "refine"). They only use the
-public methods here.
+decodes: the Speech tab's ``gui.tabs.longform`` takes their attempts first), forking
+(``gui.tabs.forking``), what-ifs (``gui.tabs.whatif``), lanes (``gui.tabs.lanes``), the
+word-timing bar's refine (``gui.tabs.refine_words``, slot "refine") and word timing's
+alignment and end-of-text rows (``gui.tabs.word_timing``, slots "align" and "end-rows",
+through :class:`Callbacks`). They only use the public methods here.
 
 One model, one decoding thread: a start that must wait for the decoding workers (``decode``
 and ``lanes``) to end is *deferred* (:meth:`RunController.defer`) and runs when the last of
@@ -67,6 +68,27 @@ class RunClient(Protocol):
 
     def on_end(self, handle: WorkerHandle) -> None:
         """The worker's thread ended and every item was handed on (also after a cancel)."""
+
+
+class Callbacks:
+    """A :class:`RunClient` made of functions, for a worker whose events go to one closure
+    (word timing's alignment): ``on_event(item)``, ``on_error(message)`` (default: ignored)
+    and ``on_end()`` (default: nothing)."""
+
+    def __init__(self, on_event: Callable[[Any], None], on_error: Callable[[str], None] | None = None,
+                 on_end: Callable[[], None] | None = None) -> None:
+        self._on_event, self._on_error, self._on_end = on_event, on_error, on_end
+
+    def on_event(self, ev: Any) -> None:
+        self._on_event(ev)
+
+    def on_error(self, message: str) -> None:
+        if self._on_error is not None:
+            self._on_error(message)
+
+    def on_end(self, _handle: WorkerHandle) -> None:
+        if self._on_end is not None:
+            self._on_end()
 
 
 class RunController(QObject):

@@ -79,6 +79,8 @@ class DecodeTab(RunTab):
     model: Task | None
     #: the input's file or take name ("" for typed text)
     source_name = ""
+    #: how the tab masks its input for a what-if (a ``gui.tabs.whatif_inputs`` object), or None
+    mask: Any = None
 
     def __init__(self, parent: QWidget | None = None) -> None:
         self.model_combo: QComboBox | None = None
@@ -276,6 +278,11 @@ class DecodeTab(RunTab):
             settings = {inp.mask_keyword: mask, **settings}
             return lambda cancel: model.what_if(source, options, original, cancel=cancel, **settings)
         return lambda cancel: model.no_input(source, options, original, cancel=cancel, **settings)
+
+    def mask_changed(self, mask: Any) -> None:
+        """The what-if's mask changed (None: cleared): :attr:`mask` draws it."""
+        if self.mask is not None:
+            self.mask.mask_changed(mask)
 
     def input_identity(self) -> tuple[str, str]:
         """(a description of the current input for people, a SHA-256 of its content)."""

@@ -32,17 +32,7 @@ from typing import Any, Callable, Hashable
 
 from PySide6.QtCore import QSettings, Qt, Signal
 from PySide6.QtGui import QAction, QImage, QKeySequence
-from PySide6.QtWidgets import (
-    QApplication,
-    QHBoxLayout,
-    QLabel,
-    QProgressBar,
-    QPushButton,
-    QSplitter,
-    QToolButton,
-    QVBoxLayout,
-    QWidget,
-)
+from PySide6.QtWidgets import QApplication, QWidget
 
 from core.catalog import OCR_BUNDLED, OCR_DEFAULT
 from core.events import Finished, SegmentEvent, StepEvent
@@ -50,22 +40,21 @@ from core.inputs.types import ImageInput, rgb_digest
 from core.options import DecodingOptions
 
 from ..widgets.attention_heatmap import reduce_attention
-from ..widgets.image_view import ImageView, qimage_from_array  # noqa: F401 - re-exported
-from ..widgets.readings_table import COL_PATH, PATH_TIPS, ReadingsTable, line_labels  # noqa: F401 - re-exported
+from ..widgets.image_view import qimage_from_array  # noqa: F401 - re-exported
+from ..widgets.readings_table import COL_PATH, PATH_TIPS, line_labels  # noqa: F401 - re-exported
 from .base import SAMPLES_DIR, DecodeTab, RunFn, first_file, local_files
 from .image_input import (
-    FORMATS,
     IMAGE_SUFFIXES,
     default_loader,
     display_image,
     file_error,
     mime_content,
 )
+from .ocr_input_area import EMPTY_MESSAGE, OCRInputArea  # noqa: F401 - EMPTY_MESSAGE re-exported
 from .ocr_run import CTCReadings, LinesDetected, Stage, read_image
 from .whatif_inputs import ImageMask
 
 COLUMN_AXIS = "encoder column of the token's own line (1 column ≈ 4 px of the line scaled to 64 px high)"
-EMPTY_MESSAGE = f"No image yet — open a {FORMATS} file, drop one here, paste a screenshot (Ctrl+V) or press Sample."
 
 
 def first_image_sample(directory: Path = SAMPLES_DIR) -> Path | None:
@@ -73,7 +62,7 @@ def first_image_sample(directory: Path = SAMPLES_DIR) -> Path | None:
     return first_file(IMAGE_SUFFIXES, directory)
 
 
-class OCRTab(ImageMask, DecodeTab):
+class OCRTab(DecodeTab):
     """OCR with an attention decoder (see module docstring).
 
     Signals:
@@ -97,6 +86,7 @@ class OCRTab(ImageMask, DecodeTab):
     bundled_models, default_model = (OCR_BUNDLED,), OCR_DEFAULT
     empty_model_message = "Enter a model: 'bundled', a transformers TrOCR model id or a local folder."
     encoder_reads = "an image, not tokens"
+    mask_hint = ImageMask.mask_hint
 
     def __init__(self, parent: QWidget | None = None) -> None:
         self.image: Any = None  # PIL.Image.Image (RGB) being read
@@ -108,9 +98,9 @@ class OCRTab(ImageMask, DecodeTab):
         self._lines_cache: dict[Hashable, list] = {}
         self._ctc_cache: dict[Hashable, list[str]] = {}
         self._line_texts: list[str] = []
-        self._file_job = None
         #: the image loader (``core.tasks.ocr.load_image``); tests may replace it
         self.image_loader: Callable[[Any], Any] = default_loader
+        self.mask = ImageMask(self)  # the what-if's blanked box (gui/tabs/whatif_inputs.py)
         super().__init__(parent)
         self.paste_action = QAction("Paste image", self)
         self.paste_action.setShortcut(QKeySequence.StandardKey.Paste)
@@ -126,97 +116,14 @@ class OCRTab(ImageMask, DecodeTab):
 
     # ------------------------------------------------------------ input area
     def build_input(self) -> QWidget:
-        """The buttons row and the model row, the info line and the progress bar, then the
-        image over the readings table."""
-        self.info_label = QLabel(EMPTY_MESSAGE)
-        self.info_label.setWordWrap(True)
-        self.make_model_picker(
-            "bundled: our attention decoder on EasyOCR's english_g2 recogniser (offline). Or type a transformers "
-            "TrOCR model id (microsoft/trocr-small-printed) or a local folder saved with save_pretrained, and "
-            "press Enter or Load."
-        )
-        row2 = QHBoxLayout()
-        row2.addWidget(QLabel("model"))
-        row2.addWidget(self.model_combo, 1)
-        row2.addWidget(self.load_button)
-        w = QWidget()
-        lay = QVBoxLayout(w)
-        lay.setContentsMargins(6, 6, 6, 6)
-        lay.setSpacing(4)
-        lay.addWidget(QLabel("<b>Input</b> — image (drop or paste one here; drag a box on it to read one region)"))
-        lay.addLayout(self._build_buttons_row())
-        lay.addLayout(row2)
-        lay.addWidget(self.info_label)
-        lay.addWidget(self._build_progress_row())
-        lay.addWidget(self._build_image_and_table(), 1)
-        return w
-
-    def _build_buttons_row(self) -> QHBoxLayout:
-        """Open…, Paste, Sample · Fit, −, +, Pan · Whole image (the view's buttons are
-        connected in :meth:`_build_image_and_table`)."""
-        self.make_file_buttons(f"Open an image: {FORMATS} (Ctrl+O); or drop one anywhere on this tab",
-                               f"Open the bundled sample image from {SAMPLES_DIR}")
-        self.paste_button = QPushButton("Paste")
-        self.paste_button.setToolTip("Paste a clipboard image (e.g. a screenshot) or a copied image file (Ctrl+V)")
-        self.paste_button.clicked.connect(self.paste)
-        self.fit_button = _tool_button("Fit", "Fit the whole image into the view (the mouse wheel zooms)")
-        self.zoom_in_button = _tool_button("+", "Zoom in (or turn the mouse wheel)")
-        self.zoom_out_button = _tool_button("−", "Zoom out")
-        # plain text: "✋" is missing from common UI fonts (a box)
-        self.pan_button = _tool_button("Pan", "On: a left drag pans the image. Off: a left drag selects a region "
-                                              "to read (pan with the middle button or Shift+drag)")
-        self.pan_button.setCheckable(True)
-        self.whole_button = QPushButton("Whole image")
-        self.whole_button.setToolTip("Read the whole image again after a region was selected")
-        self.whole_button.clicked.connect(lambda: self.set_region(None))
-        row = QHBoxLayout()
-        for b in (self.open_button, self.paste_button, self.sample_button):
-            row.addWidget(b)
-        row.addSpacing(10)
-        for b in (self.fit_button, self.zoom_out_button, self.zoom_in_button, self.pan_button,
-                  self.make_mask_button()):  # Mask: a drag blanks for the what-if (gui/tabs/whatif_inputs.py)
-            row.addWidget(b)
-        row.addSpacing(10)
-        row.addWidget(self.whole_button)
-        row.addStretch(1)
-        return row
-
-    def _build_progress_row(self) -> QWidget:
-        """Where a load or a run stands (load stage i of n, CRAFT tile i of n, line i of n),
-        with its own Cancel; hidden while idle."""
-        self.progress_bar = QProgressBar()
-        self.progress_bar.setTextVisible(True)
-        self.progress_bar.setToolTip("Loading the model, detecting text lines (tile by tile for very large "
-                                     "images), reading line by line, then english_g2's CTC reading")
-        self.progress_cancel = QPushButton("Cancel")
-        self.progress_cancel.setToolTip("Stop now: between two lines (or two detection tiles) at the latest")
-        self.progress_cancel.clicked.connect(self.cancel)
-        self.progress_row = QWidget()
-        prow = QHBoxLayout(self.progress_row)
-        prow.setContentsMargins(0, 0, 0, 0)
-        prow.addWidget(self.progress_bar, 1)
-        prow.addWidget(self.progress_cancel)
-        self.progress_row.hide()
-        return self.progress_row
-
-    def _build_image_and_table(self) -> QSplitter:
-        """The image view (line boxes, region, attention) over the readings table."""
-        self.view = ImageView()
-        self.view.regionSelected.connect(self.image_dragged)  # the region to read, or in Mask mode the mask
-        self.fit_button.clicked.connect(self.view.fit)
-        self.zoom_in_button.clicked.connect(lambda: self.view.zoom_by(1.25))
-        self.zoom_out_button.clicked.connect(lambda: self.view.zoom_by(0.8))
-        self.pan_button.toggled.connect(self.view.set_pan_mode)
-        self.readings = ReadingsTable()
+        area = OCRInputArea(self)  # the rows, the progress bar, the image over the table (gui/tabs/ocr_input_area.py)
+        # its controls are the tab's too (the window, the tests and the mask use them)
+        self.info_label, self.paste_button, self.whole_button = area.info_label, area.paste_button, area.whole_button
+        self.fit_button, self.zoom_in_button, self.zoom_out_button = area.fit_button, area.zoom_in_button, area.zoom_out_button
+        self.pan_button, self.mask_button, self.progress_cancel = area.pan_button, area.mask_button, area.progress_cancel
+        self.view, self.readings, self.input_splitter = area.view, area.readings, area.input_splitter
         self.readings.lineClicked.connect(self._line_clicked)
-        self.input_splitter = QSplitter(Qt.Orientation.Vertical)
-        self.input_splitter.addWidget(self.view)
-        self.input_splitter.addWidget(self.readings)
-        self.input_splitter.setStretchFactor(0, 3)
-        self.input_splitter.setStretchFactor(1, 1)
-        self.input_splitter.setChildrenCollapsible(False)
-        self.input_splitter.setSizes([200, 100])
-        return self.input_splitter
+        return area
 
     def configure_heatmap(self) -> None:
         self.heatmap.set_columns(COLUMN_AXIS, 1.0)
@@ -289,7 +196,8 @@ class OCRTab(ImageMask, DecodeTab):
         self._open(image, name, lambda m: f"Could not use the {name}: {m}")
 
     def _open(self, source: Any, name: str, message: Callable[[str], str]) -> None:
-        from ..worker import start_worker
+        """Load ``source`` in a worker (the run controller's slot "open": a later open supersedes it)."""
+        from ..run_controller import Callbacks
 
         loader = self.image_loader
 
@@ -299,12 +207,9 @@ class OCRTab(ImageMask, DecodeTab):
             yield img, display_image(img), rgb_digest(img)
 
         self.statusMessage.emit(f"Opening {name}…")
-        self._file_job = start_worker(
-            gen,
-            on_event=lambda loaded: self.set_image(loaded[0], name, loaded[1], loaded[2]),
-            on_error=lambda m: self.show_error(message(m)),
-            name="open-image",
-        )
+        client = Callbacks(lambda loaded: self.set_image(loaded[0], name, loaded[1], loaded[2]),
+                           lambda m: self.show_error(message(m)))
+        self.controller.start("open", gen, client, name="open-image")
 
     def open_mime(self, mime, what: str = "clipboard") -> bool:
         """Open what ``mime`` holds: the first local file it names, else its image. False (and a
@@ -452,10 +357,7 @@ class OCRTab(ImageMask, DecodeTab):
         """Show ``value`` of ``maximum`` with ``text`` in the tab's progress bar and the
         status bar (busyChanged); emits stageProgress."""
         maximum = max(1, int(maximum))
-        self.progress_bar.setRange(0, maximum)
-        self.progress_bar.setValue(max(0, min(int(value), maximum)))
-        self.progress_bar.setFormat(f"{text} (%v/%m)")
-        self.progress_row.show()
+        self.input_area.show_stage(value, maximum, text)
         self.busyChanged.emit(True, text[:1].upper() + text[1:] + "…")
         self.stageProgress.emit(stage, int(value), maximum, text)
 
@@ -465,12 +367,11 @@ class OCRTab(ImageMask, DecodeTab):
 
     def _on_busy(self, busy: bool, _text: str) -> None:
         if not busy:
-            self.progress_row.hide()
+            self.input_area.progress_row.hide()
 
     def progress_state(self) -> tuple[bool, int, int, str]:
         """(shown, value, maximum, text) of the tab's progress bar."""
-        bar = self.progress_bar
-        return (not self.progress_row.isHidden(), bar.value(), bar.maximum(), bar.text())
+        return self.input_area.progress_state()
 
     def select_step(self, step: int) -> None:
         super().select_step(step)
@@ -530,10 +431,3 @@ class OCRTab(ImageMask, DecodeTab):
         state = s.value("ocr/input_splitter")
         if state is not None:
             self.input_splitter.restoreState(state)
-
-
-def _tool_button(text: str, tip: str) -> QToolButton:
-    b = QToolButton()
-    b.setText(text)
-    b.setToolTip(tip)
-    return b

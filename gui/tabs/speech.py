@@ -18,21 +18,24 @@ Closing the window with a recording running or a take not saved asks Save / Disc
 Cancel (:meth:`SpeechTab.confirm_close`). The two dialogs are the module functions
 :func:`ask_unsaved` and :func:`ask_save_path`, which tests replace to answer them.
 
-Beside this file: the input area's rows and waveform (``speech_input_area.py``), the
+Beside this file, objects the tab owns and talks to through their public methods: the
+input area's rows and waveform (``speech_input_area.py``, :attr:`SpeechTab.input_area`), the
 language and task controls (``speech_language.py``), the microphone and its takes
-(``speech_takes.py``), what a finished run says (``speech_report.py``), long-form runs
-(``longform.py``) and word timing (``word_timing.py``).
+(``speech_takes.py``, :attr:`SpeechTab.mic`), the what-if span (``whatif_inputs.py``,
+:attr:`SpeechTab.mask`), long-form runs (``longform.py``, :attr:`SpeechTab.long_form`) and
+word timing (``word_timing.py``); what a finished run says is ``speech_report.py``.
 """
 
 from __future__ import annotations
 
 import math
+import sys
 from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
 from PySide6.QtCore import QSettings
-from PySide6.QtWidgets import QFileDialog, QMessageBox, QTabWidget, QWidget
+from PySide6.QtWidgets import QFileDialog, QMessageBox, QWidget
 
 from core.catalog import (
     AUDIO_SUFFIXES,
@@ -47,11 +50,11 @@ from core.inputs.types import SpeechInput
 from core.options import DecodingOptions
 
 from .base import SAMPLES_DIR, DecodeTab, RunFn, first_file
-from .longform import LongFormMixin
-from .recording import WARNING_STYLE
-from .speech_input_area import NO_AUDIO, SpeechInputAreaMixin
+from .longform import LongForm
+from .recording import Take
+from .speech_input_area import SpeechInputArea
 from .speech_report import run_report
-from .speech_takes import SpeechTakesMixin
+from .speech_takes import SpeechTakes
 from .whatif_inputs import SpeechMask
 
 COLUMN_AXIS = "time (s) — one column per 20 ms encoder frame"
@@ -91,7 +94,7 @@ def ask_save_path(parent: QWidget | None, title: str, suggested: str) -> str:
     return path
 
 
-class SpeechTab(LongFormMixin, SpeechMask, SpeechInputAreaMixin, SpeechTakesMixin, DecodeTab):
+class SpeechTab(DecodeTab):
     """Speech-to-text with Whisper (see module docstring)."""
 
     title = "Speech"
@@ -104,13 +107,16 @@ class SpeechTab(LongFormMixin, SpeechMask, SpeechInputAreaMixin, SpeechTakesMixi
     bundled_models, default_model = BUNDLED, DEFAULT_MODEL
     empty_model_message = "Enter a model name (e.g. base, tiny.en), a transformers model id or a local folder."
     encoder_reads = "audio (log-mel frames), not tokens"
+    mask_hint = SpeechMask.mask_hint
 
     def __init__(self, parent: QWidget | None = None) -> None:
         self.audio: np.ndarray | None = None
         self.source_name = ""
         self._from_recording = False
-        self._file_job = None
         self._warnings: tuple[str, ...] = ()  # about the input (e.g. a truncated file)
+        self.mask = SpeechMask(self)  # the what-if's silenced span on the waveform
+        self.long_form = LongForm(self)  # long-form runs: attempts, window marks, export
+        self.mic = SpeechTakes(self, dialogs=sys.modules[__name__])  # the microphone and its takes
         super().__init__(parent)
         from ..widgets.timestamp_marks import TimestampMarks
 
@@ -122,9 +128,24 @@ class SpeechTab(LongFormMixin, SpeechMask, SpeechInputAreaMixin, SpeechTakesMixi
 
         # word bands on the waveform, the DTW path on the heatmap, the alignment-head picker
         self.word_timing = WordTimingController(self, self.word_timing_check)
-        self.init_longform()  # long-form runs: attempts, window marks, export (gui/tabs/longform.py)
+        self.long_form.attach()
+        self.attempts_view, self.window_marks = self.long_form.attempts_view, self.long_form.window_marks
         self._update_lang_task_enabled()
-        self.update_takes()
+        self.mic.update_takes()
+
+    def build_input(self) -> QWidget:
+        area = SpeechInputArea(self)  # its controls, the microphone's and the mask's are the tab's too
+        self.info_label, self.wave, self.wave_box = area.info_label, area.wave, area.wave_box
+        self.language_task, self.language_bars, self.word_timing_check = (
+            area.language_task, area.language_bars, area.word_timing_check)
+        self.language_combo, self.candidates_edit = area.language_combo, area.candidates_edit
+        self.task_combo, self.timestamps_check = area.task_combo, area.timestamps_check
+        bar = self.recording = self.mic.recording
+        self.record_button, self.device_combo, self.level_meter = bar.record_button, bar.device_combo, bar.level_meter
+        self.takes_combo, self.save_button, self.discard_button = bar.takes_combo, bar.save_button, bar.discard_button
+        self.mic_label, self.mask_button, self.mask_span = bar.mic_label, self.mask.mask_button, self.mask.mask_span
+        self.longform_panel = self.long_form.panel
+        return area
 
     def configure_heatmap(self) -> None:
         self.heatmap.set_columns(COLUMN_AXIS, FRAME_S)
@@ -134,13 +155,63 @@ class SpeechTab(LongFormMixin, SpeechMask, SpeechInputAreaMixin, SpeechTakesMixi
 
     def update_buttons(self) -> None:
         """Enable the recording row's buttons, Open… and Sample for the state (recording or not, an input or not)."""
-        rec = self.is_recording()
+        rec = self.mic.is_recording()
         self.recording.update_buttons(self.has_input())
         self.open_button.setEnabled(not rec)
         has_sample = first_sample() is not None
         self.sample_button.setEnabled(not rec and has_sample)
         if not has_sample:
             self.sample_button.setToolTip(f"No sample: put a .wav into {SAMPLES_DIR}")
+
+    # ------------------------------------------------------------ what the objects offer (delegated)
+    def toggle_record(self) -> None:
+        """Start recording, or stop and decode the recording (``SpeechTakes.toggle_record``)."""
+        self.mic.toggle_record()
+
+    def is_recording(self) -> bool:
+        """A recording is running."""
+        return self.mic.is_recording()
+
+    def takes(self) -> list[Take]:
+        """The kept recordings, oldest first."""
+        return self.mic.takes()
+
+    def current_take(self) -> Take | None:
+        """The take that is the input, or None (the input is a file, or there is none)."""
+        return self.mic.current_take()
+
+    def save_to(self, path: str | Path, take: Take | None = None) -> bool:
+        """Write ``take`` (default: the input) to ``path`` (wav; ``SpeechTakes.save_to``). True on success."""
+        return self.mic.save_to(path, take)
+
+    @property
+    def mic_ok(self) -> bool:
+        """Whether recording works (the microphone bar says why not)."""
+        return self.recording.mic_ok
+
+    @mic_ok.setter
+    def mic_ok(self, ok: bool) -> None:
+        self.recording.mic_ok = ok
+
+    def mask_span_seconds(self, t0: float, t1: float) -> bool:
+        """Mask ``t0``..``t1`` seconds for What if? (``SpeechMask``); False for an empty span."""
+        return self.mask.mask_span_seconds(t0, t1)
+
+    def exploring_refusal(self, what: str) -> str:
+        """Why a fork, what-if or lanes cannot follow the current run ("" if they can; ``LongForm.refusal``)."""
+        return self.long_form.refusal(what)
+
+    def show_attempts(self) -> None:
+        """Bring the long-form run's Attempts tab to the front."""
+        self.long_form.show_attempts()
+
+    def alignment_input(self, steps: list) -> tuple[list, dict | None]:
+        """(steps, end rows or None) for word timing (``LongForm.alignment_input``)."""
+        return self.long_form.alignment_input(steps)
+
+    def export_transcript(self, path: str | None = None) -> bool:
+        """File → Export…: the last run as txt/srt/vtt/tsv/json (``LongForm.export_transcript``)."""
+        return self.long_form.export_transcript(path)
 
     # --------------------------------------------------------------- input
     def has_input(self) -> bool:
@@ -166,7 +237,7 @@ class SpeechTab(LongFormMixin, SpeechMask, SpeechInputAreaMixin, SpeechTakesMixi
         self._from_recording = from_recording
         if not from_recording:
             self.recording.current = None
-            self.update_takes()
+            self.mic.update_takes()
         self._warnings = tuple(warnings)
         self.clear_run()
         self.show_input()
@@ -181,36 +252,24 @@ class SpeechTab(LongFormMixin, SpeechMask, SpeechInputAreaMixin, SpeechTakesMixi
 
     def show_input(self) -> None:
         """Draw the current input's waveform and describe it in the info line."""
-        if not self.has_input():
-            self.wave_curve.setData([], [])
-            self.info_label.setText(NO_AUDIO)
-            self.info_label.setStyleSheet("")
-            return
-        self.show_wave(self.audio)
-        dur = len(self.audio) / SAMPLE_RATE
-        text = f"{self.source_name} · {dur:.2f} s · {SAMPLE_RATE // 1000} kHz mono"
-        warnings = self._warnings
         take = self.recording.current
-        if take is not None and take.saved_to is None:
-            text += " · not saved yet"
-        if warnings:
-            text += "\n⚠ " + "\n⚠ ".join(warnings)
-        self.info_label.setText(text)
-        self.info_label.setStyleSheet(WARNING_STYLE if warnings else "")
+        unsaved = take is not None and take.saved_to is None
+        self.input_area.show_input(self.audio if self.has_input() else None, self.source_name, self._warnings, unsaved)
 
     # --------------------------------------------------------------- files
     def refusal(self, path: Path | None) -> str | None:
         """Files are not opened during a recording (the Open… button is disabled then too)."""
-        if not self.is_recording():
+        if not self.mic.is_recording():
             return None
         what = "a file" if path is None else path.name
         return (f"Cannot open {what} while recording: press ■ Stop (Ctrl+R) first; the recording is then kept as "
                 f"take {self.recording.next_take}, and you can open {what}.")
 
     def read_file(self, path: Path) -> bool:
-        """Load an audio file (in a worker thread); errors go to the banner. Clips under
-        0.1 s are refused; a truncated wav opens with a warning."""
-        from ..worker import start_worker
+        """Load an audio file (in a worker thread, the run controller's slot "open": a later
+        open supersedes it); errors go to the banner. Clips under 0.1 s are refused; a
+        truncated wav opens with a warning."""
+        from ..run_controller import Callbacks
 
         def gen(cancel):
             from core.inputs.audio import open_audio
@@ -225,82 +284,27 @@ class SpeechTab(LongFormMixin, SpeechMask, SpeechInputAreaMixin, SpeechTakesMixi
                 self.statusMessage.emit(loaded.warnings[0])
 
         self.statusMessage.emit(f"Opening {path.name}…")
-        self._file_job = start_worker(
-            gen,
-            on_event=done,
-            on_error=lambda m: self.show_error(_open_error(path, m)),
-            name="open-audio",
-        )
+        self.controller.start("open", gen, Callbacks(done, lambda m: self.show_error(_open_error(path, m))),
+                              name="open-audio")
         return True
-
-    def save_recording(self) -> bool:
-        """Save the input (the current take, or the opened file's audio) as a 16 kHz wav
-        file, asking where. True if saved."""
-        if not self.has_input() or self.is_recording():
-            return False
-        take = self.recording.current
-        stem = f"take{take.number}" if take is not None else (Path(self.source_name).stem or "audio")
-        path = ask_save_path(self, f"Save {take.label() if take else self.source_name}", self._save_suggestion(stem))
-        return bool(path) and self.save_to(path)
-
-    def _save_suggestion(self, stem: str) -> str:
-        folder = Path(str(QSettings().value("speech/save_dir", str(Path.home()))))
-        return str(folder / f"{stem}.wav")
 
     def discard_input(self) -> None:
         """Discard: while recording, throw the running recording away (the input stays);
         otherwise forget the input: the current take is removed from the takes list."""
-        if self.recording.drop():
-            self.show_input()
-            self.update_buttons()
-            self.statusMessage.emit("Recording discarded")
+        if self.mic.discard_recording():  # a running recording is thrown away; the input stays
             return
         self.cancel()
-        take = self.recording.current
-        if take is not None and take in self.recording.takes:
-            self.recording.takes.remove(take)
-            self.statusMessage.emit(f"Discarded {take.label()}")
-        self.recording.current = None
-        self.audio = None
-        self._from_recording = False
-        self._warnings = ()
+        self.mic.discard_current()  # the current take leaves the takes list
+        self.audio, self._from_recording, self._warnings = None, False, ()
         self.clear_run()
         self.heatmap.set_waveform(None)
         self.show_input()
-        self.update_takes()
+        self.mic.update_takes()
 
     def confirm_close(self) -> bool:
-        """Before the window closes: with a recording running or takes not saved, ask
-        Save / Discard / Cancel (:func:`ask_unsaved`). Save stops a running recording (it
-        becomes a take) and asks where to save each unsaved take. False keeps the window
-        open (Cancel, or a save dialog cancelled or failed); the takes are then all kept."""
-        recording = self.is_recording()
-        unsaved = self.unsaved_takes()
-        if not recording and not unsaved:
-            return True
-        _show_tab(self)
-        parts = []
-        if recording:
-            parts.append("A recording is running")
-        if unsaved:
-            names = ", ".join(t.label() for t in unsaved)
-            parts.append(f"{names} {'is' if len(unsaved) == 1 else 'are'} not saved")
-        text = "; ".join(parts) + "."
-        answer = ask_unsaved(
-            self, text, "Save the recordings as wav files, discard them, or cancel and keep the window open."
-        )
-        if answer == "discard":
-            self.recording.drop()
-            return True
-        if answer != "save":
-            return False
-        if recording:
-            self.finish_recording()  # kept as a take even if a save dialog below is cancelled
-        for take in self.unsaved_takes():
-            path = ask_save_path(self, f"Save {take.label()}", self._save_suggestion(f"take{take.number}"))
-            if not path or not self.save_to(path, take):
-                return False
-        return True
+        """Before the window closes: Save / Discard / Cancel unsaved takes (``SpeechTakes.confirm_close``).
+        False keeps the window open."""
+        return self.mic.confirm_close()
 
     # --------------------------------------------------------------- model
     def load_model_object(self, name: str, progress: Callable[[str], None]) -> Any:
@@ -338,11 +342,13 @@ class SpeechTab(LongFormMixin, SpeechMask, SpeechInputAreaMixin, SpeechTakesMixi
         ``timestamps=True`` when the box is ticked, ``candidate_languages`` when the field has
         codes and the model is multilingual (nothing otherwise)."""
         extras = self.language_task.extras()
-        if self.longform_run:  # fork / what-if / end rows go back to the long-form run's windows
+        if self.long_form.is_run:  # fork / what-if / end rows go back to the long-form run's windows
             extras = {"longform": True, **{k: v for k, v in extras.items() if k != "timestamps"}}
         return extras
 
     def _on_event(self, ev: Any) -> None:
+        if not self.long_form.on_event(ev):  # an attempt of a long-form run
+            return
         super()._on_event(ev)
         from core.events import Finished
 
@@ -363,13 +369,13 @@ class SpeechTab(LongFormMixin, SpeechMask, SpeechInputAreaMixin, SpeechTakesMixi
         return SpeechInput(self.audio, self.language(), self.task(), **self.decode_extras())
 
     def decode_fn(self, options: DecodingOptions) -> RunFn:
-        if self.longform_active():
-            return self.longform_fn(options)  # SpeechModel.transcribe: seek, conditioning, fallback
+        if self.long_form.active():
+            return self.long_form.decode_fn(options)  # SpeechModel.transcribe: seek, conditioning, fallback
         return super().decode_fn(options)
 
     def lanes_fn(self, lanes: list[DecodingOptions]) -> RunFn:
-        if self.longform_refusal("Lanes"):
-            raise RuntimeError(self.longform_refusal("Lanes"))
+        if self.long_form.refusal("Lanes"):
+            raise RuntimeError(self.long_form.refusal("Lanes"))
         return super().lanes_fn(lanes)
 
     def input_settings(self) -> dict:
@@ -383,7 +389,7 @@ class SpeechTab(LongFormMixin, SpeechMask, SpeechInputAreaMixin, SpeechTakesMixi
         super().save_settings(s)
         self.language_task.save(s)
         s.setValue("speech/device", self.device_combo.currentText())
-        self.save_longform_settings(s)
+        self.long_form.save_settings(s)
 
     def restore_settings(self, s: QSettings) -> None:
         super().restore_settings(s)
@@ -395,7 +401,7 @@ class SpeechTab(LongFormMixin, SpeechMask, SpeechInputAreaMixin, SpeechTakesMixi
                 self.device_combo.setCurrentIndex(i)
             self.device_combo.blockSignals(False)
         self.language_task.restore(s)
-        self.restore_longform_settings(s)
+        self.long_form.restore_settings(s)
         self._update_lang_task_enabled()
 
     def shutdown(self, wait_ms: int = 10000) -> None:
@@ -413,13 +419,3 @@ def _open_error(path: Path, message: str) -> str:
     if "mp3" not in text.lower() and "open" not in text.lower():
         text += "\nOpen a wav, flac, ogg or mp3 file with sound in it."
     return text
-
-
-def _show_tab(widget: QWidget) -> None:
-    """Make ``widget`` the current page of the QTabWidget it is in (if any)."""
-    parent = widget.parentWidget()
-    while parent is not None:
-        if isinstance(parent, QTabWidget) and parent.indexOf(widget) >= 0:
-            parent.setCurrentWidget(widget)
-            return
-        parent = parent.parentWidget()

@@ -23,10 +23,10 @@ def run_report(tab: Any, fin: Any) -> tuple[list[str], str]:
     from core.tasks.speech import SKIPPED, WINDOW_SAMPLES, window_warnings
 
     warns: list[str] = []
-    if tab.longform_run:
-        attempts = tab.longform_attempts
+    if tab.long_form.is_run:
+        attempts = tab.long_form.attempts
         skipped = [(a.no_speech_prob, a.loudest_db) for a in attempts if a.verdict == "silence"]
-        threshold = tab.longform_panel.options().no_speech_threshold
+        threshold = tab.long_form.panel.options().no_speech_threshold
         warns = [w for w in (attempt_warning(a, threshold) for a in attempts) if w]
         what = f"Decoded: {fin.stats.n_tokens} tokens, {len(fin.token_ids)} kept ({fin.reason})"
     else:

@@ -4,39 +4,44 @@ it leaves, choosing one as the input, and writing one to a wav file.
 
 Nothing recorded is lost: each recording becomes a *take* ("take 1 (12.3 s)") in the takes
 list and stays there until the user discards it, whatever is opened or recorded meanwhile.
-The tab (the class this is mixed into) gives ``set_audio``, ``show_input``, ``show_wave``,
-``update_buttons``, ``has_input``, ``info_label``, ``show_error`` / ``clear_error`` and
-``statusMessage``; the dialogs that ask about unsaved takes are the tab's
-(``gui.tabs.speech.ask_unsaved`` / ``ask_save_path``).
+:class:`SpeechTakes` is an object of the tab (``tab.mic``); the tab gives ``audio``,
+``set_audio``, ``show_input``, ``input_area`` (``show_wave``, ``info_label``),
+``update_buttons``, ``show_error`` / ``clear_error`` and ``statusMessage``; the dialogs that
+ask about unsaved takes are the tab's (``gui.tabs.speech.ask_unsaved`` / ``ask_save_path``).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from PySide6.QtCore import QSettings
+from PySide6.QtWidgets import QTabWidget, QWidget
 
 from core.catalog import SAMPLE_RATE
 
 from .recording import RecordingBar, RecordingError, Take
 
 
-class SpeechTakesMixin:
+class SpeechTakes:
     """Recording and takes of the Speech tab (see module docstring)."""
+
+    def __init__(self, tab: Any, dialogs: Any) -> None:
+        """``dialogs``: the module whose ``ask_unsaved`` / ``ask_save_path`` ask the user
+        (``gui.tabs.speech``; looked up at each question, so tests can replace them there)."""
+        self.tab = tab
+        self.dialogs = dialogs
+        self.recording: RecordingBar | None = None
 
     def build_recording_bar(self) -> RecordingBar:
         """The microphone row (Record, device, level, takes, Save…, Discard) and its note."""
         bar = self.recording = RecordingBar()
         bar.record_button.clicked.connect(self.toggle_record)
         bar.save_button.clicked.connect(self.save_recording)
-        bar.discard_button.clicked.connect(self.discard_input)
+        bar.discard_button.clicked.connect(self.tab.discard_input)
         bar.takePicked.connect(self.select_take)
         bar.liveAudio.connect(self._show_live_audio)
-        # the bar's controls are the tab's too (tests and the window's shortcuts use them)
-        self.record_button, self.device_combo, self.level_meter = bar.record_button, bar.device_combo, bar.level_meter
-        self.takes_combo, self.save_button, self.discard_button = bar.takes_combo, bar.save_button, bar.discard_button
-        self.mic_label = bar.mic_label
         return bar
 
     # ---------------------------------------------------------- microphone
@@ -66,12 +71,12 @@ class SpeechTakesMixin:
         try:
             self.recording.start()
         except RecordingError as exc:
-            self.show_error(str(exc))
+            self.tab.show_error(str(exc))
             return
-        self.clear_error()
-        self.info_label.setText(f"Recording take {self.recording.next_take}…")
-        self.statusMessage.emit("Recording… press Stop (Ctrl+R) to decode")
-        self.update_buttons()
+        self.tab.clear_error()
+        self.tab.input_area.info_label.setText(f"Recording take {self.recording.next_take}…")
+        self.tab.statusMessage.emit("Recording… press Stop (Ctrl+R) to decode")
+        self.tab.update_buttons()
 
     def stop_recording(self) -> None:
         """Stop the microphone; the recording becomes a new take, the input, and is decoded."""
@@ -84,21 +89,38 @@ class SpeechTakesMixin:
         try:
             take = self.recording.finish()
         except RecordingError as exc:
-            self.show_error(str(exc))
-            self.show_input()
-            self.update_buttons()  # Open…, Sample and Save… come back after a failed stop
+            self.tab.show_error(str(exc))
+            self.tab.show_input()
+            self.tab.update_buttons()  # Open…, Sample and Save… come back after a failed stop
             return None
         if take is not None:
             self.update_takes()
         else:
-            self.update_buttons()
+            self.tab.update_buttons()
         return take
 
     def _show_live_audio(self, audio: np.ndarray) -> None:
-        self.show_wave(audio)
-        self.info_label.setText(f"Recording take {self.recording.next_take}… {len(audio) / SAMPLE_RATE:.1f} s")
+        self.tab.input_area.show_wave(audio)
+        self.tab.input_area.info_label.setText(f"Recording take {self.recording.next_take}… {len(audio) / SAMPLE_RATE:.1f} s")
+
+    def discard_recording(self) -> bool:
+        """Throw a running recording away (the input stays); False when none runs."""
+        if not self.recording.drop():
+            return False
+        self.tab.show_input()
+        self.tab.update_buttons()
+        self.tab.statusMessage.emit("Recording discarded")
+        return True
 
     # --------------------------------------------------------------- takes
+    def discard_current(self) -> None:
+        """Remove the take that is the input from the takes list (it is the input no more)."""
+        take = self.recording.current
+        if take is not None and take in self.recording.takes:
+            self.recording.takes.remove(take)
+            self.tab.statusMessage.emit(f"Discarded {take.label()}")
+        self.recording.current = None
+
     def takes(self) -> list[Take]:
         """The kept recordings, oldest first."""
         return list(self.recording.takes)
@@ -118,19 +140,19 @@ class SpeechTakesMixin:
             self.update_takes()
             return
         take = takes[index]
-        if self.set_audio(take.audio, take.label().split(" · ")[0], from_recording=True):
+        if self.tab.set_audio(take.audio, take.label().split(" · ")[0], from_recording=True):
             self.recording.current = take
             self.update_takes()
 
     def update_takes(self) -> None:
         """Show the takes list as it is now, and the buttons that go with it."""
         self.recording.show_takes()
-        self.update_buttons()
+        self.tab.update_buttons()
 
     def save_to(self, path: str | Path, take: Take | None = None) -> bool:
         """Write ``take`` (default: the current input) to ``path`` (wav). True on success;
         the take is then marked saved. Errors go to the banner (one sentence)."""
-        audio = take.audio if take is not None else self.audio
+        audio = take.audio if take is not None else self.tab.audio
         take = take if take is not None else self.recording.current
         path = Path(path)
         try:
@@ -139,13 +161,73 @@ class SpeechTakesMixin:
             save_wav(str(path), audio)
         except Exception as exc:  # noqa: BLE001 - AudioError: a sentence for the user
             text = str(exc).strip() or type(exc).__name__
-            self.show_error(text if path.name in text else f"Could not save {path.name}: {text}")
+            self.tab.show_error(text if path.name in text else f"Could not save {path.name}: {text}")
             return False
         QSettings().setValue("speech/save_dir", str(path.parent))
         if take is not None:
             take.saved_to = str(path)
             self.update_takes()
             if take is self.recording.current:
-                self.show_input()
-        self.statusMessage.emit(f"Saved {path.name}")
+                self.tab.show_input()
+        self.tab.statusMessage.emit(f"Saved {path.name}")
         return True
+
+    def save_recording(self) -> bool:
+        """Save the input (the current take, or the opened file's audio) as a 16 kHz wav
+        file, asking where. True if saved."""
+        tab = self.tab
+        if not tab.has_input() or self.is_recording():
+            return False
+        take = self.recording.current
+        stem = f"take{take.number}" if take is not None else (Path(tab.source_name).stem or "audio")
+        path = self.dialogs.ask_save_path(tab, f"Save {take.label() if take else tab.source_name}",
+                                          self._save_suggestion(stem))
+        return bool(path) and self.save_to(path)
+
+    def _save_suggestion(self, stem: str) -> str:
+        folder = Path(str(QSettings().value("speech/save_dir", str(Path.home()))))
+        return str(folder / f"{stem}.wav")
+
+    def confirm_close(self) -> bool:
+        """Before the window closes: with a recording running or takes not saved, ask
+        Save / Discard / Cancel (``dialogs.ask_unsaved``). Save stops a running recording (it
+        becomes a take) and asks where to save each unsaved take. False keeps the window
+        open (Cancel, or a save dialog cancelled or failed); the takes are then all kept."""
+        recording = self.is_recording()
+        unsaved = self.unsaved_takes()
+        if not recording and not unsaved:
+            return True
+        _show_tab(self.tab)
+        parts = []
+        if recording:
+            parts.append("A recording is running")
+        if unsaved:
+            names = ", ".join(t.label() for t in unsaved)
+            parts.append(f"{names} {'is' if len(unsaved) == 1 else 'are'} not saved")
+        text = "; ".join(parts) + "."
+        answer = self.dialogs.ask_unsaved(
+            self.tab, text, "Save the recordings as wav files, discard them, or cancel and keep the window open."
+        )
+        if answer == "discard":
+            self.recording.drop()
+            return True
+        if answer != "save":
+            return False
+        if recording:
+            self.finish_recording()  # kept as a take even if a save dialog below is cancelled
+        for take in self.unsaved_takes():
+            suggested = self._save_suggestion(f"take{take.number}")
+            path = self.dialogs.ask_save_path(self.tab, f"Save {take.label()}", suggested)
+            if not path or not self.save_to(path, take):
+                return False
+        return True
+
+
+def _show_tab(widget: QWidget) -> None:
+    """Make ``widget`` the current page of the QTabWidget it is in (if any)."""
+    parent = widget.parentWidget()
+    while parent is not None:
+        if isinstance(parent, QTabWidget) and parent.indexOf(widget) >= 0:
+            parent.setCurrentWidget(widget)
+            return
+        parent = parent.parentWidget()

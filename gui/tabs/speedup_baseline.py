@@ -82,7 +82,8 @@ class SpeedupBaseline:
         run = self.tab.run
         root = run.branch(0)
         fin, options = root.finished, root.options
-        longform = getattr(self.tab, "longform_active", lambda: False)()  # windows: on request only
+        lf = getattr(self.tab, "long_form", None)
+        longform = lf is not None and lf.active()  # windows: on request only
         return (isinstance(options, DecodingOptions) and options.strategy == "speculative" and fin is not None
                 and not fin.cancelled and fin.stats.n_tokens > 0 and fin.stats.decode_s <= AUTO_MAX_S
                 and not longform and self.plain_ms(options) is None)

@@ -5,7 +5,9 @@ the heatmap and a picker of the heads it aligns on.
 
 Cost and threads: aligning 100 tokens of a 30 s window (1500 frames) takes ~0.25 s of
 numpy (the median filter over 8 heads x 100 x 1500 and DTW), too long for the GUI thread
-(< 100 ms), so each alignment runs in a worker thread. Updates are coalesced: at most one
+(< 100 ms), so each alignment runs in a worker thread, started by the tab's run controller
+(``gui.run_controller``, slot "align"; the end-of-text rows slot "end-rows"), which also
+cancels them with the tab's other workers. Updates are coalesced: at most one
 alignment runs at a time; tokens that arrive meanwhile ask for one more when it ends, and
 that one starts no sooner than a frame later (``DELAY_MS``). When a run ends the end-of-text
 rows (``SpeechModel.end_attention``: the window's prompt and tokens fed again, a model
@@ -69,9 +71,7 @@ class WordTimingController(QObject):
         self.path = DtwPath(tab.heatmap)
         self.alignment = None  # the last Alignment drawn
         self.final = False  # it used the end-of-text rows
-        self._job = None  # the alignment worker running
-        self._again = False  # tokens arrived while it ran
-        self._end_job = None  # the end-of-text rows' worker
+        self._again = False  # tokens arrived while the alignment worker ran
         self._end_rows: tuple[tuple[int, ...], dict] | None = None  # (token ids they belong to, rows)
         self._model_seen = None
         self._timer = QTimer(self)
@@ -97,14 +97,15 @@ class WordTimingController(QObject):
 
     def busy(self) -> bool:
         """An alignment or the end-of-text rows are being computed (or one is due)."""
-        return (self._timer.isActive() or _active(self._job) or _active(self._end_job))
+        workers = self.tab.controller
+        return self._timer.isActive() or workers.alive("align") or workers.alive("end-rows")
 
     def schedule(self) -> None:
         """Align again soon (coalesced: one alignment at a time, a frame apart)."""
         if not self.enabled():
             return
         self._sync_model()
-        if _active(self._job):
+        if self.tab.controller.alive("align"):
             self._again = True
         elif not self._timer.isActive():
             self._timer.start()
@@ -169,16 +170,15 @@ class WordTimingController(QObject):
         self._again = False
         if self.refine.running():
             self.refine.toggle()  # a new run: the refine of the old one is cancelled
-        for job in (self._job, self._end_job):
-            if _active(job):
-                job.abort()
+        for slot in ("align", "end-rows"):
+            self.tab.controller.abort(slot)
         self._end_rows = None
         self.clear()
         self.show_status()
 
     def _start(self) -> None:
         """Align the current branch's steps in a worker."""
-        from ..worker import start_worker
+        from ..run_controller import Callbacks
 
         if not self.enabled():
             return
@@ -195,21 +195,19 @@ class WordTimingController(QObject):
         model, audio = self.tab.model, self.tab.audio
         ids = tuple(ev.token_id for ev in steps)
         end = self._end_rows[1] if self._end_rows is not None and self._end_rows[0] == ids else None
-        longform = getattr(self.tab, "alignment_input", None)
+        longform = getattr(self.tab, "long_form", None)
         if longform is not None:  # a long-form run: its transcript's steps, the end rows its attempts carry
-            steps, rows = longform(steps)
+            steps, rows = longform.alignment_input(steps)
             end = rows if rows is not None else end
         growing = self.tab.run.branch(self.tab.run.current_branch()).finished is None
 
         def gen(_cancel):
             yield model.alignment(steps, end_attention=end, heads=heads, audio=audio)  # words moved off silence
 
-        self._job = start_worker(gen, on_event=lambda a: self._show(a, end is not None, growing),
-                                 on_error=lambda m: self.show_status(m),
-                                 on_finished=self._job_done, name="word-timing")
+        client = Callbacks(lambda a: self._show(a, end is not None, growing), self.show_status, self._job_done)
+        self.tab.controller.start("align", gen, client, name="word-timing")
 
     def _job_done(self) -> None:
-        self._job = None
         if self._again:
             self._again = False
             self.schedule()
@@ -227,12 +225,13 @@ class WordTimingController(QObject):
         """A run (or fork) ended: compute the end-of-text rows in a worker, then align with them."""
         from dataclasses import replace
 
-        from ..worker import start_worker
+        from ..run_controller import Callbacks
 
         if not self.enabled() or (fin is not None and getattr(fin, "cancelled", False)):
             return
         tab = self.tab
-        if getattr(tab, "longform_run", False) and tab.run.current_branch() == 0:
+        longform = getattr(tab, "long_form", None)
+        if longform is not None and longform.is_run and tab.run.current_branch() == 0:
             self.schedule()  # a long-form run's attempts carry their end-of-text rows
             return
         steps = list(tab.run.steps())
@@ -242,8 +241,6 @@ class WordTimingController(QObject):
         options = tab.run.branch(0).options
         kw = dict(language=tab.language(), task=tab.task(), **tab.decode_extras())
         ids = tuple(ev.token_id for ev in steps)
-        if _active(self._end_job):
-            self._end_job.abort()
 
         def gen(_cancel):
             opts = options if options is not None else _default_options()
@@ -254,11 +251,8 @@ class WordTimingController(QObject):
                 self._end_rows = (ids, rows)
                 self.schedule()
 
-        self._end_job = start_worker(gen, on_event=got, on_error=lambda m: self.show_status(m), name="end-attention")
-
-
-def _active(handle) -> bool:
-    return handle is not None and handle.running
+        # a start in the slot cancels the rows of an earlier run still being computed
+        self.tab.controller.start("end-rows", gen, Callbacks(got, self.show_status), name="end-attention")
 
 
 def _default_options():

@@ -182,7 +182,7 @@ def test_real_tiny_en_long_form_equals_transcribe(qtbot, whisper_tiny_en):
     fin = blocker.args[0]
     want = next(ev for ev in whisper_tiny_en.transcribe(clip, t.options_panel.options(), LongFormOptions(),
                                                          language="en") if isinstance(ev, Finished))
-    assert t._lf_run and fin.text == want.text and fin.text
+    assert t.long_form.is_run and fin.text == want.text and fin.text
     assert t.attempts_view.table.rowCount() >= 2  # at least two windows
     kept = sum(a.kept_tokens if a.kept_in_transcript else 0 for a in t.attempts_view.attempts())
     assert kept <= len(t.run.steps())
@@ -196,10 +196,10 @@ def test_word_timing_aligns_the_transcript_without_each_window_tail(qtbot, tab):
     _longform(tab)
     decoded(qtbot, tab)
     steps = list(tab.run.steps())
-    i = next(k for k, a in enumerate(tab._lf_attempts) if a.kept_in_transcript)
-    accepted = tab._lf_attempts[i]
+    i = next(k for k, a in enumerate(tab.long_form.attempts) if a.kept_in_transcript)
+    accepted = tab.long_form.attempts[i]
     assert tab.alignment_input(steps)[0] == steps  # the whole window is in the transcript
-    tab._lf_attempts[i] = dataclasses.replace(accepted, kept_tokens=8)  # the last 3 tokens: a tail decoded again
+    tab.long_form.attempts[i] = dataclasses.replace(accepted, kept_tokens=8)  # the last 3 tokens: a tail decoded again
     kept, rows = tab.alignment_input(steps)
     assert [ev.step for ev in kept] == [ev.step for ev in steps][:8]
     assert rows[0] is accepted.steps[8].cross_attention  # the end row: the query after the last kept token

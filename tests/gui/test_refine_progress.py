@@ -74,7 +74,7 @@ def test_refine_failure_says_refines_own_words(qtbot, tab):
 def test_a_long_form_run_is_refined_in_its_own_windows(qtbot, tab):
     """Before: "refine works on fixed 30 s windows for now" and nothing ran."""
     _ready(qtbot, tab)
-    tab._lf_run = True  # the run is long-form (as LongFormMixin.longform_fn marks it)
+    tab.long_form.is_run = True  # the run is long-form (as LongForm.decode_fn marks it)
     refine = tab.word_timing.refine
     assert refine.refusal() == ""
     tab.model.go.set()

@@ -93,3 +93,43 @@ def test_drain_stops_at_what_was_queued(qtbot):
     assert client.events
     c.abort("decode")
     qtbot.waitUntil(lambda: client.ends == 1, timeout=5000)
+
+
+def direct_worker_starts(root) -> list[str]:
+    """'file:line' of each call of ``start_worker`` in gui/ outside the run controller (and
+    the worker module that defines it)."""
+    import ast
+    from pathlib import Path
+
+    found = []
+    for p in sorted(Path(root, "gui").rglob("*.py")):
+        if p.name in ("run_controller.py", "worker.py"):
+            continue
+        for node in ast.walk(ast.parse(p.read_text(encoding="utf-8"))):
+            f = getattr(node, "func", None)
+            if isinstance(node, ast.Call) and (getattr(f, "id", None) or getattr(f, "attr", None)) == "start_worker":
+                found.append(f"{p.relative_to(root)}:{node.lineno}")
+    return found
+
+
+def test_every_worker_of_the_tabs_starts_through_the_run_controller():
+    """One owner starts, supersedes and cancels the workers (issue 20 §3): word timing's
+    alignment and end rows, opening a file, splitting a long text go through
+    ``RunController.start`` (before: 5 direct ``start_worker`` calls in gui/tabs)."""
+    from pathlib import Path
+
+    assert direct_worker_starts(Path(__file__).resolve().parents[2]) == []
+
+
+def test_callbacks_client_gets_the_events_the_error_and_the_end(qtbot):
+    from gui.run_controller import Callbacks
+
+    c, seen = RunController(), []
+
+    def gen(cancel):
+        yield "rows"
+        raise ValueError("no attention")
+
+    c.start("end-rows", gen, Callbacks(seen.append, lambda m: seen.append(f"error: {m}"), lambda: seen.append("end")))
+    qtbot.waitUntil(lambda: "end" in seen, timeout=5000)
+    assert seen == ["rows", "error: no attention", "end"] and c.idle()

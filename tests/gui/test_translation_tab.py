@@ -52,7 +52,7 @@ def test_typing_translates_like_the_native_engine(qtbot, tab, native, tmp_path):
     assert tab.stream.token_count() == n == tab.heatmap.row_count()  # virtual start token not shown
     assert all(e.token_id != tab.model.backend.unk_token_id for e in tab.run.steps())
     source = tab.model.source_tokens(EN[0])
-    assert tab.heatmap.column_count() == len(source) and tab._source_tokens == source
+    assert tab.heatmap.column_count() == len(source) and tab.columns.tokens == source
     labels = [t for _, t in tab.heatmap.plot.getAxis("bottom")._tickLevels[0]]
     assert labels == source and source[0].startswith("▁") and source[-1] == "</s>"
     np.testing.assert_allclose(tab.heatmap.matrix().max(axis=1), 1.0, rtol=1e-5)
@@ -89,7 +89,7 @@ def test_multi_sentence_stream_and_side_by_side_columns(qtbot, tab, native, tmp_
     # the alignment head: "▁station" is attended by the token "▁estação"
     step = next(e.step for e in tab.run.steps() if e.text == "▁estação")
     cols = tab.hover_step(step)
-    assert "▁station" in [tab._source_tokens[x] for x in cols]
+    assert "▁station" in [tab.columns.tokens[x] for x in cols]
     tab.grab().save(str(tmp_path / "gui_translation_multi.png"))
     tab.hover_step(None)
     assert tab.hovered_columns() == [] and tab.hover_label.text() == ""
@@ -224,7 +224,7 @@ def test_control_characters_are_stripped_and_reported(qtbot, tab, native):
     tab.shortlist_check.setChecked(True)
     fin = _wait_decode(qtbot, tab, lambda: tab.set_text("Hello\0world"))
     assert fin.text == native.translate("Hello world").strip()  # was "O Hello'world"
-    assert "<unk>" not in tab._source_tokens
+    assert "<unk>" not in tab.columns.tokens
     assert "⚠ 1 control character (such as NUL) was replaced by a space before translating." in tab.info_label.text()
     assert tab.text_notes() == ["1 control character (such as NUL) was replaced by a space before translating."]
     _wait_decode(qtbot, tab, lambda: tab.set_text(EN[0]))
@@ -256,7 +256,7 @@ def test_hover_marks_the_right_columns_when_the_heatmap_is_windowed(qtbot):
     tab = TranslationTab()
     qtbot.addWidget(tab)
     n_sent, per = 200, 20  # 4000 source tokens
-    tab._reset_columns([f"t{i}" for i in range(n_sent * per)], [s * per for s in range(1, n_sent)])
+    tab.columns.reset([f"t{i}" for i in range(n_sent * per)], [s * per for s in range(1, n_sent)])
     steps = []
     for seg in (0, 150):
         tab.heatmap.handle(SegmentEvent(seg, f"sentence {seg + 1}", seg * per, per, total=n_sent))
