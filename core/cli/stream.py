@@ -104,9 +104,9 @@ def cmd_stream(args: argparse.Namespace) -> int:
     from core.tasks.speech import SpeechModel
 
     options = options_from_args(args)
-    if options.strategy == "speculative":
-        raise CLIError("stream decodes with greedy, sampling, beam and the other strategies; --strategy speculative "
-                       "is not supported yet: choose another")
+    if options.strategy == "speculative" and (options.draft == "branch" or options.draft.startswith("model")):
+        raise CLIError(f"stream's speculative decoding drafts with --draft ngram or early-exit:L; --draft "
+                       f"{options.draft} needs an earlier run or a second model per buffer: choose ngram")
     reference = _reference(args.reference)
     try:
         audio = load_audio(args.file)

@@ -94,3 +94,8 @@ def test_bad_files_exit_1_with_a_clear_message(capsys, tmp_path):
     assert err.startswith("decoding-explorer: error:") and "notaudio.wav" in err
     assert main(["stream", str(bad), "--reference", str(tmp_path / "nope.txt")]) == 1
     assert "--reference" in capsys.readouterr().err
+
+
+def test_a_draft_that_needs_another_run_is_refused(capsys, wav):
+    assert main(["stream", wav, "--strategy", "speculative", "--draft", "branch"]) == 1
+    assert "choose ngram" in capsys.readouterr().err
