@@ -66,6 +66,7 @@ from core.report import StepReporter, TokenRecord
 from core.scoring import Scorer
 from core.speculative.draft import Draft
 from core.speculative.rule import GammaSchedule, GreedyRule, SamplingRule, predicted_speedup, top_tokens
+from core.speculative.verify import position_rows
 from core.strategies.forced import check_forced_ids
 
 MIN_ROUNDS_TO_JUDGE = 4
@@ -191,41 +192,10 @@ class SpeculativeRun:
 
     # ------------------------------------------------------------------ the decoder calls
     def _call(self, inference: Inference, seq: list[int], fed: int, need: int) -> list[StepOutput]:
-        """Feed ``seq[fed:]`` and return one ``StepOutput`` per each of the last ``need``
-        positions of ``seq`` (its ``logits`` the next-token logits after that position, its
-        ``cross_attention`` that position's, when the backend gives it)."""
-        input_ids = torch.tensor([seq], dtype=torch.long)
+        """Feed ``seq[fed:]``; one ``StepOutput`` per each of the last ``need`` positions of ``seq``
+        (``core.speculative.verify.position_rows``)."""
         self.last_call_prefilled = len(seq) - fed > need
-        if self.all_positions:
-            try:
-                out = inference.step(input_ids, input_ids[:, fed:], all_positions=True)
-            except TypeError as exc:
-                if "all_positions" not in str(exc):
-                    raise
-                self.all_positions = False
-            else:
-                inference.advance(out, None)
-                if out.position_logits is None:
-                    raise RuntimeError(f"{self.backend.name} took all_positions=True but gave no position_logits")
-                logits = out.position_logits[:, -need:]
-                attention = getattr(out, "position_cross_attention", None)
-                rows = []
-                for j in range(need):
-                    if attention is not None:
-                        cross = attention[:, attention.shape[1] - need + j]
-                    else:
-                        cross = out.cross_attention if j == need - 1 else None
-                    rows.append(dataclasses.replace(out, logits=logits[:, j], cross_attention=cross, cache=None,
-                                                    hidden_states=None, lens_logits=None, position_logits=None))
-                return rows
-        # one position per call: the same numbers as plain decoding, no speed-up
-        first = len(seq) - need + 1
-        rows = []
-        for end in range(first, len(seq) + 1):
-            out = inference.step(input_ids[:, :end], input_ids[:, fed:end])
-            inference.advance(out, None)
-            fed = end
-            rows.append(out)
+        rows, self.all_positions = position_rows(inference, seq, fed, need, self.all_positions, self.backend.name)
         return rows
 
     # ------------------------------------------------------------------ the off switch
