@@ -183,15 +183,17 @@ class StreamDriver:
         return [Trimmed(self.start_s, removed, reason)]
 
     def _cut_too_long(self) -> list:
-        """The buffer reached ``max_buffer_s``: commit the tentative text, trim after it (or at
-        the last committed word, or keep the last step when nothing was decoded)."""
+        """The buffer reached ``max_buffer_s``: commit the tentative text and trim after the last
+        committed word, cutting at least half the buffer."""
         events: list = []
         if self.tentative:
             events += self._commit(self.tentative)
             self.tentative = ()
             events.append(Tentative((), self.received_s, self._wall()))
+        end = self.start_s + len(self.audio) / SAMPLE_RATE
         ends = [t.end_s for t in self.committed[self.in_buffer:] if t.end_s > self.start_s]
-        at = max(ends) if ends else self.start_s + len(self.audio) / SAMPLE_RATE - self.policy.step_s
+        # after the last committed word, and at least half the buffer: the next steps fit again
+        at = max(max(ends, default=self.start_s), end - self.max_buffer_s / 2)
         events += self._trim(at, "too long")
         self.in_buffer = len(self.committed)  # whatever is committed is before the buffer now
         return events

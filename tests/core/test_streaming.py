@@ -238,3 +238,25 @@ def test_live_commits_count_the_audio_that_arrived_while_decoding():
     assert first.audio_s == pytest.approx(3.0) and first.latency_s == pytest.approx(3.0 - 0.7)
     fin = driver.finish()
     assert [e for e in fin if isinstance(e, Committed)][0].audio_s == pytest.approx(2.0)  # the input had ended
+
+
+def test_a_buffer_that_reaches_the_longest_length_commits_its_tentative_text_and_is_cut():
+    """No sentence end ever committed (nothing to trim at): at max_buffer_s the tentative text is
+    committed and the buffer trimmed after it ("too long"); no audio is lost."""
+    hyps = [[("w%d" % i, min(3 * i + 2, 40)) for i in range(k + 1)] for k in range(40)]
+
+    class Fresh(Scripted):  # each decode: the next hypothesis's words after what is committed
+        def decode(self, audio, start_s, previous=(), forced=(), stop=None):
+            words = hyps[self.calls][len(previous):]
+            self.hyps, saved, self.calls = [words], self.calls, 0
+            hyp = Scripted.decode(self, audio, start_s, previous, forced, stop)
+            self.calls = saved + 1
+            return hyp
+
+    audio, pieces = chunks(12.0, 1.0, seed=3)
+    driver, events = run_all(LocalAgreement(n=5, step_s=1.0), Fresh([]), pieces, max_buffer_s=5.0)
+    trims = [e for e in events if isinstance(e, Trimmed)]
+    assert trims and {t.reason for t in trims} == {"too long"}
+    assert np.array_equal(np.concatenate([t.audio for t in trims] + [driver.audio]), audio)
+    assert all(n <= 5.0 * SR for n, *_ in driver.decoder.seen)
+    assert events[-1].text == " ".join("w%d" % i for i in range(len(events[-1].text.split())))
