@@ -127,11 +127,13 @@ class StreamDriver:
 
     def _run(self, final: bool) -> list:
         self.decoded_s = self.received_s
+        events: list = []
+        if len(self.audio) > self.max_buffer_s * SAMPLE_RATE:  # a backlog: the decoder takes at most this
+            events += self._cut_too_long(keep_s=self.max_buffer_s)
         t = self.clock()
         update: Update = self.policy.update(self.view(final), self.decoder)
         self.compute_s += self.clock() - t
         self.decodes += update.decodes
-        events: list = []
         if update.waited is not None:
             events.append(update.waited)
         self._count_revised(update)
@@ -182,9 +184,9 @@ class StreamDriver:
             self.in_buffer += 1  # committed text before the buffer: now the prompt
         return [Trimmed(self.start_s, removed, reason)]
 
-    def _cut_too_long(self) -> list:
+    def _cut_too_long(self, keep_s: float | None = None) -> list:
         """The buffer reached ``max_buffer_s``: commit the tentative text and trim after the last
-        committed word, cutting at least half the buffer."""
+        committed word, cutting at least half the buffer (``keep_s``: keeping at most this)."""
         events: list = []
         if self.tentative:
             events += self._commit(self.tentative)
@@ -193,7 +195,7 @@ class StreamDriver:
         end = self.start_s + len(self.audio) / SAMPLE_RATE
         ends = [t.end_s for t in self.committed[self.in_buffer:] if t.end_s > self.start_s]
         # after the last committed word, and at least half the buffer: the next steps fit again
-        at = max(max(ends, default=self.start_s), end - self.max_buffer_s / 2)
+        at = max(max(ends, default=self.start_s), end - (self.max_buffer_s / 2 if keep_s is None else keep_s))
         events += self._trim(at, "too long")
         self.in_buffer = len(self.committed)  # whatever is committed is before the buffer now
         return events

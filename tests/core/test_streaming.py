@@ -260,3 +260,13 @@ def test_a_buffer_that_reaches_the_longest_length_commits_its_tentative_text_and
     assert np.array_equal(np.concatenate([t.audio for t in trims] + [driver.audio]), audio)
     assert all(n <= 5.0 * SR for n, *_ in driver.decoder.seen)
     assert events[-1].text == " ".join("w%d" % i for i in range(len(events[-1].text.split())))
+
+
+def test_a_backlog_never_hands_the_decoder_more_than_the_longest_buffer():
+    audio = np.random.default_rng(4).standard_normal(9 * SR).astype(np.float32)
+    dec = Scripted([["x", "y"], ["x", "y", "z"]])
+    driver = StreamDriver(LocalAgreement(n=2, step_s=1.0), dec, max_buffer_s=5.0, max_lag_s=None)
+    events = driver.feed(audio[:3 * SR]) + driver.feed(audio[3 * SR:]) + driver.finish()
+    assert all(n <= 5 * SR for n, *_ in dec.seen), [n / SR for n, *_ in dec.seen]
+    trims = [e for e in events if isinstance(e, Trimmed)]
+    assert np.array_equal(np.concatenate([t.audio for t in trims] + [driver.audio]), audio)
