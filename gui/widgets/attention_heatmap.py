@@ -27,7 +27,7 @@ from core.events import SegmentEvent, StepEvent, load_attention
 
 from .column_axis import ColumnAxis
 from .follow import follow_run
-from .heatmap_plot import HeatmapPlot, as_3d, no_si_prefix, reduce_attention, shape_3d
+from .heatmap_plot import HeatmapPlot, RowImage, as_3d, no_si_prefix, reduce_attention, shape_3d
 from .layer_head_picker import AVERAGE, LayerHeadPicker
 from .token_text import display_text
 
@@ -68,8 +68,7 @@ class AttentionHeatmap(QWidget):
         self._view_seg: int | None = None  # windowed view: the segment drawn
         self._shown: list[int] = []  # indices (into _steps) of the rows drawn, in order
         self._col0 = 0  # input column of the image's first column
-        self._image = np.zeros((0, 0), np.float32)
-        self._buf = self._image
+        self._img = RowImage()
         self._selected: int | None = None
 
         self.picker = LayerHeadPicker()
@@ -122,8 +121,7 @@ class AttentionHeatmap(QWidget):
         """
         if not self._steps and n_columns and n_columns != self.axis.count:
             self.axis.count = 0
-            self._image = np.zeros((0, 0), np.float32)
-            self._buf = self._image
+            self._img = RowImage()
         self.axis.unit, self.axis.scale, self.axis.labels = unit, float(scale), labels
         self.plot.setLabel("bottom", unit)
         ax = self.plot.getAxis("bottom")
@@ -155,8 +153,7 @@ class AttentionHeatmap(QWidget):
         """
         self.clear()
         self.axis.count = 0
-        self._image = np.zeros((0, 0), np.float32)
-        self._buf = self._image
+        self._img = RowImage()
         self.set_columns(unit, scale, labels=labels, n_columns=n_columns)
 
     def set_waveform(self, audio: np.ndarray | None, sample_rate: int = 16000) -> None:
@@ -183,8 +180,7 @@ class AttentionHeatmap(QWidget):
         self._view_seg = None
         self._shown = []
         self._col0 = 0
-        self._image = np.zeros((0, self.axis.count), np.float32)
-        self._buf = self._image
+        self._img = RowImage(self.axis.count)
         self._selected = None
         self.highlight.hide()
         self._refresh_image()
@@ -234,15 +230,15 @@ class AttentionHeatmap(QWidget):
             if focus != self._view_seg or self._shown_columns() != shown_span:
                 self._show_segment(focus)  # draws the batch's rows of that segment too (at its full span)
                 return
-        elif self._image.shape[1] != self.axis.count:  # full view: the columns grew
-            self._resize_image_columns()
+        elif self._img.image.shape[1] != self.axis.count:  # full view: the columns grew
+            self._img.pad_columns(self.axis.count)
         first_new = len(self._steps) - len(events)
         for i in range(first_new, len(self._steps)):
             if self._view_seg is not None and self._segs[i] != self._view_seg:
                 continue
             self._row_of[self._steps[i]] = len(self._shown)
             self._shown.append(i)
-            self._append_row(self._row(i))
+            self._img.append(self._row(i))
         self._refresh_image()
         self._update_row_ticks()
 
@@ -316,7 +312,7 @@ class AttentionHeatmap(QWidget):
             if seg is not None and seg != self._view_seg:
                 self._show_segment(seg)
         r = self._row_of.get(step) if step is not None else None
-        self.canvas.outline_row(r, self._col0 * self.axis.scale, max(self._image.shape[1], 1) * self.axis.scale)
+        self.canvas.outline_row(r, self._col0 * self.axis.scale, max(self._img.image.shape[1], 1) * self.axis.scale)
 
     def row_of(self, step: int | None) -> int | None:
         """The image row of ``step`` (None if that step has no row shown)."""
@@ -329,11 +325,11 @@ class AttentionHeatmap(QWidget):
     def matrix(self) -> np.ndarray:
         """The displayed image, float32 (rows shown, columns shown), values 0..1; column j
         is input column ``column_offset() + j``."""
-        return self._image.copy()
+        return self._img.image.copy()
 
     def row_count(self) -> int:
         """Rows shown (one per token)."""
-        return self._image.shape[0]
+        return self._img.image.shape[0]
 
     def column_count(self) -> int:
         """Columns of the whole input (source positions)."""
@@ -362,8 +358,9 @@ class AttentionHeatmap(QWidget):
         self._shown = list(self._rows_of_seg.get(seg, []))
         self._row_of = {self._steps[i]: r for r, i in enumerate(self._shown)}
         width = end - self._col0
-        self._image = self._rows(self._shown) if self._shown else np.zeros((0, width), np.float32)
-        self._buf = self._image
+        self._img = RowImage(width)
+        if self._shown:
+            self._img.set(self._rows(self._shown))
         self._refresh_image()
         self._update_row_ticks()
 
@@ -391,40 +388,22 @@ class AttentionHeatmap(QWidget):
                 row[lo:hi] = vals[lo - a : hi - a]
         return row
 
-    def _append_row(self, row: np.ndarray) -> None:
-        # amortised O(1): rows live in a buffer that doubles; _image is a view of the used part
-        n = self._image.shape[0]
-        if self._buf.shape[0] <= n or self._buf.shape[1] != len(row):
-            buf = np.zeros((max(16, 2 * (n + 1)), len(row)), np.float32)
-            buf[:n] = self._image
-            self._buf = buf
-        self._buf[n] = row
-        self._image = self._buf[: n + 1]
-
     def _resize_columns(self, n: int) -> None:
         if n <= self.axis.count:
             return
         self.axis.count = n
         if self._view_seg is not None or self.windowed():
             return  # a windowed view draws its segment's own columns (append_steps switches)
-        pad = np.zeros((self._image.shape[0], n - self._image.shape[1]), np.float32)
-        self._image = np.hstack([self._image, pad])
-        self._buf = self._image
-
-    def _resize_image_columns(self) -> None:
-        pad = np.zeros((self._image.shape[0], max(0, self.axis.count - self._image.shape[1])), np.float32)
-        self._image = np.hstack([self._image, pad])
-        self._buf = self._image
+        self._img.pad_columns(n)
 
     def _recompute(self) -> None:
         if self._shown:
-            self._image = self._rows(self._shown)
-            self._buf = self._image
+            self._img.set(self._rows(self._shown))
         self._refresh_image()
 
     def _refresh_image(self) -> None:
         sel = self._row_of.get(self._selected) if self._selected is not None else None
-        self.canvas.draw(self._image, self._col0, self.axis.scale, self.axis.count, sel)
+        self.canvas.draw(self._img.image, self._col0, self.axis.scale, self.axis.count, sel)
 
     def _update_row_ticks(self) -> None:
         self.canvas.set_row_ticks(len(self._shown), lambda r: self._texts[self._shown[r]])

@@ -9,6 +9,17 @@ never reaches into another view.
 
 The view provides ``append_steps(steps)``, ``select_step(step | None)``, ``clear()`` and,
 with ``segments=True``, ``handle(segment_event)``.
+
+Beyond the steps, a view subscribes to the run's other signals in its own ``__init__``:
+``branchFinished`` (a branch's end: the token stream's final text, the beam tree's best
+path), ``marksChanged`` (the what-ifs' marks), ``beamsAdded`` / ``roundsAdded`` (once per
+frame). Marks drawn on the input's axis (timestamps, long-form windows) find their plots
+through the tab's ``gui.widgets.column_axis.ColumnAxis`` (``follow_plots``). The per-token
+``stepAdded`` is for bookkeeping that must see every branch (the branch tree's sums), never
+for drawing (``tests/gui/test_views_follow_frames.py``).
+
+A new view is then one file, and one line in the run tab that builds it with the run and
+adds it to the inspector (``gui.inspector.InspectorTabs.add_view``).
 """
 
 from __future__ import annotations

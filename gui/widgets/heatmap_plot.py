@@ -238,3 +238,32 @@ class HeatmapPlot:
             for it in (band, box):
                 self.plot.addItem(it)
                 self.marks.append(it)
+
+
+class RowImage:
+    """The heatmap's image, float32 (rows, columns) in 0..1, grown one row at a time in
+    amortised O(1): the rows live in a buffer that doubles; :attr:`image` is a view of the
+    used part."""
+
+    def __init__(self, width: int = 0) -> None:
+        self.image = np.zeros((0, width), np.float32)
+        self._buf = self.image
+
+    def set(self, image: np.ndarray) -> None:
+        """Replace the rows with ``image``."""
+        self.image = self._buf = image
+
+    def append(self, row: np.ndarray) -> None:
+        """Add ``row`` (float32 (columns,)) below the others."""
+        n = self.image.shape[0]
+        if self._buf.shape[0] <= n or self._buf.shape[1] != len(row):
+            buf = np.zeros((max(16, 2 * (n + 1)), len(row)), np.float32)
+            buf[:n] = self.image
+            self._buf = buf
+        self._buf[n] = row
+        self.image = self._buf[: n + 1]
+
+    def pad_columns(self, n: int) -> None:
+        """Add zero columns on the right up to ``n`` columns (none if it has as many)."""
+        pad = np.zeros((self.image.shape[0], max(0, n - self.image.shape[1])), np.float32)
+        self.set(np.hstack([self.image, pad]))

@@ -168,7 +168,9 @@ class TopKChart(QWidget):
         self.setMouseTracking(True)
         self._run = run
         if run is not None:  # the selected (else the newest) step of the run, once per frame
-            follow_run(run, self, segments=False)
+            follow_run(run, self, segments=False, replay=False)  # one step shown: no replay of the branch
+            run.currentBranchChanged.connect(lambda _b: self._show_current())
+            run.stepsRetracted.connect(lambda b, _s: self._show_current() if b == run.current_branch() else None)
 
     # ---------------------------------------------------------------- following the run
     def append_steps(self, steps: list[StepEvent]) -> None:
@@ -186,6 +188,13 @@ class TopKChart(QWidget):
     def clear(self) -> None:
         """Show nothing (a new run, or the input went away)."""
         self.set_step(None)
+
+    def _show_current(self) -> None:
+        """Another branch is shown, or steps were taken back: the selected step if the branch
+        has it, else its newest (O(1), no replay)."""
+        run = self._run
+        sel = run.selected()
+        self.set_step(run.step(sel if sel is not None and sel in run else run.latest()))
 
     def sizeHint(self) -> QSize:
         return QSize(420, 300)

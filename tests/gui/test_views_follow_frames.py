@@ -72,6 +72,14 @@ def test_the_top_k_chart_follows_the_run_by_itself(qtbot):
     assert chart.step() == 2  # the selection stays
     run.select(None)
     assert chart.step() == 5
+    b = run.fork(0, 3, [8], " other")  # another branch made current: its newest step
+    run.add(_step(3))
+    run.set_current(b.id)
+    assert chart.event_shown() is run.step(3) and len(run) == 4
+    run.set_current(0)
+    run.set_growing(0)
+    run.retract(segment=0, step_offset=4)  # steps taken back: the newest left
+    assert chart.step() == 3 and chart.event_shown() is run.step(3)
     run.clear()
     assert chart.step() is None
 
