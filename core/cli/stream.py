@@ -115,7 +115,8 @@ def cmd_stream(args: argparse.Namespace) -> int:
     policy = parse_policy(args.policy, step_s=args.step)
     say = lambda text: print(text, file=sys.stderr, flush=True)  # noqa: E731
     say(f"loading {args.model}")
-    model = SpeechModel.load(args.model)
+    dtype = getattr(args, "dtype", "float32")
+    model = SpeechModel.load(args.model, **({"dtype": dtype} if dtype != "float32" else {}))
     decoder = WhisperDecoder(model, options, language=args.language)
     speed = "max" if args.speed is None else f"{args.speed:g}x"
     say(f"streaming {args.file} ({len(audio) / catalog.SAMPLE_RATE:.1f} s) at {speed} with {args.policy}, "

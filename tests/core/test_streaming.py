@@ -270,3 +270,18 @@ def test_a_backlog_never_hands_the_decoder_more_than_the_longest_buffer():
     assert all(n <= 5 * SR for n, *_ in dec.seen), [n / SR for n, *_ in dec.seen]
     trims = [e for e in events if isinstance(e, Trimmed)]
     assert np.array_equal(np.concatenate([t.audio for t in trims] + [driver.audio]), audio)
+
+
+def test_play_yields_audio_as_it_arrives_and_a_busy_consumer_gets_the_backlog_at_once():
+    now = [0.0]
+    audio = np.arange(3 * SR, dtype=np.float32)
+    sizes = []
+    for i, piece in enumerate(play(audio, speed=2.0, chunk_s=0.25, clock=lambda: now[0],
+                                   sleep=lambda s: now.__setitem__(0, now[0] + s))):
+        sizes.append(len(piece) / SR)
+        if i == 1:
+            now[0] += 0.5  # busy for 0.5 s of clock = 1 s of audio at 2x
+    assert sizes[:3] == [0.25, 0.25, 1.0] and sum(sizes) == 3.0
+    assert np.array_equal(np.concatenate(list(play(audio, speed=None, chunk_s=0.3))), audio)
+    with pytest.raises(ValueError, match="speed must be > 0"):
+        next(play(audio, speed=0))
