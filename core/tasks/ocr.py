@@ -53,8 +53,9 @@ from core.inputs.images import (  # noqa: F401 - re-exported: load_image's old h
 from core.options import DecodingOptions
 from core.tasks import base as task_base
 from core.tasks import ocr_layout as layout
-from core.tasks.ocr_layout import LINE_PAD_X, MAX_LINE_ASPECT, split_long_box  # noqa: F401 - re-exported
 from core.tasks.ocr_lines import (  # noqa: F401 - re-exported
+    LINE_PAD_X,
+    MAX_LINE_ASPECT,
     PATH_DETECTED,
     PATH_DETECTED_INK,
     PATH_INK,
@@ -64,6 +65,7 @@ from core.tasks.ocr_lines import (  # noqa: F401 - re-exported
     OCRProgress,
     TextLine,
     find_lines,
+    split_long_box,
 )
 from core.tasks.ocr_readers import BUNDLED_DIR, BundledReader, LineReader, TrOCRReader  # noqa: F401
 

@@ -1,8 +1,8 @@
 """Where the text lines of an image are, and how a line's encoder columns map back to it.
 
 :func:`find_lines` is the detection pipeline (CRAFT boxes, ink the boxes missed, one-line
-images read whole, long lines cut at word gaps; ``core.tasks.ocr_layout`` holds the pixel
-rules it uses). A line reader (``core.tasks.ocr_readers``) turns each box into a
+images read whole, long lines cut at word gaps (:func:`split_long_box`);
+``core.tasks.ocr_layout`` holds the pixel rules it uses). A line reader (``core.tasks.ocr_readers``) turns each box into a
 :class:`TextLine` with its own column geometry, so the cross-attention over a line can be
 drawn over the image (:meth:`TextLine.column_x`).
 
@@ -21,7 +21,6 @@ from PIL import Image
 
 from core.tasks import ocr_layout as layout
 from core.tasks import ocr_tiles as tiles
-from core.tasks.ocr_layout import LINE_PAD_X, split_long_box
 
 #: :attr:`TextLine.path` values
 PATH_DETECTED = "detected"
@@ -262,3 +261,86 @@ def _craft_lines(gray: np.ndarray, mask: np.ndarray, detector, cancel: Callable[
         else:
             out.append((layout.with_margins((line.x0, line.y0, line.x1, line.y1), (w, h)), PATH_INK))
     return out, detect_s
+
+
+#: widest line box (width / height) the bundled reader is given in one piece: the
+#: decoder was trained on lines of at most 56 characters and stops there (measured: a
+#: 92-character line read whole ended after 56); CRAFT boxes hold ~2.8 characters per
+#: unit of width / height, so 18 keeps a piece to ~50 characters. Wider boxes are cut
+#: at word gaps by :func:`split_long_box`
+MAX_LINE_ASPECT = 18.0
+#: detected line boxes are widened on both sides by this fraction of their height: CRAFT
+#: boxes often end inside a final "." (measured: a DejaVu 22 px line ending in "." at
+#: x 924-928 got a box ending at 926, and the full stop was not read). 0.25 made
+#: english_g2's own CTC reading (the comparison column) add a "~" on wide margins.
+LINE_PAD_X = 0.15
+
+
+def split_long_box(gray: np.ndarray, box: tuple[int, int, int, int],
+                   max_aspect: float = MAX_LINE_ASPECT) -> list[tuple[int, int, int, int]]:
+    """Cut a wide line box into pieces of at most ``max_aspect`` x its height, at gaps
+    between words.
+
+    Gaps are runs of ink-free columns in the crop's column profile: a pixel is ink when it
+    differs from the crop's median grey (the background, dark or light) by more than a
+    third of the crop's contrast. The box is cut into the fewest pieces that fit, each
+    cut at a gap (at least 0.15 x the box height wide, and at least half as wide as the
+    widest gap near the cut, so a word gap rather than a letter gap) nearest the point
+    that would make the pieces equal; without a gap near that point the cut falls at the
+    largest allowed width.
+
+    Args:
+        gray: uint8 (H, W) grayscale image the box lies in.
+        box: (x0, y0, x1, y1) in pixels of ``gray`` (x1, y1 exclusive).
+        max_aspect: largest width / height of a piece (> 1).
+
+    Returns:
+        the pieces (x0, y0, x1, y1), left to right, sharing the box's y0 and y1; ``[box]``
+        when it is not wider than ``max_aspect``. Margins are kept: each piece keeps
+        half of the gap on either side of a cut.
+
+    Raises:
+        ValueError: if ``max_aspect`` <= 1 or the box is empty.
+    """
+    if max_aspect <= 1:
+        raise ValueError(f"max_aspect must be > 1, got {max_aspect}")
+    x0, y0, x1, y1 = (int(v) for v in box)
+    h, w = y1 - y0, x1 - x0
+    if h <= 0 or w <= 0:
+        raise ValueError(f"empty box {box}")
+    span = max(2, int(max_aspect * h))
+    if w <= span:
+        return [(x0, y0, x1, y1)]
+    crop = gray[y0:y1, x0:x1].astype(np.int16)
+    bg = int(np.median(crop))
+    contrast = max(int(crop.max()) - int(crop.min()), 1)
+    ink = (np.abs(crop - bg) > max(contrast // 3, 8)).any(axis=0)  # (w,) bool
+    # gaps: [start, end) runs of ink-free columns
+    free = ~ink
+    gaps: list[tuple[int, int]] = []
+    start = None
+    for i, f in enumerate(free):
+        if f and start is None:
+            start = i
+        elif not f and start is not None:
+            gaps.append((start, i))
+            start = None
+    min_gap = max(2, int(0.15 * h))
+    gaps = [(a, b) for a, b in gaps if b - a >= min_gap and a > 0 and b < w]  # inner gaps only
+    pieces: list[tuple[int, int, int, int]] = []
+    left = 0
+    while w - left > span:
+        # aim for equal pieces: the remaining width over the pieces still needed
+        target = left + (w - left) / math.ceil((w - left) / span)
+        lo, hi = max(left + span / 4, target - span / 4), min(left + span, target + span / 4)
+        inside = [(a, b) for a, b in gaps if lo <= (a + b) / 2 <= hi]
+        if inside:  # a clear word gap (at least half the widest here) nearest the target
+            widest = max(b - a for a, b in inside)
+            a, b = min((g for g in inside if g[1] - g[0] >= widest / 2), key=lambda g: abs((g[0] + g[1]) / 2 - target))
+            cut = (a + b) // 2
+        else:
+            cut = int(min(hi, left + span))
+        pieces.append((x0 + left, y0, x0 + cut, y1))
+        left = cut
+    pieces.append((x0 + left, y0, x1, y1))
+    return pieces
