@@ -55,7 +55,7 @@ from core.catalog import LANGUAGE_PROBS_KEPT, SAMPLE_RATE
 from core.events import AttemptEvent, BeamEvent, Finished, Placement, RunStats, SegmentEvent, StepEvent
 from core.options import DecodingOptions
 from core.tasks.plan import RunTotals
-from core.tasks.longform_verdicts import judge, loudest_db, no_speech_prob
+from core.tasks.longform_verdicts import fallback_options, judge, loudest_db, no_speech_prob
 from core.tasks.longform_windows import (
     INPUT_STRIDE,
     MEL_PER_S,
@@ -171,33 +171,6 @@ def split_window(tokens: Sequence[int], timestamp_begin: int, seek_frames: int, 
     if stamps and stamps[-1] != timestamp_begin:
         end = (stamps[-1] - timestamp_begin) * TIME_PRECISION
     return [{"start": time_offset, "end": time_offset + end, "tokens": tokens}], seek_frames, len(tokens)
-
-
-def fallback_options(options: DecodingOptions, temperature: float, window: int, attempt: int,
-                     prompt, failed: Sequence[int] | None):
-    """The options (and speculative decoding's draft) of one attempt at ``temperature``.
-
-    Temperature 0 keeps ``options``. Above it, attempts sample (``strategy="sample"``, the
-    seed moved per window and attempt); under speculative decoding they stay speculative with
-    sampling verification, and the failed attempt's tokens (``failed``: its ids + EOS when it
-    ended so) draft the next attempt (a ``BranchDraft``): where the new attempt repeats the old
-    one the target accepts whole stretches per call; the output is still distributed as sampling.
-
-    Returns:
-        (run options, draft for ``Engine.run`` or None).
-    """
-    if temperature == 0:
-        return options, None
-    seed = None if options.seed is None else options.seed + 1000 * window + attempt
-    if options.strategy != "speculative":
-        return replace(options, strategy="sample", temperature=temperature, seed=seed), None
-    draft = None
-    if failed:
-        from core.speculative.branch import BranchDraft
-
-        draft = BranchDraft(list(prompt.prompt_ids) + list(failed))
-    return replace(options, verification="sample", temperature=temperature, seed=seed,
-                   draft="branch" if draft is not None else options.draft), draft
 
 
 def _companions(model, options: DecodingOptions, prompt, mel, key, seek: int, n_frames: int, language: str,

@@ -1,7 +1,8 @@
 """The verdicts of a long-form run (core/tasks/longform.py): the measures of one attempt
 (gzip compression ratio, token entropy, loudest 20 ms, no-speech probability, average
 log-probability), the temperature-fallback decision on them (openai ``decode_with_fallback``,
-whisper.cpp's entropy check, our loudness rule), and the lines that tell the user about
+whisper.cpp's entropy check, our loudness rule), the next attempt's options
+(:func:`fallback_options`), and the lines that tell the user about
 windows skipped as silence or kept although the model heard no speech.
 """
 
@@ -10,6 +11,7 @@ from __future__ import annotations
 import math
 import zlib
 from collections import Counter
+from dataclasses import replace
 from typing import Sequence
 
 import numpy as np
@@ -150,3 +152,30 @@ def attempt_warning(ev: AttemptEvent, no_speech_threshold: float | None = 0.6) -
     return (f"{ev.start:.2f}–{ev.end:.2f} s: kept {ev.text!r} although the no-speech probability is "
             f"{ev.no_speech_prob:.2f} > {no_speech_threshold:g} (average log-probability {ev.avg_logprob:.2f} is not "
             "below the threshold and the audio is not quiet): the text may be invented")
+
+
+def fallback_options(options: DecodingOptions, temperature: float, window: int, attempt: int,
+                     prompt, failed: Sequence[int] | None):
+    """The options (and speculative decoding's draft) of one attempt at ``temperature``.
+
+    Temperature 0 keeps ``options``. Above it, attempts sample (``strategy="sample"``, the
+    seed moved per window and attempt); under speculative decoding they stay speculative with
+    sampling verification, and the failed attempt's tokens (``failed``: its ids + EOS when it
+    ended so) draft the next attempt (a ``BranchDraft``): where the new attempt repeats the old
+    one the target accepts whole stretches per call; the output is still distributed as sampling.
+
+    Returns:
+        (run options, draft for ``Engine.run`` or None).
+    """
+    if temperature == 0:
+        return options, None
+    seed = None if options.seed is None else options.seed + 1000 * window + attempt
+    if options.strategy != "speculative":
+        return replace(options, strategy="sample", temperature=temperature, seed=seed), None
+    draft = None
+    if failed:
+        from core.speculative.branch import BranchDraft
+
+        draft = BranchDraft(list(prompt.prompt_ids) + list(failed))
+    return replace(options, verification="sample", temperature=temperature, seed=seed,
+                   draft="branch" if draft is not None else options.draft), draft
