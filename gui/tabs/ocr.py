@@ -39,7 +39,6 @@ from core.events import Finished, SegmentEvent, StepEvent
 from core.inputs.types import ImageInput, rgb_digest
 from core.options import DecodingOptions
 
-from ..widgets.attention_heatmap import reduce_attention
 from ..widgets.image_view import qimage_from_array  # noqa: F401 - re-exported
 from ..widgets.readings_table import COL_PATH, PATH_TIPS, line_labels  # noqa: F401 - re-exported
 from .base import SAMPLES_DIR, DecodeTab, RunFn, first_file, local_files
@@ -50,7 +49,8 @@ from .image_input import (
     file_error,
     mime_content,
 )
-from .ocr_input_area import EMPTY_MESSAGE, OCRInputArea  # noqa: F401 - EMPTY_MESSAGE re-exported
+from .ocr_input_area import EMPTY_MESSAGE, OCRInputArea
+from .ocr_lines import LineViews  # noqa: F401 - EMPTY_MESSAGE re-exported
 from .ocr_run import CTCReadings, LinesDetected, Stage, read_image
 from .whatif_inputs import ImageMask
 
@@ -92,12 +92,12 @@ class OCRTab(DecodeTab):
         self.image: Any = None  # PIL.Image.Image (RGB) being read
         self.source_name = ""
         self.region: tuple[int, int, int, int] | None = None
-        self.lines: list = []  # TextLine of the current detection, reading order
+        #: the detected lines: boxes on the image, the readings table, the overlay (gui/tabs/ocr_lines.py)
+        self.line_views = LineViews(self)
         self._generation = 0  # bumps with every new image (detection cache key)
         self._pixel_hash = None  # (generation, sha256 of the RGB pixels, their shape): input_identity's
         self._lines_cache: dict[Hashable, list] = {}
         self._ctc_cache: dict[Hashable, list[str]] = {}
-        self._line_texts: list[str] = []
         #: the image loader (``core.tasks.ocr.load_image``); tests may replace it
         self.image_loader: Callable[[Any], Any] = default_loader
         self.mask = ImageMask(self)  # the what-if's blanked box (gui/tabs/whatif_inputs.py)
@@ -107,7 +107,7 @@ class OCRTab(DecodeTab):
         self.paste_action.setShortcutContext(Qt.ShortcutContext.WidgetWithChildrenShortcut)
         self.paste_action.triggered.connect(self.paste)
         self.addAction(self.paste_action)
-        self.heatmap.viewChanged.connect(self._refresh_overlay)
+        self.heatmap.viewChanged.connect(self.line_views.refresh)
         # the readings table shows the decoded text line by line: no second copy under the chips
         self.stream.set_text_visible(False)
         self._loadStage.connect(self._on_load_stage)
@@ -122,7 +122,7 @@ class OCRTab(DecodeTab):
         self.fit_button, self.zoom_in_button, self.zoom_out_button = area.fit_button, area.zoom_in_button, area.zoom_out_button
         self.pan_button, self.mask_button, self.progress_cancel = area.pan_button, area.mask_button, area.progress_cancel
         self.view, self.readings, self.input_splitter = area.view, area.readings, area.input_splitter
-        self.readings.lineClicked.connect(self._line_clicked)
+        self.readings.lineClicked.connect(self.line_views.clicked)
         return area
 
     def configure_heatmap(self) -> None:
@@ -153,7 +153,7 @@ class OCRTab(DecodeTab):
         self.region = None
         self.run.select(None)
         self.view.set_image(shown)
-        self._set_lines([])
+        self.line_views.set_lines([])
         self.stream.clear()
         self.heatmap.clear()
         self.topk.set_step(None)
@@ -263,7 +263,7 @@ class OCRTab(DecodeTab):
         lines = self._lines_cache.get(key)
         ctc = self._ctc_cache.get(key)
         # this run's views: the cached detection at once, else the boxes arrive with LinesDetected
-        self._set_lines(lines or [], ctc)
+        self.line_views.set_lines(lines or [], ctc)
         self.heatmap.reset_columns(COLUMN_AXIS, 1.0)  # columns fit this run's lines (the widget only grows them)
         self.view.clear_attention()
         if lines is not None:
@@ -295,18 +295,7 @@ class OCRTab(DecodeTab):
 
     def branch_replayed(self, branch: int) -> None:
         """The readings table, the heatmap's line separators and the overlay follow the shown branch."""
-        steps = self.run.branch_steps(branch)
-        firsts = {}
-        texts = ["" for _ in self.lines]
-        for ev in steps:
-            firsts.setdefault(ev.segment, ev.step)
-            if 0 <= ev.segment < len(texts):
-                texts[ev.segment] += ev.text
-        self.heatmap.set_row_separators([firsts[s] for s in sorted(firsts) if s > 0])
-        self._line_texts = texts
-        for i, t in enumerate(texts):
-            self.readings.set_reading(i, t)
-        self._show_attention(self.run.current())
+        self.line_views.replay(branch)
 
     def _on_event(self, ev: Any) -> None:
         if isinstance(ev, Stage):
@@ -315,7 +304,7 @@ class OCRTab(DecodeTab):
         if isinstance(ev, LinesDetected):
             self._lines_cache[ev.key] = ev.lines
             if ev.key == self._key():
-                self._set_lines(ev.lines)
+                self.line_views.set_lines(ev.lines)
                 if ev.lines:
                     self._show_stage("read", 0, len(ev.lines), f"reading line 1 of {len(ev.lines)}")
             return
@@ -328,29 +317,15 @@ class OCRTab(DecodeTab):
             n = len(self.lines)
             if n:
                 self._show_stage("read", ev.segment, n, f"reading line {ev.segment + 1} of {n}")
-            # the heatmap has a row per token so far (counted here: its view may catch up later)
-            if ev.segment > 0 and len(self.run):
-                self.heatmap.add_row_separator(len(self.run))
-            self.view.set_current_line(ev.segment)
-            if ev.segment < self.readings.rowCount():
-                self.readings.selectRow(ev.segment)
+            self.line_views.segment_started(ev)
         super()._on_event(ev)
         if isinstance(ev, StepEvent):
-            seg = ev.segment
-            if 0 <= seg < len(self._line_texts):
-                self._line_texts[seg] += ev.text
-                self.readings.set_reading(seg, self._line_texts[seg])
-            if self.run.selected() is None:
-                self._show_attention(ev.step)
+            self.line_views.step_added(ev)
         elif isinstance(ev, Finished) and not ev.cancelled:
             sel = self.run.selected()
             if sel is not None and sel not in self.run:
                 self.follow_newest()  # the selected token is not in this (shorter) run
-            parts = ev.text.split("\n")
-            if len(parts) == len(self._line_texts):  # the model's final text per line (beam search, cleanup)
-                self._line_texts = parts
-                for i, t in enumerate(parts):
-                    self.readings.set_reading(i, t)
+            self.line_views.finished(ev)
 
     # ------------------------------------------------------------ progress
     def _show_stage(self, stage: str, value: int, maximum: int, text: str) -> None:
@@ -375,22 +350,17 @@ class OCRTab(DecodeTab):
 
     def select_step(self, step: int) -> None:
         super().select_step(step)
-        self._show_attention(step)
+        self.line_views.show_attention(step)
 
     def follow_newest(self) -> None:
         super().follow_newest()
-        self._show_attention(self.run.latest())
+        self.line_views.show_attention(self.run.latest())
 
     # ------------------------------------------------------------ line views
-    def _set_lines(self, lines: list, ctc: list[str] | None = None) -> None:
-        """Show ``lines`` (boxes on the image, one table row each); texts start empty."""
-        self.lines = list(lines)
-        self._line_texts = ["" for _ in self.lines]
-        self.view.set_lines([tuple(line.box) for line in self.lines])
-        self.heatmap.set_row_separators([])
-        self.readings.set_lines(self.lines, has_ctc=self.model is None or getattr(self.model, "has_ctc", False))
-        if ctc is not None:
-            self.readings.set_ctc(ctc)
+    @property
+    def lines(self) -> list:
+        """The ``TextLine``s of the current detection, in reading order (``LineViews.lines``)."""
+        return self.line_views.lines
 
     def reading(self, row: int) -> tuple[str, str]:
         """(attention-decoder text, CTC text) of table row ``row``."""
@@ -399,27 +369,6 @@ class OCRTab(DecodeTab):
     def line_path(self, row: int) -> str:
         """The "found by" cell of table row ``row`` (``TextLine.path``)."""
         return self.readings.line_path(row)
-
-    def _line_clicked(self, row: int) -> None:
-        steps = self.run.steps_in_segment(row)
-        if steps:
-            self.select_step(steps[0])
-
-    def _show_attention(self, step: int | None) -> None:
-        """Draw token ``step``'s cross-attention (the heatmap's layer/head) over its line on the image."""
-        ev = self.run.step(step)
-        if ev is None or ev.cross_attention is None or not (0 <= ev.segment < len(self.lines)):
-            self.view.clear_attention()
-            return
-        line = self.lines[ev.segment]
-        layer, head = self.heatmap.selection()
-        vals = reduce_attention(ev.cross_attention, layer, head)
-        ranges = [line.column_x(c) for c in range(len(vals))]
-        self.view.set_attention(tuple(line.box), ranges, vals)
-        self.view.set_current_line(ev.segment)
-
-    def _refresh_overlay(self) -> None:
-        self._show_attention(self.run.current())
 
     # ------------------------------------------------------------ settings
     def save_settings(self, s: QSettings) -> None:

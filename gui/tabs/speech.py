@@ -42,7 +42,7 @@ from core.catalog import (
     FRAME_S,
     MIN_AUDIO_S,
     SAMPLE_RATE,
-    is_english_only,
+    is_english_only,  # noqa: F401 - re-exported (tests)
 )
 from core.catalog import WHISPER_BUNDLED as BUNDLED
 from core.catalog import WHISPER_DEFAULT as DEFAULT_MODEL
@@ -52,8 +52,8 @@ from core.options import DecodingOptions
 from .base import SAMPLES_DIR, DecodeTab, RunFn, first_file
 from .longform import LongForm
 from .recording import Take
-from .speech_input_area import SpeechInputArea
-from .speech_report import run_report
+from .speech_input_area import SpeechInputArea, open_error
+from .speech_report import show_run_report
 from .speech_takes import SpeechTakes
 from .whatif_inputs import SpeechMask
 
@@ -284,7 +284,7 @@ class SpeechTab(DecodeTab):
                 self.statusMessage.emit(loaded.warnings[0])
 
         self.statusMessage.emit(f"Opening {path.name}…")
-        self.controller.start("open", gen, Callbacks(done, lambda m: self.show_error(_open_error(path, m))),
+        self.controller.start("open", gen, Callbacks(done, lambda m: self.show_error(open_error(path, m))),
                               name="open-audio")
         return True
 
@@ -323,11 +323,8 @@ class SpeechTab(DecodeTab):
         self._update_lang_task_enabled()
 
     def _update_lang_task_enabled(self, name: str | None = None) -> None:
-        if self.model is not None and name is None:
-            multi = bool(getattr(self.model, "multilingual", True))
-        else:
-            multi = not is_english_only(name if name is not None else self.model_combo.currentText())
-        self.language_task.set_multilingual(multi)
+        model = self.model if name is None else None  # before a load: the name being loaded
+        self.language_task.follow_model(model, name if name is not None else self.model_combo.currentText())
 
     def language(self) -> str:
         """The chosen language ('auto' or a code; 'en' for English-only models)."""
@@ -353,16 +350,7 @@ class SpeechTab(DecodeTab):
         from core.events import Finished
 
         if isinstance(ev, Finished) and not ev.cancelled:
-            self._say_what_was_skipped(ev)
-
-    def _say_what_was_skipped(self, fin: Any) -> None:
-        """After a run: the banner shows its warnings and the status what it skipped
-        (:func:`~gui.tabs.speech_report.run_report`)."""
-        warns, status = run_report(self, fin)
-        if warns:
-            self.banner.show_message("\n".join(warns))
-        if status:
-            self.statusMessage.emit(status)
+            show_run_report(self, ev)  # the banner: its warnings; the status: what it skipped
 
     def task_input(self, purpose: str = "decode") -> SpeechInput:
         """The audio with the chosen language, task and :meth:`decode_extras`."""
@@ -408,14 +396,3 @@ class SpeechTab(DecodeTab):
         """Abort a running recording (stream aborted and closed), then stop the workers."""
         self.recording.drop()
         super().shutdown(wait_ms)
-
-
-def _open_error(path: Path, message: str) -> str:
-    """The banner text for a file that could not be opened: the loader's message (the file
-    named by its name), plus what to do unless it already says it."""
-    text = message.replace(str(path), path.name)
-    if path.name not in text:
-        text = f"Could not open {path.name}: {text}"
-    if "mp3" not in text.lower() and "open" not in text.lower():
-        text += "\nOpen a wav, flac, ogg or mp3 file with sound in it."
-    return text

@@ -17,6 +17,7 @@ it builds the rows with the tab's public pieces: ``make_file_buttons`` / ``make_
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -32,6 +33,17 @@ from .recording import WARNING_STYLE
 from .speech_language import LanguageTask
 
 NO_AUDIO = "No audio yet — record, open a file, drop one here, or press Sample."
+
+
+def open_error(path: Path, message: str) -> str:
+    """The banner text for an audio file that could not be opened: the loader's ``message``
+    (the file named by its name), plus what to do unless it already says it."""
+    text = message.replace(str(path), path.name)
+    if path.name not in text:
+        text = f"Could not open {path.name}: {text}"
+    if "mp3" not in text.lower() and "open" not in text.lower():
+        text += "\nOpen a wav, flac, ogg or mp3 file with sound in it."
+    return text
 
 
 class SpeechInputArea(QWidget):

@@ -12,6 +12,7 @@ from PySide6.QtCore import QSettings
 from PySide6.QtWidgets import QCheckBox, QComboBox
 
 from core.catalog import WHISPER_TASKS as TASKS
+from core.catalog import is_english_only
 
 #: shown before a multilingual model has loaded (then replaced by model.languages)
 COMMON_LANGUAGES = ("en", "de", "es", "fr", "it", "pt", "nl", "pl", "ru", "zh", "ja", "ko")
@@ -73,6 +74,12 @@ class LanguageTask:
         self.language_combo.setCurrentIndex(max(0, i))
         self.language_combo.blockSignals(False)
         self.candidates_edit.set_languages(langs if getattr(model, "multilingual", False) else None)
+
+    def follow_model(self, model: Any, name: str) -> None:
+        """Enable the controls for ``model`` (its ``multilingual``) or, with no model loaded
+        (None), for the model named ``name`` (English-only names: ``core.catalog.is_english_only``)."""
+        self.set_multilingual(bool(getattr(model, "multilingual", True)) if model is not None
+                              else not is_english_only(name))
 
     def set_multilingual(self, multi: bool) -> None:
         """Enable language, candidates and task for a multilingual model; for an English-only

@@ -11,6 +11,16 @@ from typing import Any
 import numpy as np
 
 
+def show_run_report(tab: Any, fin: Any) -> None:
+    """After a run of the Speech tab ``tab``: the banner shows the warnings of
+    :func:`run_report`, the status bar its status line."""
+    warns, status = run_report(tab, fin)
+    if warns:
+        tab.banner.show_message("\n".join(warns))
+    if status:
+        tab.statusMessage.emit(status)
+
+
 def run_report(tab: Any, fin: Any) -> tuple[list[str], str]:
     """(warnings, status line) of the finished run ``fin`` (a ``core.events.Finished``) of
     the Speech tab ``tab``: a long-form run's attempts, or a fixed-window run's segments.

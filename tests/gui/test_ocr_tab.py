@@ -100,7 +100,7 @@ def test_sample_lines_stream_table_and_overlay(qtbot, tab, tmp_path):
     bands = tab.view.overlay.bands()
     assert max(v for _x0, _x1, v in bands) == pytest.approx(1.0)  # normalised to its maximum
     # a table row click selects the line's first token
-    tab._line_clicked(1)
+    tab.line_views.clicked(1)
     assert tab.selected_step() == len(LINE_TEXT) and tab.topk.step() == len(LINE_TEXT)
     assert tab.errors == []
     tab.grab().save(str(tmp_path / "gui_ocr_fake_sample.png"))
