@@ -12,8 +12,12 @@ projection, whose int8 product itself takes 0.65 ms; float32: 5.8 ms; one thread
 torchao 0.18's ``Int8DynamicActivationInt8WeightConfig`` took 86 ms for the same product in
 eager mode on this CPU (its fast paths need ``torch.compile`` or a GPU), so it is not used.
 
-Activations are quantised with ``reduce_range`` (7-bit), as ``quantize_dynamic`` does on x86,
-so that CPUs without VNNI cannot saturate their 16-bit intermediate sums.
+fbgemm quantises a call's activations with one (asymmetric, 8-bit) scale for the whole input;
+CTranslate2 takes one per row (per token). With many rows (the encoder's 1500 frames) one scale
+loses the small rows, so ``Int8Linear`` first scales each row to max |x| = 1 and rescales the
+output (a linear map commutes with a per-row factor); a decoder step's single row is unchanged.
+On CPUs without VNNI activations are 7-bit (``reduce_range``, as ``quantize_dynamic`` does on
+x86) so that the kernel's 16-bit pair sums cannot saturate.
 """
 
 from __future__ import annotations
@@ -26,7 +30,28 @@ from core.dtypes import DTYPES, check_dtype
 
 __all__ = ["DTYPES", "Int8Linear", "check_dtype", "fused", "quantize_linears"]
 
-_REDUCE_RANGE = True
+
+
+def _has_vnni() -> bool:
+    """Whether this x86 CPU has VNNI (int8 dot products summed in int32 without an int16 step)."""
+    try:
+        with open("/proc/cpuinfo", encoding="ascii", errors="replace") as f:
+            for line in f:
+                if line.startswith("flags"):
+                    flags = line.split(":", 1)[1].split()
+                    return "avx512_vnni" in flags or "avx_vnni" in flags
+    except OSError:
+        pass
+    return False
+
+
+#: 7-bit activations where the kernel sums pairs of u8 x s8 products in int16 (x86 without VNNI:
+#: full-range activations could saturate, which is why ``quantize_dynamic`` reduces the range on
+#: x86); 8-bit with VNNI (base on the espeak set: WER +2.3 points with 7 bits, +1.0 with 8)
+_REDUCE_RANGE = not _has_vnni()
+#: several rows per call: each row scaled to max |x| = 1 first (see ``Int8Linear``); base on the
+#: espeak set: token agreement with float32 0.52 -> 0.94 and WER +10.5 -> +2.3 points
+_PER_ROW = True
 
 
 def _packed(weight: torch.Tensor, bias: torch.Tensor | None):
@@ -42,7 +67,8 @@ def _packed(weight: torch.Tensor, bias: torch.Tensor | None):
 
 class Int8Linear(torch.nn.Module):
     """A drop-in for ``torch.nn.Linear`` (float32 in, float32 out) with int8 weights (one scale
-    per output row) and activations quantised per call.
+    per output row) and activations quantised per call, one scale per row (see the module
+    docstring); the bias is added in float32.
 
     Args:
         weight: float (out_features, in_features).
@@ -54,7 +80,8 @@ class Int8Linear(torch.nn.Module):
     def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None = None):
         super().__init__()
         self.out_features, self.in_features = int(weight.shape[0]), int(weight.shape[1])
-        self.packed = _packed(weight, bias)
+        self.packed = _packed(weight, None)
+        self.bias = None if bias is None else bias.detach().float().clone()
 
     @classmethod
     def from_linear(cls, linear: torch.nn.Linear) -> "Int8Linear":
@@ -63,7 +90,13 @@ class Int8Linear(torch.nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """``x`` float32 (..., in_features) -> float32 (..., out_features)."""
-        return torch.ops.quantized.linear_dynamic(x.float().contiguous(), self.packed, _REDUCE_RANGE)
+        x = x.float().contiguous()
+        if _PER_ROW and x.numel() > x.shape[-1]:  # several rows: one activation scale per row
+            s = x.abs().amax(dim=-1, keepdim=True).clamp_min(1e-30)
+            out = torch.ops.quantized.linear_dynamic(x / s, self.packed, _REDUCE_RANGE) * s
+        else:
+            out = torch.ops.quantized.linear_dynamic(x, self.packed, _REDUCE_RANGE)
+        return out + self.bias if self.bias is not None else out
 
     def extra_repr(self) -> str:
         return f"in_features={self.in_features}, out_features={self.out_features}, int8 per-row weights"
