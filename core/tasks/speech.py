@@ -21,7 +21,7 @@ from typing import Callable, Iterator, Sequence
 import numpy as np
 
 from core.backends.base import DecoderPrompt
-from core.catalog import FRAME_S, MIN_AUDIO_S, NO_SPEECH_WARN, SAMPLE_RATE, WINDOW_S
+from core.catalog import FRAME_S, MIN_AUDIO_S, NO_SPEECH_WARN, SAMPLE_RATE
 from core.catalog import WHISPER_BUNDLED as BUNDLED
 from core.catalog import WHISPER_DEFAULT as DEFAULT_MODEL
 from core.catalog import WHISPER_TASKS as TASKS
@@ -230,20 +230,9 @@ class SpeechModel(SegmentedTask):
         )
 
     def check_language_task(self, language: str, task: str, candidate_languages: Sequence[str] | None = None) -> None:
-        """Raise ValueError for a language/task the model cannot do, or an unknown
-        candidate language (:meth:`candidates`)."""
-        self.candidates(candidate_languages)
-        if task not in TASKS:
-            raise ValueError(f"task must be 'transcribe' or 'translate', got {task!r}")
-        if not self.multilingual:
-            if task != "transcribe":
-                raise ValueError(f"{self.name} is English-only and cannot translate; choose model 'base' for translate")
-            if language not in ("auto", "en"):
-                raise ValueError(f"{self.name} is English-only; choose language 'en' or model 'base' for {language!r}")
-        elif language != "auto" and language not in self.languages:
-            raise ValueError(
-                f"unknown language {language!r}; use 'auto' or one of: {', '.join(self.languages[:20])}, ..."
-            )
+        """Raise ValueError for a language/task the model cannot do, or an unknown candidate
+        language (``StartOfTranscript.check``)."""
+        self.sot.check(language, task, candidate_languages)
 
     # ---------------------------------------------------------------- runs
     def plan(self, inp: SpeechInput, options: DecodingOptions, *, prefix_len: int = 0,
@@ -345,15 +334,9 @@ class SpeechModel(SegmentedTask):
         """Timestamped segments ``{"start", "end", "text"}`` (seconds in the whole audio) of a
         run decoded with ``timestamps=True``, from its StepEvents' timestamp-token pairs
         (``core.processors.whisper.timestamp_segments``); [] without timestamp tokens."""
-        from core.events import StepEvent
-        from core.processors.whisper import timestamp_segments
+        from core.tasks.speech_words import timestamp_segments_of
 
-        per_window: dict[int, list[int]] = {}
-        for ev in events:
-            if isinstance(ev, StepEvent):
-                per_window.setdefault(ev.segment, []).append(ev.token_id)
-        return timestamp_segments(sorted(per_window.items()), self._loaded.special.notimestamps + 1,
-                                  self.backend.decode, WINDOW_S)
+        return timestamp_segments_of(self, events)
 
     def companions(self, options: DecodingOptions, prompt: DecoderPrompt, encode: Callable[["SpeechModel"], object], *,
                    language: str = "en", task: str = "transcribe", timestamps: bool = False) -> dict:
@@ -390,14 +373,9 @@ class SpeechModel(SegmentedTask):
                   audio: np.ndarray | None = None):
         """The words of :meth:`words` and each window's DTW path (``core.analysis.alignment.align``:
         an ``Alignment``). Numpy only (no model call): safe off the decoding thread."""
-        from dataclasses import replace as _replace
+        from core.tasks.speech_words import alignment
 
-        from core.analysis.alignment import align
-        from core.analysis.silence import snap_words
-
-        found = align(steps, self.alignment_heads if heads is None else list(heads), self.backend.decode,
-                      eot=self._loaded.special.eot, eot_attention=end_attention, language=self.last_language)
-        return found if audio is None else _replace(found, words=snap_words(found.words, audio))
+        return alignment(self, steps, end_attention, heads, audio)
 
     def end_attention(self, audio: np.ndarray, steps: Sequence, options: DecodingOptions, **settings) -> dict:
         """Per window of a finished run, the cross-attention float32 (layers, heads, frames) of the

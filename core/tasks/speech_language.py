@@ -9,6 +9,8 @@ from typing import Sequence
 
 import numpy as np
 
+from core.catalog import WHISPER_TASKS
+
 
 class StartOfTranscript:
     """The <|startoftranscript|> step of one loaded Whisper model, cached per window.
@@ -96,3 +98,19 @@ class StartOfTranscript:
             self.cache[key] = result
         return result
 
+    def check(self, language: str, task: str, candidate_languages: Sequence[str] | None = None) -> None:
+        """Raise ValueError for a language ("auto" or a code) or task ("transcribe",
+        "translate") the model cannot do, or an unknown candidate language (:meth:`candidates`);
+        the message says what to choose instead."""
+        self.candidates(candidate_languages)
+        if task not in WHISPER_TASKS:
+            raise ValueError(f"task must be 'transcribe' or 'translate', got {task!r}")
+        if not self.multilingual:
+            if task != "transcribe":
+                raise ValueError(f"{self.name} is English-only and cannot translate; choose model 'base' for translate")
+            if language not in ("auto", "en"):
+                raise ValueError(f"{self.name} is English-only; choose language 'en' or model 'base' for {language!r}")
+        elif language != "auto" and language not in self.languages:
+            raise ValueError(
+                f"unknown language {language!r}; use 'auto' or one of: {', '.join(self.languages[:20])}, ..."
+            )

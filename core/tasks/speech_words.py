@@ -1,7 +1,8 @@
 """What a finished speech run's words need from the model: the end-of-text attention rows
-(openai/whisper ``timing.py``'s last DTW row) and the refined word boundaries
-(``core.analysis.refine``, as stable-ts ``refine()``). ``SpeechModel.end_attention`` and
-``SpeechModel.refine_words`` call these with the run's plan.
+(openai/whisper ``timing.py``'s last DTW row), the refined word boundaries
+(``core.analysis.refine``, as stable-ts ``refine()``), the DTW alignment and the timestamped
+segments. ``SpeechModel``'s word methods (``end_attention``, ``refine_words``, ``alignment``,
+``segments``) call these.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from core.catalog import SAMPLE_RATE
+from core.catalog import SAMPLE_RATE, WINDOW_S
 from core.tasks.base import Plan
 from core.tasks.speech_windows import SAMPLES_PER_FRAME, WINDOW_FRAMES, window_ranges
 
@@ -67,3 +68,33 @@ def refine_words(model, plan: Plan, audio: np.ndarray, steps: Sequence, words: S
 
     return refine_pass(words, parts, score, refine, decode=model.backend.decode, sample_rate=SAMPLE_RATE,
                        cancel=cancel, progress=progress, budget_s=budget_s, report=report)
+
+
+def timestamp_segments_of(model, events: Sequence) -> list[dict]:
+    """``SpeechModel.segments``: the timestamped segments ``{"start", "end", "text"}`` (seconds
+    in the whole audio) of a run's StepEvents, from their timestamp-token pairs
+    (``core.processors.whisper.timestamp_segments``); [] without timestamp tokens."""
+    from core.events import StepEvent
+    from core.processors.whisper import timestamp_segments
+
+    per_window: dict[int, list[int]] = {}
+    for ev in events:
+        if isinstance(ev, StepEvent):
+            per_window.setdefault(ev.segment, []).append(ev.token_id)
+    return timestamp_segments(sorted(per_window.items()), model._loaded.special.notimestamps + 1,
+                              model.backend.decode, WINDOW_S)
+
+
+def alignment(model, steps: Sequence, end_attention: dict | None, heads: Sequence | None,
+              audio: np.ndarray | None):
+    """``SpeechModel.alignment``: the words of ``steps`` and each window's DTW path
+    (``core.analysis.alignment.align``: an ``Alignment``), moved off silence when ``audio``
+    is given. Numpy only (no model call)."""
+    from dataclasses import replace
+
+    from core.analysis.alignment import align
+    from core.analysis.silence import snap_words
+
+    found = align(steps, model.alignment_heads if heads is None else list(heads), model.backend.decode,
+                  eot=model._loaded.special.eot, eot_attention=end_attention, language=model.last_language)
+    return found if audio is None else replace(found, words=snap_words(found.words, audio))
