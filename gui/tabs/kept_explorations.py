@@ -15,7 +15,7 @@ exploration… (:meth:`KeptExplorations.save`, :meth:`KeptExplorations.open`):
 - The window asks Save / Discard / Cancel on close while trees (kept ones too) or lanes are
   unsaved (:meth:`KeptExplorations.work`, ``MainWindow.confirm_explorations``).
 
-``RunTab._start_decode`` calls :meth:`~KeptExplorations.begin` before it
+``DecodeRun._start`` (gui/tabs/decode_run.py) calls :meth:`~KeptExplorations.begin` before it
 clears the tree, the run's end :meth:`~KeptExplorations.settle`;
 ``RunTab.clear_run`` (another input) and :meth:`KeptExplorations.open` call
 :meth:`~KeptExplorations.leave`.
@@ -132,7 +132,7 @@ class KeptExplorations(QObject):
         return self._keep(entry, why, same_input) if entry is not None else ""
 
     def begin(self, options: DecodingOptions) -> None:
-        """A run with ``options`` is about to replace the tree (``RunTab._start_decode``). A
+        """A run with ``options`` is about to replace the tree (``DecodeRun._start`` (gui/tabs/decode_run.py)). A
         tree with work and the same options (capture aside) on the same input waits to be
         taken back when the run ends (:meth:`settle`); with other options or
         another input it is kept for Previous exploration, and the status bar says so."""

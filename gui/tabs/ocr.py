@@ -297,7 +297,7 @@ class OCRTab(DecodeTab):
         """The readings table, the heatmap's line separators and the overlay follow the shown branch."""
         self.line_views.replay(branch)
 
-    def _on_event(self, ev: Any) -> None:
+    def take_event(self, ev: Any) -> None:
         if isinstance(ev, Stage):
             self._show_stage(ev.stage, ev.done, ev.total, ev.text)
             return
@@ -318,7 +318,7 @@ class OCRTab(DecodeTab):
             if n:
                 self._show_stage("read", ev.segment, n, f"reading line {ev.segment + 1} of {n}")
             self.line_views.segment_started(ev)
-        super()._on_event(ev)
+        super().take_event(ev)
         if isinstance(ev, StepEvent):
             self.line_views.step_added(ev)
         elif isinstance(ev, Finished) and not ev.cancelled:

@@ -35,14 +35,12 @@ samples, Open…, drops, settings).
 
 from __future__ import annotations
 
-import dataclasses
-import time
 from typing import Any
 
 from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QSplitter, QWidget
 
-from core.events import BeamEvent, Finished, RunStats, SegmentEvent, SpeculationRound, StepEvent
+from core.events import Finished, StepEvent
 from core.options import BEAM_STRATEGIES, DecodingOptions
 from core.tasks.base import Task
 
@@ -64,7 +62,7 @@ from ..widgets.step_strip import StepStrip
 from ..widgets.token_stream import TokenStreamView
 from ..widgets.topk_chart import TopKChart
 from ..widgets.whatif_view import WhatIfView
-from ..worker import WorkerHandle
+from .decode_run import DecodeRun
 from .forking import Forking
 from .kept_explorations import KeptExplorations
 from .lanes import LanesController
@@ -135,6 +133,8 @@ class RunTab(QWidget, TaskHooks):
         self.controller.add_frame_listener(self.run.flush)
         #: the running decode's tokens and start (the live statistics)
         self.live = LiveCount()
+        #: the decode: start, events, progress, cancel; the controller's client for a run
+        self.decode = DecodeRun(self)
         self._relay = ProgressRelay(self)
         self._relay.text.connect(self._on_progress)
         #: the last statistics and busy state this tab reported (the window shows them when
@@ -146,7 +146,6 @@ class RunTab(QWidget, TaskHooks):
         self.statsChanged.connect(self._remember_stats)
         self.busyChanged.connect(self._remember_busy)
         self.progressChanged.connect(self._remember_progress)
-        self._progress_due: tuple[int, int, str] | None = None  # (done, total, kind) to show at the frame
 
         self.banner = ErrorBanner()
         self.options_panel = OptionsPanel()
@@ -207,7 +206,7 @@ class RunTab(QWidget, TaskHooks):
         self.run.stepsAdded.connect(self._steps_added)
         self.run.currentBranchChanged.connect(self._current_branch_changed)
         self.run.cleared.connect(self._run_cleared)
-        self.controller.add_frame_listener(self._frame)
+        self.controller.add_frame_listener(self.decode.frame)
         self.configure_heatmap()
 
     # ------------------------------------------------------------ what the tab offers (delegated)
@@ -419,109 +418,24 @@ class RunTab(QWidget, TaskHooks):
 
     # --------------------------------------------------------------- decode
     def request_decode(self) -> None:
-        """Decode the current input with the current options (cancels a running decode first)."""
-        if self.model is None or not self.has_input():
-            return
-        if self.lanes.stop_for_decode() or self.controller.alive("decode"):
-            # one decoding thread: the run starts when the lanes (or the superseded run) stopped
-            self.controller.abort("decode")
-            self.run.drop_pending()  # the superseded run's last events never reach the views
-            self.controller.defer(self._start_decode)
-            return
-        self._start_decode()
+        """Decode the current input with the current options (cancels a running decode first;
+        ``gui.tabs.decode_run.DecodeRun.request``)."""
+        self.decode.request()
 
     def stop_decode(self) -> None:
         """Stop a running decode without a message (the input went away: nothing to show)."""
-        self.controller.defer(None)
-        self.controller.abort("decode")
+        self.decode.stop()
 
-    def _start_decode(self) -> None:
-        try:
-            options = self.options_panel.options()
-        except ValueError as exc:
-            self.show_error(f"Invalid decoding options: {exc}")
-            return
-        options = dataclasses.replace(options, capture_lens=self.lens_view.capture)  # forks inherit it
-        self.clear_error()
-        self._progress_due = None
-        self.heatmap.clear(columns=True)  # the run's events size the columns to this input
-        self.show_beam_tree(options.strategy in BEAM_STRATEGIES)
-        self.show_speculation(options.strategy == "speculative")
-        self.forking.reset()
-        self.explorations_keeper.begin(options)  # the tree is kept: taken back at the end, or for Ctrl+Z
-        self.run.clear(options)  # a new run (gui/run_state.py says why); the views follow
-        self.live.start(time.perf_counter())
-        self.inspector.set_seed(options.seed)
-        self.progress = None
-        self.busyChanged.emit(True, "Decoding…")
-        try:
-            fn = self.decode_fn(options)
-        except (ValueError, RuntimeError) as exc:
-            self.explorations_keeper.settle(None)
-            self.statusMessage.emit(self.explorations_keeper.with_note("The run could not start"))
-            self.show_error(str(exc))
-            self.busyChanged.emit(self.is_busy(), "")
-            return
-        self.controller.start("decode", fn, self, name="decode")
-
-    # the run controller's client for a run (forks and what-ifs have their own)
-    def on_event(self, ev: Any) -> None:
-        """One event of the running decode (from the controller's pump)."""
-        self._on_event(ev)
-
-    def on_error(self, message: str) -> None:
-        """The running decode failed (after the events it yielded)."""
-        self.explorations_keeper.settle(None)
-        self.statusMessage.emit(self.explorations_keeper.with_note("The run failed"))
-        self.show_error(message)
-
-    def on_end(self, _handle: WorkerHandle) -> None:
-        """The decode's worker ended (finished, failed, cancelled or superseded)."""
-        if self.baseline.wanted() and self.baseline.start():  # a short speculative run: time plain decoding
-            return
-        if not self.is_busy():
-            self.busyChanged.emit(False, "")
-
-    def _on_event(self, ev: Any) -> None:
-        """Take one event of the running decode (GUI thread). The run's state (:attr:`run`)
-        is updated at once; the views follow it at the end of the controller's pump turn,
-        once per frame. Subclasses extend it (and call it)."""
-        if isinstance(ev, StepEvent):
-            self.run.add(ev)
-            self.live.n += 1
-        elif isinstance(ev, SegmentEvent):
-            self.run.add_segment(ev)
-            if ev.warning:
-                self.banner.show_message(ev.warning)
-                self.statusMessage.emit(ev.warning)
-            if ev.total > 1:
-                self._progress_due = (ev.segment, ev.total, ev.kind)
-        elif isinstance(ev, BeamEvent):
-            self.run.add_beams(ev)
-        elif isinstance(ev, SpeculationRound):
-            self.run.add_round(ev)
-        elif isinstance(ev, Finished):
-            self.run.finish(ev)
-            self.baseline.record(self.run.branch(0).options, ev)  # a plain run's ms per token
-            self.explorations_keeper.settle(ev)  # the same tokens take the old forks back
-            self.statsChanged.emit(self._stats_dict(ev))
-            self.decodeFinished.emit(ev)
-            what = "cancelled" if ev.cancelled else f"{ev.stats.n_tokens} tokens ({ev.reason})"
-            self.statusMessage.emit(self.explorations_keeper.with_note(f"Decoded: {what}"))
+    def take_event(self, ev: Any) -> None:
+        """Take one event of the running decode into the run's state (GUI thread;
+        ``DecodeRun.take``); the views follow once per frame. Task tabs extend it (and call it)."""
+        self.decode.take(ev)
 
     # ------------------------------------------------------------ the views follow the run
     def flush_views(self) -> None:
         """Show now what the run got since the last frame (the controller does it once per
         pump turn)."""
         self.controller.frame()
-
-    def _frame(self) -> None:
-        """The end of a pump turn: the progress of a long input, once."""
-        progress, self._progress_due = self._progress_due, None
-        if progress is not None:
-            done, total, kind = progress
-            self.busyChanged.emit(True, f"Decoding {kind} {done + 1} of {total}…")
-            self.progressChanged.emit(done, total)
 
     def _steps_added(self, _branch: int, steps: list[StepEvent]) -> None:
         """The current branch's steps of one frame (the views follow the run themselves):
@@ -600,45 +514,9 @@ class RunTab(QWidget, TaskHooks):
 
         The run's state ends at once: the stream shows "(cancelled)" after the tokens that
         arrived, the status bar the statistics of those tokens, and the busy bar and Cancel
-        button go idle (events the worker still sends are dropped).
+        button go idle (events the worker still sends are dropped; ``DecodeRun.cancel``).
         """
-        if self.baseline.cancel():  # measuring plain decoding: the run shown keeps its end
-            self.busyChanged.emit(False, "")
-            self.statusMessage.emit(self.baseline.note)
-            return True
-        lanes = self.lanes.cancel()  # they keep what they got
-        was_loading, was_decoding = self.is_loading(), self.is_decoding()
-        self.controller.defer(None)
-        self.controller.abort("load")
-        self.controller.abort("decode")
-        if was_decoding:
-            self.controller.frame()  # the views show every token the run got
-            self._end_cancelled_run()
-        if was_loading:
-            self.statusMessage.emit("Model load cancelled (the files finish loading in the background and are discarded).")
-        elif was_decoding:
-            self.statusMessage.emit(self.explorations_keeper.with_note(
-                f"Cancelled after {self.live.n} token{'s' if self.live.n != 1 else ''}"))
-        self.busyChanged.emit(False, "")
-        return was_loading or was_decoding or lanes
-
-    def _end_cancelled_run(self) -> None:
-        """Show the end of a run the user cancelled: the text so far marked "(cancelled)" and
-        the statistics of the tokens that arrived."""
-        if self.whatifs.cancel():  # the run shown was not touched: it keeps its end
-            return
-        elapsed = self.live.elapsed()
-        forked = self.forking.cancel()  # a fork's branch keeps what it got
-        if not forked:
-            self.explorations_keeper.settle(None)  # a cancelled same-options run: the old tree is kept for Ctrl+Z
-        steps = self.run.steps()
-        fin = Finished(
-            text=self.cancelled_text(steps), token_ids=[ev.token_id for ev in steps],
-            stats=RunStats(decode_s=elapsed, n_tokens=len(steps)), cancelled=True, reason="cancelled",
-        )
-        if not forked:
-            self.run.finish(fin)  # the stream shows the end (a fork's branch ended in forking.cancel)
-        self.statsChanged.emit(self._stats_dict(fin))
+        return self.decode.cancel()
 
     def cancelled_text(self, steps: list[StepEvent]) -> str:
         """The text of a cancelled run's steps: their token texts joined (a tab whose token

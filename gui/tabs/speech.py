@@ -343,10 +343,10 @@ class SpeechTab(DecodeTab):
             extras = {"longform": True, **{k: v for k, v in extras.items() if k != "timestamps"}}
         return extras
 
-    def _on_event(self, ev: Any) -> None:
+    def take_event(self, ev: Any) -> None:
         if not self.long_form.on_event(ev):  # an attempt of a long-form run
             return
-        super()._on_event(ev)
+        super().take_event(ev)
         from core.events import Finished
 
         if isinstance(ev, Finished) and not ev.cancelled:

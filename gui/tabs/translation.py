@@ -303,9 +303,9 @@ class TranslationTab(DecodeTab):
         self._decode_when_analysed = False
         super().request_decode()
 
-    def _on_event(self, ev: Any) -> None:
+    def take_event(self, ev: Any) -> None:
         self.columns.step_seen(ev)  # a new model's first step sets the heatmap's default view
-        super()._on_event(ev)
+        super().take_event(ev)
 
     def cancelled_text(self, steps: list[StepEvent]) -> str:
         """A cancelled run's text: each sentence's tokens decoded by the model's tokenizer
