@@ -137,7 +137,8 @@ def add_decoding_arguments(p: argparse.ArgumentParser) -> None:
     m.add_argument("--dtype", choices=DTYPES, default="float32",
                    help="the model's compute type: float32, or int8 (Whisper only: linear layers with int8 "
                         "weights, one scale per row, activations quantised per call, as CTranslate2's int8; "
-                        "about 2-4x faster decoding on a CPU, tokens may differ slightly from float32; default float32)")
+                        "about 2x faster decoding on a CPU; tokens may differ slightly from float32; "
+                        "default float32)")
     m.add_argument("--no-kv-cache", dest="kv_cache", action="store_const", const=False, default=None,
                    help="decode without the KV cache: every step re-runs the decoder over the whole prefix "
                         "(the same tokens; each step slower than the last). Not with --strategy speculative")
