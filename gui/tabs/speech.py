@@ -186,12 +186,12 @@ class SpeechTab(DecodeTab):
 
     @property
     def mic_ok(self) -> bool:
-        """Whether recording works (the microphone bar says why not)."""
-        return self.recording.mic_ok
+        """Whether recording works (``SpeechTakes.mic_ok``)."""
+        return self.mic.mic_ok
 
     @mic_ok.setter
     def mic_ok(self, ok: bool) -> None:
-        self.recording.mic_ok = ok
+        self.mic.mic_ok = ok
 
     def mask_span_seconds(self, t0: float, t1: float) -> bool:
         """Mask ``t0``..``t1`` seconds for What if? (``SpeechMask``); False for an empty span."""
