@@ -63,12 +63,10 @@ def _speed(text: str) -> float | None:
     if text == "max":
         return None
     try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"--speed is 1 (real time), a factor like 2, or max; got {text!r}") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"--speed must be > 0 (1 = real time) or max, got {text!r}")
-    return value
+        return _positive(text)
+    except argparse.ArgumentTypeError:
+        raise argparse.ArgumentTypeError(
+            f"--speed is 1 (real time), a factor > 0 like 2, or max; got {text!r}") from None
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
