@@ -76,6 +76,7 @@ from typing import Iterable, Sequence
 from core import catalog
 from core.cli import ocr as cli_ocr
 from core.cli import stream as cli_stream
+from core.cli import replay as cli_replay
 from core.events import Event, Finished
 from core.cli import translate as cli_translate
 from core.cli.lanes import add_compare_arguments, lanes_from_args, run_compare
@@ -370,6 +371,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="force this start of the first line's reading, then continue")
     _decoding_subcommand(o, "ocr", cmd_ocr, cli_ocr.add_progress_argument)
     cli_stream.add_parser(sub)  # stream FILE: a file played as live input (core.cli.stream)
+    cli_replay.add_parser(sub, main)  # replay TRACE.json: rerun a --json trace, compare ids (core.cli.replay)
     return p
 
 
@@ -402,6 +404,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command is None:
         parser.print_help()
         return 2
+    cli_replay.note_command(argv, args)  # the trace's "rerun" block records the command line
     problem = misapplied_flag(args)
     if problem is not None:
         parser.exit(2, f"{parser.prog} {args.command}: error: {problem} (see {parser.prog} {args.command} --help)\n")

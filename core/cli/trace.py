@@ -8,8 +8,10 @@ never each other in a circle.
 
 from __future__ import annotations
 
+import hashlib
+import os
 import sys
-from typing import Iterable
+from typing import Iterable, Sequence
 
 from core.analysis.beam_tree import BeamTree
 from core.analysis.lens import lens_json
@@ -97,6 +99,7 @@ def trace(task: str, model: str, options: DecodingOptions, events: Iterable[Even
         "timing": finished.stats.to_dict(),
         "cancelled": finished.cancelled,
         "reason": finished.reason,
+        "rerun": rerun_block(task, model, options, dtype),
     }
     if len(tree):
         out["beam_tree"] = tree.to_dict()
@@ -105,6 +108,75 @@ def trace(task: str, model: str, options: DecodingOptions, events: Iterable[Even
     if speculative:
         out["speculative"] = speculative_json(finished, rounds)
     out.update(stage_reports(options, finished.token_ids, vocab_size))
+    return out
+
+
+#: the command line ``core.cli.commands.main`` was last given and its parsed arguments
+#: (``note_command``), for the trace's ``"rerun"`` block; None outside the CLI (the window)
+_COMMAND: tuple[list[str], object] | None = None
+
+#: per command, the argument that names its input file (translate TEXT has none: the text is in argv)
+INPUT_ARGUMENTS = {"transcribe": "file", "stream": "file", "ocr": "image", "translate": "input_file"}
+
+
+def note_command(argv: Sequence[str], args) -> None:
+    """Remember the command line (``argv``, without the program name) and its parsed
+    ``args`` (argparse.Namespace) of the command now running, for ``rerun_block``."""
+    global _COMMAND
+    _COMMAND = (list(argv), args)
+
+
+def file_sha256(path) -> str:
+    """The SHA-256 of a file's bytes, as 64 hex digits (read in 1 MiB chunks). OSError if unreadable."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def environment() -> dict:
+    """What the numbers of a run depend on besides its input and options: ``{"torch",
+    "transformers", "threads" (torch.get_num_threads()), "app_version"}``."""
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as dist_version
+
+    import torch
+
+    def installed(name: str) -> str | None:
+        try:
+            return dist_version(name)
+        except PackageNotFoundError:
+            return None
+
+    return {"torch": torch.__version__, "transformers": installed("transformers"),
+            "threads": torch.get_num_threads(), "app_version": installed("decoding-explorer") or "unknown"}
+
+
+def rerun_block(task: str, model: str, options: DecodingOptions, dtype: str = "float32") -> dict:
+    """The trace's ``"rerun"`` block: what ``decoding-explorer replay`` needs to rerun the run
+    and get the same ids (``core.cli.replay``)::
+
+        {"torch", "transformers", "threads", "app_version",  # environment()
+         "device": "cpu", "dtype", "seed", "task", "model",
+         "argv": [...] | null,     # the command line (without the program name); null outside the CLI
+         "cwd": "/dir" | null,     # where it ran (relative paths in argv are relative to it)
+         "input": {"path", "sha256"} | {"text_sha256"} | null}
+
+    The full decoding options are the trace's ``"options"``. ``argv`` and ``input`` come from
+    the command ``note_command`` saw, when it ran this ``task``."""
+    out = environment() | {"device": "cpu", "dtype": dtype, "seed": options.seed, "task": task, "model": model,
+                           "argv": None, "cwd": None, "input": None}
+    if _COMMAND is None or getattr(_COMMAND[1], "command", None) != task:
+        return out
+    argv, args = _COMMAND
+    out["argv"], out["cwd"] = argv, os.getcwd()
+    name = getattr(args, INPUT_ARGUMENTS.get(task, ""), None)
+    if name is not None:
+        path = os.path.abspath(name)
+        out["input"] = {"path": path, "sha256": file_sha256(path) if os.path.isfile(path) else None}
+    elif isinstance(getattr(args, "text", None), str):
+        out["input"] = {"text_sha256": hashlib.sha256(args.text.encode("utf-8")).hexdigest()}
     return out
 
 
