@@ -140,3 +140,15 @@ def test_the_console_script_hands_replay_to_the_cli(capsys, tmp_path):
     f.write_text("[]", encoding="utf-8")
     assert app_main(["replay", str(f)]) == 2  # not the window
     assert "not a decoding-explorer trace" in capsys.readouterr().err
+
+
+def test_every_cli_command_is_headless_for_the_console_script():
+    """Each subcommand of the CLI goes to the CLI from the ``decoding-explorer`` script, not to the
+    window (``stream`` opened the window when it was added without an entry in ``HEADLESS``)."""
+    import argparse
+
+    from core.cli.commands import build_parser
+    from gui.app import HEADLESS
+
+    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    assert set(sub.choices) <= set(HEADLESS), set(sub.choices) - set(HEADLESS)
