@@ -68,7 +68,8 @@ def _packed(weight: torch.Tensor, bias: torch.Tensor | None):
 class Int8Linear(torch.nn.Module):
     """A drop-in for ``torch.nn.Linear`` (float32 in, float32 out) with int8 weights (one scale
     per output row) and activations quantised per call, one scale per row (see the module
-    docstring); the bias is added in float32.
+    docstring); the bias is added in float32 (by fbgemm; on several rows it is taken out
+    before the rows are rescaled and added back).
 
     Args:
         weight: float (out_features, in_features).
@@ -80,7 +81,7 @@ class Int8Linear(torch.nn.Module):
     def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None = None):
         super().__init__()
         self.out_features, self.in_features = int(weight.shape[0]), int(weight.shape[1])
-        self.packed = _packed(weight, None)
+        self.packed = _packed(weight, bias)  # fbgemm adds the bias in float32
         self.bias = None if bias is None else bias.detach().float().clone()
 
     @classmethod
@@ -91,12 +92,11 @@ class Int8Linear(torch.nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """``x`` float32 (..., in_features) -> float32 (..., out_features)."""
         x = x.float().contiguous()
-        if _PER_ROW and x.numel() > x.shape[-1]:  # several rows: one activation scale per row
-            s = x.abs().amax(dim=-1, keepdim=True).clamp_min(1e-30)
-            out = torch.ops.quantized.linear_dynamic(x / s, self.packed, _REDUCE_RANGE) * s
-        else:
-            out = torch.ops.quantized.linear_dynamic(x, self.packed, _REDUCE_RANGE)
-        return out + self.bias if self.bias is not None else out
+        if not (_PER_ROW and x.numel() > x.shape[-1]):  # one row (a decoder step): as it is
+            return torch.ops.quantized.linear_dynamic(x, self.packed, _REDUCE_RANGE)
+        s = x.abs().amax(dim=-1, keepdim=True).clamp_min(1e-30)  # several rows: one scale per row
+        out = torch.ops.quantized.linear_dynamic(x / s, self.packed, _REDUCE_RANGE)
+        return out * s if self.bias is None else (out - self.bias) * s + self.bias
 
     def extra_repr(self) -> str:
         return f"in_features={self.in_features}, out_features={self.out_features}, int8 per-row weights"
