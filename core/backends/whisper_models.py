@@ -26,6 +26,7 @@ from core.backends.int8 import Int8Linear, check_dtype, fused, quantize_linears
 from core.backends.whisper_ct2 import (
     WHISPER_SAMPLE_RATE,
     WhisperSpecialTokens,
+    encoder_sdpa,
     load_ct2_whisper,
     whisper_generation_config,
     whisper_special_tokens,
@@ -233,6 +234,7 @@ def load_whisper_pretrained(name_or_path: str, progress: Callable[[str], None]):
             feature_extractor = WhisperFeatureExtractor(feature_size=model.config.num_mel_bins,
                                                     sampling_rate=WHISPER_SAMPLE_RATE)
     model = model.float().eval()
+    encoder_sdpa(model)
     special = complete_whisper_config(model, tokenizer)
     display = name.display.rsplit("/", 1)[-1]  # "openai/whisper-small" -> "whisper-small"
     return loaded_whisper(model, tokenizer, feature_extractor, special, display, t0)

@@ -262,12 +262,7 @@ def _decode_plainly_first(options: DecodingOptions, decode) -> None:
 
 
 def _prefix_ids(model, text: str | None) -> list[int]:
-    """The token ids ``--dtype int8`` (transcribe) runs Whisper's linear layers in int8 (``core.backends.int8``: per-row
-int8 weights, activations quantised per call, as CTranslate2's int8); the trace says ``"dtype"``
-and stderr names it. ``--no-kv-cache`` (every command) re-runs the decoder over the whole prefix
-at every step: the same ids, each step slower than the last (not with speculative decoding).
-
-``--prefix TEXT`` forces (the task model's ``prefix_ids``); CLIError
+    """The token ids ``--prefix TEXT`` forces (the task model's ``prefix_ids``); CLIError
     when the text gives none."""
     if text is None:
         return []

@@ -321,6 +321,7 @@ def test_load_whisper_from_local_directory(tiny_dir):
     w = load_whisper(str(src))
     assert w.name == src.name and not w.multilingual
     assert w.model.config._attn_implementation == "eager" and not w.model.training
+    assert {layer.self_attn.config._attn_implementation for layer in w.model.model.encoder.layers} == {"sdpa"}
     ours, reference = w.model.state_dict(), model.state_dict()
     assert set(ours) == set(reference) and all(torch.equal(ours[k], reference[k]) for k in reference)
     gen = w.model.generation_config
