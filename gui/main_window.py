@@ -197,7 +197,9 @@ class MainWindow(QMainWindow):
         if d.get("speculative"):
             notes.append(SPECULATION_TIP)
         self.stats_label.setToolTip("\n".join([self._stats_tip, *notes]))
-        self.model_label.setText(d.get("model") or "no model")
+        dtype = d.get("dtype") if d.get("model") else None
+        self.model_label.setText((d.get("model") or "no model") + (f" · {dtype}" if dtype else ""))
+        self.model_label.setToolTip(f"The loaded model and its compute type ({dtype})" if dtype else "The loaded model")
         self.device_label.setText(d.get("device") or "CPU")
 
     def _on_busy(self, tab: DecodeTab, busy: bool, message: str) -> None:

@@ -56,6 +56,8 @@ class DecodeTab(RunTab):
     and :meth:`task_input` (the input and its settings; the decode, fork, lanes and what-if
     runs and the input's identity are written here once over it), and may override :meth:`refusal`, :meth:`model_name` / :meth:`model_label` (what the
     picker shows for a model) and extend :meth:`save_settings` / :meth:`restore_settings`.
+    A tab whose models load in several compute types lists them in ``dtypes``: a dtype picker
+    (``dtype_combo``) then sits beside the model picker, and :meth:`model_dtype` is its choice.
     """
 
     #: the Open… dialog's filter name and the file endings it offers; among dropped files,
@@ -74,6 +76,11 @@ class DecodeTab(RunTab):
     #: what the encoder reads; None when the source has token ids (translation), which the
     #: encoder stages of the sampler chain need (elsewhere they are disabled, saying why)
     encoder_reads: str | None = "its input"
+    #: the compute types the model picker offers beside the model (``core.dtypes.DTYPES``);
+    #: empty: no dtype picker (the model loads in float32)
+    dtypes: tuple[str, ...] = ()
+    #: the dtype picker's tooltip
+    dtype_tooltip = ""
 
     #: the loaded task model (``core.tasks.base.Task``), None before the first load
     model: Task | None
@@ -84,6 +91,8 @@ class DecodeTab(RunTab):
 
     def __init__(self, parent: QWidget | None = None) -> None:
         self.model_combo: QComboBox | None = None
+        #: the compute type picker beside the model picker (None where ``dtypes`` is empty)
+        self.dtype_combo: QComboBox | None = None
         self.load_button: QPushButton | None = None
         self.open_button: QPushButton | None = None
         self.sample_button: QPushButton | None = None
@@ -113,6 +122,11 @@ class DecodeTab(RunTab):
         self.load_button = QPushButton("Load")
         self.load_button.setToolTip("Load the model named on the left")
         self.load_button.clicked.connect(self.load_picked_model)
+        if self.dtypes:
+            self.dtype_combo = QComboBox()
+            self.dtype_combo.addItems(list(self.dtypes))
+            self.dtype_combo.setToolTip(self.dtype_tooltip)
+            self.dtype_combo.currentTextChanged.connect(lambda _t: self.dtype_changed())
 
     def make_file_buttons(self, open_tip: str, sample_tip: str) -> None:
         """Make ``self.open_button`` (Open…: :meth:`open_input`) and ``self.sample_button``
@@ -133,6 +147,20 @@ class DecodeTab(RunTab):
     def model_label(self, name: str) -> str:
         """What the picker shows for model ``name``."""
         return name
+
+    def model_dtype(self) -> str:
+        """The compute type picked for the model ("float32" where the tab has no dtype picker)."""
+        return self.dtype_combo.currentText() if self.dtype_combo is not None else "float32"
+
+    def dtype_changed(self) -> None:
+        """The user picked another dtype: reload the model named in the picker with it (nothing
+        while the box is empty, or when the loaded model already has that name and dtype)."""
+        name = self.model_name(self.model_combo.currentText()) if self.model_combo is not None else ""
+        model = self.model
+        if not name or (model is not None and getattr(model, "dtype", "float32") == self.model_dtype()
+                        and self.model_label(getattr(model, "name", "")) == self.model_label(name)):
+            return
+        self.load_model(name)
 
     def load_picked_model(self) -> None:
         """Load the model named in the picker."""
@@ -303,6 +331,8 @@ class DecodeTab(RunTab):
             s.setValue(f"{key}/{name}", splitter.saveState())
         if self.model_combo is not None:
             s.setValue(f"{key}/model", self.model_name(self.model_combo.currentText()))
+        if self.dtype_combo is not None:
+            s.setValue(f"{key}/dtype", self.model_dtype())
 
     def restore_settings(self, s: QSettings) -> None:
         """Restore what :meth:`save_settings` stored; bad or old values are ignored, and so are
@@ -332,6 +362,11 @@ class DecodeTab(RunTab):
         model = s.value(f"{key}/model")
         if model and self.model_combo is not None:
             self.model_combo.setCurrentText(self.model_label(str(model)))
+        dtype = s.value(f"{key}/dtype")
+        if self.dtype_combo is not None and str(dtype) in self.dtypes:
+            self.dtype_combo.blockSignals(True)  # restored, not picked: the first load takes it
+            self.dtype_combo.setCurrentText(str(dtype))
+            self.dtype_combo.blockSignals(False)
 
 
 def splitter_state_sizes(state: Any) -> list[int] | None:

@@ -37,13 +37,15 @@ class LiveCount:
 
 def stats_dict(model: Any, fin: Finished | None, live: LiveCount, rtf_applies: Callable[[], bool]) -> dict:
     """The statistics for the status bar: ``fin``'s (a finished run), or live ones (``fin``
-    None: ms per token and tokens per second of ``live`` so far). Keys ``model``, ``device``,
+    None: ms per token and tokens per second of ``live`` so far). Keys ``model``, ``dtype`` (the
+    model's compute type, "float32" or "int8", None for a model without one), ``device``,
     ``live``, ``encode_ms``, ``ms_per_token``, ``tokens_per_s``, ``rtf`` (None unless
     ``rtf_applies()``, asked of a finished run only), ``n_tokens`` and, of a finished run,
     ``encoder_cached`` and ``speculative`` (``SpeculationSummary.to_dict()`` of a speculative
     run, else None)."""
     d: dict[str, Any] = {
         "model": getattr(model, "name", None) if model is not None else None,
+        "dtype": getattr(model, "dtype", None) if model is not None else None,
         "device": str(getattr(model, "device", "cpu")).upper(),
         "live": fin is None,
         "encode_ms": None,

@@ -110,6 +110,7 @@ class SpeechInputArea(QWidget):
         row.addSpacing(8)
         row.addWidget(QLabel("model"))
         row.addWidget(tab.model_combo, 1)
+        row.addWidget(tab.dtype_combo)  # float32 / int8 (core.dtypes.DTYPES)
         row.addWidget(tab.load_button)
         return row
 
