@@ -16,6 +16,7 @@ from typing import Callable, Iterable
 from PySide6.QtCore import QSignalBlocker, Qt
 from PySide6.QtWidgets import (
     QButtonGroup,
+    QCheckBox,
     QComboBox,
     QGridLayout,
     QLabel,
@@ -31,6 +32,8 @@ from .option_controls import Section, SliderSpin
 from .option_specs import (
     AMATEUR_CHOICES,
     BEAM_SPECS,
+    CHECK_HELP,
+    CHECK_SPECS,
     CONSTRAINT_SPECS,
     CONTRASTIVE_SPECS,
     DRAFT_CHOICES,
@@ -62,7 +65,8 @@ class OptionSections:
             label_text: field -> the label's plain text; field_section: field -> section name.
         strategy_group / strategy_buttons: the strategy radio buttons (id = index in
             ``STRATEGIES``); seed_spin; chain: the SamplerChain; contrastive_top_k: the
-            mirror of top-k shown under contrastive search; choices: "draft" (an editable
+            mirror of top-k shown under contrastive search; checks: "kv_cache" -> its
+            QCheckBox (on/off switches that are no stage); choices: "draft" (an editable
             combo box) and "verification" -> QComboBox (speculative decoding); strategy_rows:
             strategy -> widgets shown only for it.
     """
@@ -73,6 +77,7 @@ class OptionSections:
         self.controls: dict[str, SliderSpin] = {}
         self.text_controls: dict[str, QLineEdit] = {}
         self.choices: dict[str, QComboBox] = {}
+        self.checks: dict[str, QCheckBox] = {}
         self.labels: dict[str, QLabel] = {}
         self.label_text: dict[str, str] = {}
         self.field_section: dict[str, str] = {}
@@ -141,6 +146,13 @@ class OptionSections:
         self.labels["seed"].setBuddy(self.seed_spin)
         sec.grid.addWidget(self.labels["seed"], row, 0)
         sec.grid.addWidget(self.seed_spin, row, 1, Qt.AlignmentFlag.AlignLeft)
+        for field, text in CHECK_SPECS:  # the KV cache switch (DecodingOptions.kv_cache)
+            box = QCheckBox(text)
+            box.setToolTip(CHECK_HELP[field])
+            box.toggled.connect(self._on_change)
+            sec.grid.addWidget(box, sec.grid.rowCount(), 1, Qt.AlignmentFlag.AlignLeft)
+            self.checks[field] = box
+            self.field_section[field] = sec.title
         #: rows shown only for their strategy
         self.strategy_rows: dict[str, list[QWidget]] = {"mirostat": [], "contrastive": [], "speculative": []}
         for spec in MIROSTAT_SPECS:
@@ -196,6 +208,10 @@ class OptionSections:
             ctl = self._add_slider(sec, spec)
             self.strategy_rows["speculative"] += [ctl, self.labels[spec[0]]]
         self._add_choice(sec, "verification", "verification", VERIFICATION_CHOICES, editable=False)
+
+    def check_text(self, field: str) -> str:
+        """The plain text of the check box of ``field`` ("KV cache")."""
+        return dict(CHECK_SPECS)[field]
 
     def choice_value(self, field: str) -> str:
         """The value a choice box shows: the draft's text, the verification's data."""
@@ -295,7 +311,8 @@ class OptionSections:
             "speculative": (f"{getattr(o, 'draft', '')}, γ {getattr(o, 'draft_tokens', 0) or 'auto'}, "
                             f"{getattr(o, 'verification', 'greedy')} verification"),
         }.get(o.strategy)
-        s["Strategy"].summary.setText(f"{strat}{', ' + extra if extra else ''}, max {o.max_new_tokens} tokens")
+        s["Strategy"].summary.setText(f"{strat}{', ' + extra if extra else ''}, max {o.max_new_tokens} tokens"
+                                      + ("" if getattr(o, "kv_cache", True) else ", no KV cache"))
         if getattr(o, "chain_strategy", o.strategy) in SAMPLING_STRATEGIES:
             active = self._active(o, [st for st in o.sampler_order if st in WARPER_STAGES])
             s["Filters"].summary.setText(" → ".join(active) if active else "no filter on")

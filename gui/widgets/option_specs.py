@@ -73,6 +73,16 @@ FIELD_HELP = {
     "whose draft was all accepted, −1 after a rejection (transformers' \"heuristic\" schedule); N = always N.",
     **{f.name: f.help for _, f in stage_fields() if f.control is not None or f.text_control},
 }
+#: the help of the check boxes (non-stage switches of the engine; tooltips)
+CHECK_HELP = {
+    "kv_cache": "KV cache: keep each decoder layer's keys and values between steps, so a step runs the decoder on "
+    "the new token only (transformers use_cache=True). Off (--no-kv-cache): every step re-runs the decoder over the "
+    "whole prefix, as a decoder without a cache does — the same ids, but step t costs about t cached steps "
+    "(quadratic in total); switch it off to see what the cache saves (the step strip's ms per step). "
+    "Refused with the strategy speculative: it cuts the rejected draft tokens out of the cache.",
+}
+#: the check boxes of the Strategy section: (field, text)
+CHECK_SPECS = [("kv_cache", "KV cache")]
 #: the help of the choice boxes (speculative decoding's draft and verification; tooltips)
 CHOICE_HELP = {
     "draft": "Speculative decoding: what drafts the tokens the model verifies — ngram (copy the continuation of the "

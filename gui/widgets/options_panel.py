@@ -111,6 +111,7 @@ class OptionsPanel(QWidget):
         self.strategy_group, self.strategy_buttons, self.seed_spin = s.strategy_group, s.strategy_buttons, s.seed_spin
         self.chain, self.contrastive_top_k = s.chain, s.contrastive_top_k
         self.choices = s.choices  # speculative decoding's draft and verification boxes
+        self.checks = s.checks  # the KV cache switch
         for sec in self.sections.values():
             col.addWidget(sec)
         col.addStretch(1)
@@ -163,7 +164,7 @@ class OptionsPanel(QWidget):
         self._base = options
         self._last_valid = options
         widgets = [*self.controls.values(), self.contrastive_top_k, self.seed_spin, self.strategy_group,
-                   *self.text_controls.values(), *self.choices.values()]
+                   *self.text_controls.values(), *self.choices.values(), *self.checks.values()]
         blockers = [QSignalBlocker(w) for w in widgets]
         try:
             self.strategy_buttons[options.strategy].setChecked(True)
@@ -175,6 +176,8 @@ class OptionsPanel(QWidget):
             self.text_controls["logit_bias"].setText(format_logit_bias(options.logit_bias))
             for field in self.choices:
                 self._s.set_choice(field, getattr(options, field))
+            for field, box in self.checks.items():
+                box.setChecked(bool(getattr(options, field)))
             self.chain.set_chain(options.sampler_order, options.disabled_stages)
         finally:
             del blockers
@@ -300,6 +303,8 @@ class OptionsPanel(QWidget):
         values["logit_bias"] = parse_logit_bias(self.text_controls["logit_bias"].text())
         for field in self.choices:
             values[field] = self._s.choice_value(field)
+        for field, box in self.checks.items():
+            values[field] = box.isChecked()
         strategy = values["strategy"]
         chain_strategy = self._s.choice_value("verification") if strategy == "speculative" else strategy
         if self._s.reason_unused("contrastive_amateur", strategy, chain_strategy) is not None:
@@ -387,6 +392,13 @@ class OptionsPanel(QWidget):
                 was = getattr(ref, field)
                 shown = format_logit_bias(was) if field == "logit_bias" else (", ".join(was) if field == "bad_words" else was)
                 lab.setToolTip(f"{lab.toolTip()}\n\nChanged: the preset '{self._row.preset.name}' has {shown!r}")
+        for field, box in self.checks.items():  # marked like the labels: bold with a dot when changed
+            marked = field in self._changed
+            box.setText(self._s.check_text(field) + (" •" if marked else ""))
+            font = box.font()
+            if font.bold() != marked:
+                font.setBold(marked)
+                box.setFont(font)
         changed_stages = {FIELD_STAGE[f] for f in self._changed if f in FIELD_STAGE}
         changed_stages |= set(current.disabled_stages) ^ set(ref.disabled_stages)
         self.chain.update_view(current, changed_stages)
