@@ -173,11 +173,13 @@ class Engine:
             if cancel is not None and cancel():
                 cancelled = True
                 break
+            step_started = time.perf_counter()
             out = inference.step(input_ids, new_ids)
+            step_ms = 1000.0 * (time.perf_counter() - step_started)  # StepEvent.time_ms: the decoder call
             scores, current = scorer.score(input_ids, out)
             update = strategy.update(input_ids, scores, current.probs, current.raw_probs,
                                      hidden_states=out.hidden_states)
-            yield from events.step(t, update, current)
+            yield from events.step(t, update, current, step_ms)
             if update.done:
                 break
             inference.advance(out, update.beam_idx)

@@ -293,14 +293,15 @@ class StepReporter:
         raw_sel = raw[index].tolist()
         return tuple(reports), tuple(TokenProb(i, self.token_text(i), p) for i, p in zip(ids, raw_sel))
 
-    def step_event(self, record: TokenRecord, report: RowReport) -> StepEvent:
-        """The StepEvent of one emitted token (its row's ``ROW_FIELDS`` as they are)."""
+    def step_event(self, record: TokenRecord, report: RowReport, time_ms: float = 0.0) -> StepEvent:
+        """The StepEvent of one emitted token (its row's ``ROW_FIELDS`` as they are);
+        ``time_ms``: the decoder time of its step (``StepEvent.time_ms``)."""
         token_id, raw_prob = int(record.token_id), float(record.raw_prob)
         return StepEvent(
             step=self.step_offset + record.step, token_id=token_id, text=self.token_text(token_id),
             prob=float(record.prob), raw_prob=raw_prob, rank=report.rank(raw_prob), mu=record.mu,
             forced=record.forced, cross_attention=report.attention, lens=report.lens(token_id),
-            segment=self.segment, source_offset=self.source_offset,
+            segment=self.segment, source_offset=self.source_offset, time_ms=float(time_ms),
             **{name: getattr(report, name) for name in ROW_FIELDS},
         )
 
@@ -369,19 +370,21 @@ class RunEvents:
         self._previous: StepTensors | None = None  # contrastive search reports a token one step late
         self._rows: list[list[RowReport]] = []  # per beam step and row, for the late StepEvents
         self._rows_from = 0  # the step of _rows[0] (forced steps come first)
+        self._times: list[float] = []  # per beam step, its decoder ms (parallel to _rows)
+        self._previous_ms = 0.0  # the previous step's decoder ms (contrastive search)
 
     def _first_token(self) -> None:
         self.first_token_s = self.first_token_s or time.perf_counter() - self.requested
 
-    def step(self, t: int, update, current: StepTensors) -> Iterator[StepEvent | BeamEvent]:
-        """The events of step ``t``, given the strategy's ``core.strategies.Update`` and the
-        step's distributions."""
+    def step(self, t: int, update, current: StepTensors, time_ms: float = 0.0) -> Iterator[StepEvent | BeamEvent]:
+        """The events of step ``t``, given the strategy's ``core.strategies.Update``, the
+        step's distributions and the wall time of its decoder call (``time_ms``, ms)."""
         report = self.reporter
         if update.emitted is not None:  # greedy / sampling / contrastive: the token is final now
             emitted = update.emitted
-            source = current if emitted.step == t else self._previous
+            source, ms = (current, time_ms) if emitted.step == t else (self._previous, self._previous_ms)
             self._first_token()
-            yield report.step_event(emitted, report.row_report(source, emitted.row, (emitted.token_id,)))
+            yield report.step_event(emitted, report.row_report(source, emitted.row, (emitted.token_id,)), ms)
         if update.beams is not None:  # beam search: which beam wins is known at the end
             self._rows_from = self._rows_from if self._rows else t
             # the lens of a row keeps the tokens its candidates chose (one of them may be the output's)
@@ -389,12 +392,14 @@ class RunEvents:
             for node in (update.nodes or ()) if current.lens_logp is not None else ():
                 chosen.setdefault(node.row, []).append(node.token)
             self._rows.append([report.row_report(current, r, chosen.get(r, ())) for r in range(current.probs.shape[0])])
+            self._times.append(time_ms)
             yield report.beam_event(t, *update.beams, nodes=update.nodes, rows=self._rows[-1], best=update.best_node)
-        self._previous = current
+        self._previous, self._previous_ms = current, time_ms
 
     def finish(self, result) -> Iterator[StepEvent]:
         """The StepEvents of ``result.records`` (a ``core.strategies.Result``): the tokens not
         reported yet (beam search's best hypothesis)."""
         for rec in result.records:
             self._first_token()
-            yield self.reporter.step_event(rec, self._rows[rec.step - self._rows_from][rec.row])
+            i = rec.step - self._rows_from
+            yield self.reporter.step_event(rec, self._rows[i][rec.row], self._times[i])

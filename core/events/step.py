@@ -230,6 +230,10 @@ class StepEvent(_SpillsAttention):
             plain run. Its probabilities are the target's, as in plain decoding.
         spec_round: the speculation round (``SpeculationRound.round``) that emitted it; -1
             outside speculative decoding.
+        time_ms: wall time (ms, ``time.perf_counter``) of the decoder call that produced the
+            step's distribution (``Inference.step``: one new token with the KV cache, the
+            whole prefix without it); 0.0 where unmeasured (speculative rounds, fakes, old
+            explorations). Not compared: identical runs differ in it.
     """
 
     step: int
@@ -253,6 +257,7 @@ class StepEvent(_SpillsAttention):
     lens: list[LensEntry] = field(default_factory=list)
     speculation: str = ""
     spec_round: int = -1
+    time_ms: float = field(default=0.0, compare=False)
 
     @property
     def drafted(self) -> bool:

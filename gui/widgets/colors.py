@@ -44,6 +44,7 @@ SERIES_COLORS = {
     "varentropy": "#E69F00",  # orange
     "kept": "#009E73",  # bluish green
     "mu": "#CC79A7",  # reddish purple
+    "ms": "#999999",  # grey: the decoder's ms per step (StepEvent.time_ms)
 }
 #: the sampled-picks outline over the top-k bars (Okabe & Ito vermillion)
 SAMPLE_COLOR = "#D55E00"

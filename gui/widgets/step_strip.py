@@ -1,6 +1,7 @@
 """A thin strip above the token stream: per step, the raw distribution's entropy and
-varentropy (as entropix plots them), the tokens the sampler chain kept and, for mirostat,
-its target surprise μ. The selected step is marked; clicking selects a step.
+varentropy (as entropix plots them), the tokens the sampler chain kept, for mirostat
+its target surprise μ, and the decoder's ms per step (``StepEvent.time_ms``: it grows with
+the step when the KV cache is off; hidden where the steps carry no time). The selected step is marked; clicking selects a step.
 
 One long-lived pyqtgraph curve per series, x = step; the tab appends a frame's batch of
 steps at once (``append_steps``), which grows numpy buffers; the curves get the buffers
@@ -31,8 +32,8 @@ from .follow import follow_run
 STRIP_HEIGHT = 64
 #: while a run streams steps, the curves are redrawn at most this often (ms)
 REFRESH_MS = 100
-SERIES = ("entropy", "varentropy", "kept", "mu")
-_NAMES = {"entropy": "entropy", "varentropy": "varentropy", "kept": "kept", "mu": "μ"}
+SERIES = ("entropy", "varentropy", "kept", "mu", "ms")
+_NAMES = {"entropy": "entropy", "varentropy": "varentropy", "kept": "kept", "mu": "μ", "ms": "decoder"}
 
 
 class StepStrip(QWidget):
@@ -82,8 +83,9 @@ class StepStrip(QWidget):
         self.plot.setToolTip(
             "Per step: entropy (nats) and varentropy (nats², the variance of the surprise) of the raw "
             "distribution, as entropix plots them; the tokens kept after the sampler chain (log scale); "
-            "mirostat's target surprise μ (bits). Each curve is scaled to its own maximum over the run. "
-            "Click to select a step."
+            "mirostat's target surprise μ (bits); the decoder's ms per step (grey: the wall time of the step's "
+            "decoder call; with the KV cache off it grows with the step, as every step re-runs the whole prefix). "
+            "Each curve is scaled to its own maximum over the run. Click to select a step."
         )
         self.plot.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Maximum)
 
@@ -147,6 +149,8 @@ class StepStrip(QWidget):
             self._values["varentropy"][i] = ev.raw_varentropy
             self._values["kept"][i] = ev.kept if ev.kept > 0 else np.nan
             self._values["mu"][i] = np.nan if ev.mu is None else ev.mu
+            ms = getattr(ev, "time_ms", 0.0)
+            self._values["ms"][i] = ms if ms > 0 else np.nan  # 0: not measured
         self._dirty = True
         if self.isVisible() and not self._timer.isActive():
             self._timer.start()
@@ -175,7 +179,7 @@ class StepStrip(QWidget):
         return int(round(self.marker.value())) if self.marker.isVisible() else None
 
     def series(self, name: str) -> tuple[np.ndarray, np.ndarray]:
-        """(steps, values) of series ``name`` ("entropy", "varentropy", "kept", "mu") in its own
+        """(steps, values) of series ``name`` ("entropy", "varentropy", "kept", "mu", "ms") in its own
         unit (NaN where a step has no value)."""
         return self._steps[: self._n].copy(), self._values[name][: self._n].copy()
 
@@ -230,19 +234,19 @@ class StepStrip(QWidget):
             step = int(self._steps[self._n - 1])
         i = self._index.get(step) if step is not None else None
         rows = [f"<b>step {step}</b>" if i is not None else "<b>per step</b>"]
-        units = {"entropy": " nats", "varentropy": " nats²", "kept": "", "mu": " bits"}
+        units = {"entropy": " nats", "varentropy": " nats²", "kept": "", "mu": " bits", "ms": " ms"}
         for name in SERIES:
             vals = self._values[name][: self._n]
-            if name in ("kept", "mu") and not np.isfinite(vals).any():
-                continue  # no chain ran / not mirostat
+            if name in ("kept", "mu", "ms") and not np.isfinite(vals).any():
+                continue  # no chain ran / not mirostat / no step times
             value = "–"
             if i is not None and np.isfinite(self._values[name][i]):
                 v = self._values[name][i]
-                value = f"{int(v)}" if name == "kept" else f"{v:.2f}"
+                value = f"{int(v)}" if name == "kept" else (f"{v:.1f}" if name == "ms" else f"{v:.2f}")
             rows.append(
                 f"<span style='color:{SERIES_COLORS[name]}'>━</span> {html.escape(_NAMES[name])} {value}{units[name]}"
             )
-        # two columns keep the strip thin: step, entropy, varentropy | kept, μ
+        # two columns keep the strip thin: step, entropy, varentropy | kept, μ, decoder ms
         left, right = rows[:3], rows[3:]
         cells = "".join(
             f"<tr><td>{a}</td><td style='padding-left:8px'>{b}</td></tr>"

@@ -87,3 +87,37 @@ def test_speculative_with_the_cache_off_shows_validates_message(qtbot, panel):
     panel.checks["kv_cache"].click()  # back on: valid again
     qtbot.waitUntil(lambda: not panel.error_label.isVisible(), timeout=2000)
     assert emitted and emitted[-1].kv_cache is True and emitted[-1].strategy == "speculative"
+
+
+# ------------------------------------------------------------------ ms per step in the strip
+def _ev(step, time_ms):
+    from core.events import StepEvent
+
+    return StepEvent(step, 1, "a", 0.5, 0.5, [], [], 0.1, raw_entropy=0.2, time_ms=time_ms)
+
+
+def test_step_strip_draws_the_decoder_time_per_step(qtbot):
+    from gui.widgets.step_strip import StepStrip
+
+    strip = StepStrip()
+    qtbot.addWidget(strip)
+    strip.resize(600, 64)
+    strip.show()
+    strip.append_steps([_ev(i, 10.0 * (i + 1)) for i in range(5)])
+    steps, ms = strip.series("ms")
+    assert list(steps) == [0, 1, 2, 3, 4] and list(ms) == [10.0, 20.0, 30.0, 40.0, 50.0]
+    assert strip.curve_points("ms") == 5 and strip.curves["ms"].isVisible()
+    strip.select_step(2)
+    assert "30.0 ms" in strip.legend_text()
+    assert "ms per step" in strip.plot.toolTip() and "KV cache" in strip.plot.toolTip()
+
+
+def test_step_strip_hides_the_time_curve_for_events_without_one(qtbot):
+    from gui.widgets.step_strip import StepStrip
+
+    strip = StepStrip()
+    qtbot.addWidget(strip)
+    strip.show()
+    strip.append_steps([_ev(i, 0.0) for i in range(3)])  # a fake model's or an old exploration's steps
+    strip.flush()
+    assert not strip.curves["ms"].isVisible() and " ms" not in strip.legend_text()
