@@ -28,6 +28,16 @@ MIN_SPAN_S = 0.02
 MASK_BRUSH = (213, 94, 0, 60)  # Okabe & Ito vermillion, translucent
 
 
+def mask_toggle(tooltip: str, toggled: Any) -> QToolButton:
+    """A checkable "Mask" tool button with ``tooltip``; ``toggled(bool)`` is called on each change."""
+    button = QToolButton()
+    button.setText("Mask")
+    button.setCheckable(True)
+    button.setToolTip(tooltip)
+    button.toggled.connect(toggled)
+    return button
+
+
 class SpeechMask:
     """Silence a span of the waveform (see the module docstring). The tab gives ``audio``,
     ``has_input``, ``set_mask``, ``whatif_mask`` and ``statusMessage``; :meth:`install_span_mask`
@@ -40,12 +50,9 @@ class SpeechMask:
 
     def make_mask_button(self) -> QToolButton:
         """The Mask toggle for the files row."""
-        self.mask_button = QToolButton()
-        self.mask_button.setText("Mask")
-        self.mask_button.setCheckable(True)
-        self.mask_button.setToolTip("On: drag across the waveform to select a span to silence, then press What if? "
-                                    "(the What if tab below). Off: a drag pans the waveform.")
-        self.mask_button.toggled.connect(self._mask_mode)
+        self.mask_button = mask_toggle(
+            "On: drag across the waveform to select a span to silence, then press What if? "
+            "(the What if tab below). Off: a drag pans the waveform.", self._mask_mode)
         return self.mask_button
 
     def install_span_mask(self, wave: Any, wave_box: Any) -> None:
@@ -114,12 +121,9 @@ class ImageMask:
 
     def make_mask_button(self) -> QToolButton:
         """The Mask toggle for the buttons row (beside Pan)."""
-        self.mask_button = QToolButton()
-        self.mask_button.setText("Mask")
-        self.mask_button.setCheckable(True)
-        self.mask_button.setToolTip("On: a box dragged on the image is blanked by What if? (the What if tab below). "
-                                    "Off: a dragged box is the region to read.")
-        self.mask_button.toggled.connect(self._mask_mode)
+        self.mask_button = mask_toggle(
+            "On: a box dragged on the image is blanked by What if? (the What if tab below). "
+            "Off: a dragged box is the region to read.", self._mask_mode)
         return self.mask_button
 
     def _mask_mode(self, on: bool) -> None:
