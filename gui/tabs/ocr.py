@@ -154,9 +154,7 @@ class OCRTab(DecodeTab):
         self.run.select(None)
         self.view.set_image(shown)
         self.line_views.set_lines([])
-        self.stream.clear()
-        self.heatmap.clear()
-        self.topk.set_step(None)
+        self.clear_run()  # the run's one clear path: the views follow the run's cleared signal
         w, h = shown.width(), shown.height()
         from core.inputs.images import size_note
 
