@@ -177,7 +177,7 @@ class LanesController(QObject):
 
     def _step_clicked(self, lane: int, ev) -> None:
         """A lane's token clicked: its distribution in the top-k chart."""
-        self.tab.topk.set_step(ev)
+        self.tab.show_step_event(ev)  # the run tab's public way; the chart is its view
         self.tab.statusMessage.emit(f"Lane {lane + 1} ({self.state.lanes[lane].spec}), step {ev.step}: {ev.text!r}")
 
     # ---------------------------------------------------------------- earlier runs

@@ -500,6 +500,11 @@ class RunTab(QWidget, TaskHooks):
         that follow the run outline it."""
         self.run.select(step)
 
+    def show_step_event(self, ev: StepEvent | None) -> None:
+        """Show ``ev``'s distribution in the top-k chart (and the stage view), a step that
+        is not the run's (a lane's token); the run's selection is left as it is."""
+        self.topk.set_step(ev)
+
     def selected_step(self) -> int | None:
         """The step the user selected (None: follow the newest token)."""
         return self.run.selected()
