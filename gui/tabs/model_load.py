@@ -1,5 +1,7 @@
-"""A run tab's model load (``gui.tabs.run.RunTab.load_model``): the run controller's client
-for it and the relay that carries the loader's progress text into the GUI thread.
+"""A run tab's model load (``gui.tabs.run.RunTab.load_model``): :class:`ModelLoader` starts it
+in the tab's run controller and hands the model to the tab, :class:`ModelLoad` is the
+controller's client for one load, and the relay carries the loader's progress text into the
+GUI thread.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from ..worker import WorkerHandle
 
 
 class LoadingTab(Protocol):
-    """What the load tells its tab (``gui.tabs.run.RunTab`` has it)."""
+    """What the load tells its tab (:class:`ModelLoader` has it)."""
 
     def model_ready(self, model: Any) -> None: ...
 
@@ -34,7 +36,7 @@ class ModelLoad:
         self.tab, self.name = tab, name
 
     def on_event(self, model: Any) -> None:
-        """The loaded model: the tab takes it (``RunTab.model_ready``)."""
+        """The loaded model: the tab takes it (:meth:`ModelLoader.model_ready`)."""
         self.tab.model_ready(model)
 
     def on_error(self, message: str) -> None:
@@ -44,3 +46,56 @@ class ModelLoad:
     def on_end(self, _handle: WorkerHandle) -> None:
         """The load's worker ended (loaded, failed or cancelled)."""
         self.tab.model_load_ended()
+
+
+class ModelLoader:
+    """A run tab's model loads (``gui.tabs.run.RunTab``): each starts in the tab's run
+    controller; the loader's progress text goes to the busy bar; the loaded model becomes the
+    tab's ``model``, and a decode of the input follows."""
+
+    def __init__(self, tab: Any) -> None:
+        self.tab = tab
+        self.relay = ProgressRelay(tab)
+        self.relay.text.connect(self._on_progress)
+
+    def load(self, name: str) -> None:
+        """Load ``name`` in a worker thread (the running decode is cancelled; the tab has no
+        model until it is loaded); a decode follows if there is an input."""
+        tab = self.tab
+        tab.controller.defer(None)
+        tab.controller.abort("decode")
+        tab.clear_error()
+        tab.model = None
+        emit = self.relay.text.emit
+
+        def gen(cancel):
+            yield tab.load_model_object(name, emit)
+
+        tab.busyChanged.emit(True, f"Loading model {name}…")
+        tab.controller.start("load", gen, ModelLoad(self, name), name=f"load-{name}")
+
+    def _on_progress(self, text: str) -> None:
+        if self.tab.is_loading():
+            self.tab.busyChanged.emit(True, text)
+
+    def model_ready(self, model: Any) -> None:
+        """A model finished loading: the tab takes it (``model_loaded``), the status bar says so."""
+        tab = self.tab
+        tab.model = model
+        tab.model_loaded(model)
+        load_s = getattr(model, "load_s", 0.0) or 0.0
+        tab.statusMessage.emit(f"Loaded {getattr(model, 'name', 'model')} in {load_s:.1f} s")
+        tab.statsChanged.emit(tab.stats_dict(None))
+        tab.modelReady.emit(model)
+
+    def show_error(self, message: str) -> None:
+        """The load failed: the tab's banner shows ``message``."""
+        self.tab.show_error(message)
+
+    def model_load_ended(self) -> None:
+        """The model load's worker ended (loaded, failed or cancelled)."""
+        tab = self.tab
+        if not tab.is_busy():
+            tab.busyChanged.emit(False, "")
+        if tab.model is not None and tab.has_input():
+            tab.request_decode()

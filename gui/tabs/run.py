@@ -66,7 +66,7 @@ from .decode_run import DecodeRun
 from .forking import Forking
 from .kept_explorations import KeptExplorations
 from .lanes import LanesController
-from .model_load import ModelLoad, ProgressRelay
+from .model_load import ModelLoader
 from .run_layout import build_splitters, lay_out
 from .run_stats import LiveCount, stats_dict
 from .speedup_baseline import SpeedupBaseline
@@ -135,8 +135,8 @@ class RunTab(QWidget, TaskHooks):
         self.live = LiveCount()
         #: the decode: start, events, progress, cancel; the controller's client for a run
         self.decode = DecodeRun(self)
-        self._relay = ProgressRelay(self)
-        self._relay.text.connect(self._on_progress)
+        #: the model loads: started in the controller, their model handed to the tab
+        self.loader = ModelLoader(self)
         #: the last statistics and busy state this tab reported (the window shows them when
         #: the tab becomes the current one, so each tab's status bar is its own)
         self.last_stats: dict = {}
@@ -383,38 +383,9 @@ class RunTab(QWidget, TaskHooks):
 
     # ---------------------------------------------------------------- model
     def load_model(self, name: str) -> None:
-        """Load ``name`` in a worker thread; a decode follows if there is an input."""
-        self.controller.defer(None)
-        self.controller.abort("decode")
-        self.clear_error()
-        self.model = None
-        relay = self._relay
-
-        def gen(cancel):
-            yield self.load_model_object(name, relay.text.emit)
-
-        self.busyChanged.emit(True, f"Loading model {name}…")
-        self.controller.start("load", gen, ModelLoad(self, name), name=f"load-{name}")
-
-    def _on_progress(self, text: str) -> None:
-        if self.is_loading():
-            self.busyChanged.emit(True, text)
-
-    def model_ready(self, model: Any) -> None:
-        """A model finished loading (the controller's load client)."""
-        self.model = model
-        self.model_loaded(model)
-        load_s = getattr(model, "load_s", 0.0) or 0.0
-        self.statusMessage.emit(f"Loaded {getattr(model, 'name', 'model')} in {load_s:.1f} s")
-        self.statsChanged.emit(self._stats_dict(None))
-        self.modelReady.emit(model)
-
-    def model_load_ended(self) -> None:
-        """The model load's worker ended (loaded, failed or cancelled)."""
-        if not self.is_busy():
-            self.busyChanged.emit(False, "")
-        if self.model is not None and self.has_input():
-            self.request_decode()
+        """Load ``name`` in a worker thread; a decode follows if there is an input
+        (``gui.tabs.model_load.ModelLoader``)."""
+        self.loader.load(name)
 
     # --------------------------------------------------------------- decode
     def request_decode(self) -> None:
