@@ -68,7 +68,7 @@ from .kept_explorations import KeptExplorations
 from .lanes import LanesController
 from .model_load import ModelLoader
 from .run_layout import build_splitters, lay_out
-from .run_stats import LiveCount, stats_dict
+from .run_stats import LiveCount, StatusBarState
 from .speedup_baseline import SpeedupBaseline
 from .task_hooks import TaskHooks
 from .whatif import WhatIfs
@@ -143,9 +143,7 @@ class RunTab(QWidget, TaskHooks):
         self.busy_message = ""
         #: (segments done, segments in all) of the running decode, or None
         self.progress: tuple[int, int] | None = None
-        self.statsChanged.connect(self._remember_stats)
-        self.busyChanged.connect(self._remember_busy)
-        self.progressChanged.connect(self._remember_progress)
+        self.status_bar_state = StatusBarState(self)  # keeps the three above up to date
 
         self.banner = ErrorBanner()
         self.options_panel = OptionsPanel()
@@ -199,7 +197,7 @@ class RunTab(QWidget, TaskHooks):
         self.speculation_view.stepSelected.connect(self.select_step)
         #: plain decoding's ms per token on this input: speculative runs' measured speed-up
         self.baseline = SpeedupBaseline(self)
-        self.speculation_view.measured = self._measured_speedup
+        self.speculation_view.measured = self.status_bar_state.measured_speedup
         self.speculation_view.measureRequested.connect(self.baseline.start)
         self.lens_view.captureChanged.connect(self._lens_capture_changed)
         # the top-k chart and the statistics follow the run, once per frame
@@ -338,39 +336,12 @@ class RunTab(QWidget, TaskHooks):
         return self._stats_dict(fin)
 
     def _stats_dict(self, fin: Finished | None) -> dict:
-        d = stats_dict(self.model, fin, self.live, self.rtf_applies)
-        spec = d.get("speculative")
-        if spec and spec.get("speedup_measured") is None and self._measured_speedup(fin) is not None:
-            d["speculative"] = {**spec, "speedup_measured": self._measured_speedup(fin)}
-        return d
-
-    def _measured_speedup(self, fin: Finished | None) -> float | None:
-        """The root run's speculative speed-up over plain decoding of this input, if measured."""
-        root = self.run.branch(0)
-        return self.baseline.speedup(root.options, fin) if fin is not None and fin is root.finished else None
+        return self.status_bar_state.stats(fin)
 
     def speedup_measured(self) -> None:
         """The plain run timing a speculative run ended: the status bar and the Speculation
         tab show the measured speed-up (``gui.tabs.speedup_baseline``)."""
-        fin = self.run.branch(0).finished
-        if fin is not None and self.run.current_branch() == 0:
-            self.statsChanged.emit(self._stats_dict(fin))
-        if self.baseline.note:
-            self.statusMessage.emit(self.baseline.note)
-        self.speculation_view.refresh()
-        if not self.is_busy():
-            self.busyChanged.emit(False, "")
-
-    def _remember_stats(self, d: dict) -> None:
-        self.last_stats = dict(d)
-
-    def _remember_busy(self, busy: bool, message: str) -> None:
-        self.busy_message = message if busy else ""
-        if not busy:
-            self.progress = None
-
-    def _remember_progress(self, done: int, total: int) -> None:
-        self.progress = (done, total)
+        self.status_bar_state.speedup_measured()
 
     def show_error(self, message: str) -> None:
         """Show ``message`` in the banner and tell the window (status bar)."""

@@ -1,5 +1,7 @@
 """The run tab's statistics for the status bar (``gui.tabs.run.RunTab.statsChanged``): the
-live count of the running decode's tokens and the dictionary the window shows.
+live count of the running decode's tokens, the dictionary the window shows, and
+:class:`StatusBarState`, what the tab last told the status bar (the window shows it again when
+the tab becomes the current one) and the measured speculative speed-up.
 """
 
 from __future__ import annotations
@@ -70,3 +72,58 @@ def stats_dict(model: Any, fin: Finished | None, live: LiveCount, rtf_applies: C
         dt = time.perf_counter() - live.t_first
         d.update(ms_per_token=1000.0 * dt / live.n, tokens_per_s=live.n / dt if dt > 0 else None)
     return d
+
+
+class StatusBarState:
+    """What a run tab (``gui.tabs.run.RunTab``) last told the status bar: it keeps the tab's
+    ``last_stats``, ``busy_message`` and ``progress`` up to date from the tab's
+    ``statsChanged``, ``busyChanged`` and ``progressChanged``, and adds the measured
+    speculative speed-up (the tab's ``baseline``, ``gui.tabs.speedup_baseline``) to the
+    statistics."""
+
+    def __init__(self, tab: Any) -> None:
+        self.tab = tab
+        tab.statsChanged.connect(self._remember_stats)
+        tab.busyChanged.connect(self._remember_busy)
+        tab.progressChanged.connect(self._remember_progress)
+
+    def _remember_stats(self, d: dict) -> None:
+        self.tab.last_stats = dict(d)
+
+    def _remember_busy(self, busy: bool, message: str) -> None:
+        self.tab.busy_message = message if busy else ""
+        if not busy:
+            self.tab.progress = None
+
+    def _remember_progress(self, done: int, total: int) -> None:
+        self.tab.progress = (done, total)
+
+    def stats(self, fin: Finished | None) -> dict:
+        """The tab's statistics (:func:`stats_dict`: ``fin``'s, or live ones), with the
+        measured speed-up of a speculative root run when it was measured."""
+        tab = self.tab
+        d = stats_dict(tab.model, fin, tab.live, tab.rtf_applies)
+        spec = d.get("speculative")
+        measured = self.measured_speedup(fin)
+        if spec and spec.get("speedup_measured") is None and measured is not None:
+            d["speculative"] = {**spec, "speedup_measured": measured}
+        return d
+
+    def measured_speedup(self, fin: Finished | None) -> float | None:
+        """The root run's speculative speed-up over plain decoding of this input, if measured
+        (None for another run's ``fin``, or None)."""
+        root = self.tab.run.branch(0)
+        return self.tab.baseline.speedup(root.options, fin) if fin is not None and fin is root.finished else None
+
+    def speedup_measured(self) -> None:
+        """The plain run timing a speculative run ended: the status bar and the Speculation
+        tab show the measured speed-up."""
+        tab = self.tab
+        fin = tab.run.branch(0).finished
+        if fin is not None and tab.run.current_branch() == 0:
+            tab.statsChanged.emit(tab.stats_dict(fin))
+        if tab.baseline.note:
+            tab.statusMessage.emit(tab.baseline.note)
+        tab.speculation_view.refresh()
+        if not tab.is_busy():
+            tab.busyChanged.emit(False, "")
