@@ -212,7 +212,12 @@ def test_shortlist_and_languages_rejected_where_they_do_not_apply(models, model_
 
 
 def test_unreachable_hub_id_says_pass_a_local_directory(monkeypatch, tmp_path):
+    import huggingface_hub.constants
+
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    # the environment is read when huggingface_hub is imported: set the constant too, so the
+    # load fails at once instead of after the network's retries (23 s)
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
     monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))  # an empty cache: nothing to fall back on
     with pytest.raises(Seq2SeqLoadError, match="local directory"):
         TranslationModel.load("Helsinki-NLP/opus-mt-en-de")
