@@ -14,7 +14,8 @@ Lanes, Speculation) are built here, one line per view.
 
 A subclass supplies the input area, how to load its model and how to decode its input
 (the hooks of ``gui.tabs.task_hooks.TaskHooks``). The status bar's statistics come from
-``gui.tabs.run_stats``.
+``gui.tabs.run_stats``, the model load from ``gui.tabs.model_load``, and the tab's own
+following of its run (statistics per frame, the branch's title) from ``gui.tabs.run_follow``.
 One :class:`~gui.run_controller.RunController` runs the load and the decode (and forks,
 what-ifs, lanes, refine) in worker threads and hands their events on in one time-sliced
 pump; the run's steps go into a :class:`~gui.run_state.RunState`, which every view takes in
@@ -67,6 +68,7 @@ from .forking import Forking
 from .kept_explorations import KeptExplorations
 from .lanes import LanesController
 from .model_load import ModelLoader
+from .run_follow import RunFollower
 from .run_layout import build_splitters, lay_out
 from .run_stats import LiveCount, StatusBarState
 from .speedup_baseline import SpeedupBaseline
@@ -200,10 +202,9 @@ class RunTab(QWidget, TaskHooks):
         self.speculation_view.measured = self.status_bar_state.measured_speedup
         self.speculation_view.measureRequested.connect(self.baseline.start)
         self.lens_view.captureChanged.connect(self._lens_capture_changed)
-        # the top-k chart and the statistics follow the run, once per frame
-        self.run.stepsAdded.connect(self._steps_added)
-        self.run.currentBranchChanged.connect(self._current_branch_changed)
-        self.run.cleared.connect(self._run_cleared)
+        #: the tab's own following of the run: statistics once per frame, the current branch's
+        #: selection and title (the views follow the run themselves)
+        self.follower = RunFollower(self)
         self.controller.add_frame_listener(self.decode.frame)
         self.configure_heatmap()
 
@@ -379,37 +380,9 @@ class RunTab(QWidget, TaskHooks):
         pump turn)."""
         self.controller.frame()
 
-    def _steps_added(self, _branch: int, steps: list[StepEvent]) -> None:
-        """The current branch's steps of one frame (the views follow the run themselves):
-        one statistics update."""
-        self.statsChanged.emit(self._stats_dict(None))
-
-    def _current_branch_changed(self, branch: int) -> None:
-        """The views have shown the current branch's segments, steps and end again (they
-        follow the run): the selection stays if the branch has that step, else the views
-        follow the newest step."""
-        b = self.run.branch(branch)
-        sel = self.run.selected()
-        if sel is not None and sel in self.run:
-            self.select_step(sel)
-        else:
-            self.follow_newest()
-        if b.finished is not None:  # this branch's statistics are final
-            self.statsChanged.emit(self._stats_dict(b.finished))
-        self.show_branch_title()
-        tabs = self.inspector_tabs
-        if not tabs.isTabVisible(tabs.indexOf(self.speculation_view)) and self.run.rounds():
-            self.show_speculation(True)  # an opened exploration of a speculative run
-        self.branch_replayed(branch)
-
     def show_branch_title(self) -> None:
-        """The token stream's title: which branch it shows."""
-        b = self.run.branch(self.run.current_branch())
-        if b.is_root and not self.run.children(b.id):
-            self.stream.title.setText("<b>Token stream</b> — click a token to inspect its step")
-        else:
-            what = "the original run" if b.is_root else f"branch {b.id} ({_html(b.label())})"
-            self.stream.title.setText(f"<b>Token stream</b> — {what}")
+        """The token stream's title: which branch it shows (``RunFollower.show_branch_title``)."""
+        self.follower.show_branch_title()
 
     def _lens_capture_changed(self, on: bool) -> None:
         """The lens view's Capture box: switched on, decode again with the lens (switched
@@ -431,10 +404,6 @@ class RunTab(QWidget, TaskHooks):
         self.lanes.clear()
         self.live.reset()
         self.statsChanged.emit(self._stats_dict(None))
-
-    def _run_cleared(self) -> None:
-        """A new run (or no input): the views start empty (they follow the run)."""
-        self.show_branch_title()
 
     # ------------------------------------------------------------ selection
     def select_step(self, step: int) -> None:
@@ -476,6 +445,3 @@ class RunTab(QWidget, TaskHooks):
         self.controller.abort_all()  # lanes, refine
         self.controller.wait(wait_ms)
 
-
-def _html(text: str) -> str:
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
