@@ -14,7 +14,7 @@ __all__ = ["DTYPES", "INT8_TASKS", "check_dtype"]
 DTYPES = ("float32", "int8")
 
 #: the tasks whose models run in int8 (Whisper's lean decoder); the others run in float32
-INT8_TASKS = ("transcribe",)
+INT8_TASKS = ("transcribe", "stream")
 
 
 def check_dtype(dtype: str) -> str:

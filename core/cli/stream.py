@@ -123,7 +123,7 @@ def cmd_stream(args: argparse.Namespace) -> int:
     out = summary(stream(driver, play(audio, speed=args.speed)), say)
     say("decoding the file offline for comparison")
     offline = offline_text(model, audio, options, args.language)
-    out = {"task": "stream", "model": model.name, "policy": args.policy, "step_s": args.step, "speed": speed,
+    out = {"task": "stream", "model": model.name, "dtype": getattr(model, "dtype", "float32"), "policy": args.policy, "step_s": args.step, "speed": speed,
            "options": _options_dict(decoder.options), **out, "offline_text": offline,
            "wer_vs_offline": _wer(out["text"], offline)}
     if reference is not None:
@@ -133,9 +133,14 @@ def cmd_stream(args: argparse.Namespace) -> int:
         print(json.dumps(out, ensure_ascii=False, indent=1))
         return 0
     print(out["text"])
-    wer = f", WER {out['wer']:.1%} vs the reference" if "wer" in out else ""
-    say(f"RTF {out['rtf']:.2f}, latency mean {out['latency']['mean_s']:.2f} s / p90 {out['latency']['p90_s']:.2f} s, "
-        f"{out['revised_fraction']:.0%} of tentative tokens revised, WER {out['wer_vs_offline']:.1%} vs offline{wer}")
+
+    def shown(value, spec: str) -> str:  # a figure, or "–" where there is none (no word committed, no text)
+        return "–" if value is None else format(value, spec)
+
+    wer = f", WER {shown(out['wer'], '.1%')} vs the reference" if "wer" in out else ""
+    say(f"RTF {out['rtf']:.2f}, latency mean {shown(out['latency']['mean_s'], '.2f')} s / "
+        f"p90 {shown(out['latency']['p90_s'], '.2f')} s, {out['revised_fraction']:.0%} of tentative tokens revised, "
+        f"WER {shown(out['wer_vs_offline'], '.1%')} vs offline{wer}")
     return 0
 
 

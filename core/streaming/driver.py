@@ -26,7 +26,7 @@ from typing import Callable, Iterable, Iterator
 
 import numpy as np
 
-from core.catalog import SAMPLE_RATE
+from core.catalog import MIN_AUDIO_S, SAMPLE_RATE
 from core.streaming.base import BufferView, Decoder, Policy, Update
 from core.streaming.events import Committed, FellBehind, StreamFinished, StreamToken, Tentative, Trimmed, text_of
 
@@ -108,7 +108,9 @@ class StreamDriver:
         if self._t0 is None:
             self._t0 = self.clock()
         self._ended = True  # the input ended: no audio arrives any more
-        events = self._run(final=True) if len(self.audio) else []
+        # a tail shorter than the models take (a trim can leave one) is not decoded: its tentative
+        # tokens are committed below
+        events = self._run(final=True) if len(self.audio) >= MIN_AUDIO_S * SAMPLE_RATE else []
         if self.tentative:  # a policy that left something tentative at the end: it is final now
             events += self._commit(self.tentative)
             self.tentative = ()

@@ -189,6 +189,26 @@ def test_finishing_commits_the_tail():
     assert driver.finish() == []
 
 
+def test_a_tail_too_short_for_the_model_is_not_decoded_at_the_end():
+    """A trim can leave less than the models take (0.1 s) at the end of the input: the last
+    decode is skipped and the tentative text committed, instead of the model refusing the tail."""
+    from core.catalog import MIN_AUDIO_S
+
+    class Strict(Scripted):
+        def decode(self, audio, *args, **kwargs):
+            if len(audio) < MIN_AUDIO_S * SR:
+                raise ValueError("the audio is too short")
+            return super().decode(audio, *args, **kwargs)
+
+    driver = StreamDriver(LocalAgreement(n=2, step_s=1.0), Strict([["never", "agreed"], ["again", "different"]]),
+                          max_lag_s=None)
+    [e for c in chunks(2.0, 1.0)[1] for e in driver.feed(c)]
+    driver.audio = driver.audio[-320:]  # 20 ms left after a trim
+    events = driver.finish()
+    assert committed_texts(events) == [" again different"]
+    assert isinstance(events[-1], StreamFinished) and events[-1].text == "again different"
+
+
 def test_fixed_window_rewrites_the_line_then_keeps_it():
     hyps = [["a"], ["a", "b"], ["a", "b", "c"], ["d"], ["d", "e"]]
     _, events = run_all(FixedWindow(length_s=3.0, step_s=1.0, keep_s=0.0), Scripted(hyps), chunks(5.0, 1.0)[1])

@@ -99,3 +99,31 @@ def test_bad_files_exit_1_with_a_clear_message(capsys, tmp_path):
 def test_a_draft_that_needs_another_run_is_refused(capsys, wav):
     assert main(["stream", wav, "--strategy", "speculative", "--draft", "branch"]) == 1
     assert "choose ngram" in capsys.readouterr().err
+
+
+def test_silence_prints_dashes_for_the_figures_it_has_none_of(cli, tmp_path):
+    """Silence: offline gives no text, so there is no WER against it; the summary line says "–"
+    instead of failing on the missing figure (a TypeError before)."""
+    import numpy as np
+
+    path = tmp_path / "silence.wav"
+    sf.write(path, np.zeros(16_000 * 3, np.float32), 16_000)
+    code, out, err = cli("stream", str(path), "--speed", "max", "--model", "tiny.en")
+    assert code == 0, err
+    assert "WER – vs offline" in err
+
+
+def test_int8_is_offered_for_stream_and_the_json_names_it(capsys, monkeypatch, wav, whisper_tiny_en):
+    from core.tasks.speech import SpeechModel
+
+    asked = {}
+
+    def load(cls, name="base", progress=None, **kw):
+        asked.update(kw)
+        return whisper_tiny_en
+
+    monkeypatch.setattr(SpeechModel, "load", classmethod(load))
+    code = main(["stream", wav, "--speed", "max", "--model", "tiny.en", "--dtype", "int8", "--json"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    assert asked == {"dtype": "int8"} and json.loads(out)["dtype"] == "float32"  # the fake model is float32
