@@ -28,6 +28,7 @@ from core.backends.whisper_ct2 import (
     WhisperSpecialTokens,
     encoder_sdpa,
     load_ct2_whisper,
+    transposed_storage,
     whisper_generation_config,
     whisper_special_tokens,
 )
@@ -133,7 +134,13 @@ def _module_dir(module: str, pip: str, name: str) -> Path:
 def loaded_whisper(model, tokenizer, feature_extractor, special: WhisperSpecialTokens, name: str,
                    t0: float) -> LoadedWhisper:
     """A ``LoadedWhisper`` of a converted (bundled) or transformers checkpoint; ``t0``: when the
-    load started (``time.perf_counter``)."""
+    load started (``time.perf_counter``). Every Whisper passes here, so here its tied output
+    projection gets the one-copy transposed layout (``whisper_ct2.transposed_storage``) and its
+    encoder fused attention (``whisper_ct2.encoder_sdpa``)."""
+    head = model.proj_out.weight
+    if head is model.model.decoder.embed_tokens.weight and not head.t().is_contiguous():
+        head.data = transposed_storage(head.data)  # one copy, in the lean head's layout (a hub checkpoint)
+    encoder_sdpa(model)
     gen = model.generation_config
     multilingual = bool(getattr(gen, "is_multilingual", model.config.vocab_size >= 51865))
     if multilingual:
@@ -234,7 +241,6 @@ def load_whisper_pretrained(name_or_path: str, progress: Callable[[str], None]):
             feature_extractor = WhisperFeatureExtractor(feature_size=model.config.num_mel_bins,
                                                     sampling_rate=WHISPER_SAMPLE_RATE)
     model = model.float().eval()
-    encoder_sdpa(model)
     special = complete_whisper_config(model, tokenizer)
     display = name.display.rsplit("/", 1)[-1]  # "openai/whisper-small" -> "whisper-small"
     return loaded_whisper(model, tokenizer, feature_extractor, special, display, t0)

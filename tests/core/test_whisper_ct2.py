@@ -322,6 +322,8 @@ def test_load_whisper_from_local_directory(tiny_dir):
     assert w.name == src.name and not w.multilingual
     assert w.model.config._attn_implementation == "eager" and not w.model.training
     assert {layer.self_attn.config._attn_implementation for layer in w.model.model.encoder.layers} == {"sdpa"}
+    assert w.model.proj_out.weight is w.model.model.decoder.embed_tokens.weight
+    assert w.model.proj_out.weight.t().is_contiguous()  # one copy, in the lean head's layout
     ours, reference = w.model.state_dict(), model.state_dict()
     assert set(ours) == set(reference) and all(torch.equal(ours[k], reference[k]) for k in reference)
     gen = w.model.generation_config
