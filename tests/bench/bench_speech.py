@@ -48,23 +48,13 @@ from core.inputs.audio import load_audio  # noqa: E402
 from core.events import Finished  # noqa: E402
 from core.options import DecodingOptions  # noqa: E402
 from core.tasks.speech import SAMPLE_RATE, SpeechModel  # noqa: E402
+from tests.helpers.speech import LIGHTHOUSE  # noqa: E402
 
 REPEATS = 5
 
-#: the espeak set: the sentences of tests/core/test_longform.py and 20 of bench_longform's seeded
+#: the espeak set: tests.helpers.speech.LIGHTHOUSE (also test_longform's) and 20 of bench_longform's seeded
 #: template sentences, each spoken on its own (< 30 s); about 370 words, so one word is ~0.3 WER points
-ESPEAK_SET = (
-    "The old lighthouse keeper climbed the stairs every evening to light the great lamp.",
-    "Ships passing in the night relied on its steady beam to find their way home.",
-    "One winter the storm was so strong that the windows shook and the sea rose high.",
-    "He kept the flame burning through the darkness until the morning came.",
-    "The village remembered his courage for many years after he was gone.",
-    "Children still tell the story when the wind howls across the harbor.",
-    "Today the lighthouse is a museum, and visitors climb the same stairs.",
-    "From the top you can see the coastline stretching far to the north.",
-    "The guide explains how the lens was made from hundreds of pieces of glass.",
-    "Many people say it is the most beautiful place on the whole coast.",
-) + tuple(__import__("bench_longform").sentences(20, seed=0))
+ESPEAK_SET = LIGHTHOUSE + tuple(__import__("bench_longform").sentences(20, seed=0))
 
 
 def bench_model(name: str, audio, repeats: int) -> dict:

@@ -17,22 +17,11 @@ from core.events import AttemptEvent, Finished, SegmentEvent, StepEvent
 from core.options import DecodingOptions
 from core.tasks.longform import LongFormOptions, result_dict, split_window, transcript_events
 from core.tasks.longform_verdicts import compression_ratio, loudest_db, token_entropy
-from tests.helpers.speech import synth_speech
+from tests.helpers.speech import LIGHTHOUSE, synth_speech
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
-SENTENCES = [
-    "The old lighthouse keeper climbed the stairs every evening to light the great lamp.",
-    "Ships passing in the night relied on its steady beam to find their way home.",
-    "One winter the storm was so strong that the windows shook and the sea rose high.",
-    "He kept the flame burning through the darkness until the morning came.",
-    "The village remembered his courage for many years after he was gone.",
-    "Children still tell the story when the wind howls across the harbor.",
-    "Today the lighthouse is a museum, and visitors climb the same stairs.",
-    "From the top you can see the coastline stretching far to the north.",
-    "The guide explains how the lens was made from hundreds of pieces of glass.",
-    "Many people say it is the most beautiful place on the whole coast.",
-]
+SENTENCES = list(LIGHTHOUSE)
 TB = 1000  # timestamp_begin in the split_window unit tests
 
 

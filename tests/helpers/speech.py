@@ -14,6 +14,21 @@ import soundfile as sf
 import soxr
 
 SAMPLE_RATE = 16_000
+
+#: ten sentences of one story, each < 30 s spoken: long-form tests (joined) and the espeak sets of
+#: bench_speech / bench_streaming (one clip each)
+LIGHTHOUSE = (
+    "The old lighthouse keeper climbed the stairs every evening to light the great lamp.",
+    "Ships passing in the night relied on its steady beam to find their way home.",
+    "One winter the storm was so strong that the windows shook and the sea rose high.",
+    "He kept the flame burning through the darkness until the morning came.",
+    "The village remembered his courage for many years after he was gone.",
+    "Children still tell the story when the wind howls across the harbor.",
+    "Today the lighthouse is a museum, and visitors climb the same stairs.",
+    "From the top you can see the coastline stretching far to the north.",
+    "The guide explains how the lens was made from hundreds of pieces of glass.",
+    "Many people say it is the most beautiful place on the whole coast.",
+)
 """Sample rate in Hz of the audio returned by :func:`synth_speech`."""
 
 
