@@ -151,7 +151,10 @@ def rerun(data: dict, threads: int, main) -> dict:
         if info.get("cwd") and os.path.isdir(info["cwd"]):
             os.chdir(info["cwd"])
         with tempfile.TemporaryDirectory() as tmp, contextlib.redirect_stdout(out):
-            code = main(rerun_argv(info["argv"], tmp))
+            try:
+                code = main(rerun_argv(info["argv"], tmp))
+            except SystemExit as e:  # the command line no longer parses: argparse exits (2)
+                code = e.code if isinstance(e.code, int) else 2
     finally:
         os.chdir(cwd)
         torch.set_num_threads(before)

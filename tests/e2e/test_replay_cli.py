@@ -152,3 +152,16 @@ def test_every_cli_command_is_headless_for_the_console_script():
 
     sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
     assert set(sub.choices) <= set(HEADLESS), set(sub.choices) - set(HEADLESS)
+
+
+def test_a_command_line_that_no_longer_parses_is_a_failed_rerun(capsys, speech_trace, tmp_path):
+    """A trace whose command line this version cannot parse (a flag removed or mistyped) says the
+    rerun failed (exit 1); exit 2 stays for "not a trace"."""
+    _wav, path = speech_trace
+    trace = json.loads(path.read_text())
+    trace["rerun"]["argv"] = trace["rerun"]["argv"] + ["--no-such-flag"]
+    edited = tmp_path / "bad_argv.json"
+    edited.write_text(json.dumps(trace), encoding="utf-8")
+    code, _out, err = _run(capsys, ["replay", str(edited)])
+    assert code == 1, err
+    assert "the rerun of" in err and "failed (exit 2)" in err
