@@ -31,6 +31,7 @@ from typing import Sequence
 
 from core.cli import trace as cli_trace
 from core.cli.trace import CLIError
+from core.inputs.json_file import read_json
 
 
 class NotATrace(Exception):
@@ -60,12 +61,9 @@ def read_trace(path: str) -> dict:
     trace replay can rerun."""
     if not os.path.isfile(path):
         raise CLIError(f"{path}: no such file; give a trace written with --json")
-    try:
-        with open(path, encoding="utf-8") as f:
-            data = json.load(f)
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise NotATrace(f"{path} is not a decoding-explorer trace (not JSON: {e}); give the output of "
-                        "transcribe / translate / ocr ... --json") from None
+    data = read_json(path, unreadable=lambda why: CLIError(f"{path} cannot be read ({why})"),
+                     not_json=lambda why: NotATrace(f"{path} is not a decoding-explorer trace (not JSON: {why}); "
+                                                    "give the output of transcribe / translate / ocr ... --json"))
     if not isinstance(data, dict) or not isinstance(data.get("tokens"), list) or "task" not in data:
         raise NotATrace(f"{path} is not a decoding-explorer trace (no \"task\" and \"tokens\"); give the output of "
                         "transcribe / translate / ocr ... --json")
