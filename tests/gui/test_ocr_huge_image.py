@@ -40,6 +40,19 @@ def test_a_downscaled_image_gets_a_note(qtbot, tmp_path):
         tab.shutdown()
 
 
+def _open_blank_page(qtbot, tmp_path, size: tuple[int, int]) -> OCRTab:
+    """An OCR tab without a model that opened a white ``size`` (width, height px) page.png
+    through its loader worker; the caller shuts it down."""
+    tab = OCRTab()
+    qtbot.addWidget(tab)
+    tab.model = None
+    path = tmp_path / "page.png"
+    Image.new("RGB", size, "white").save(path)
+    tab.open_file(path)
+    qtbot.waitUntil(lambda: tab.image is not None, timeout=20_000)
+    return tab
+
+
 def test_the_pixels_for_the_view_are_made_off_the_gui_thread(qtbot, tmp_path, monkeypatch):
     """Opening a 4096 x 4096 image cost the GUI thread ~380 ms (the array and QImage copies:
     827 ms longest stall in tests/bench/bench_gui_stall.py --case image); they are made in
@@ -63,14 +76,8 @@ def test_the_pixels_for_the_view_are_made_off_the_gui_thread(qtbot, tmp_path, mo
 
     monkeypatch.setattr(image_input, "qimage_from_array", spy, raising=False)
     monkeypatch.setattr(ocr_tab, "qimage_from_array", spy)
-    tab = OCRTab()
-    qtbot.addWidget(tab)
+    tab = _open_blank_page(qtbot, tmp_path, (5000, 5000))
     try:
-        tab.model = None
-        path = tmp_path / "page.png"
-        Image.new("RGB", (5000, 5000), "white").save(path)
-        tab.open_file(path)
-        qtbot.waitUntil(lambda: tab.image is not None, timeout=20_000)
         assert off_gui_thread == [True]  # once, in the worker
         assert tab.view.image_size() == tab.image.size
         rgb = np.ascontiguousarray(np.asarray(tab.image.convert("RGB"), dtype=np.uint8))
@@ -105,14 +112,8 @@ def test_the_pixels_hash_is_made_off_the_gui_thread(qtbot, tmp_path, monkeypatch
 
     monkeypatch.setattr(ocr_tab, "rgb_digest", spy)
     monkeypatch.setattr(image_input, "rgb_digest", spy, raising=False)
-    tab = OCRTab()
-    qtbot.addWidget(tab)
+    tab = _open_blank_page(qtbot, tmp_path, (2000, 1000))
     try:
-        tab.model = None
-        path = tmp_path / "page.png"
-        Image.new("RGB", (2000, 1000), "white").save(path)
-        tab.open_file(path)
-        qtbot.waitUntil(lambda: tab.image is not None, timeout=20_000)
         desc, digest = tab.input_identity()
         assert on_gui_thread == [False]  # once, in the worker
         assert desc == "page.png (2000×1000 px)" and len(digest) == 64
