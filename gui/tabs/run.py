@@ -333,11 +333,17 @@ class RunTab(QWidget, TaskHooks):
         return self.live.n
 
     def stats_dict(self, fin: Finished | None) -> dict:
-        """The statistics for the status bar (``statsChanged``): ``fin``'s, or live ones."""
-        return self._stats_dict(fin)
+        """The statistics for the status bar (``statsChanged``): ``fin``'s, or live ones;
+        the model's name as :meth:`status_model_name` spells it."""
+        d = self.status_bar_state.stats(fin)
+        if d.get("model"):
+            d["model"] = self.status_model_name(d["model"])
+        return d
 
-    def _stats_dict(self, fin: Finished | None) -> dict:
-        return self.status_bar_state.stats(fin)
+    def status_model_name(self, name: str) -> str:
+        """The model's name as the status bar shows it; a tab adds what its options change
+        about the model (translation: "· shortlist"). Here: ``name`` unchanged."""
+        return name
 
     def speedup_measured(self) -> None:
         """The plain run timing a speculative run ended: the status bar and the Speculation
@@ -403,7 +409,7 @@ class RunTab(QWidget, TaskHooks):
         self.run.clear()
         self.lanes.clear()
         self.live.reset()
-        self.statsChanged.emit(self._stats_dict(None))
+        self.statsChanged.emit(self.stats_dict(None))
 
     # ------------------------------------------------------------ selection
     def select_step(self, step: int) -> None:

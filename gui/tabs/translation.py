@@ -263,7 +263,7 @@ class TranslationTab(DecodeTab):
         self._update_info()
 
     def _shortlist_toggled(self, _on: bool) -> None:
-        self.statsChanged.emit(self._stats_dict(None))
+        self.statsChanged.emit(self.stats_dict(None))
         self.request_decode()
 
     # --------------------------------------------------------------- decode
@@ -340,11 +340,9 @@ class TranslationTab(DecodeTab):
         return self.columns.hovered()
 
     # ---------------------------------------------------------------- stats
-    def _stats_dict(self, fin):
-        d = super()._stats_dict(fin)
-        if d.get("model") and self.shortlist():
-            d["model"] = f"{d['model']} · shortlist"
-        return d
+    def status_model_name(self, name: str) -> str:
+        """``name``, with "· shortlist" while the vocabulary shortlist is on."""
+        return f"{name} · shortlist" if self.shortlist() else name
 
     # ------------------------------------------------------------ settings
     def save_settings(self, s: QSettings) -> None:

@@ -59,7 +59,7 @@ def test_typing_translates_like_the_native_engine(qtbot, tab, native, tmp_path):
     # alignment view by default: last decoder layer, head 0
     assert tab.heatmap.selection() == (1, 0)
     # the status shows the shortlist
-    stats = tab._stats_dict(fin)
+    stats = tab.stats_dict(fin)
     assert "shortlist" in stats["model"]
     tab.grab().save(str(tmp_path / "gui_translation_single.png"))
 
@@ -116,8 +116,8 @@ def test_shortlist_toggle_changes_probabilities_not_encoding(qtbot, tab):
     # renormalised over the shortlist's candidates: every kept probability is at least the full one
     assert all(short[s] >= full[s] - 1e-6 for s in short) and any(short[s] > full[s] + 1e-6 for s in short)
     assert tab.model.encode_count == encoded
-    assert "shortlist" in tab._stats_dict(fin2)["model"]
-    assert "shortlist" not in (tab.shortlist_check.setChecked(False) or tab._stats_dict(None)["model"])
+    assert "shortlist" in tab.stats_dict(fin2)["model"]
+    assert "shortlist" not in (tab.shortlist_check.setChecked(False) or tab.stats_dict(None)["model"])
 
 
 def test_empty_text_shows_a_message_not_an_error(qtbot, tab, tmp_path):
