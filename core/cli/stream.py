@@ -59,6 +59,24 @@ def _positive(text: str) -> float:
     return value
 
 
+def _step(text: str) -> float:
+    """``--step``: seconds > 0 and below half the longest buffer (the driver decodes at least two
+    steps per buffer)."""
+    from core.streaming.driver import MAX_BUFFER_S
+
+    value = _positive(text)
+    if not value < MAX_BUFFER_S / 2:
+        raise argparse.ArgumentTypeError(f"must be shorter than {MAX_BUFFER_S / 2:g} s (half of Whisper's "
+                                         f"{MAX_BUFFER_S:g} s buffer), got {text!r}; e.g. 1.0")
+    return value
+
+
+def _usage_error(message: str):
+    """A bad combination of flags: one argparse-style line on stderr, exit status 2."""
+    print(f"decoding-explorer stream: error: {message} (see decoding-explorer stream --help)", file=sys.stderr)
+    raise SystemExit(2)
+
+
 def _speed(text: str) -> float | None:
     if text == "max":
         return None
@@ -81,7 +99,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
                    help="local-agreement:N (whisper_streaming: commit what N consecutive decodes agree on) | "
                         "align-att:F (SimulStreaming: stop when the alignment heads attend the last F frames, "
                         "20 ms each) | fixed-window[:LENGTH_S] (whisper.cpp stream); default local-agreement:2")
-    s.add_argument("--step", default=1.0, type=_positive, metavar="S",
+    s.add_argument("--step", default=1.0, type=_step, metavar="S",
                    help="seconds of new audio between decodes (default 1.0)")
     s.add_argument("--speed", default=1.0, type=_speed, metavar="1|X|max",
                    help="play the file at real time (1, default), X times faster, or as fast as decoding goes (max)")
@@ -105,12 +123,15 @@ def cmd_stream(args: argparse.Namespace) -> int:
     if options.strategy == "speculative" and (options.draft == "branch" or options.draft.startswith("model")):
         raise CLIError(f"stream's speculative decoding drafts with --draft ngram or early-exit:L; --draft "
                        f"{options.draft} needs an earlier run or a second model per buffer: choose ngram")
+    try:
+        policy = parse_policy(args.policy, step_s=args.step)  # --policy with --step (fixed-window:3 --step 5)
+    except ValueError as e:
+        _usage_error(f"--policy {args.policy} --step {args.step:g}: {e}")
     reference = _reference(args.reference)
     try:
         audio = load_audio(args.file)
     except AudioError as e:
         raise CLIError(str(e)) from None
-    policy = parse_policy(args.policy, step_s=args.step)
     say = lambda text: print(text, file=sys.stderr, flush=True)  # noqa: E731
     say(f"loading {args.model}")
     dtype = getattr(args, "dtype", "float32")

@@ -75,6 +75,8 @@ def test_align_att_prints_the_transcript_and_a_summary(cli, wav):
     (["--step", "0"], "must be > 0"),
     (["--speed", "slow"], "--speed is 1"),
     (["--max-lag", "-1"], "must be > 0"),
+    (["--step", "15"], "shorter than 15"),                           # exited 1 (the driver refused it)
+    (["--policy", "fixed-window:3", "--step", "5"], "longer than the step"),  # exited 1
 ])
 def test_bad_flags_exit_2_with_one_line(capsys, wav, argv, says):
     with pytest.raises(SystemExit) as e:
