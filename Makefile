@@ -43,7 +43,7 @@ $(PY): | sysdeps
 
 $(STAMP): pyproject.toml | $(PY)
 	$(PY) -m pip install -q $(TORCH)
-	$(PY) -m pip install -q -e ".[models,test]"
+	$(PY) -m pip install -q -e ".[models,test,sweep]"
 	touch $(STAMP)
 
 run: sysdeps $(STAMP)

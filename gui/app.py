@@ -17,7 +17,7 @@ from typing import Sequence
 from .platform_check import xcb_problem
 
 #: first arguments that are handled by core.cli (no window, no Qt import)
-HEADLESS = ("transcribe", "translate", "ocr", "stream", "replay", "-h", "--help", "--version")
+HEADLESS = ("transcribe", "translate", "ocr", "stream", "replay", "sweep", "-h", "--help", "--version")
 
 
 def display_problem(environ=os.environ, platform: str = sys.platform) -> str | None:

@@ -77,6 +77,7 @@ from core import catalog
 from core.cli import ocr as cli_ocr
 from core.cli import stream as cli_stream
 from core.cli import replay as cli_replay
+from core.cli import sweep as cli_sweep
 from core.events import Event, Finished
 from core.cli import translate as cli_translate
 from core.cli.lanes import add_compare_arguments, lanes_from_args, run_compare
@@ -170,7 +171,8 @@ def cmd_translate(args: argparse.Namespace) -> int:
     options = options_from_args(args)
     lanes = lanes_from_args(args, options)
     model = TranslationModel.load(args.direction, target_language=args.target_language, prefix=args.source_prefix,
-                                  source_language=args.source_language)
+                                  source_language=args.source_language, dtype=args.dtype)
+    say_dtype(model)
     prefix = _prefix_ids(model, args.prefix)
     cli_translate.warn_notes(model, text)  # unreadable scripts, cut sentences: on stderr
     for run_options in lanes or [options]:
@@ -187,7 +189,7 @@ def cmd_translate(args: argparse.Namespace) -> int:
     if cli_translate.wants_progress(args):
         events = cli_translate.said_segments(events)
     name = model.name + (" (shortlist)" if args.shortlist else "")
-    return _emit("translate", name, options, events, args, vocab_size_of(model))
+    return _emit("translate", name, options, events, args, vocab_size_of(model), dtype_of(model))
 
 
 def parse_region(text: str | None) -> tuple[int, int, int, int] | None:
@@ -367,6 +369,7 @@ def build_parser() -> argparse.ArgumentParser:
     _decoding_subcommand(o, "ocr", cmd_ocr, cli_ocr.add_progress_argument)
     cli_stream.add_parser(sub)  # stream FILE: a file played as live input (core.cli.stream)
     cli_replay.add_parser(sub, main)  # replay TRACE.json: rerun a --json trace, compare ids (core.cli.replay)
+    cli_sweep.add_parser(sub)  # sweep TASK DATA: strategies over a data set, on Ray (core.cli.sweep)
     return p
 
 

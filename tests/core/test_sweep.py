@@ -1,0 +1,200 @@
+"""``decoding-explorer sweep`` without Ray: the data readers, seed ranges, the result store,
+the statistics against hand-computed values, and the one-line message without Ray."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+from core.options import DecodingOptions
+
+
+# ---------------------------------------------------------------- statistics
+def _row(file, spec, value, seed=0, **kw):
+    return {"file": file, "spec": spec, "seed": seed, "metric": kw.pop("metric", "wer"), "value": value,
+            "text": kw.pop("text", "x"), "logprob": -1.0, "tokens": 3, "decode_s": 0.1, "rtf": None,
+            "no_speech": kw.pop("no_speech", 0), "fallbacks": kw.pop("fallbacks", 0),
+            "repetitions": kw.pop("repetitions", 0), "silent_reference": kw.pop("silent", False), **kw}
+
+
+def test_paired_comparison_counts_wins_losses_ties_and_the_sign_test():
+    from core.sweep.stats import paired
+
+    base = {f"f{i}": 0.5 for i in range(7)}
+    other = {"f0": 0.1, "f1": 0.2, "f2": 0.3, "f3": 0.4, "f4": 0.0, "f5": 0.9, "f6": 0.5}  # 5 better, 1 worse, 1 tie
+    out = paired(base, other, higher_is_better=False)
+    assert (out["files"], out["wins"], out["losses"], out["ties"]) == (7, 5, 1, 1)
+    # two-sided sign test on 5 of 6: 2 * P(X >= 5 | n=6, p=1/2) = 2 * (6 + 1) / 64
+    assert out["p_value"] == pytest.approx(14 / 64)
+    assert out["mean_diff"] == pytest.approx((0.1 + 0.2 + 0.3 + 0.4 + 0.0 + 0.9 + 0.5) / 7 - 0.5)
+    lo, hi = out["ci"]
+    assert lo <= out["mean_diff"] <= hi
+    # chrF: higher is better, so the same numbers are 1 win and 5 losses
+    flipped = paired(base, other, higher_is_better=True)
+    assert (flipped["wins"], flipped["losses"], flipped["ties"]) == (1, 5, 1)
+
+
+def test_bootstrap_interval_of_constant_values_is_the_value_and_brackets_the_mean():
+    from core.sweep.stats import bootstrap_ci
+
+    assert bootstrap_ci([0.25, 0.25, 0.25]) == (0.25, 0.25)
+    assert bootstrap_ci([]) is None
+    values = [0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9]
+    lo, hi = bootstrap_ci(values)
+    assert 0.0 <= lo < 0.45 < hi <= 0.9
+
+
+def test_summary_averages_seeds_per_file_and_counts_the_signals():
+    from core.sweep.stats import markdown, summarize
+
+    rows = [_row("a", "greedy", 0.2), _row("b", "greedy", 0.4),
+            _row("a", "s", 0.0, seed=0), _row("a", "s", 0.2, seed=1),   # file a: mean 0.1
+            _row("b", "s", 0.6, seed=0), _row("b", "s", 0.2, seed=1),   # file b: mean 0.4
+            _row("quiet", "greedy", None, silent=True, text=" you", no_speech=1),
+            _row("quiet", "s", None, seed=0, silent=True, text="", fallbacks=2, repetitions=1),
+            _row("quiet", "s", None, seed=1, silent=True, text="Thank you.")]
+    out = summarize(rows)
+    g, s = out["strategies"]
+    assert out["baseline"] == "greedy" and out["files"] == 3
+    assert g["value"] == pytest.approx(0.3) and s["value"] == pytest.approx(0.25)
+    # per-seed means: seed 0 (0.0 + 0.6) / 2 = 0.3, seed 1 (0.2 + 0.2) / 2 = 0.2; std (ddof 1) = 0.0707...
+    assert s["seed_spread"] == pytest.approx(((0.3 - 0.25) ** 2 * 2) ** 0.5)
+    assert s["seeds"] == [0, 1]
+    assert (g["no_speech"], g["silent_inputs"], g["output_on_silence"]) == (1, 1, 1)
+    assert (s["fallbacks"], s["repetitions"], s["silent_inputs"], s["output_on_silence"]) == (2, 1, 2, 1)
+    vs = s["vs_baseline"]
+    assert (vs["wins"], vs["losses"], vs["ties"]) == (1, 0, 1)  # a: 0.1 < 0.2 (win), b: 0.4 = 0.4 (tie)
+    text = markdown(out)
+    assert "sign test" in text and "scipy.stats.bootstrap" in text and "`s`" in text
+    with pytest.raises(ValueError, match="baseline"):
+        summarize(rows, baseline="beam:5")
+
+
+# ---------------------------------------------------------------- specs
+def test_a_seed_range_is_one_run_per_seed_and_other_specs_one_run():
+    from core.sweep.specs import expand
+
+    runs = expand(["greedy", "sample:T=0.8,seed=0..4", "beam:3"])
+    assert [(r.spec, r.seed) for r in runs] == [("greedy", 0)] + [("sample:T=0.8,seed=0..4", s) for s in range(5)] + \
+        [("beam:3", 0)]
+    assert all(r.options.temperature == 0.8 and r.options.strategy == "sample" for r in runs[1:6])
+    assert runs[6].options.num_beams == 3
+    for bad, why in ((["sample:seed=3..1"], "reversed"), (["greedy", "greedy"], "twice"), ([], "at least one"),
+                     (["nonsense"], "unknown strategy")):
+        with pytest.raises(ValueError, match=why):
+            expand(bad)
+
+
+def test_the_options_hash_changes_with_any_option_or_setting():
+    from core.sweep.specs import options_hash
+
+    a = options_hash("transcribe", "tiny.en", DecodingOptions())
+    assert a == options_hash("transcribe", "tiny.en", DecodingOptions())
+    assert a != options_hash("transcribe", "tiny.en", DecodingOptions(seed=1))
+    assert a != options_hash("transcribe", "base", DecodingOptions())
+    assert a != options_hash("transcribe", "tiny.en", DecodingOptions(), {"language": "de"})
+
+
+# ---------------------------------------------------------------- data
+def test_a_folder_gives_its_files_with_same_stem_references(tmp_path):
+    from core.sweep.data import read_items, sha256_file
+
+    (tmp_path / "sub").mkdir()
+    for name in ("b.wav", "sub/a.flac", "c.wav"):
+        (tmp_path / name).write_bytes(name.encode())
+    (tmp_path / "b.txt").write_text("hello there\n", encoding="utf-8")
+    (tmp_path / "sub" / "a.txt").write_text("", encoding="utf-8")  # silence: an empty reference
+    (tmp_path / "notes.md").write_text("not an input")
+    items = read_items("transcribe", tmp_path)
+    assert [(i.id, i.reference) for i in items] == [("b.wav", "hello there"), ("c.wav", None), ("sub/a.flac", "")]
+    assert items[0].input_hash == sha256_file(tmp_path / "b.wav")
+
+
+def test_a_tsv_gives_one_item_per_line(tmp_path):
+    from core.sweep.data import read_items, sha256_text
+
+    tsv = tmp_path / "set.tsv"
+    tsv.write_text("# header\nThe house.\tA casa.\n\nNo reference here\n", encoding="utf-8")
+    items = read_items("translate", tsv)
+    assert [(i.id, i.text, i.reference) for i in items] == [("set.tsv:2", "The house.", "A casa."),
+                                                           ("set.tsv:4", "No reference here", None)]
+    assert items[0].input_hash == sha256_text("The house.")
+
+
+@pytest.mark.parametrize("task,make,why", [
+    ("transcribe", lambda p: p, "no wav"),
+    ("translate", lambda p: p, "is a folder"),
+    ("transcribe", lambda p: (p / "x.tsv").write_text("a\tb") and p / "x.tsv", "is a file"),
+    ("transcribe", lambda p: p / "missing", "no such file"),
+])
+def test_data_that_is_not_the_tasks_says_what_to_give(tmp_path, task, make, why):
+    from core.sweep.data import DataError, read_items
+
+    with pytest.raises(DataError, match=why):
+        read_items(task, make(tmp_path))
+
+
+def test_a_saved_data_set_without_the_datasets_package_says_how_to_get_it(tmp_path, monkeypatch):
+    from core.sweep.data import DataError, read_items
+
+    (tmp_path / "dataset_info.json").write_text("{}")
+    monkeypatch.setitem(sys.modules, "datasets", None)
+    with pytest.raises(DataError, match="pip install datasets"):
+        read_items("transcribe", tmp_path, audio_column="audio", text_column="text")
+
+
+# ---------------------------------------------------------------- results
+def _decoded(file, ohash, value=0.1):
+    from core.sweep.decode import ROW_FIELDS, Decoded, trace_name
+
+    row = {k: None for k in ROW_FIELDS}
+    ihash = file.ljust(64, "0")
+    row.update(file=file, spec="greedy", seed=0, metric="wer", value=value, tokens=2, token_ids=[1, 2],
+               silent_reference=False, input_hash=ihash, options_hash=ohash, trace=trace_name(ihash, ohash))
+    return Decoded(row=row, trace=b"\x1f\x8b")
+
+
+def test_the_store_keeps_every_batch_at_once_and_compacts_them(tmp_path):
+    from core.sweep.decode import Decoded
+    from core.sweep.results import ResultStore
+
+    store = ResultStore(tmp_path)
+    assert store.append([_decoded("a", "o" * 64), _decoded("b", "o" * 64)]) == 2
+    failed = Decoded(row={"file": "c", "spec": "greedy", "seed": 0, "input_hash": "c", "options_hash": "o",
+                          "error": "bad audio"}, error="bad audio")
+    assert store.append([_decoded("d", "p" * 64), failed]) == 1
+    assert len(list((tmp_path / "results.parts").glob("*.parquet"))) == 2  # each batch stored as it came
+    assert store.done() == {("a".ljust(64, "0"), "o" * 64), ("b".ljust(64, "0"), "o" * 64),
+                            ("d".ljust(64, "0"), "p" * 64)}
+    assert (tmp_path / _decoded("a", "o" * 64).row["trace"]).is_file()
+    assert [f["error"] for f in store.failed()] == ["bad audio"]
+    assert store.compact() == 3
+    assert not (tmp_path / "results.parts").exists()
+    assert [r["file"] for r in ResultStore(tmp_path).rows()] == ["a", "b", "d"]
+    assert ResultStore(tmp_path).rows()[0]["token_ids"] == [1, 2]
+
+
+# ---------------------------------------------------------------- the command
+def test_without_ray_the_sweep_says_how_to_install_it_in_one_line_and_exits_2(monkeypatch, capsys, tmp_path):
+    from core.cli import main
+
+    monkeypatch.setitem(sys.modules, "ray", None)  # as if ray were not installed
+    code = main(["sweep", "transcribe", str(tmp_path), "--strategies", "greedy", "--out", str(tmp_path / "o")])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert len(err.strip().splitlines()) == 1 and "pip install -e '.[sweep]'" in err
+
+
+def test_a_bad_spec_or_baseline_is_a_usage_error(capsys, tmp_path):
+    from core.cli import main
+
+    (tmp_path / "a.wav").write_bytes(b"x")
+    out = str(tmp_path / "o")
+    assert main(["sweep", "transcribe", str(tmp_path), "--strategies", "greedy", "nonsense", "--out", out]) == 2
+    assert "unknown strategy" in capsys.readouterr().err
+    assert main(["sweep", "transcribe", str(tmp_path), "--strategies", "greedy", "--baseline", "beam:5",
+                 "--out", out]) == 2
+    assert "--baseline" in capsys.readouterr().err
+    assert main(["sweep", "translate", str(tmp_path), "--strategies", "greedy", "--out", out]) == 2
+    assert "TSV" in capsys.readouterr().err
