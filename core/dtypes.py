@@ -2,8 +2,10 @@
 any model loads).
 
 - ``"float32"``: the default; the same ids as transformers' ``generate()``.
-- ``"int8"``: Whisper only: every linear layer with int8 weights (one scale per output row) and
-  activations quantised per call, as CTranslate2's int8 (``core.backends.int8``).
+- ``"int8"``: Whisper and the bundled Bergamot translation models: linear layers with int8
+  weights (one scale per output row) and activations quantised per call, as CTranslate2's int8
+  (``core.backends.int8``; which layers: ``core.backends.whisper_models``,
+  ``core.backends.marian_net.INT8_ENCODER`` / ``INT8_DECODER``).
 """
 
 from __future__ import annotations
@@ -13,8 +15,8 @@ __all__ = ["DTYPES", "INT8_TASKS", "check_dtype"]
 #: the compute types, default first
 DTYPES = ("float32", "int8")
 
-#: the tasks whose models run in int8 (Whisper's lean decoder); the others run in float32
-INT8_TASKS = ("transcribe", "stream")
+#: the tasks whose models run in int8 (Whisper's lean decoder, Bergamot tiny11); the others run in float32
+INT8_TASKS = ("transcribe", "stream", "translate")
 
 
 def check_dtype(dtype: str) -> str:

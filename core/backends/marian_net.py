@@ -21,7 +21,10 @@ token, the lexical shortlist, the cache).
 
 from __future__ import annotations
 
+import copy
+import functools
 import math
+from typing import Callable
 
 import torch
 import torch.nn.functional as F
@@ -80,44 +83,67 @@ def _attention(
     return torch.matmul(weights, v), weights
 
 
-class _EncoderLayer:
-    """One encoder layer's weights laid out for the step: q/k/v stacked into one (768, 256)
-    matrix (one product instead of three; ``F.linear`` over stacked rows gives the same bits
-    as the three products), the rest as Marian stores them (``nn.Linear`` layout)."""
+def _float_linear(weight: torch.Tensor, bias: torch.Tensor | None) -> Callable[[torch.Tensor], torch.Tensor]:
+    """``x -> F.linear(x, weight, bias)`` (float32, ``nn.Linear`` layout (out, in))."""
+    return functools.partial(F.linear, weight=weight, bias=bias)
 
-    __slots__ = ("qkv", "qkv_b", "wo", "bo", "ln1", "w1", "b1", "w2", "b2", "ln2")
+
+class _EncoderLayer:
+    """One encoder layer's products laid out for the step: q/k/v stacked into one (768, 256)
+    matrix (one product instead of three; ``F.linear`` over stacked rows gives the same bits
+    as the three products), each product a callable ``x -> x W^T + b`` (float32, or int8 in
+    ``MarianTinyModel.quantized``)."""
+
+    __slots__ = ("qkv", "o", "ln1", "ffn1", "ffn2", "ln2", "weights")
 
     def __init__(self, p: dict[str, torch.Tensor], i: int):
         pre = f"encoder_l{i}_self"
-        self.qkv = torch.cat([p[pre + "_Wq"], p[pre + "_Wk"], p[pre + "_Wv"]]).contiguous()
-        self.qkv_b = torch.cat([p[pre + "_bq"], p[pre + "_bk"], p[pre + "_bv"]]).contiguous()
-        self.wo, self.bo = p[pre + "_Wo"], p[pre + "_bo"]
+        self.weights = {
+            "qkv": (torch.cat([p[pre + "_Wq"], p[pre + "_Wk"], p[pre + "_Wv"]]).contiguous(),
+                    torch.cat([p[pre + "_bq"], p[pre + "_bk"], p[pre + "_bv"]]).contiguous()),
+            "o": (p[pre + "_Wo"], p[pre + "_bo"]),
+            "ffn1": (p[f"encoder_l{i}_ffn_W1"], p[f"encoder_l{i}_ffn_b1"]),
+            "ffn2": (p[f"encoder_l{i}_ffn_W2"], p[f"encoder_l{i}_ffn_b2"]),
+        }
+        for name, (w, b) in self.weights.items():
+            setattr(self, name, _float_linear(w, b))
         self.ln1 = (p[pre + "_Wo_ln_scale"], p[pre + "_Wo_ln_bias"])
         pre = f"encoder_l{i}_ffn"
-        self.w1, self.b1, self.w2, self.b2 = p[pre + "_W1"], p[pre + "_b1"], p[pre + "_W2"], p[pre + "_b2"]
         self.ln2 = (p[pre + "_ffn_ln_scale"], p[pre + "_ffn_ln_bias"])
 
 
 class _DecoderLayer:
-    """One decoder layer's weights laid out for the step: the SSRU's W and Wf stacked into one
-    (512, 256) matrix (bias 0 for W's half), the rest as Marian stores them. A plain object of
-    tensors, so a step reads attributes instead of building dictionary keys."""
+    """One decoder layer's products laid out for the step: the SSRU's W and Wf stacked into one
+    (512, 256) matrix (bias 0 for W's half), each product a callable ``x -> x W^T + b``
+    (float32, or int8 in ``MarianTinyModel.quantized``). A plain object, so a step reads
+    attributes instead of building dictionary keys."""
 
-    __slots__ = ("ssru", "ssru_b", "ln0", "wq", "bq", "wk", "bk", "wv", "bv", "wo", "bo", "ln1",
-                 "w1", "b1", "w2", "b2", "ln2")
+    __slots__ = ("ssru", "ln0", "q", "k", "v", "o", "ln1", "ffn1", "ffn2", "ln2", "weights")
 
     def __init__(self, p: dict[str, torch.Tensor], i: int):
         pre = f"decoder_l{i}_rnn"
-        self.ssru = torch.cat([p[pre + "_W"], p[pre + "_Wf"]]).contiguous()
-        self.ssru_b = torch.cat([torch.zeros(D_MODEL), p[pre + "_bf"]]).contiguous()
+        ctx = f"decoder_l{i}_context"
+        ffn = f"decoder_l{i}_ffn"
+        self.weights = {
+            "ssru": (torch.cat([p[pre + "_W"], p[pre + "_Wf"]]).contiguous(),
+                     torch.cat([torch.zeros(D_MODEL), p[pre + "_bf"]]).contiguous()),
+            "q": (p[ctx + "_Wq"], p[ctx + "_bq"]), "k": (p[ctx + "_Wk"], p[ctx + "_bk"]),
+            "v": (p[ctx + "_Wv"], p[ctx + "_bv"]), "o": (p[ctx + "_Wo"], p[ctx + "_bo"]),
+            "ffn1": (p[ffn + "_W1"], p[ffn + "_b1"]), "ffn2": (p[ffn + "_W2"], p[ffn + "_b2"]),
+        }
+        for name, (w, b) in self.weights.items():
+            setattr(self, name, _float_linear(w, b))
         self.ln0 = (p[pre + "_ffn_ln_scale"], p[pre + "_ffn_ln_bias"])
-        pre = f"decoder_l{i}_context"
-        self.wq, self.bq, self.wk, self.bk = p[pre + "_Wq"], p[pre + "_bq"], p[pre + "_Wk"], p[pre + "_bk"]
-        self.wv, self.bv, self.wo, self.bo = p[pre + "_Wv"], p[pre + "_bv"], p[pre + "_Wo"], p[pre + "_bo"]
-        self.ln1 = (p[pre + "_Wo_ln_scale"], p[pre + "_Wo_ln_bias"])
-        pre = f"decoder_l{i}_ffn"
-        self.w1, self.b1, self.w2, self.b2 = p[pre + "_W1"], p[pre + "_b1"], p[pre + "_W2"], p[pre + "_b2"]
-        self.ln2 = (p[pre + "_ffn_ln_scale"], p[pre + "_ffn_ln_bias"])
+        self.ln1 = (p[ctx + "_Wo_ln_scale"], p[ctx + "_Wo_ln_bias"])
+        self.ln2 = (p[ffn + "_ffn_ln_scale"], p[ffn + "_ffn_ln_bias"])
+
+
+#: the products ``MarianTinyModel.quantized`` runs in int8. All of the encoder's (several rows
+#: per call) and the cross-attention keys/values (once per input); of the decoder step (one row
+#: per call) only the FFN's two (256 x 1536) matrices: on one row, fbgemm's fixed cost per call
+#: (~25 us here) is more than a 256 x 256 / 512 x 256 float32 product takes.
+INT8_ENCODER = ("qkv", "o", "ffn1", "ffn2")
+INT8_DECODER = ("k", "v", "ffn1", "ffn2")
 
 
 _SCALE = 1.0 / math.sqrt(HEAD_DIM)
@@ -153,6 +179,38 @@ class MarianTinyModel:
         self.wemb_t = params["Wemb"].t().contiguous()  # (256, V) for the output projection
         self.emb_scale = math.sqrt(D_MODEL)
         self._positions = sinusoid_positions(torch.arange(1024))  # grown on demand
+        #: the compute type of the products: "float32", or "int8" (``quantized``)
+        self.dtype = "float32"
+        #: the full output projection, (batch, 256) -> (batch, V); int8 in ``quantized``
+        self._full_projection: Callable[[torch.Tensor], torch.Tensor] | None = None
+
+    def quantized(self) -> "MarianTinyModel":
+        """An int8 twin of this model (``dtype == "int8"``): the products named in
+        ``INT8_ENCODER`` / ``INT8_DECODER`` and the full output projection run as
+        ``core.backends.int8.Int8Linear`` (int8 weights with one scale per output row,
+        activations quantised per call, int32 accumulation: CTranslate2's int8 scheme; the
+        native Bergamot engine runs intgemm int8 with fixed activation scales); the other
+        decoder products, the shortlist's projection, the layer norms and the attention stay
+        float32. Shares the float32 weights ``p`` with this model, which is unchanged.
+
+        Returns:
+            a new ``MarianTinyModel``; tokens may differ slightly from float32.
+        """
+        from core.backends.int8 import Int8Linear
+
+        twin = copy.copy(self)
+        twin.dtype = "int8"
+
+        def requantized(layer, names):
+            out = copy.copy(layer)
+            for name in names:
+                setattr(out, name, Int8Linear(*layer.weights[name]).forward)
+            return out
+
+        twin.enc_layers = [requantized(L, INT8_ENCODER) for L in self.enc_layers]
+        twin.dec_layers = [requantized(L, INT8_DECODER) for L in self.dec_layers]
+        twin._full_projection = Int8Linear(self.p["Wemb"], self.p["decoder_ff_logit_out_b"]).forward
+        return twin
 
     # -- shared pieces ---------------------------------------------------------------
 
@@ -185,10 +243,10 @@ class MarianTinyModel:
         if mask is not None:
             bias = torch.zeros(mask.shape, dtype=torch.float32).masked_fill(~mask, -1e9)[:, None, None, :]
         for L in self.enc_layers:
-            q, k, v = F.linear(x, L.qkv, L.qkv_b).split(D_MODEL, dim=-1)
+            q, k, v = L.qkv(x).split(D_MODEL, dim=-1)
             ctx, _ = _attention(_split_heads(q), _split_heads(k), _split_heads(v), bias)
-            x = F.layer_norm(x + F.linear(_merge_heads(ctx), L.wo, L.bo), (D_MODEL,), *L.ln1, LN_EPS)
-            h = F.linear(F.relu(F.linear(x, L.w1, L.b1)), L.w2, L.b2)
+            x = F.layer_norm(x + L.o(_merge_heads(ctx)), (D_MODEL,), *L.ln1, LN_EPS)
+            h = L.ffn2(F.relu(L.ffn1(x)))
             x = F.layer_norm(x + h, (D_MODEL,), *L.ln2, LN_EPS)
         return x
 
@@ -198,8 +256,8 @@ class MarianTinyModel:
     def cross_keys_values(self, encoder_hidden: torch.Tensor) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
         """Per decoder layer, the cross-attention keys and values, each float32
         (batch, heads, src_len, head_dim), computed once per input."""
-        keys = [_split_heads(F.linear(encoder_hidden, L.wk, L.bk)) for L in self.dec_layers]
-        values = [_split_heads(F.linear(encoder_hidden, L.wv, L.bv)) for L in self.dec_layers]
+        keys = [_split_heads(L.k(encoder_hidden)) for L in self.dec_layers]
+        values = [_split_heads(L.v(encoder_hidden)) for L in self.dec_layers]
         return keys, values
 
     @torch.no_grad()
@@ -235,17 +293,17 @@ class MarianTinyModel:
         for li in range(run):
             L = self.dec_layers[li]
             # SSRU (Kim et al. 2019): c = f*c_prev + (1-f)*(x W), h = relu(c); W and Wf in one product.
-            both = F.linear(x, L.ssru, L.ssru_b)
+            both = L.ssru(x)
             f = torch.sigmoid(both[:, D_MODEL:])
             c = f * ssru_state[li] + (1.0 - f) * both[:, :D_MODEL]
             new_state.append(c)
             x = F.layer_norm(x + F.relu(c), (D_MODEL,), *L.ln0, LN_EPS)
             # Cross-attention over the encoder hidden states (its keys/values computed once per input).
-            q = F.linear(x, L.wq, L.bq).view(-1, N_HEADS, 1, HEAD_DIM)
+            q = L.q(x).view(-1, N_HEADS, 1, HEAD_DIM)
             ctx, w = _attention(q, cross_keys[li], cross_values[li], cross_bias)
             attentions.append(w[:, :, 0, :])
-            x = F.layer_norm(x + F.linear(ctx.reshape(-1, D_MODEL), L.wo, L.bo), (D_MODEL,), *L.ln1, LN_EPS)
-            h = F.linear(F.relu(F.linear(x, L.w1, L.b1)), L.w2, L.b2)
+            x = F.layer_norm(x + L.o(ctx.reshape(-1, D_MODEL)), (D_MODEL,), *L.ln1, LN_EPS)
+            h = L.ffn2(F.relu(L.ffn1(x)))
             x = F.layer_norm(x + h, (D_MODEL,), *L.ln2, LN_EPS)
             if layer_outputs is not None:
                 layer_outputs.append(x)
@@ -282,7 +340,7 @@ class MarianTinyModel:
         attentions = []
         for li in range(run):
             L = self.dec_layers[li]
-            both = F.linear(x, L.ssru, L.ssru_b)
+            both = L.ssru(x)
             f = torch.sigmoid(both[..., D_MODEL:])
             g = (1.0 - f) * both[..., :D_MODEL]
             c = ssru_state[li]
@@ -292,11 +350,11 @@ class MarianTinyModel:
                 cs.append(c)
                 after[t].append(c)
             x = F.layer_norm(x + F.relu(torch.stack(cs, dim=1)), (D_MODEL,), *L.ln0, LN_EPS)
-            q = F.linear(x, L.wq, L.bq).view(b, n, N_HEADS, HEAD_DIM).transpose(1, 2)
+            q = L.q(x).view(b, n, N_HEADS, HEAD_DIM).transpose(1, 2)
             ctx, w = _attention(q, cross_keys[li], cross_values[li], cross_bias)
             attentions.append(w.transpose(1, 2))  # (batch, n, heads, src)
-            x = F.layer_norm(x + F.linear(_merge_heads(ctx), L.wo, L.bo), (D_MODEL,), *L.ln1, LN_EPS)
-            h = F.linear(F.relu(F.linear(x, L.w1, L.b1)), L.w2, L.b2)
+            x = F.layer_norm(x + L.o(_merge_heads(ctx)), (D_MODEL,), *L.ln1, LN_EPS)
+            h = L.ffn2(F.relu(L.ffn1(x)))
             x = F.layer_norm(x + h, (D_MODEL,), *L.ln2, LN_EPS)
         for t in range(n):
             after[t].extend(ssru_state[run:])
@@ -317,6 +375,8 @@ class MarianTinyModel:
         laid out for ``addmm`` makes it about twice as fast as ``F.linear`` on one CPU thread.
         """
         if rows is None:
+            if self._full_projection is not None:
+                return self._full_projection(y)
             return torch.addmm(self.p["decoder_ff_logit_out_b"], y, self.wemb_t)
         weight, bias = rows
         return torch.addmm(bias, y, weight)

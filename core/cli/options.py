@@ -197,7 +197,7 @@ def misapplied_flag(args: argparse.Namespace) -> str | None:
         return (f"{' / '.join(beams)} applies to --strategy beam / diverse-beam only; --strategy speculative "
                 f"verifies one sequence (--verification greedy or sample): drop {beams[0]}")
     if getattr(args, "dtype", "float32") == "int8" and getattr(args, "command", None) not in INT8_TASKS:
-        return (f"--dtype int8 is for Whisper (transcribe) only; {args.command} runs its models in float32: "
+        return (f"--dtype int8 is for {' / '.join(INT8_TASKS)} only; {args.command} runs its models in float32: "
                 "drop --dtype int8")
     if getattr(args, "kv_cache", None) is False and strategy == "speculative":
         return ("--no-kv-cache cannot run --strategy speculative (it cuts rejected draft tokens out of the KV "

