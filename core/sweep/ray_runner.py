@@ -125,10 +125,13 @@ def decode_on_ray(config, todo: list, store, report, *, err: TextIO | None = Non
         return Worker.options(num_cpus=threads if config.address is None else 1).remote(
             config.task, config.settings, threads)
 
-    bar = _progress(len(todo), config.progress, err)
     actors = [new_worker() for _ in range(n_workers)]
     inflight: dict = {}
+    bar = None
     try:
+        if config.progress:
+            print(f"sweep: loading {config.settings.model} in {n_workers} worker(s); {len(todo)} files to decode",
+                  file=err, flush=True)
         loaded = []
         for a in actors:  # the model loads in every worker at once; a load error is the user's to see
             try:
@@ -139,6 +142,7 @@ def decode_on_ray(config, todo: list, store, report, *, err: TextIO | None = Non
         if not loaded:
             raise RuntimeError(f"no sweep worker could load the model: {_cause(last)}")
         actors = loaded
+        bar = _progress(len(todo), config.progress, err)
 
         def give(actor) -> None:
             if queue:
@@ -185,7 +189,8 @@ def decode_on_ray(config, todo: list, store, report, *, err: TextIO | None = Non
         print(f"\nsweep: interrupted; {report.decoded} of {len(todo)} files stored in {config.out} "
               "(run the same command again to resume)", file=err, flush=True)
     finally:
-        bar.close()
+        if bar is not None:
+            bar.close()
         for a in actors:
             try:
                 ray.kill(a)

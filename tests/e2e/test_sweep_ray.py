@@ -1,0 +1,159 @@
+"""End to end: ``decoding-explorer sweep`` on a local Ray with 2 workers (one Ray session for
+the module; Ray's start-up is the slow part on two cores).
+
+- tiny.en on three short espeak-ng clips: every row equals the per-file CLI run of its
+  strategy and seed (the same token ids, the same WER), the traces are written;
+- resumption: rows of one file removed (a sweep stopped before it) -> only that file is
+  decoded again, to the same ids;
+- Bergamot en-pt on a small TSV with one worker killed (``ray.kill``) mid-sweep: no stored
+  row is lost, its unfinished file runs again, every line is there once and equals the
+  per-line CLI run.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import logging
+
+import pytest
+
+from core.analysis.metrics import score
+from core.cli import main
+
+ray = pytest.importorskip("ray")
+pytest.importorskip("pyarrow")
+
+pytestmark = pytest.mark.e2e
+
+CLIPS = {"one": "Open the door.", "two": "Turn on the lights.", "sub/three": "Thank you for listening."}
+SPECS = ["greedy", "sample:T=0.8,seed=0..1"]
+#: the single-run flags of each (spec, seed)
+ALONE = {("greedy", 0): [], ("sample:T=0.8,seed=0..1", 0): ["--strategy", "sample", "--temperature", "0.8", "--seed", "0"],
+         ("sample:T=0.8,seed=0..1", 1): ["--strategy", "sample", "--temperature", "0.8", "--seed", "1"]}
+LINES = [("The house is small.", "A casa é pequena."), ("I like to read books.", "Eu gosto de ler livros."),
+         ("The weather is nice today.", "O tempo está bom hoje."), ("Where is the station?", "Onde fica a estação?"),
+         ("She drinks water.", "Ela bebe água.")]
+
+
+@pytest.fixture(scope="module")
+def local_ray():
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR)
+    yield
+    ray.shutdown()
+
+
+@pytest.fixture(scope="module")
+def clips(tmp_path_factory):
+    import soundfile as sf
+
+    from tests.helpers.speech import SAMPLE_RATE, synth_speech
+
+    root = tmp_path_factory.mktemp("clips")
+    (root / "sub").mkdir()
+    for name, text in CLIPS.items():
+        sf.write(root / f"{name}.wav", synth_speech(text), SAMPLE_RATE)
+        (root / f"{name}.txt").write_text(text, encoding="utf-8")
+    return root
+
+
+def _config(task, data, out, specs, **kw):
+    from core.sweep.decode import Settings
+    from core.sweep.runner import SweepConfig
+
+    model = {"transcribe": "tiny.en", "translate": "en-pt"}[task]
+    return SweepConfig(task=task, data=str(data), out=str(out), settings=Settings(model=model), specs=specs,
+                       workers=2, progress=False, **kw)
+
+
+def _cli(capsys, *argv):
+    code = main([*argv, "--json"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    return json.loads(out)
+
+
+@pytest.fixture(scope="module")
+def speech_sweep(local_ray, clips, tmp_path_factory):
+    from core.sweep.runner import run_sweep
+
+    out = tmp_path_factory.mktemp("speech-sweep")
+    report = run_sweep(_config("transcribe", clips, out, SPECS))
+    return out, report
+
+
+def test_sweep_rows_equal_the_per_file_cli_runs(speech_sweep, clips, whisper_tiny_en, monkeypatch, capsys):
+    from core.sweep.results import ResultStore
+    from core.tasks.speech import SpeechModel
+
+    out, report = speech_sweep
+    assert report.exit_code == 0 and (report.decoded, report.skipped, report.rows) == (3, 0, 9)
+    rows = ResultStore(out).rows()
+    assert sorted((r["file"], r["spec"], r["seed"]) for r in rows) == sorted(
+        (f"{name}.wav", spec, seed) for name in CLIPS for spec, seed in ALONE)
+    assert len({r["worker"] for r in rows}) == 2  # both workers decoded
+    monkeypatch.setattr(SpeechModel, "load", classmethod(lambda cls, *a, **k: whisper_tiny_en))
+    for r in rows:
+        alone = _cli(capsys, "transcribe", str(clips / r["file"]), *ALONE[(r["spec"], r["seed"])])
+        assert r["token_ids"] == [t["id"] for t in alone["tokens"]], (r["file"], r["spec"], r["seed"])
+        assert r["text"] == alone["text"]
+        assert r["value"] == pytest.approx(score("wer", alone["text"], CLIPS[r["file"][:-4]]).value)
+        trace = json.loads(gzip.decompress((out / r["trace"]).read_bytes()))
+        assert [t["id"] for t in trace["tokens"]] == r["token_ids"]
+    summary = json.loads((out / "summary.json").read_text())
+    assert [s["spec"] for s in summary["strategies"]] == SPECS and summary["rows"] == 9
+    assert "sign test" in (out / "summary.md").read_text()
+
+
+def test_a_resumed_sweep_decodes_only_what_is_missing(speech_sweep, clips):
+    import pyarrow.parquet as pq
+
+    from core.sweep.results import ResultStore
+    from core.sweep.runner import run_sweep
+
+    out, _ = speech_sweep
+    before = {(r["file"], r["spec"], r["seed"]): r["token_ids"] for r in ResultStore(out).rows()}
+    table = pq.read_table(out / "results.parquet")
+    kept = table.filter(pq.pc.not_equal(table.column("file"), "two.wav")) if hasattr(pq, "pc") else None
+    if kept is None:
+        import pyarrow.compute as pc
+
+        kept = table.filter(pc.not_equal(table.column("file"), "two.wav"))
+    pq.write_table(kept, out / "results.parquet")  # as if the sweep had stopped before two.wav
+    report = run_sweep(_config("transcribe", clips, out, SPECS))
+    assert (report.decoded, report.skipped, report.rows, report.exit_code) == (1, 2, 3, 0)
+    after = {(r["file"], r["spec"], r["seed"]): r["token_ids"] for r in ResultStore(out).rows()}
+    assert after == before
+    again = run_sweep(_config("transcribe", clips, out, SPECS))  # all done: nothing decoded
+    assert (again.decoded, again.skipped, again.rows) == (0, 3, 0)
+
+
+def test_a_worker_killed_mid_sweep_loses_no_row_and_the_sweep_completes(local_ray, tmp_path, monkeypatch, capsys):
+    from core.sweep.results import ResultStore
+    from core.sweep.runner import run_sweep
+    from core.tasks.translation import TranslationModel
+
+    tsv = tmp_path / "en-pt.tsv"
+    tsv.write_text("".join(f"{s}\t{r}\n" for s, r in LINES), encoding="utf-8")
+    out = tmp_path / "out"
+    seen = []
+
+    def kill_one(done, actors):
+        if not seen:  # after the first batch is stored: kill the other worker, busy with its own file
+            seen.append((done, ResultStore(out).rows()))
+            ray.kill(actors[-1])
+
+    report = run_sweep(_config("translate", tsv, out, ["greedy"], batch_size=1), on_batch=kill_one)
+    assert report.restarts >= 1
+    assert report.exit_code == 0 and report.decoded == len(LINES)
+    rows = ResultStore(out).rows()
+    assert sorted(r["file"] for r in rows) == [f"en-pt.tsv:{i}" for i in range(1, len(LINES) + 1)]  # each once
+    stored_before_kill = seen[0][1]
+    assert stored_before_kill and all(r in rows for r in stored_before_kill)
+    model = TranslationModel.load("en-pt")
+    monkeypatch.setattr(TranslationModel, "load", classmethod(lambda cls, *a, **k: model))
+    for r in rows:
+        source, reference = LINES[int(r["file"].split(":")[1]) - 1]
+        alone = _cli(capsys, "translate", source)
+        assert r["token_ids"] == [t["id"] for t in alone["tokens"]] and r["text"] == alone["text"]
+        assert r["value"] == pytest.approx(score("chrf", alone["text"], reference).value)
