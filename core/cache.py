@@ -11,6 +11,7 @@ cache for beams, and at the end keeps what the run's cache holds if the run stay
 
 from __future__ import annotations
 
+import dataclasses
 from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any, Sequence
@@ -117,8 +118,10 @@ class Inference:
         capture_attention, capture_lens: passed to ``Backend.step`` (the lens only when asked,
             so backends without it never see the argument).
         kv_cache: False runs without a KV cache, as a decoder without one does: every step
-            feeds the whole prefix (``input_ids``) to a fresh cache, so step t costs about t times
-            a cached step (quadratic in all) and gives the same logits. No kept cache is taken
+            feeds the whole prefix (``input_ids``) to an empty cache (``truncate_cache(cache, 0)``
+            while the batch size stays, else ``init_cache``), so step t costs about t times a
+            cached step (quadratic in all) and gives the same logits; the step's hidden states
+            are those of the positions it adds, as with the cache. No kept cache is taken
             or kept; ``truncate`` (speculative decoding) is refused.
 
     Attributes:
@@ -134,6 +137,7 @@ class Inference:
         self.cache, self.reused, self.reused_hidden = (
             store.take(backend, encoded, known, prompt_len, batch) if reuse and kv_cache else (None, 0, None))
         self._capture_attention = capture_attention
+        self._empty_batch: int | None = None  # without the KV cache: the batch size of self.cache
         self._lens_kw = {"capture_lens": True} if capture_lens else {}
         # what this run's cache holds, while it is batch 1 and never reordered (kept at the end)
         hidden = ([] if not self.reused else None if self.reused_hidden is None else [self.reused_hidden[0]])
@@ -144,6 +148,7 @@ class Inference:
         """A fresh cache for ``batch`` hypotheses unless one was taken."""
         if self.cache is None:
             self.cache = self.backend.init_cache(self.encoded, batch)
+            self._empty_batch = batch
         if self._kept is not None:
             self._kept.cache = self.cache
 
@@ -158,16 +163,32 @@ class Inference:
             RuntimeError: the lens was asked for and the backend gives none.
             TypeError: the backend does not take one of ``backend_kw``.
         """
+        n_new = new_ids.shape[1]
         if not self.kv_cache:  # no cache: the decoder re-reads the whole prefix
-            self.cache, new_ids = self.backend.init_cache(self.encoded, input_ids.shape[0]), input_ids
+            self.cache, new_ids = self._emptied(input_ids.shape[0]), input_ids
         try:
             out = self.backend.step(new_ids, self.cache, self._capture_attention, **self._lens_kw, **backend_kw)
         except TypeError as exc:
             if self._lens_kw and "capture_lens" in str(exc):
                 raise RuntimeError(f"{self.backend.name} gives no logit lens; turn capture_lens off") from exc
             raise
+        if not self.kv_cache and out.hidden_states is not None and out.hidden_states.shape[1] > n_new:
+            # the positions this step adds, as with the cache (the prefix's were handed on before)
+            out = dataclasses.replace(out, hidden_states=out.hidden_states[:, -n_new:])
         self._kept = self._kept.extend(input_ids, new_ids, out) if self._kept is not None else None
         return out
+
+    def _emptied(self, batch: int) -> Any:
+        """Without the KV cache: an empty cache for ``batch`` hypotheses. The last step's cache
+        emptied by ``truncate_cache(cache, 0)`` while the batch size stays (what ``init_cache``
+        computes once per input, such as cross-attention keys/values, is kept); a new one from
+        ``init_cache`` for the first step, a new batch size or a backend without
+        ``truncate_cache``."""
+        truncate = getattr(self.backend, "truncate_cache", None)
+        if self.cache is not None and truncate is not None and self._empty_batch == batch:
+            return truncate(self.cache, 0)
+        self._empty_batch = batch
+        return self.backend.init_cache(self.encoded, batch)
 
     def advance(self, out: StepOutput, beam_idx: torch.Tensor | None) -> None:
         """Continue from ``out``'s cache, its rows reordered by ``beam_idx`` (beam search,
