@@ -9,6 +9,9 @@ results stream back as each batch is done (``ray.wait``) and are stored at once.
 - A worker that dies (killed, out of memory, its node lost) loses only its unfinished batch:
   the batch is queued again and a new worker takes its place (at most ``workers`` times).
 - Ctrl+C stops the workers; what was stored stays (the sweep resumes from it).
+- In a process where Ray was already initialised (a notebook, the tests), the workers stay up
+  after a sweep and the next sweep of the same task and settings reuses them (no second model
+  load); with a Ray this module started, they end with it.
 """
 
 from __future__ import annotations
@@ -24,6 +27,9 @@ from typing import Callable, TextIO
 INSTALL_HINT = "decoding-explorer sweep runs on Ray: pip install -e '.[sweep]' (or: pip install 'ray[default]' pyarrow)"
 
 _WORKER_CLASS = None
+#: (Ray job id, task, settings, threads) -> the live workers kept from the last sweep in a Ray this module did
+#: not start (one entry at most: kept workers hold their CPUs)
+_POOLS: dict[tuple, list] = {}
 
 
 def worker_class():
@@ -118,19 +124,26 @@ def decode_on_ray(config, todo: list, store, report, *, err: TextIO | None = Non
     queue = deque(todo[i:i + size] for i in range(0, len(todo), size))
     n_workers = min(workers, len(queue))
     cores = os.cpu_count() or 1
-    threads = max(1, cores // n_workers) if config.address is None else 1
+    threads = max(1, cores // workers) if config.address is None else 1
     Worker = worker_class()
 
     def new_worker():
         return Worker.options(num_cpus=threads if config.address is None else 1).remote(
             config.task, config.settings, threads)
 
-    actors = [new_worker() for _ in range(n_workers)]
+    key = (ray.get_runtime_context().get_job_id(), config.task, repr(config.settings), threads)
+    kept = [] if started else _POOLS.pop(key, [])
+    _kill([a for pool in _POOLS.values() for a in pool])  # workers of other settings: free their CPUs
+    _POOLS.clear()
+    actors = kept[:n_workers] + [new_worker() for _ in range(n_workers - len(kept))]
+    spare = kept[n_workers:]
     inflight: dict = {}
+    finished = False
     bar = None
     try:
         if config.progress:
-            print(f"sweep: loading {config.settings.model} in {n_workers} worker(s); {len(todo)} files to decode",
+            print(f"sweep: loading {config.settings.model} in {n_workers - min(len(kept), n_workers)} worker(s) "
+                  f"({min(len(kept), n_workers)} kept from the last sweep); {len(todo)} files to decode",
                   file=err, flush=True)
         loaded = []
         for a in actors:  # the model loads in every worker at once; a load error is the user's to see
@@ -184,6 +197,7 @@ def decode_on_ray(config, todo: list, store, report, *, err: TextIO | None = Non
             if queue and not inflight and actors:
                 for a in actors:
                     give(a)
+        finished = True
     except KeyboardInterrupt:
         report.interrupted = True
         print(f"\nsweep: interrupted; {report.decoded} of {len(todo)} files stored in {config.out} "
@@ -191,13 +205,22 @@ def decode_on_ray(config, todo: list, store, report, *, err: TextIO | None = Non
     finally:
         if bar is not None:
             bar.close()
-        for a in actors:
-            try:
-                ray.kill(a)
-            except Exception:
-                pass
+        if finished and not started:  # idle and alive: the next sweep of the same settings reuses them
+            _POOLS[key] = actors + spare
+        else:
+            _kill(actors + spare)
         if started:
             ray.shutdown()
+
+
+def _kill(actors: list) -> None:
+    import ray
+
+    for a in actors:
+        try:
+            ray.kill(a)
+        except Exception:  # already dead, or a handle from an earlier Ray session
+            pass
 
 
 def _cause(e: BaseException) -> str:
