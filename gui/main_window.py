@@ -247,16 +247,20 @@ class MainWindow(QMainWindow):
         self.save_exploration_action = act("Save exploration…", ["Ctrl+Shift+S"], lambda: self.save_exploration())
         self.open_exploration_action = act("Open exploration…", ["Ctrl+Shift+O"], lambda: self.open_exploration())
         self.export_action = act("Export…", ["Ctrl+E"], lambda: self.export_transcript())
+        self.play_live_action = act("Play file as live input…", [], lambda: self.play_file_as_live())
         for a, tip in ((self.export_action, "Export the Speech tab's last run as a transcript or subtitles: "
                         "txt, srt, vtt, tsv or json (as openai/whisper writes them)"),
                        (self.save_exploration_action, "Save the current tab's branches (forks), with the input's "
                         "hash, the model and the options, as a JSON file"),
-                       (self.open_exploration_action, "Open a saved exploration on the same input and model")):
+                       (self.open_exploration_action, "Open a saved exploration on the same input and model"),
+                       (self.play_live_action, "Play an audio file at real time as if it came from the microphone, "
+                        "through the Speech tab's live mode (its streaming policy): watch the words become final")):
             a.setToolTip(tip)
             a.setStatusTip(tip)
         menu = self.menuBar().addMenu("&File")
         menu.addAction(self.open_action)
         menu.addAction(self.export_action)
+        menu.addAction(self.play_live_action)
         menu.addSeparator()
         menu.addAction(self.save_exploration_action)
         menu.addAction(self.open_exploration_action)
@@ -284,6 +288,12 @@ class MainWindow(QMainWindow):
             self.show_message("Export writes transcripts and subtitles of speech: use it in the Speech tab.")
             return False
         return export(path)
+
+    def play_file_as_live(self, path: str | None = None) -> bool:
+        """File → Play file as live input: the Speech tab comes to the front and plays the file
+        (None: asks for it) through its live mode (``gui.tabs.live``)."""
+        self.tabs.setCurrentWidget(self.speech_tab)
+        return self.speech_tab.play_file_as_live(path)
 
     # ----------------------------------------------------------- explorations
     def _exploration_dir(self) -> str:

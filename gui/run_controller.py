@@ -45,8 +45,9 @@ FRAME_MS = 33
 #: at most this many events, or this many seconds of handling them, per turn of the event loop
 MAX_EVENTS_PER_FRAME = 400
 PUMP_BUDGET_S = 0.015
-#: the slots whose workers decode with the tab's model (one decoding thread at a time)
-DECODING_SLOTS = ("decode", "lanes")
+#: the slots whose workers decode with the tab's model (one decoding thread at a time); "live":
+#: the Speech tab's live session (``gui.tabs.live``), a streaming decode of the microphone
+DECODING_SLOTS = ("decode", "lanes", "live")
 
 
 #: events that wait for the frame's batch: before any other event the frame listeners run

@@ -100,7 +100,7 @@ class RecordingBar(QWidget):
         self.level_meter.setRange(0, 100)
         self.level_meter.setTextVisible(False)
         self.level_meter.setFixedHeight(10)
-        self.level_meter.setMaximumWidth(80)
+        self.level_meter.setMaximumWidth(60)  # narrow: the row fits 1280 px with the Live box
         self.level_meter.setToolTip("input level while recording")
         self.mic_label = QLabel()
         self.mic_label.setStyleSheet(WARNING_STYLE)
@@ -114,7 +114,7 @@ class RecordingBar(QWidget):
         self.takes_combo.activated.connect(self.takePicked)
         self.save_button = QPushButton("Save…")
         self.discard_button = QPushButton("Discard")
-        row = QHBoxLayout()
+        row = self._row = QHBoxLayout()
         for widget, stretch in ((self.record_button, 0), (self.device_combo, 1), (self.level_meter, 0),
                                 (self.takes_combo, 1), (self.save_button, 0), (self.discard_button, 0)):
             row.addWidget(widget, stretch)
@@ -123,6 +123,11 @@ class RecordingBar(QWidget):
         lay.setSpacing(4)
         lay.addLayout(row)
         lay.addWidget(self.mic_label)
+
+    def add_beside_record(self, *widgets: QWidget) -> None:
+        """Put ``widgets`` right after the Record button (the Live box and its policy picker)."""
+        for i, widget in enumerate(widgets, start=self._row.indexOf(self.record_button) + 1):
+            self._row.insertWidget(i, widget)
 
     # ---------------------------------------------------------- microphone
     def refresh(self) -> None:

@@ -51,6 +51,7 @@ from core.inputs.types import SpeechInput
 from core.options import DecodingOptions
 
 from .base import SAMPLES_DIR, DecodeTab, RunFn, first_file
+from .live import LiveMode
 from .longform import LongForm
 from .recording import Take
 from .speech_input_area import SpeechInputArea, open_error
@@ -126,6 +127,7 @@ class SpeechTab(DecodeTab):
         self.mask = SpeechMask(self)  # the what-if's silenced span on the waveform
         self.long_form = LongForm(self)  # long-form runs: attempts, window marks, export
         self.mic = SpeechTakes(self, dialogs=sys.modules[__name__])  # the microphone and its takes
+        self.live_mode = LiveMode(self)  # Live: decode while recording, or a file played as live (gui/tabs/live.py)
         super().__init__(parent)
         from ..widgets.timestamp_marks import TimestampMarks
 
@@ -138,6 +140,7 @@ class SpeechTab(DecodeTab):
         # word bands on the waveform, the DTW path on the heatmap, the alignment-head picker
         self.word_timing = WordTimingController(self, self.word_timing_check)
         self.long_form.attach()
+        self.live_mode.attach()
         self.attempts_view, self.window_marks = self.long_form.attempts_view, self.long_form.window_marks
         self._update_lang_task_enabled()
         self.mic.update_takes()
@@ -174,8 +177,27 @@ class SpeechTab(DecodeTab):
 
     # ------------------------------------------------------------ what the objects offer (delegated)
     def toggle_record(self) -> None:
-        """Start recording, or stop and decode the recording (``SpeechTakes.toggle_record``)."""
+        """Start recording, or stop and decode the recording (``SpeechTakes.toggle_record``);
+        with Live ticked the recording is decoded while it runs (``LiveMode.sync``)."""
         self.mic.toggle_record()
+        self.live_mode.sync()
+
+    def play_file_as_live(self, path: str | Path | None = None, speed: float = 1.0) -> bool:
+        """File → Play file as live input (``LiveMode.play_file``; None asks for the file)."""
+        return self.live_mode.play_file(path, speed)
+
+    def request_decode(self) -> None:
+        """Decode the input; while a live session decodes with the model, once it has ended."""
+        if not self.live_mode.holds_model():
+            super().request_decode()
+
+    def is_busy(self) -> bool:
+        return super().is_busy() or self.live_mode.running()
+
+    def cancel(self) -> bool:
+        """Esc: end a live session's input (what is tentative is committed), then the base cancel."""
+        stopped = self.live_mode.stop()
+        return super().cancel() or stopped
 
     def is_recording(self) -> bool:
         """A recording is running."""
@@ -207,8 +229,9 @@ class SpeechTab(DecodeTab):
         return self.mask.mask_span_seconds(t0, t1)
 
     def exploring_refusal(self, what: str) -> str:
-        """Why a fork, what-if or lanes cannot follow the current run ("" if they can; ``LongForm.refusal``)."""
-        return self.long_form.refusal(what)
+        """Why a fork, what-if or lanes cannot follow the current run ("" if they can; ``LongForm.refusal``,
+        ``LiveMode.refusal``)."""
+        return self.live_mode.refusal(what) or self.long_form.refusal(what)
 
     def show_attempts(self) -> None:
         """Bring the long-form run's Attempts tab to the front."""
@@ -300,6 +323,8 @@ class SpeechTab(DecodeTab):
     def discard_input(self) -> None:
         """Discard: while recording, throw the running recording away (the input stays);
         otherwise forget the input: the current take is removed from the takes list."""
+        if self.mic.is_recording():
+            self.live_mode.abort()  # its live session goes with it
         if self.mic.discard_recording():  # a running recording is thrown away; the input stays
             return
         self.cancel()
@@ -372,8 +397,8 @@ class SpeechTab(DecodeTab):
         return super().decode_fn(options)
 
     def lanes_fn(self, lanes: list[DecodingOptions]) -> RunFn:
-        if self.long_form.refusal("Lanes"):
-            raise RuntimeError(self.long_form.refusal("Lanes"))
+        if self.exploring_refusal("Lanes"):
+            raise RuntimeError(self.exploring_refusal("Lanes"))
         return super().lanes_fn(lanes)
 
     def input_settings(self) -> dict:
@@ -388,6 +413,7 @@ class SpeechTab(DecodeTab):
         self.language_task.save(s)
         s.setValue("speech/device", self.device_combo.currentText())
         self.long_form.save_settings(s)
+        self.live_mode.save_settings(s)
 
     def restore_settings(self, s: QSettings) -> None:
         super().restore_settings(s)
@@ -400,9 +426,11 @@ class SpeechTab(DecodeTab):
             self.device_combo.blockSignals(False)
         self.language_task.restore(s)
         self.long_form.restore_settings(s)
+        self.live_mode.restore_settings(s)
         self._update_lang_task_enabled()
 
     def shutdown(self, wait_ms: int = 10000) -> None:
-        """Abort a running recording (stream aborted and closed), then stop the workers."""
+        """Abort a running recording (stream aborted and closed) and a live session, then stop the workers."""
+        self.live_mode.abort()
         self.recording.drop()
         super().shutdown(wait_ms)
