@@ -13,6 +13,8 @@ trimmed at a committed sentence end once longer than ``trim_after_s``.
 
 from __future__ import annotations
 
+import time
+
 from core.streaming.base import TRIM_S, BufferView, Decoder, Update, segment_trim
 from core.streaming.events import Waited
 
@@ -44,7 +46,9 @@ class AlignAtt:
         waited = None
         if hyp.stopped is not None:
             waited = Waited(hyp.stopped, hyp.stopped.frame, view.n_frames - self.frames, view.end_s)
-        after = BufferView(view.audio, view.start_s, view.previous, view.committed + hyp.tokens)
+        t0 = time.perf_counter()
+        commit = hyp.timed(len(hyp.tokens))  # word timing for what is committed
+        after = BufferView(view.audio, view.start_s, view.previous, view.committed + commit)
         trim = None if view.final else segment_trim(after, self.trim_after_s)
-        return Update(commit=hyp.tokens, trim_s=trim, trim_reason="segment end", waited=waited,
-                      decode_s=hyp.decode_s, decodes=1)
+        return Update(commit=commit, trim_s=trim, trim_reason="segment end", waited=waited,
+                      decode_s=hyp.decode_s + time.perf_counter() - t0, decodes=hyp.attempts)

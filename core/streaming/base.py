@@ -11,7 +11,8 @@ tested with scripted fakes.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import unicodedata
+from dataclasses import dataclass, field, replace
 from typing import Callable, Protocol, Sequence
 
 import numpy as np
@@ -35,12 +36,28 @@ class Hypothesis:
         finished: the decoder chose end-of-text (False: a stop rule or the length cut it).
         stopped: the token a stop rule refused (AlignAtt), else None.
         decode_s: seconds the decode took.
+        attempts: decodes run to get it (> 1 after a fallback: see ``WhisperDecoder``).
+        timing: ``k -> word ends (stream s, None: unknown) of tokens[:k]`` by word timing (DTW), run only for
+            what a policy commits (:meth:`timed`); None: ``tokens``' ``end_s`` stand (the
+            alignment heads' most-attended frame, or a fake's).
     """
 
     tokens: tuple[StreamToken, ...]
     finished: bool = True
     stopped: StreamToken | None = None
     decode_s: float = 0.0
+    attempts: int = 1
+    timing: Callable[[int], Sequence[float]] | None = field(default=None, compare=False, repr=False)
+
+    def timed(self, k: int) -> tuple[StreamToken, ...]:
+        """``tokens[:k]`` with ``end_s`` from word timing (DTW over the decode's alignment heads,
+        the prefix only): what a policy commits. Tentative tokens keep the cheap estimate."""
+        k = max(0, min(k, len(self.tokens)))
+        if self.timing is None or k == 0:
+            return self.tokens[:k]
+        ends = self.timing(k)
+        return tuple(t if i >= len(ends) or ends[i] is None else replace(t, end_s=float(ends[i]))
+                     for i, t in enumerate(self.tokens[:k]))
 
 
 #: a stop rule: (the token about to be emitted, the buffer's encoder frames) -> stop before it
@@ -129,14 +146,50 @@ class Policy(Protocol):
         ...
 
 
+#: Unicode scripts written without spaces between words: a boundary between two tokens is a word
+#: boundary when a character of one of these touches it (whisper's ``split_tokens_on_unicode``
+#: languages zh, ja, th, lo, my, yue, and Khmer)
+_UNSPACED = ("CJK", "HIRAGANA", "KATAKANA", "HALFWIDTH", "FULLWIDTH", "IDEOGRAPHIC", "THAI", "LAO", "MYANMAR",
+             "KHMER", "BOPOMOFO")
+
+
+def _unspaced(ch: str) -> bool:
+    return unicodedata.name(ch, "").startswith(_UNSPACED) or "\u3000" <= ch <= "\u303f"
+
+
+def is_boundary(tokens: Sequence[StreamToken], k: int) -> bool:
+    """Whether ``tokens[:k]`` ends between two words: at either end; before a token that starts
+    with a space; or, in scripts written without spaces (Chinese, Japanese, Thai, ...), between
+    two tokens one of which has such a character at that boundary. Never inside a character
+    (a token whose text is "" holds the first bytes of one: ``WhisperDecoder`` gives the
+    character's text to the token that completes it)."""
+    if k <= 0 or k >= len(tokens):
+        return True
+    before, after = tokens[k - 1].text, tokens[k].text
+    if not before or not after:
+        return False
+    return after.startswith(" ") or _unspaced(before[-1]) or _unspaced(after[0])
+
+
 def whole_words(tokens: Sequence[StreamToken], k: int) -> int:
-    """The largest k' <= k such that ``tokens[:k']`` ends at a word boundary: the next token
-    starts a word (its text begins with a space) or there is none. Committing whole words
-    keeps a half word ("trans" of "transcription") from becoming final."""
+    """The largest k' <= k such that ``tokens[:k']`` ends at a word boundary (:func:`is_boundary`:
+    the next token starts a word, or there is none; in unspaced scripts, a character boundary).
+    Committing whole words keeps a half word ("trans" of "transcription") from becoming final."""
     k = min(k, len(tokens))
-    while 0 < k < len(tokens) and not tokens[k].text.startswith(" "):
+    while 0 < k < len(tokens) and not is_boundary(tokens, k):
         k -= 1
     return k
+
+
+def last_word_start(tokens: Sequence[StreamToken]) -> int:
+    """Where the last word of ``tokens`` begins (0 for one word or none): SimulStreaming's
+    truncation of the last decoded word (``simul_whisper.py``: without its CIF end-of-word model,
+    "the last word is ALWAYS trimmed", because a word decoded at the buffer end "is often
+    wrong -- transcribing a word in the middle")."""
+    k = len(tokens) - 1
+    while k > 0 and not is_boundary(tokens, k):
+        k -= 1
+    return max(k, 0)
 
 
 def common_prefix(seqs: Sequence[Sequence[int]]) -> int:

@@ -1,11 +1,23 @@
 """Decoding one buffer of audio with a loaded Whisper model, for the streaming policies.
 
-The decode goes through the task and the engine like every other run (``SpeechModel.plan``
-encodes the buffer, ``SpeechModel.prompt`` builds the prompt with the committed text as previous
-text, ``Engine.run`` decodes with the run's ``DecodingOptions``: greedy, beam, sampling, ...;
-the committed tokens inside the buffer are its ``forced_ids``). Each new token gets its
-alignment heads' most-attended frame (AlignAtt's test, before it is emitted) and, after the
-decode, its word's end from word timing (DTW over the same heads, ``SpeechModel.alignment``).
+The buffer is encoded outside the model's encoder cache (``core.streaming.short_encoder``: the
+padded 30 s window as offline, or only the buffer's frames, whisper.cpp's ``audio_ctx``);
+``SpeechModel.prompt`` builds the prompt with the committed text as previous text and
+``Engine.run`` decodes with the run's ``DecodingOptions`` (greedy, beam, sampling, ...; the
+committed tokens inside the buffer are its ``forced_ids``). Each new token gets its alignment
+heads' most-attended frame (AlignAtt's test, before it is emitted); word timing (DTW over the
+same heads, ``SpeechModel.alignment``) runs only for the tokens a policy commits
+(``Hypothesis.timed``). Token texts come from the tokenizer's decode of the whole sequence, so a
+character split over byte tokens (CJK, emoji) is whole in the text of the token that completes it.
+
+A decode that loops (openai/whisper's rule: the text's gzip compression ratio above 2.4, or the
+token limit reached) is done again, as ``transcribe`` does per window (openai
+``decode_with_fallback``, ``core.tasks.longform``): first over the full window if the buffer was
+encoded short, then at the next temperatures of the long-form ladder (0.2, 0.4, ..., 1.0;
+sampling). Streaming has no "previous window" to retry later, so without this a degenerate
+decode ("Hear the Hear the ...", sampling at T=1 on a 1 s buffer) would be committed as it
+stands. The token limit of a buffer is ``TOKENS_PER_S`` per second of audio (+ 10): speech
+never needs more, and a loop stops there instead of at 224 tokens.
 """
 
 from __future__ import annotations
@@ -16,8 +28,18 @@ from typing import Sequence
 
 import numpy as np
 
+from core.catalog import FRAME_S, SAMPLE_RATE
 from core.streaming.base import Hypothesis, StopRule
 from core.streaming.events import StreamToken
+from core.streaming.short_encoder import ENCODERS, PAD_S, encode
+from core.tasks.longform_verdicts import fallback_options
+
+#: openai/whisper's loop test: a decode whose text's gzip compression ratio is above this is redone
+COMPRESSION_RATIO = 2.4
+#: the fallback ladder (``core.tasks.longform.LongFormOptions.temperatures``); 0.0 = the run's options
+FALLBACK_TEMPERATURES = (0.0, 0.2, 0.4, 0.6, 0.8, 1.0)
+#: the most tokens a buffer may hold per second of audio (+ 10): fast speech is ~5
+TOKENS_PER_S = 12
 
 
 class WhisperDecoder:
@@ -29,65 +51,131 @@ class WhisperDecoder:
             the policies and word timing need it).
         language: "auto" (detected on the first buffer, then kept) or a code.
         task: "transcribe" | "translate".
+        encoder: "window" (the 30 s padded window, as offline) or "buffer" (only the buffer's
+            frames + ``pad_s`` of silence: whisper.cpp's ``audio_ctx``; ``short_encoder``).
+        pad_s: seconds of padding encoded after the buffer in "buffer" mode.
+        fallback: redo a looping decode (see the module docstring); False keeps it.
+
+    Attributes:
+        fallbacks: how many decodes were done again (a loop found), over the stream.
 
     Raises:
-        ValueError: a language or task the model cannot do.
+        ValueError: a language or task the model cannot do, an unknown encoder, pad_s < 0.
     """
 
-    def __init__(self, model, options, *, language: str = "auto", task: str = "transcribe"):
+    def __init__(self, model, options, *, language: str = "auto", task: str = "transcribe",
+                 encoder: str = "window", pad_s: float = PAD_S, fallback: bool = True):
         model.check_language_task(language, task)
-        self.model, self.task = model, task
+        if encoder not in ENCODERS:
+            raise ValueError(f"unknown encoder {encoder!r}; use one of {', '.join(ENCODERS)}")
+        if pad_s < 0:
+            raise ValueError(f"pad_s must be >= 0 seconds, got {pad_s}")
+        self.model, self.task, self.encoder, self.pad_s, self.fallback = model, task, encoder, pad_s, fallback
         self.options = replace(options, capture_attention=True).validate()
         self.language = language if model.multilingual else "en"
         self.heads = list(model.alignment_heads)
+        self.fallbacks = 0
 
     def decode(self, audio: np.ndarray, start_s: float, previous: Sequence[int] = (),
                forced: Sequence[int] = (), stop: StopRule | None = None) -> Hypothesis:
         """Decode ``audio`` (float32 (n,), 16 kHz, 0.1-30 s) starting ``start_s`` s into the
-        stream; see ``core.streaming.base.Decoder``. Token ``end_s`` are stream seconds.
+        stream; see ``core.streaming.base.Decoder``. Token ``end_s`` are stream seconds: the
+        most-attended frame's end until ``Hypothesis.timed`` aligns the committed ones.
 
         Raises:
             ValueError: audio shorter than 0.1 s or longer than 30 s.
         """
         from core.catalog import WINDOW_S
-        from core.events import Finished, StepEvent
-        from core.inputs.types import SpeechInput
+        from core.inputs.types import check_audio
 
-        if len(audio) > WINDOW_S * 16000:
-            raise ValueError(f"a streaming buffer holds at most {WINDOW_S:.0f} s; got {len(audio) / 16000:.1f} s")
+        if len(audio) > WINDOW_S * SAMPLE_RATE:
+            raise ValueError(f"a streaming buffer holds at most {WINDOW_S:.0f} s; got {len(audio) / SAMPLE_RATE:.1f} s")
+        audio = check_audio(audio)
         t0 = time.perf_counter()
         m = self.model
-        plan = m.plan(SpeechInput(audio, language=self.language, task=self.task), self.options)
-        prepared = plan.prepare(0, plan.segments[0])
-        if self.language == "auto":
-            self.language = m.last_language or "en"  # detected on the first buffer, then kept
+        span = self.encoder
+        encoded = encode(m, audio, span, self.pad_s)
+        if self.language == "auto":  # detected on the first buffer, then kept
+            self.language = m.sot.step(encoded, None, None)[0] or "en"
+            m.last_language = self.language
         prompt = m.prompt(self.language, self.task, previous=list(previous))
-        n_frames = int(prepared.encoded.source_len)
+        cap = len(forced) + 10 + int(TOKENS_PER_S * len(audio) / SAMPLE_RATE)
+        prompt = replace(prompt, max_new_tokens=max(1, min(prompt.max_new_tokens, cap)))
+        attempt, temperatures = 0, [t for t in FALLBACK_TEMPERATURES if t > 0]
+        options = self.options
+        while True:
+            steps, new, stopped, finished, reason = self._run(encoded, prompt, options, forced, stop)
+            if not self.fallback or not self._loops(forced, new, reason):
+                break
+            self.fallbacks += 1
+            attempt += 1
+            if span == "buffer":  # the short encoding is the likelier culprit: the full window first
+                span = "window"
+                encoded = encode(m, audio, span)
+            elif temperatures:
+                options = fallback_options(self.options, temperatures.pop(0), 0, attempt, prompt, None)[0]
+            else:
+                break  # the ladder is spent: the last attempt stands, as in transcribe
+        texts = self._texts(list(forced), [t.id for t in new])
+        new = [replace(t, text=x, end_s=start_s + (max(t.frame, 0) + 1) * FRAME_S) for t, x in zip(new, texts)]
+        if stopped is not None:
+            rest = self.model.backend.decode(list(forced) + [t.id for t in new] + [stopped.id])
+            stopped = replace(stopped, text=rest[len(self.model.backend.decode(list(forced) + [t.id for t in new])):])
+        timing = self._timing(steps, len(steps) - len(new), start_s)
+        return Hypothesis(tuple(new), finished, stopped, time.perf_counter() - t0, attempt + 1, timing)
+
+    def _run(self, encoded, prompt, options, forced, stop):
+        """One Engine.run: (steps, new tokens, stopped token, finished by end-of-text, reason)."""
+        from core.events import Finished, StepEvent
+
+        n_frames = int(encoded.source_len)
         steps: list = []
         new: list[StreamToken] = []
-        stopped, finished = None, False
-        run = m.engine.run(prepared.encoded, prompt, self.options, forced_ids=list(forced), reuse_cache=False)
+        stopped, finished, reason = None, False, ""
+        run = self.model.engine.run(encoded, prompt, options, forced_ids=list(forced), reuse_cache=False)
         try:
             for ev in run:
                 if isinstance(ev, Finished):
-                    finished = ev.reason == "eos"
+                    finished, reason = ev.reason == "eos", ev.reason
                     break
                 if not isinstance(ev, StepEvent):
                     continue
                 if not ev.forced:
                     token = StreamToken(ev.token_id, ev.text, float("nan"), self._frame(ev))
                     if stop is not None and stop(token, n_frames):
-                        stopped = token
+                        stopped, reason = token, "stopped"
                         break
                     new.append(token)
                 steps.append(ev)
         finally:
             run.close()
-        ends = self._word_ends(steps, start_s)
-        k = len(steps) - len(new)
-        tokens = tuple(replace(t, end_s=ends.get(steps[k + i].step, start_s + max(t.frame, 0) * 0.02))
-                       for i, t in enumerate(new))
-        return Hypothesis(tokens, finished, stopped, time.perf_counter() - t0)
+        return steps, new, stopped, finished, reason
+
+    def _loops(self, forced: Sequence[int], new: Sequence[StreamToken], reason: str) -> bool:
+        """openai/whisper's fallback test on one decode: it ran into the token limit, or its
+        text compresses better than 2.4 (a repetition loop)."""
+        from core.tasks.longform_verdicts import compression_ratio
+
+        if not new:
+            return False
+        text = self.model.backend.decode(list(forced) + [t.id for t in new])
+        return reason == "max_tokens" or compression_ratio(text) > COMPRESSION_RATIO
+
+    def _texts(self, before: list[int], ids: list[int]) -> list[str]:
+        """Each of ``ids``' text as the tokenizer decodes the whole sequence (after ``before``):
+        a token that ends inside a character (its bytes incomplete: "\ufffd") gets "" and the
+        token completing it gets the whole character."""
+        decode = self.model.backend.decode
+        shown = decode(before)
+        out = []
+        for i in range(len(ids)):
+            now = decode(before + ids[: i + 1])
+            if now.endswith("\ufffd") and i + 1 < len(ids):
+                out.append("")  # pending bytes
+                continue
+            out.append(now[len(shown):] if now.startswith(shown) else now)
+            shown = now
+        return out
 
     def _frame(self, ev) -> int:
         """The alignment heads' most-attended frame of a step (-1 without attention)."""
@@ -97,12 +185,19 @@ class WhisperDecoder:
         rows = np.stack([att[layer, head] for layer, head in self.heads if layer < att.shape[0]])
         return int(np.argmax(rows.mean(axis=0)))
 
-    def _word_ends(self, steps: list, start_s: float) -> dict[int, float]:
-        """StepEvent.step -> the end (stream s) of the word it belongs to."""
-        if not steps:
-            return {}
-        try:
-            words = self.model.alignment(steps).words
-        except (ValueError, IndexError):  # too few frames or tokens to align: the attention frame stands in
-            return {}
-        return {s: start_s + w.end for w in words for s in w.steps}
+    def _timing(self, steps: list, first_new: int, start_s: float):
+        """``k -> the word ends (stream s) of the first k new tokens``: DTW (``SpeechModel.alignment``)
+        over the forced steps and the first k new ones, run when a policy commits them."""
+
+        def ends(k: int) -> list[float]:
+            part = steps[: first_new + k]
+            if not part:
+                return []
+            try:
+                words = self.model.alignment(part).words
+            except (ValueError, IndexError):  # too few frames or tokens to align: the estimates stand
+                return []
+            by_step = {s: start_s + w.end for w in words for s in w.steps}
+            return [by_step.get(ev.step) for ev in part[first_new:]]  # None: a token in no word
+
+        return ends

@@ -9,6 +9,8 @@ attention rule: the simplest policy, and the baseline the other two improve on.
 
 from __future__ import annotations
 
+import time
+
 from core.streaming.base import BufferView, Decoder, Update
 
 
@@ -39,5 +41,8 @@ class FixedWindow:
         hyp = decoder.decode(view.audio, view.start_s, view.previous + view.forced)
         if view.final or view.duration_s + self.step_s > self.length_s + 1e-6:
             trim = None if view.final else max(view.start_s, view.end_s - self.keep_s)
-            return Update(commit=hyp.tokens, trim_s=trim, trim_reason="window", decode_s=hyp.decode_s, decodes=1)
-        return Update(tentative=hyp.tokens, decode_s=hyp.decode_s, decodes=1)
+            t0 = time.perf_counter()
+            commit = hyp.timed(len(hyp.tokens))  # word timing for what is committed
+            return Update(commit=commit, trim_s=trim, trim_reason="window",
+                          decode_s=hyp.decode_s + time.perf_counter() - t0, decodes=hyp.attempts)
+        return Update(tentative=hyp.tokens, decode_s=hyp.decode_s, decodes=hyp.attempts)

@@ -10,13 +10,30 @@ committed sentence once it is longer than ``trim_after_s`` (whisper_streaming's 
 trimming, 15 s), its text going into the prompt. Committed tokens inside the buffer are forced
 as the start of each decode, so a new hypothesis can only extend them (whisper_streaming matches
 them by time instead; forcing makes the decode cheaper and the agreement exact).
+
+Two guards keep a short buffer's guess from becoming final (a 1 s buffer of "The old train left"
+reads "It all is raining" on tiny.en, and the 2 s one agreed on "It all"):
+
+- a hypothesis of a buffer shorter than ``min_buffer_s`` is shown (tentative) but takes no part
+  in the agreement: whisper_streaming decodes nothing before ``--min-chunk-size`` (1 s) has
+  arrived (``whisper_online_server.py``, ``is_first``) and SimulStreaming skips a buffer shorter
+  than ``--audio_min_len`` (``simul_whisper.py``, ``_apply_minseglen``);
+- the last word of every hypothesis but the final one is left out of the agreement, as
+  SimulStreaming truncates the last decoded word when no end of word is detected
+  (``simul_whisper.py``, ``infer``: "the last word is ALWAYS trimmed" without its CIF model):
+  a word at the buffer's end is often cut ("hill" of "hills") or misheard.
 """
 
 from __future__ import annotations
 
+import time
 from collections import deque
 
-from core.streaming.base import TRIM_S, BufferView, Decoder, Update, common_prefix, segment_trim, whole_words
+from core.streaming.base import (TRIM_S, BufferView, Decoder, Update, common_prefix, last_word_start, segment_trim,
+                                 whole_words)
+
+#: a hypothesis of a shorter buffer (s) takes no part in the agreement (see the module docstring)
+MIN_BUFFER_S = 2.0
 
 
 class LocalAgreement:
@@ -26,19 +43,26 @@ class LocalAgreement:
         n: how many consecutive hypotheses must agree (>= 1; 1 commits every decode).
         step_s: seconds of new audio between decodes.
         trim_after_s: trim the buffer at a committed sentence end once it is longer than this.
+        min_buffer_s: a hypothesis of a shorter buffer takes no part in the agreement (s, >= 0).
+        last_word: False (default): the last word of a non-final hypothesis is never agreed on
+            (SimulStreaming); True: it may be committed like the others.
 
     Raises:
-        ValueError: ``n`` < 1 or ``trim_after_s`` <= 0.
+        ValueError: ``n`` < 1, ``trim_after_s`` <= 0 or ``min_buffer_s`` < 0.
     """
 
     name = "local-agreement"
 
-    def __init__(self, n: int = 2, step_s: float = 1.0, trim_after_s: float = TRIM_S):
+    def __init__(self, n: int = 2, step_s: float = 1.0, trim_after_s: float = TRIM_S,
+                 min_buffer_s: float = MIN_BUFFER_S, last_word: bool = False):
         if n < 1:
             raise ValueError(f"local-agreement:n needs n >= 1 hypotheses, got {n}")
         if not trim_after_s > 0:
             raise ValueError(f"trim_after_s must be > 0 seconds, got {trim_after_s}")
+        if min_buffer_s < 0:
+            raise ValueError(f"min_buffer_s must be >= 0 seconds, got {min_buffer_s}")
         self.n, self.step_s, self.trim_after_s = n, step_s, trim_after_s
+        self.min_buffer_s, self.last_word = min_buffer_s, last_word
         #: the last n hypotheses as whole transcripts (everything committed then + the decode)
         self.history: deque[tuple[int, ...]] = deque(maxlen=n)
 
@@ -48,13 +72,17 @@ class LocalAgreement:
         hyp = decoder.decode(view.audio, view.start_s, view.previous, view.forced)
         if view.final:
             self.history.clear()
-            return Update(commit=hyp.tokens, decode_s=hyp.decode_s, decodes=1)
+            return Update(commit=hyp.timed(len(hyp.tokens)), decode_s=hyp.decode_s, decodes=hyp.attempts)
+        if view.duration_s + 1e-9 < self.min_buffer_s:  # too short a buffer to agree on: shown only
+            return Update(tentative=hyp.tokens, decode_s=hyp.decode_s, decodes=hyp.attempts)
         base = view.previous + view.forced
-        self.history.append(base + tuple(t.id for t in hyp.tokens))
+        usable = len(hyp.tokens) if self.last_word else last_word_start(hyp.tokens)
+        self.history.append(base + tuple(t.id for t in hyp.tokens[:usable]))
         agreed = common_prefix(self.history) if len(self.history) == self.n else len(base)
-        k = whole_words(hyp.tokens, max(0, agreed - len(base)))
-        commit, tentative = hyp.tokens[:k], hyp.tokens[k:]
+        k = whole_words(hyp.tokens, min(usable, max(0, agreed - len(base))))
+        t0 = time.perf_counter()
+        commit, tentative = hyp.timed(k), hyp.tokens[k:]  # word timing for the committed words only
         after = BufferView(view.audio, view.start_s, view.previous, view.committed + commit)
         trim = segment_trim(after, self.trim_after_s)
         return Update(commit=commit, tentative=tentative, trim_s=trim, trim_reason="segment end",
-                      decode_s=hyp.decode_s, decodes=1)
+                      decode_s=hyp.decode_s + time.perf_counter() - t0, decodes=hyp.attempts)

@@ -13,6 +13,8 @@ from core.streaming.base import Hypothesis
 from core.streaming.events import StreamToken
 
 SR = 16_000
+#: LocalAgreement without the two guards against short-buffer guesses (agreement alone)
+PLAIN = {"min_buffer_s": 0, "last_word": True}
 VOCAB: dict[str, int] = {}
 
 
@@ -67,7 +69,7 @@ def test_local_agreement_commits_only_the_prefix_the_last_two_hypotheses_agree_o
             ["the", "quick", "brown", "fox", "jumps"],  # brawn != brown: nothing new
             ["the", "quick", "brown", "fox", "jumps", "over"]]  # final (flush)
     dec = Scripted(hyps)
-    _, events = run_all(LocalAgreement(n=2, step_s=1.0), dec, chunks(4.0, 1.0)[1])
+    _, events = run_all(LocalAgreement(n=2, step_s=1.0, min_buffer_s=0), dec, chunks(4.0, 1.0)[1])
     assert committed_texts(events) == [" the", " quick", " brown fox jumps over"]
     # each decode was forced with exactly what had been committed inside the buffer
     assert [s[3] for s in dec.seen] == [(), (), (tid("the"),), (tid("the"), tid("quick")), (tid("the"), tid("quick"))]
@@ -81,7 +83,7 @@ def test_local_agreement_commits_only_the_prefix_the_last_two_hypotheses_agree_o
 
 def test_local_agreement_3_needs_three_hypotheses_to_agree():
     hyps = [["a", "b"], ["a", "b"], ["a", "c"], ["a", "c"], ["a", "c"], ["a", "c", "d"]]
-    _, events = run_all(LocalAgreement(n=3, step_s=1.0), Scripted(hyps), chunks(5.0, 1.0)[1])
+    _, events = run_all(LocalAgreement(n=3, step_s=1.0, **PLAIN), Scripted(hyps), chunks(5.0, 1.0)[1])
     assert committed_texts(events) == [" a", " c", " d"]
     assert [e.audio_s for e in events if isinstance(e, Committed)][:2] == [3.0, 5.0]
 
@@ -90,7 +92,7 @@ def test_local_agreement_commits_whole_words_only():
     hyps = [["the", "trans"], ["the", "trans", "cription"]]
     VOCAB.setdefault("cription", 999)
     dec = Scripted(hyps)
-    policy = LocalAgreement(n=2, step_s=1.0)
+    policy = LocalAgreement(n=2, step_s=1.0, min_buffer_s=0)
     driver = StreamDriver(policy, dec, max_lag_s=None)
     # "trans" is followed by a token that does not start a word: only " the" may become final
     dec.decode = _no_space_after(dec.decode, "cription")
@@ -218,7 +220,7 @@ def test_fixed_window_rewrites_the_line_then_keeps_it():
 
 def test_commit_latency_is_from_the_words_end_to_the_commit_in_audio_time():
     hyps = [[("a", 10), ("b", 30)], [("a", 10), ("b", 30), ("c", 80)]]
-    _, events = run_all(LocalAgreement(n=2, step_s=1.0), Scripted(hyps), chunks(2.0, 1.0)[1])
+    _, events = run_all(LocalAgreement(n=2, step_s=1.0, **PLAIN), Scripted(hyps), chunks(2.0, 1.0)[1])
     first = [e for e in events if isinstance(e, Committed)][0]
     assert first.text == " a b" and first.audio_s == 2.0
     assert first.audio_end_s == pytest.approx(0.7)       # b: frame 30 (+5) * 20 ms
@@ -247,7 +249,7 @@ def test_live_commits_count_the_audio_that_arrived_while_decoding():
             return Scripted.decode(self, *a, **k)
 
     hyps = [[("a", 10), ("b", 30)], [("a", 10), ("b", 30), ("c", 80)]]
-    driver = StreamDriver(LocalAgreement(n=2, step_s=1.0), Slow(hyps), max_lag_s=None, clock=lambda: now[0],
+    driver = StreamDriver(LocalAgreement(n=2, step_s=1.0, **PLAIN), Slow(hyps), max_lag_s=None, clock=lambda: now[0],
                           realtime=1.0)
     events = []
     for c in chunks(2.0, 1.0)[1]:
@@ -305,3 +307,64 @@ def test_play_yields_audio_as_it_arrives_and_a_busy_consumer_gets_the_backlog_at
     assert np.array_equal(np.concatenate(list(play(audio, speed=None, chunk_s=0.3))), audio)
     with pytest.raises(ValueError, match="speed must be > 0"):
         next(play(audio, speed=0))
+
+
+# ---------------------------------------------------------------- issue 23, the core's defects
+
+
+def test_a_short_buffers_guess_takes_no_part_in_the_agreement():
+    """Defect 1: tiny.en read the first 1 s of "The old train left" as "It all is raining" and
+    the 2 s buffer agreed on "It all", so it was committed. A hypothesis of a buffer shorter than
+    ``min_buffer_s`` (2 s) is only shown (whisper_streaming's min chunk, SimulStreaming's
+    audio_min_len); the last word of each hypothesis is left out (SimulStreaming)."""
+    hyps = [["it", "all", "is"],                                   # 1 s: shown only
+            ["it", "all", "drained", "left"],                      # 2 s
+            ["the", "old", "train", "left", "the"],                # 3 s: no agreement with 2 s
+            ["the", "old", "train", "left", "the", "station"],     # 4 s: "the old train left" agreed
+            ["the", "old", "train", "left", "the", "station"]]     # final
+    dec = Scripted(hyps)
+    _, events = run_all(LocalAgreement(n=2, step_s=1.0), dec, chunks(4.0, 1.0)[1])
+    commits = committed_texts(events)
+    assert commits[0] == " the old train left", commits
+    assert events[-1].text == "the old train left the station"
+    assert [e.text for e in events if isinstance(e, Tentative)][0] == " it all is"  # the 1 s guess was shown
+
+
+def test_the_last_word_of_a_hypothesis_is_not_committed_until_the_end():
+    """Defect 1: two decodes that both end in "hill" (the buffer ends inside "hills") agreed
+    on it; the last word of a non-final hypothesis is never agreed on (SimulStreaming's
+    truncation of the last decoded word)."""
+    hyps = [["over", "the", "hill"], ["over", "the", "hill"], ["over", "the", "hills"]]
+    _, events = run_all(LocalAgreement(n=2, step_s=1.0, min_buffer_s=0), Scripted(hyps), chunks(2.0, 1.0)[1])
+    assert committed_texts(events) == [" over the", " hills"]
+
+
+def test_scripts_without_spaces_commit_at_character_boundaries():
+    """Defect 2: ``whole_words`` waited for a token starting with a space, which never comes in
+    Chinese or Japanese: nothing was committed before the end of the stream."""
+    hyps = [["我们", "今天"], ["我们", "今天", "去"], ["我们", "今天", "去", "公园"], ["我们", "今天", "去", "公园"]]
+    dec = Scripted(hyps)
+    dec.decode = _unspaced(dec.decode)
+    _, events = run_all(LocalAgreement(n=2, step_s=1.0), dec, chunks(3.0, 1.0)[1])
+    commits = [e for e in events if isinstance(e, Committed)]
+    assert commits[0].text == "我们今天" and commits[0].audio_s == pytest.approx(3.0)
+    assert events[-1].text == "我们今天去公园"
+
+
+def test_a_token_inside_a_character_is_never_a_commit_boundary():
+    """A character split over byte tokens: the first token's text is "" (see WhisperDecoder),
+    and no commit may end after it."""
+    from core.streaming.base import is_boundary, whole_words
+
+    toks = [StreamToken(1, " I", 0.0), StreamToken(2, " like", 0.0), StreamToken(3, "", 0.0), StreamToken(4, " 🙂", 0.0),
+            StreamToken(5, "我", 0.0), StreamToken(6, "", 0.0), StreamToken(7, "们", 0.0)]
+    assert [is_boundary(toks, k) for k in range(8)] == [True, True, False, False, True, False, False, True]
+    assert whole_words(toks, 3) == 1 and whole_words(toks, 6) == 4
+
+
+def _unspaced(decode):
+    def wrapped(*a, **k):
+        hyp = decode(*a, **k)
+        return Hypothesis(tuple(StreamToken(t.id, t.text.lstrip(), t.end_s, t.frame) for t in hyp.tokens),
+                          hyp.finished, hyp.stopped)
+    return wrapped

@@ -49,3 +49,63 @@ def test_the_final_committed_text_is_close_to_offline(whisper_tiny_en, clip, off
     assert all(c.latency_s >= 0 and c.audio_end_s <= c.audio_s + 0.5 for c in commits)
     assert score("wer", fin.text, offline).value <= 0.15, (fin.text, offline)
     assert score("wer", fin.text, TEXT).value <= score("wer", offline, TEXT).value + 1 / 21 + 1e-9
+
+
+# ---------------------------------------------------------------- issue 23, the core's defects
+
+
+def test_word_timing_runs_only_for_what_is_committed(whisper_tiny_en, clip, monkeypatch):
+    """Defect 4: DTW ran after every decode, for tentative tokens too; now once per commit."""
+    calls = []
+    real = whisper_tiny_en.alignment
+    monkeypatch.setattr(whisper_tiny_en, "alignment", lambda steps, **kw: calls.append(len(steps)) or real(steps, **kw))
+    driver = StreamDriver(parse_policy("local-agreement:2", step_s=1.0), WhisperDecoder(whisper_tiny_en, DecodingOptions()))
+    events = list(stream(driver, play(clip[: 4 * 16000], speed=None)))
+    commits = [e for e in events if isinstance(e, Committed)]
+    assert 0 < len(calls) <= len(commits) < events[-1].decodes
+
+
+def test_streaming_leaves_the_models_encoder_cache_alone(whisper_tiny_en, clip):
+    """Defect 5: every decode's buffer went into the model's encoder cache (8 entries), pushing
+    out the user's own inputs; buffers are now encoded outside it."""
+    whisper_tiny_en.decode(clip, DecodingOptions())  # the user's input, cached
+    before, count = len(whisper_tiny_en._cache), whisper_tiny_en.encode_count
+    keys = list(whisper_tiny_en._cache._items)
+    driver = StreamDriver(parse_policy("local-agreement:2", step_s=1.0), WhisperDecoder(whisper_tiny_en, DecodingOptions()))
+    list(stream(driver, play(clip[: 3 * 16000], speed=None)))
+    assert len(whisper_tiny_en._cache) == before and list(whisper_tiny_en._cache._items) == keys
+    assert whisper_tiny_en.encode_count == count
+
+
+def test_token_texts_of_characters_split_over_byte_tokens_are_whole(whisper_tiny_en):
+    """Defect 2: a token's own text is "\ufffd" for the first bytes of a CJK character or an
+    emoji; the decoder gives the character to the token completing it, so texts join to the
+    tokenizer's decode."""
+    dec = WhisperDecoder(whisper_tiny_en, DecodingOptions())
+    backend = whisper_tiny_en.backend
+    before, ids = backend.tokenize(" Hello"), backend.tokenize(" 我们去公园 🙂 ok")
+    assert any("\ufffd" in backend.token_text(i) for i in ids)  # byte pieces: the old texts were broken
+    texts = dec._texts(before, ids)
+    assert "".join(texts) == backend.decode(ids) and "\ufffd" not in "".join(texts)
+
+
+def test_a_looping_decode_is_done_again(whisper_tiny_en, clip, monkeypatch):
+    """Defect 3: sampling at T=1 on a short buffer degenerates ("Hear the Hear the ..."); as
+    ``transcribe`` does per window, a decode whose text compresses better than 2.4 (or that
+    reaches the token limit) is done again at the fallback ladder's next temperature."""
+    dec = WhisperDecoder(whisper_tiny_en, DecodingOptions(strategy="sample", temperature=1.0, seed=3))
+    real, seen = dec._run, []
+
+    def looping_first(encoded, prompt, options, forced, stop):
+        seen.append(options.temperature)
+        steps, new, stopped, finished, reason = real(encoded, prompt, options, forced, stop)
+        if len(seen) == 1:  # the first attempt loops
+            loop = backend.tokenize(" Hear the") * 12
+            new = [type(new[0])(i, backend.token_text(i), float("nan"), 0) for i in loop] if new else new
+        return steps, new, stopped, finished, reason
+
+    backend = whisper_tiny_en.backend
+    monkeypatch.setattr(dec, "_run", looping_first)
+    hyp = dec.decode(clip[: 3 * 16000], 0.0)
+    assert seen == [1.0, 0.2] and hyp.attempts == 2 and dec.fallbacks == 1
+    assert "Hear the Hear the" not in "".join(t.text for t in hyp.tokens)
