@@ -266,6 +266,15 @@ class MarianTinyBackend:
         if n_new == 0 and cache.position > 0:
             raise ValueError("step needs at least one new token after the first step")
         m = self.model
+        if (n_new == 1 and cache.position > 0 and not capture_lens and not all_positions and exit_layer is None
+                and head_ids is None):  # the decode loop's step: one token, nothing extra (same maths as below)
+            y, state, attn = m.decode_position(m.embed(input_ids, start=cache.position)[:, 0], cache.ssru_state,
+                                               cache.cross_keys, cache.cross_values, cache.cross_bias)
+            new_cache = TinyDecoderCache(cache.position + 1, state, cache.cross_keys, cache.cross_values,
+                                         cache.cross_bias, cache.shortlist_rows, cache.shortlist_projection,
+                                         cache.history + (state,))
+            return StepOutput(self._project(y, cache), attn if output_attentions else None, new_cache,
+                              hidden_states=y[:, None])
         inputs = []
         position = cache.position
         if position == 0:  # implicit start: zero embedding + pos(0)
