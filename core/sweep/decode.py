@@ -24,7 +24,10 @@ Row fields (``ROW_FIELDS``; the columns of ``results.parquet``):
   only), ``repetitions`` (segments whose text loops: ``window_warnings``' compression-ratio
   and token-entropy tests), ``silent_reference`` (the reference is empty: the input holds
   no speech / text; any output on it is invented);
-- ``trace``: the gzipped JSON trace's path relative to the out folder; ``worker``.
+- ``trace``: the gzipped JSON trace's path relative to the out folder (the ``--json`` trace
+  of the run, plus ``"sweep"``: file, spec, seed, metric, value, reference, hashes; its
+  ``"rerun"`` block holds the single-run command line, so ``gunzip -k`` then
+  ``decoding-explorer replay`` reruns the file alone and checks the ids); ``worker``.
 """
 
 from __future__ import annotations
@@ -167,6 +170,7 @@ class FileDecoder:
     def _decode(self, item: Item, runs: list[tuple[Run, str]]) -> list[Decoded]:
         from core.analysis.metrics import metric_for, score
         from core.cli.trace import trace, vocab_size_of
+        from core.sweep.rerun import single_run_argv
         from core.tasks.lane_spec import describe
         from core.tasks.lanes import LaneEvent, LanesFinished
 
@@ -206,8 +210,13 @@ class FileDecoder:
             doc = trace(self.task, self.model_name, run.options, events, None, vocab, dtype)
             doc["sweep"] = {k: row[k] for k in ("file", "spec", "seed", "metric", "value", "reference",
                                                 "input_hash", "options_hash")}
+            # the row's file alone on the command line: `gunzip -k` the trace, then `decoding-explorer replay` it
+            doc["rerun"]["argv"] = single_run_argv(self.task, self.settings, run.options, path=item.path,
+                                                   text=item.text)
             if item.path:
                 doc["rerun"]["input"] = {"path": item.path, "sha256": item.input_hash}
+            elif item.text is not None:
+                doc["rerun"]["input"] = {"text_sha256": item.input_hash}
             out.append(Decoded(row=row, trace=gzip.compress(json.dumps(doc, ensure_ascii=False).encode("utf-8"),
                                                              compresslevel=6, mtime=0)))
         return out

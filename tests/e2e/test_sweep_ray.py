@@ -3,6 +3,7 @@ the module; Ray's start-up is the slow part on two cores).
 
 - tiny.en on three short espeak-ng clips: every row equals the per-file CLI run of its
   strategy and seed (the same token ids, the same WER), the traces are written;
+- a row's trace, unzipped, is one ``decoding-explorer replay`` reruns to the same ids;
 - resumption: rows of one file removed (a sweep stopped before it) -> only that file is
   decoded again, to the same ids;
 - Bergamot en-pt on a small TSV with one worker killed (``ray.kill``) mid-sweep: no stored
@@ -82,7 +83,8 @@ def speech_sweep(local_ray, clips, tmp_path_factory):
     return out, report
 
 
-def test_sweep_rows_equal_the_per_file_cli_runs(speech_sweep, clips, whisper_tiny_en, monkeypatch, capsys):
+def test_sweep_rows_equal_the_per_file_cli_runs(speech_sweep, clips, whisper_tiny_en, monkeypatch, capsys,
+                                                 tmp_path):
     from core.sweep.results import ResultStore
     from core.tasks.speech import SpeechModel
 
@@ -100,6 +102,11 @@ def test_sweep_rows_equal_the_per_file_cli_runs(speech_sweep, clips, whisper_tin
         assert r["value"] == pytest.approx(score("wer", alone["text"], CLIPS[r["file"][:-4]]).value)
         trace = json.loads(gzip.decompress((out / r["trace"]).read_bytes()))
         assert [t["id"] for t in trace["tokens"]] == r["token_ids"]
+    seeded = next(r for r in rows if r["seed"] == 1)  # a trace unzipped is one replay reruns to the same ids
+    unzipped = tmp_path / "row.json"
+    unzipped.write_bytes(gzip.decompress((out / seeded["trace"]).read_bytes()))
+    assert main(["replay", str(unzipped)]) == 0
+    assert capsys.readouterr().out.strip() == f"same ids ({len(seeded['token_ids'])} tokens)"
     summary = json.loads((out / "summary.json").read_text())
     assert [s["spec"] for s in summary["strategies"]] == SPECS and summary["rows"] == 9
     assert "sign test" in (out / "summary.md").read_text()
