@@ -2,13 +2,14 @@
 (``core.streaming``), as the live mode decodes while someone speaks.
 
     decoding-explorer stream FILE [--policy local-agreement:2 | align-att:25 | fixed-window[:10]]
-                                  [--step 1.0] [--speed 1|max|X] [--model tiny.en] [--language en]
+                                  [--step 1.0] [--speed 1|max|X] [--encoder window|buffer]
+                                  [--model tiny.en] [--language en]
                                   [--reference TEXT|FILE] [--max-lag 10] [--strategy ...] [--json]
 
 Prints the committed text as it becomes final on stderr (progress) and the final transcript on
 stdout; ``--json`` prints instead::
 
-    {"task": "stream", "model", "policy", "step_s", "speed", "options",
+    {"task": "stream", "model", "policy", "step_s", "speed", "encoder", "options",
      "text",                                         # the final committed transcript
      "commits": [{"text", "audio_s", "audio_end_s", "wall_s", "latency_s"}],
      "trims": [{"start_s", "reason"}], "fell_behind": [{"lag_s", "skipped_s", "message"}],
@@ -16,6 +17,7 @@ stdout; ``--json`` prints instead::
      "audio_s", "wall_s", "decode_s", "rtf",         # rtf = decode seconds / audio seconds
      "latency": {"mean_s", "p90_s", "words"},        # per committed word: its commit - its end (audio time)
      "tentative_shown", "revised", "revised_fraction", "decodes",
+     "fallbacks",                                    # decodes done again because they looped
      "offline_text", "wer_vs_offline",               # vs what ``transcribe`` gives for the file
      "reference"?, "wer"?}                           # with --reference
 
@@ -37,6 +39,10 @@ import numpy as np
 from core import catalog
 from core.cli.options import add_decoding_arguments, options_from_args
 from core.cli.trace import CLIError
+from core.streaming.short_encoder import ENCODERS
+
+#: ``--encoder``'s default (see ``core.streaming.short_encoder`` and tests/bench/bench_streaming.py)
+ENCODER_DEFAULT = "window"
 
 
 def _policy(text: str) -> str:
@@ -103,6 +109,10 @@ def add_parser(sub) -> argparse.ArgumentParser:
                    help="seconds of new audio between decodes (default 1.0)")
     s.add_argument("--speed", default=1.0, type=_speed, metavar="1|X|max",
                    help="play the file at real time (1, default), X times faster, or as fast as decoding goes (max)")
+    s.add_argument("--encoder", default=ENCODER_DEFAULT, choices=ENCODERS,
+                   help="window: encode each buffer in Whisper's padded 30 s window, as offline | buffer: only the "
+                        "buffer's frames + 3 s of silence (whisper.cpp's audio_ctx: several times cheaper on short "
+                        f"buffers; a looping decode is redone over the window); default {ENCODER_DEFAULT}")
     s.add_argument("--max-lag", default=10.0, type=_positive, metavar="S",
                    help="when more than S seconds of audio wait undecoded, skip ahead (default 10)")
     s.add_argument("--reference", default=None, metavar="TEXT|FILE",
@@ -136,16 +146,17 @@ def cmd_stream(args: argparse.Namespace) -> int:
     say(f"loading {args.model}")
     dtype = getattr(args, "dtype", "float32")
     model = SpeechModel.load(args.model, **({"dtype": dtype} if dtype != "float32" else {}))
-    decoder = WhisperDecoder(model, options, language=args.language)
+    decoder = WhisperDecoder(model, options, language=args.language, encoder=args.encoder)
     speed = "max" if args.speed is None else f"{args.speed:g}x"
     say(f"streaming {args.file} ({len(audio) / catalog.SAMPLE_RATE:.1f} s) at {speed} with {args.policy}, "
-        f"step {args.step:g} s")
+        f"step {args.step:g} s, {args.encoder} encoder")
     driver = StreamDriver(policy, decoder, max_lag_s=max(args.max_lag, args.step), realtime=args.speed)
     out = summary(stream(driver, play(audio, speed=args.speed)), say)
     say("decoding the file offline for comparison")
     offline = offline_text(model, audio, options, args.language)
-    out = {"task": "stream", "model": model.name, "dtype": getattr(model, "dtype", "float32"), "policy": args.policy, "step_s": args.step, "speed": speed,
-           "options": _options_dict(decoder.options), **out, "offline_text": offline,
+    out = {"task": "stream", "model": model.name, "dtype": getattr(model, "dtype", "float32"), "policy": args.policy,
+           "step_s": args.step, "speed": speed, "encoder": args.encoder, "options": _options_dict(decoder.options),
+           **out, "fallbacks": decoder.fallbacks, "offline_text": offline,
            "wer_vs_offline": _wer(out["text"], offline)}
     if reference is not None:
         out["reference"] = reference

@@ -77,6 +77,7 @@ def test_align_att_prints_the_transcript_and_a_summary(cli, wav):
     (["--max-lag", "-1"], "must be > 0"),
     (["--step", "15"], "shorter than 15"),                           # exited 1 (the driver refused it)
     (["--policy", "fixed-window:3", "--step", "5"], "longer than the step"),  # exited 1
+    (["--encoder", "half"], "invalid choice"),
 ])
 def test_bad_flags_exit_2_with_one_line(capsys, wav, argv, says):
     with pytest.raises(SystemExit) as e:
@@ -129,3 +130,13 @@ def test_int8_is_offered_for_stream_and_the_json_names_it(capsys, monkeypatch, w
     out, err = capsys.readouterr()
     assert code == 0, err
     assert asked == {"dtype": "int8"} and json.loads(out)["dtype"] == "float32"  # the fake model is float32
+
+
+def test_the_buffer_encoder_is_offered_and_the_json_names_it(cli, wav):
+    """``--encoder buffer`` encodes only the buffer's frames (whisper.cpp's audio_ctx); the text
+    stays close to offline and the JSON says which encoder ran and how many decodes were redone."""
+    code, out, err = cli("stream", wav, "--speed", "max", "--model", "tiny.en", "--encoder", "buffer", "--json")
+    assert code == 0, err
+    d = json.loads(out)
+    assert d["encoder"] == "buffer" and d["fallbacks"] >= 0
+    assert d["text"] and d["wer_vs_offline"] <= 0.2
