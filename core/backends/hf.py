@@ -1,6 +1,7 @@
 """Backend for any transformers encoder-decoder model.
 
-``HFSeq2SeqBackend`` drives WhisperForConditionalGeneration, MarianMTModel,
+``HFSeq2SeqBackend`` drives WhisperForConditionalGeneration (and the bundled Whisper models'
+``core.backends.whisper_net.WhisperNet``, which has its module tree and forward), MarianMTModel,
 T5ForConditionalGeneration, M2M100ForConditionalGeneration and
 VisionEncoderDecoderModel (e.g. TrOCR): the encoder runs once per input, the decoder
 is stepped with a KV cache (self-attention keys/values grow by one position per

@@ -1,5 +1,6 @@
-"""Whisper's "lean" decoder step: the weights of a transformers
-``WhisperForConditionalGeneration`` run layer by layer with preallocated self-attention
+"""Whisper's "lean" decoder step: the weights of a Whisper model (the bundled models'
+``core.backends.whisper_net.WhisperNet`` or a transformers ``WhisperForConditionalGeneration``:
+the same module tree) run layer by layer with preallocated self-attention
 KV tensors and precomputed cross-attention keys/values.
 
 ``core.backends.hf.HFSeq2SeqBackend`` uses it for Whisper because the per-step overhead of
@@ -39,7 +40,7 @@ class LeanCache:
 
 
 class WhisperLeanDecoder:
-    """A minimal Whisper decoder step over a ``WhisperForConditionalGeneration``'s weights.
+    """A minimal Whisper decoder step over a ``WhisperNet``'s or ``WhisperForConditionalGeneration``'s weights.
 
     Same computation as transformers' ``WhisperDecoder`` (Radford et al. 2022, pre-norm
     Transformer decoder; queries scaled by head_dim**-0.5 before the dot product), but
@@ -47,7 +48,7 @@ class WhisperLeanDecoder:
     preallocated tensors of ``max_target_positions`` (448) positions.
 
     Args:
-        model: the transformers Whisper model (its layers may hold ``core.backends.int8.Int8Linear``
+        model: the Whisper model, ``WhisperNet`` or transformers' (its layers may hold ``core.backends.int8.Int8Linear``
             in place of ``nn.Linear``: they are called the same way).
         int8: run the output projection (``proj_out``, tied to the embeddings and so kept float32
             in the model) as an int8 dynamically quantised product too (``Int8Linear``); the

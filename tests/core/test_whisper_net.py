@@ -195,3 +195,27 @@ print(json.dumps({{"tokens": len(fin.token_ids), "model": type(sm._loaded.model)
     assert result["model"] == "WhisperNet"
     assert not result["modeling_utils"] and not result["modeling_whisper"]
     assert not result["dynamo"]
+
+
+def test_the_generic_backend_path_on_whispernet_equals_the_lean_one(whisper_tiny_en):
+    """``HFSeq2SeqBackend(lean=False)`` runs ``WhisperNet.forward`` with an EncoderDecoderCache,
+    its logit lens (``LensHead``) and early exit (``_early_exit_model``, a shallow copy with
+    fewer decoder layers): the same logits, cross-attention and lens as the lean decoder."""
+    from core.backends.hf import HFSeq2SeqBackend
+
+    lw = whisper_tiny_en._loaded
+    lean = HFSeq2SeqBackend(lw.model, lw.tokenizer, "lean")
+    generic = HFSeq2SeqBackend(lw.model, lw.tokenizer, "generic", lean=False)
+    audio, _ = sf.read(SAMPLE, dtype="float32")
+    features = lw.feature_extractor(audio[: 16000 * 4], sampling_rate=16000, return_tensors="pt").input_features
+    encoded = lean.encode({"input_features": features})
+    for kwargs in ({"capture_lens": True}, {"exit_layer": 2}, {"exit_layer": 4}):
+        caches = [b.init_cache(encoded, 1) for b in (lean, generic)]
+        for fed in (lw.prompt_ids(), [440], [1110, 13]):
+            ids = torch.tensor([fed])
+            a, b = (backend.step(ids, cache, True, **kwargs) for backend, cache in zip((lean, generic), caches))
+            _close(a.logits, b.logits, f"logits {kwargs} {fed}", tol=1e-4)
+            _close(a.cross_attention, b.cross_attention, f"cross-attention {kwargs} {fed}", tol=1e-4)
+            if kwargs.get("capture_lens"):
+                _close(a.lens_logits, b.lens_logits, f"lens {fed}", tol=1e-4)
+    assert len(lw.model.model.decoder.layers) == 4  # the early-exit copies left the model whole
