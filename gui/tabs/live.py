@@ -22,12 +22,13 @@ the take is decoded offline as always. A file played as live becomes the input w
 from __future__ import annotations
 
 import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
 import numpy as np
-from PySide6.QtCore import QSettings
+from PySide6.QtCore import QSettings, QTimer
 from PySide6.QtWidgets import QCheckBox, QComboBox, QFileDialog, QWidget
 
 from core.catalog import AUDIO_SUFFIXES
@@ -43,6 +44,8 @@ POLICY_CHOICES = (
 )
 #: seconds of new audio between decodes
 STEP_S = 1.0
+#: a recording whose audio has not grown for this long (s) lost its device (unplugged)
+STALL_S = 3.0
 LIVE_TIP = (
     "Live: with this on, Record decodes while you speak. A streaming policy decodes the audio heard so far every "
     f"{STEP_S:g} s and decides which tokens are final (committed, solid) and which may still change (tentative, "
@@ -120,6 +123,8 @@ class LiveSession:
     finished: Any = None  #: its StreamFinished
     aborted: bool = False
     decode_after: bool = False  #: a decode of the tab waits for the session's end
+    heard: tuple[float, float] = (0.0, 0.0)  #: (seconds recorded, when that was last seen to grow) (mic)
+    note: str = ""  #: for the banner when the session has ended (the device was lost)
 
 
 class LiveMode:
@@ -136,6 +141,9 @@ class LiveMode:
         self.batched_events = (LiveTick, Tentative, Committed, Trimmed, Waited, FellBehind, StreamFinished)
         self.session: LiveSession | None = None
         self._status = ""
+        self._device_watch = QTimer()  # a live recording whose device stops delivering audio ends
+        self._device_watch.setInterval(500)
+        self._device_watch.timeout.connect(self._check_device)
 
     # ------------------------------------------------------------ building
     def attach(self) -> None:
@@ -221,7 +229,39 @@ class LiveMode:
 
     def _start_mic(self) -> None:
         number = self.tab.recording.next_take
-        self._start(LiveSession("mic", f"take {number} (recording)", take_number=number))
+        session = LiveSession("mic", f"take {number} (recording)", take_number=number,
+                              heard=(0.0, time.perf_counter()))
+        if self._start(session):
+            self._device_watch.start()
+
+    def _check_device(self) -> None:
+        """Every 500 ms of a live recording: a recording that has not grown for :data:`STALL_S`
+        seconds lost its device (unplugged, the sound server stopped): the recording is stopped
+        (what it recorded is kept as a take), the live session commits what it has, and the
+        banner says so."""
+        s, bar = self.session, self.tab.recording
+        if s is None or s.kind != "mic" or s.feed.ended or not bar.is_recording():
+            self._device_watch.stop()
+            return
+        seconds = getattr(bar.recorder, "duration_s", None)
+        seconds = float(seconds) if isinstance(seconds, (int, float)) else s.pushed / 16000
+        now = time.perf_counter()
+        if seconds > s.heard[0]:
+            s.heard = (seconds, now)
+            return
+        if now - s.heard[1] < STALL_S:
+            return
+        self._device_watch.stop()
+        number = s.take_number
+        self.tab.toggle_record()  # Stop: the take is kept, the live input ends (sync)
+        kept = any(t.number == number for t in self.tab.takes())
+        failure = self.tab.pop_recording_failure()  # the stream's own error, when stopping it failed
+        s.note = (
+            f"The microphone stopped delivering audio ({STALL_S:g} s without a sample: unplugged, or the sound "
+            "server stopped), so the live session ended with what it had heard" +
+            (f"; the recording is kept as take {number}." if kept else "; nothing usable was recorded.") +
+            " Check the input device and record again." + (f"\n{failure}" if failure else ""))
+        self.tab.show_error(s.note)  # said again when the session has ended (the take's decode clears the banner)
 
     # ------------------------------------------------------------ a file as live input
     def play_file(self, path: str | Path | None = None, speed: float = 1.0) -> bool:
@@ -354,8 +394,13 @@ class LiveMode:
             tab.statusMessage.emit(f"Live: {len(self.view.words)} words committed · {self.view.stats_text()}")
         if s.kind == "file" and s.finished is not None and s.audio is not None and not s.aborted:
             tab.set_audio(s.audio, s.path.name)  # the file is the input now: decoded offline, explorable
-        elif s.decode_after and tab.has_input():
+            return
+        if s.kind == "file":
+            tab.show_input()  # the waveform shows the input again, not the part of the file played
+        if s.decode_after and tab.has_input():
             tab.request_decode()
+        if s.note:
+            tab.show_error(s.note)
 
     def _forget(self, s: LiveSession) -> None:
         if self.session is s:
@@ -367,8 +412,15 @@ class LiveMode:
         self.tab.busyChanged.emit(self.tab.is_busy(), "")
 
     def _frame(self) -> None:
-        """The end of a pump turn: the view draws; the status bar says the stream's figures."""
+        """The end of a pump turn: the view draws; the status bar says the stream's figures; a
+        file played as live grows on the input's waveform as a recording does."""
+        heard = self.view.heard_s
         self.view.flush()
+        s = self.session
+        if s is not None and s.kind == "file" and heard > s.heard[0] + 0.19:  # ~5 times a second
+            s.heard = (heard, time.perf_counter())
+            self.tab.input_area.show_wave(self.view.heard_audio())
+            self.tab.input_area.info_label.setText(f"Playing {s.path.name} as live input… {heard:.1f} s")
         if self.session is not None and self.session.started and self.view.heard_s > 0:
             text = "Live · " + self.view.stats_text()
             if self.view.messages:

@@ -66,10 +66,13 @@ class RecordingBar(QWidget):
     Signals:
         liveAudio(object): the audio recorded so far (float32, 16 kHz), every 200 ms while recording.
         takePicked(int): the user picked take ``i`` (0-based, in :attr:`takes`) in the takes box.
+        failed(str): the recording failed while stopping (a device unplugged); what it had
+            recorded is kept as the take all the same; the message is for the banner.
     """
 
     liveAudio = Signal(object)
     takePicked = Signal(int)
+    failed = Signal(str)
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -202,10 +205,8 @@ class RecordingBar(QWidget):
             return None
         try:
             audio = np.asarray(rec.stop(), dtype=np.float32)
-        except Exception as exc:  # noqa: BLE001
-            raise RecordingError(
-                f"Recording failed: {str(exc).rstrip('.')}. Check the input device and record again."
-            ) from None
+        except Exception as exc:  # noqa: BLE001 - e.g. the device was unplugged: keep what arrived before
+            audio = self._recorded_before(rec, exc)
         if len(audio) < MIN_AUDIO_S * SAMPLE_RATE:
             raise RecordingError(
                 "The recording is empty: no samples arrived from the microphone. Check the device."
@@ -217,6 +218,24 @@ class RecordingBar(QWidget):
         self.next_take += 1
         self.takes.append(take)
         return take
+
+    def _recorded_before(self, rec: Any, exc: Exception) -> np.ndarray:
+        """The audio a recorder that failed to stop had recorded (the take keeps it; ``failed``
+        says what happened).
+
+        Raises:
+            RecordingError: nothing usable was recorded before the failure.
+        """
+        reason = str(exc).rstrip(".") or type(exc).__name__
+        try:
+            audio = np.asarray(rec.audio(), dtype=np.float32)
+        except Exception:  # noqa: BLE001 - nothing to keep
+            audio = np.zeros(0, np.float32)
+        if len(audio) < MIN_AUDIO_S * SAMPLE_RATE:
+            raise RecordingError(f"Recording failed: {reason}. Check the input device and record again.") from None
+        self.failed.emit(f"The recording ended with an error ({reason}); the {len(audio) / SAMPLE_RATE:.1f} s "
+                         f"recorded before it are kept as take {self.next_take}. Check the input device.")
+        return audio
 
     def drop(self) -> bool:
         """Abort a running recording (its stream is aborted and closed) and forget it; True

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
-from PySide6.QtCore import QSettings
+from PySide6.QtCore import QSettings, QTimer
 from PySide6.QtWidgets import QFileDialog, QMessageBox, QWidget
 
 from core.catalog import (
@@ -141,6 +141,8 @@ class SpeechTab(DecodeTab):
         self.word_timing = WordTimingController(self, self.word_timing_check)
         self.long_form.attach()
         self.live_mode.attach()
+        self._recording_failure = ""  # a recording failed while stopping: said once its take is the input
+        self.recording.failed.connect(self._recording_failed)
         self.attempts_view, self.window_marks = self.long_form.attempts_view, self.long_form.window_marks
         self._update_lang_task_enabled()
         self.mic.update_takes()
@@ -181,6 +183,15 @@ class SpeechTab(DecodeTab):
         with Live ticked the recording is decoded while it runs (``LiveMode.sync``)."""
         self.mic.toggle_record()
         self.live_mode.sync()
+
+    def _recording_failed(self, message: str) -> None:
+        self._recording_failure = message
+        QTimer.singleShot(0, lambda: self.show_error(self.pop_recording_failure()) if self._recording_failure else None)
+
+    def pop_recording_failure(self) -> str:
+        """The last recording's failure while stopping ("" if none), said no more afterwards."""
+        message, self._recording_failure = self._recording_failure, ""
+        return message
 
     def play_file_as_live(self, path: str | Path | None = None, speed: float = 1.0) -> bool:
         """File → Play file as live input (``LiveMode.play_file``; None asks for the file)."""

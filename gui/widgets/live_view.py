@@ -58,8 +58,8 @@ LANE_TIP = (
 )
 TEXT_TIP = (
     "Committed tokens (final) are solid, each commit followed by the audio time it was made at; the tentative "
-    "tail is grey and italic and is replaced at every update until the policy commits it. Orange after ⏸: the "
-    "token AlignAtt held back because its attention reached the end of the buffer."
+    "tail is grey and italic and is replaced at every update until the policy commits it. Orange [waits: …]: "
+    "the token AlignAtt held back because its attention reached the end of the buffer."
 )
 
 
@@ -273,6 +273,12 @@ class LiveView(QWidget):
         return f"Decoding fell behind real time by {ev.lag_s:.1f} s: the waiting audio was decoded in one step."
 
     # ------------------------------------------------------------------ reading (tests, status bar)
+    def heard_audio(self) -> np.ndarray:
+        """The audio fed to the decoder so far (float32 (n,), 16 kHz)."""
+        if len(self._chunks) > 1:
+            self._chunks = [np.concatenate(self._chunks)]
+        return self._chunks[0] if self._chunks else np.zeros(0, np.float32)
+
     def committed_text(self) -> str:
         """The committed transcript so far."""
         return "".join(t for t, _s in self.commits).strip()
@@ -331,7 +337,7 @@ class LiveView(QWidget):
             parts.append(f'<span style="{COMMITTED_STYLE}">{html.escape(text)}</span>'
                          f'<sub style="{COMMIT_TIME_STYLE}">@{at:.1f}s</sub>')
         if self.waited is not None:
-            parts.append(f' <span style="{WAITED_STYLE}">⏸{html.escape(self.waited[0].token.text)}</span>')
+            parts.append(f' <span style="{WAITED_STYLE}">[waits:{html.escape(self.waited[0].token.text)}]</span>')
         if self.tentative:
             parts.append(f'<span style="{TENTATIVE_STYLE}">{html.escape(self.tentative)}</span>')
         if not parts:
@@ -339,9 +345,7 @@ class LiveView(QWidget):
         return f'<div style="font-size:large;">{"".join(parts)}</div>'
 
     def _draw_lane(self) -> None:
-        if len(self._chunks) > 1:
-            self._chunks = [np.concatenate(self._chunks)]
-        audio = self._chunks[0] if self._chunks else np.zeros(0, np.float32)
+        audio = self.heard_audio()
         if len(audio):
             from .waveform import envelope
 
@@ -378,7 +382,8 @@ class LiveView(QWidget):
             self.zone_band.setRegion((0, 0))
             self.waited_mark.setData([], [])
             self.waited_label.setText("")
-        self.lane.setXRange(0.0, max(self.heard_s, 1.0), padding=0.01)
+        last_commit = max((w.commit_s for w in self.words), default=0.0)  # behind real time: after the audio fed
+        self.lane.setXRange(0.0, max(self.heard_s, last_commit, 1.0), padding=0.01)
 
     def _add_rows(self) -> None:
         new = self.words[self._rows:]

@@ -82,6 +82,24 @@ class GrowingRecorder:
         self.is_recording, self.kept = False, np.zeros(0, np.float32)
 
 
+class UnpluggedRecorder(GrowingRecorder):
+    """A microphone unplugged ``dies_at`` seconds into the recording: no samples after it, and
+    stopping its stream fails (as PortAudio does when the device is gone)."""
+
+    dies_at = 2.0
+
+    def audio(self):
+        n = int((time.perf_counter() - self._t0) * 16000)
+        return self.clip[:min(n, int(self.dies_at * 16000))].copy()
+
+    def stop(self):
+        from core.inputs.common import AudioError
+
+        self.is_recording = False
+        raise AudioError("The recording did not stop cleanly: Error stopping stream [PaErrorCode -9985] "
+                         "Device unavailable.")
+
+
 @pytest.fixture(autouse=True)
 def _dialogs_never_block(monkeypatch):
     monkeypatch.setattr(speech_mod, "ask_unsaved", lambda parent, text, informative: "discard")
@@ -162,6 +180,43 @@ def test_live_recording_commits_while_recording_and_stop_mid_utterance_commits_a
     assert any(kind == "tentative" for kind, _t in tentative_before)
     # committed text was shown before the input ended
     assert any(committed and heard < len(rec.kept) / 16000 - 1.0 for heard, _s, committed in seen)
+
+
+def test_a_microphone_unplugged_mid_stream_ends_the_live_session_and_keeps_the_take(
+        qtbot, mic_tab, scripted, monkeypatch):
+    from core.inputs import microphone
+
+    monkeypatch.setattr(microphone, "Recorder", UnpluggedRecorder)
+    tab, live = mic_tab, mic_tab.live_mode
+    live.check.setChecked(True)
+    tab.toggle_record()
+    assert live.running()
+    qtbot.waitUntil(lambda: not live.running(), timeout=20_000)  # 2 s of audio, then 3 s without a sample
+    assert not tab.is_recording()
+    # the take keeps what arrived before the device went away
+    assert len(tab.takes()) == 1 and np.array_equal(tab.takes()[0].audio, UnpluggedRecorder.clip[:32000])
+    assert tab.current_take() is tab.takes()[0]
+    message = tab.banner.message()
+    assert "microphone stopped delivering audio" in message and "kept as take 1" in message, message
+    assert "Device unavailable" in message, message
+    qtbot.wait(50)  # the recording's own failure is not said again over it
+    assert tab.banner.message() == message
+    assert live.view.committed_text().split()[:4] == ["w0", "w1", "w2", "w3"]
+
+
+def test_a_recording_whose_stream_fails_to_stop_is_kept(qtbot, mic_tab, monkeypatch):
+    """Without Live too: a stop that fails (a device gone) keeps what was recorded as a take."""
+    from core.inputs import microphone
+
+    monkeypatch.setattr(microphone, "Recorder", UnpluggedRecorder)
+    tab = mic_tab
+    tab.toggle_record()
+    qtbot.wait(2300)
+    with qtbot.waitSignal(tab.decodeFinished, timeout=10_000):
+        tab.toggle_record()
+    assert len(tab.takes()) == 1 and np.array_equal(tab.audio, UnpluggedRecorder.clip[:32000])
+    qtbot.waitUntil(lambda: "kept as take 1" in tab.banner.message(), timeout=2000)
+    assert "Device unavailable" in tab.banner.message()
 
 
 def test_discard_during_a_live_recording_ends_the_session(qtbot, mic_tab, scripted):
