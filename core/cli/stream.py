@@ -42,7 +42,7 @@ from core.cli.trace import CLIError
 from core.streaming.short_encoder import ENCODERS
 
 #: ``--encoder``'s default (see ``core.streaming.short_encoder`` and tests/bench/bench_streaming.py)
-ENCODER_DEFAULT = "window"
+ENCODER_DEFAULT = "buffer"
 
 
 def _policy(text: str) -> str:

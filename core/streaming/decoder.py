@@ -51,8 +51,11 @@ class WhisperDecoder:
             the policies and word timing need it).
         language: "auto" (detected on the first buffer, then kept) or a code.
         task: "transcribe" | "translate".
-        encoder: "window" (the 30 s padded window, as offline) or "buffer" (only the buffer's
-            frames + ``pad_s`` of silence: whisper.cpp's ``audio_ctx``; ``short_encoder``).
+        encoder: "buffer" (default: only the buffer's frames + ``pad_s`` of silence, whisper.cpp's
+            ``audio_ctx``, ``short_encoder``) or "window" (the 30 s padded window, as offline).
+            bench_streaming (tiny.en, 46 s of espeak, LocalAgreement-2, step 1 s): the same
+            WER for both (6.8 against the text, 7.3 against offline), RTF 1.06 -> 0.97 and mean
+            latency 13.8 -> 3.3 s with the CPU 4x oversubscribed (the window fell behind 11 times).
         pad_s: seconds of padding encoded after the buffer in "buffer" mode.
         fallback: redo a looping decode (see the module docstring); False keeps it.
 
@@ -64,7 +67,7 @@ class WhisperDecoder:
     """
 
     def __init__(self, model, options, *, language: str = "auto", task: str = "transcribe",
-                 encoder: str = "window", pad_s: float = PAD_S, fallback: bool = True):
+                 encoder: str = "buffer", pad_s: float = PAD_S, fallback: bool = True):
         model.check_language_task(language, task)
         if encoder not in ENCODERS:
             raise ValueError(f"unknown encoder {encoder!r}; use one of {', '.join(ENCODERS)}")

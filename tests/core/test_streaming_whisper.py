@@ -92,20 +92,22 @@ def test_token_texts_of_characters_split_over_byte_tokens_are_whole(whisper_tiny
 def test_a_looping_decode_is_done_again(whisper_tiny_en, clip, monkeypatch):
     """Defect 3: sampling at T=1 on a short buffer degenerates ("Hear the Hear the ..."); as
     ``transcribe`` does per window, a decode whose text compresses better than 2.4 (or that
-    reaches the token limit) is done again at the fallback ladder's next temperature."""
-    dec = WhisperDecoder(whisper_tiny_en, DecodingOptions(strategy="sample", temperature=1.0, seed=3))
+    reaches the token limit) is done again: over the full 30 s window if the buffer was encoded
+    short (audio_ctx), then at the fallback ladder's next temperature."""
+    dec = WhisperDecoder(whisper_tiny_en, DecodingOptions(strategy="sample", temperature=1.0, seed=3), encoder="buffer")
+    backend = whisper_tiny_en.backend
     real, seen = dec._run, []
 
-    def looping_first(encoded, prompt, options, forced, stop):
-        seen.append(options.temperature)
+    def looping_twice(encoded, prompt, options, forced, stop):
+        seen.append((options.temperature, int(encoded.hidden_states.shape[1])))
         steps, new, stopped, finished, reason = real(encoded, prompt, options, forced, stop)
-        if len(seen) == 1:  # the first attempt loops
-            loop = backend.tokenize(" Hear the") * 12
-            new = [type(new[0])(i, backend.token_text(i), float("nan"), 0) for i in loop] if new else new
+        if len(seen) <= 2 and new:  # the first two attempts loop
+            new = [type(new[0])(i, backend.token_text(i), float("nan"), 0) for i in backend.tokenize(" Hear the") * 12]
         return steps, new, stopped, finished, reason
 
-    backend = whisper_tiny_en.backend
-    monkeypatch.setattr(dec, "_run", looping_first)
+    monkeypatch.setattr(dec, "_run", looping_twice)
     hyp = dec.decode(clip[: 3 * 16000], 0.0)
-    assert seen == [1.0, 0.2] and hyp.attempts == 2 and dec.fallbacks == 1
+    assert [t for t, _ in seen] == [1.0, 1.0, 0.2]
+    assert seen[0][1] < 1500 and seen[1][1] == seen[2][1] == 1500  # the buffer, then the window
+    assert hyp.attempts == 3 and dec.fallbacks == 2
     assert "Hear the Hear the" not in "".join(t.text for t in hyp.tokens)

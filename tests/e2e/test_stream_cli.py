@@ -132,11 +132,13 @@ def test_int8_is_offered_for_stream_and_the_json_names_it(capsys, monkeypatch, w
     assert asked == {"dtype": "int8"} and json.loads(out)["dtype"] == "float32"  # the fake model is float32
 
 
-def test_the_buffer_encoder_is_offered_and_the_json_names_it(cli, wav):
-    """``--encoder buffer`` encodes only the buffer's frames (whisper.cpp's audio_ctx); the text
-    stays close to offline and the JSON says which encoder ran and how many decodes were redone."""
-    code, out, err = cli("stream", wav, "--speed", "max", "--model", "tiny.en", "--encoder", "buffer", "--json")
+@pytest.mark.parametrize("encoder", ["window", "buffer"])
+def test_either_encoder_is_offered_and_the_json_names_it(cli, wav, encoder):
+    """``--encoder buffer`` (the default) encodes only the buffer's frames (whisper.cpp's
+    audio_ctx), ``window`` the padded 30 s window; the text stays close to offline either way and
+    the JSON says which encoder ran and how many decodes were redone."""
+    code, out, err = cli("stream", wav, "--speed", "max", "--model", "tiny.en", "--encoder", encoder, "--json")
     assert code == 0, err
     d = json.loads(out)
-    assert d["encoder"] == "buffer" and d["fallbacks"] >= 0
+    assert d["encoder"] == encoder and d["fallbacks"] >= 0
     assert d["text"] and d["wer_vs_offline"] <= 0.2
