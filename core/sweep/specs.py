@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from core.options import DecodingOptions
 from core.tasks.lane_spec import parse_lane_spec
@@ -37,7 +37,10 @@ class Run:
 
 
 def expand(specs: list[str], base: DecodingOptions | None = None) -> list[Run]:
-    """The runs of ``specs`` in order, a seed range expanded to one run per seed.
+    """The runs of ``specs`` in order, a seed range expanded to one run per seed. A sweep keeps
+    no cross-attention or logit lens (its traces are the CLI's without ``--attention``), so
+    both are off in every run's options, whatever ``base`` says: the options hash of a run is
+    the same from the CLI and from code.
 
     Raises:
         ValueError: a bad spec (``parse_lane_spec``'s message), a reversed or huge seed range,
@@ -48,6 +51,7 @@ def expand(specs: list[str], base: DecodingOptions | None = None) -> list[Run]:
     if len(set(specs)) != len(specs):
         twice = next(s for s in specs if specs.count(s) > 1)
         raise ValueError(f"strategy {twice!r} is given twice; give each once")
+    base = replace(base or DecodingOptions(), capture_attention=False, capture_lens=False)
     runs: list[Run] = []
     for spec in specs:
         ranges = _SEED_RANGE.findall(spec)

@@ -80,6 +80,8 @@ def test_a_seed_range_is_one_run_per_seed_and_other_specs_one_run():
         [("beam:3", 0)]
     assert all(r.options.temperature == 0.8 and r.options.strategy == "sample" for r in runs[1:6])
     assert runs[6].options.num_beams == 3
+    assert not any(r.options.capture_attention or r.options.capture_lens for r in runs)  # a sweep keeps neither
+    assert expand(["greedy"], DecodingOptions(capture_attention=True))[0].options == runs[0].options
     for bad, why in ((["sample:seed=3..1"], "reversed"), (["greedy", "greedy"], "twice"), ([], "at least one"),
                      (["nonsense"], "unknown strategy")):
         with pytest.raises(ValueError, match=why):
@@ -198,3 +200,41 @@ def test_a_bad_spec_or_baseline_is_a_usage_error(capsys, tmp_path):
     assert "--baseline" in capsys.readouterr().err
     assert main(["sweep", "translate", str(tmp_path), "--strategies", "greedy", "--out", out]) == 2
     assert "TSV" in capsys.readouterr().err
+
+
+def test_a_saved_data_set_gives_one_item_per_row_with_its_columns(tmp_path, monkeypatch):
+    """``datasets`` is optional (not installed here): a stand-in module with ``load_from_disk``."""
+    import types
+
+    from core.sweep.data import DataError, read_items, sha256_text
+
+    class Split:
+        column_names = ["audio", "sentence", "en"]
+        _fingerprint = "f00d"
+
+        def __init__(self):
+            self.rows = [{"audio": {"array": [0.0], "sampling_rate": 16000}, "sentence": " Hello. ", "en": "Hi"},
+                         {"audio": {"array": [0.0], "sampling_rate": 16000}, "sentence": "", "en": "Bye"}]
+
+        def __len__(self):
+            return len(self.rows)
+
+        def __getitem__(self, key):
+            return [r[key] for r in self.rows] if isinstance(key, str) else self.rows[key]
+
+    class DatasetDict(dict):
+        pass
+
+    fake = types.SimpleNamespace(DatasetDict=DatasetDict, load_from_disk=lambda path: DatasetDict(test=Split()))
+    monkeypatch.setitem(sys.modules, "datasets", fake)
+    (tmp_path / "dataset_dict.json").write_text("{}")
+    with pytest.raises(DataError, match="--split"):
+        read_items("transcribe", tmp_path, text_column="sentence")
+    with pytest.raises(DataError, match="no column 'text'"):
+        read_items("transcribe", tmp_path, text_column="text", split="test")
+    items = read_items("transcribe", tmp_path, text_column="sentence", split="test")
+    assert [(i.id, i.reference, i.dataset[2:]) for i in items] == [("test[0]", "Hello.", (0, "audio")),
+                                                                   ("test[1]", "", (1, "audio"))]
+    assert items[0].input_hash == sha256_text("f00d:0") != items[1].input_hash
+    texts = read_items("translate", tmp_path, audio_column="en", text_column="sentence", split="test")
+    assert [(i.text, i.input_hash) for i in texts] == [("Hi", sha256_text("Hi")), ("Bye", sha256_text("Bye"))]

@@ -32,6 +32,7 @@ SPECS = ["greedy", "sample:T=0.8,seed=0..1"]
 #: the single-run flags of each (spec, seed)
 ALONE = {("greedy", 0): [], ("sample:T=0.8,seed=0..1", 0): ["--strategy", "sample", "--temperature", "0.8", "--seed", "0"],
          ("sample:T=0.8,seed=0..1", 1): ["--strategy", "sample", "--temperature", "0.8", "--seed", "1"]}
+BROKEN = "broken.wav"
 LINES = [("The house is small.", "A casa é pequena."), ("I like to read books.", "Eu gosto de ler livros."),
          ("The weather is nice today.", "O tempo está bom hoje."), ("Where is the station?", "Onde fica a estação?"),
          ("She drinks water.", "Ela bebe água.")]
@@ -55,6 +56,7 @@ def clips(tmp_path_factory):
     for name, text in CLIPS.items():
         sf.write(root / f"{name}.wav", synth_speech(text), SAMPLE_RATE)
         (root / f"{name}.txt").write_text(text, encoding="utf-8")
+    (root / BROKEN).write_bytes(b"RIFF not really a wav")  # fails: its rows go to failures.jsonl, exit status 1
     return root
 
 
@@ -89,7 +91,9 @@ def test_sweep_rows_equal_the_per_file_cli_runs(speech_sweep, clips, whisper_tin
     from core.tasks.speech import SpeechModel
 
     out, report = speech_sweep
-    assert report.exit_code == 0 and (report.decoded, report.skipped, report.rows) == (3, 0, 9)
+    assert (report.decoded, report.skipped, report.rows) == (4, 0, 9)
+    assert report.exit_code == 1 and sorted((f["file"], f["spec"], f["seed"]) for f in report.failures) == sorted(
+        (BROKEN, spec, seed) for spec, seed in ALONE)
     rows = ResultStore(out).rows()
     assert sorted((r["file"], r["spec"], r["seed"]) for r in rows) == sorted(
         (f"{name}.wav", spec, seed) for name in CLIPS for spec, seed in ALONE)
@@ -112,7 +116,7 @@ def test_sweep_rows_equal_the_per_file_cli_runs(speech_sweep, clips, whisper_tin
     assert "sign test" in (out / "summary.md").read_text()
 
 
-def test_a_resumed_sweep_decodes_only_what_is_missing(speech_sweep, clips):
+def test_a_resumed_sweep_decodes_only_what_is_missing(speech_sweep, clips, capsys):
     import pyarrow.parquet as pq
 
     from core.sweep.results import ResultStore
@@ -128,11 +132,18 @@ def test_a_resumed_sweep_decodes_only_what_is_missing(speech_sweep, clips):
         kept = table.filter(pc.not_equal(table.column("file"), "two.wav"))
     pq.write_table(kept, out / "results.parquet")  # as if the sweep had stopped before two.wav
     report = run_sweep(_config("transcribe", clips, out, SPECS))
-    assert (report.decoded, report.skipped, report.rows, report.exit_code) == (1, 2, 3, 0)
+    # two.wav decoded again, and the broken file tried again (a failure is never "done")
+    assert (report.decoded, report.skipped, report.rows, report.exit_code) == (2, 2, 3, 1)
     after = {(r["file"], r["spec"], r["seed"]): r["token_ids"] for r in ResultStore(out).rows()}
     assert after == before
-    again = run_sweep(_config("transcribe", clips, out, SPECS))  # all done: nothing decoded
-    assert (again.decoded, again.skipped, again.rows) == (0, 3, 0)
+    (clips / BROKEN).unlink()  # the command line, all done: nothing decoded, exit 0
+    capsys.readouterr()
+    code = main(["sweep", "transcribe", str(clips), "--model", "tiny.en", "--strategies", *SPECS, "--out", str(out),
+                 "--workers", "2", "--no-progress"])
+    printed = capsys.readouterr()
+    assert code == 0
+    assert "0 files decoded, 3 already done, 0 rows stored" in printed.err, printed
+    assert [line.split()[0] for line in printed.out.splitlines()] == SPECS  # one line per strategy: its WER and CI
 
 
 def test_a_worker_killed_mid_sweep_loses_no_row_and_the_sweep_completes(local_ray, tmp_path, monkeypatch, capsys):
