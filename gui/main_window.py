@@ -248,6 +248,9 @@ class MainWindow(QMainWindow):
         self.open_exploration_action = act("Open exploration…", ["Ctrl+Shift+O"], lambda: self.open_exploration())
         self.export_action = act("Export…", ["Ctrl+E"], lambda: self.export_transcript())
         self.play_live_action = act("Play file as live input…", [], lambda: self.play_file_as_live())
+        self.open_sweep_action = act("Open sweep…", [], lambda: self.open_sweep())
+        self.open_sweep_action.setToolTip("Open a 'decoding-explorer sweep' folder: its results table and plots; "
+                                          "double-click a row to open that file in its tab with that strategy")
         for a, tip in ((self.export_action, "Export the Speech tab's last run as a transcript or subtitles: "
                         "txt, srt, vtt, tsv or json (as openai/whisper writes them)"),
                        (self.save_exploration_action, "Save the current tab's branches (forks), with the input's "
@@ -261,6 +264,7 @@ class MainWindow(QMainWindow):
         menu.addAction(self.open_action)
         menu.addAction(self.export_action)
         menu.addAction(self.play_live_action)
+        menu.addAction(self.open_sweep_action)
         menu.addSeparator()
         menu.addAction(self.save_exploration_action)
         menu.addAction(self.open_exploration_action)
@@ -294,6 +298,13 @@ class MainWindow(QMainWindow):
         (None: asks for it) through its live mode (``gui.tabs.live``)."""
         self.tabs.setCurrentWidget(self.speech_tab)
         return self.speech_tab.play_file_as_live(path)
+
+    def open_sweep(self, path: str | None = None):
+        """File → Open sweep…: a ``decoding-explorer sweep`` folder's results and plots in a window of
+        their own; a double-clicked row opens in its tab (``gui.sweep_view``). None when cancelled."""
+        from .sweep_view import open_sweep
+
+        return open_sweep(self, path)
 
     # ----------------------------------------------------------- explorations
     def _exploration_dir(self) -> str:

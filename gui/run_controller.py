@@ -21,7 +21,9 @@ decodes: the Speech tab's ``gui.tabs.longform`` takes their attempts first), for
 (``gui.tabs.forking``), what-ifs (``gui.tabs.whatif``), lanes (``gui.tabs.lanes``), the
 word-timing bar's refine (``gui.tabs.refine_words``, slot "refine") and word timing's
 alignment and end-of-text rows (``gui.tabs.word_timing``, slots "align" and "end-rows",
-through :class:`Callbacks`). They only use the public methods here.
+through :class:`Callbacks`). The sweep view (``gui.sweep_view``) has its own controller, with the
+slots "sweep-read" (a sweep's results.parquet and plots) and "sweep-row" (a row's trace). They
+only use the public methods here.
 
 One model, one decoding thread: a start that must wait for the decoding workers (``decode``
 and ``lanes``) to end is *deferred* (:meth:`RunController.defer`) and runs when the last of
