@@ -3,8 +3,11 @@
 The buffer is encoded outside the model's encoder cache (``core.streaming.short_encoder``: the
 padded 30 s window as offline, or only the buffer's frames, whisper.cpp's ``audio_ctx``);
 ``SpeechModel.prompt`` builds the prompt with the committed text as previous text and
-``Engine.run`` decodes with the run's ``DecodingOptions`` (greedy, beam, sampling, ...; the
-committed tokens inside the buffer are its ``forced_ids``). Each new token gets its alignment
+``Engine.run`` decodes with the run's ``DecodingOptions`` (greedy, beam, sampling, ...). The
+committed tokens inside the buffer go into the prompt after ``<|notimestamps|>``, as
+openai/whisper's ``prefix`` (``decoding.py``: appended to the initial tokens, fed in one decoder
+call): as ``forced_ids`` each cost a decoder step and an output-head projection (10 ms on tiny.en),
+about half of a LocalAgreement decode in a 10 s buffer. Each new token gets its alignment
 heads' most-attended frame (AlignAtt's test, before it is emitted); word timing (DTW over the
 same heads, ``SpeechModel.alignment``) runs only for the tokens a policy commits
 (``Hypothesis.timed``). Token texts come from the tokenizer's decode of the whole sequence, so a
@@ -102,8 +105,8 @@ class WhisperDecoder:
             self.language = m.sot.step(encoded, None, None)[0] or "en"
             m.last_language = self.language
         prompt = m.prompt(self.language, self.task, previous=list(previous))
-        cap = len(forced) + 10 + int(TOKENS_PER_S * len(audio) / SAMPLE_RATE)
-        prompt = replace(prompt, max_new_tokens=max(1, min(prompt.max_new_tokens, cap)))
+        cap = 10 + int(TOKENS_PER_S * len(audio) / SAMPLE_RATE)  # new tokens (the prefix is prompt)
+        prompt = replace(prompt, max_new_tokens=max(1, min(prompt.max_new_tokens - len(forced), cap)))
         attempt, temperatures = 0, [t for t in FALLBACK_TEMPERATURES if t > 0]
         options = self.options
         while True:
@@ -124,18 +127,20 @@ class WhisperDecoder:
         if stopped is not None:
             rest = self.model.backend.decode(list(forced) + [t.id for t in new] + [stopped.id])
             stopped = replace(stopped, text=rest[len(self.model.backend.decode(list(forced) + [t.id for t in new])):])
-        timing = self._timing(steps, len(steps) - len(new), start_s)
+        timing = self._timing(steps, start_s, bool(forced))
         return Hypothesis(tuple(new), finished, stopped, time.perf_counter() - t0, attempt + 1, timing)
 
     def _run(self, encoded, prompt, options, forced, stop):
-        """One Engine.run: (steps, new tokens, stopped token, finished by end-of-text, reason)."""
+        """One Engine.run with ``forced`` after the prompt (openai's prefix): (steps, new tokens,
+        stopped token, finished by end-of-text, reason)."""
         from core.events import Finished, StepEvent
 
         n_frames = int(encoded.source_len)
         steps: list = []
         new: list[StreamToken] = []
         stopped, finished, reason = None, False, ""
-        run = self.model.engine.run(encoded, prompt, options, forced_ids=list(forced), reuse_cache=False)
+        prompt = replace(prompt, prompt_ids=tuple(prompt.prompt_ids) + tuple(forced))
+        run = self.model.engine.run(encoded, prompt, options, reuse_cache=False)
         try:
             for ev in run:
                 if isinstance(ev, Finished):
@@ -188,19 +193,26 @@ class WhisperDecoder:
         rows = np.stack([att[layer, head] for layer, head in self.heads if layer < att.shape[0]])
         return int(np.argmax(rows.mean(axis=0)))
 
-    def _timing(self, steps: list, first_new: int, start_s: float):
+    def _timing(self, steps: list, start_s: float, after_prefix: bool):
         """``k -> the word ends (stream s) of the first k new tokens``: DTW (``SpeechModel.alignment``)
-        over the forced steps and the first k new ones, run when a policy commits them."""
+        over the first k steps, run when a policy commits them. After a prefix (committed words
+        earlier in the buffer, which have no steps) the DTW starts half a second before the
+        first new token's most-attended frame: the prefix's words hold the frames before."""
+        from dataclasses import replace as with_
 
-        def ends(k: int) -> list[float]:
-            part = steps[: first_new + k]
+        def ends(k: int) -> list:
+            part = steps[:k]
             if not part:
                 return []
+            f0 = max(0, part[0].cross_attention is not None and self._frame(part[0]) - 25) if after_prefix else 0
+            if f0:
+                part = [with_(ev, cross_attention=ev.cross_attention[..., f0:], source_offset=ev.source_offset + f0)
+                        for ev in part]
             try:
                 words = self.model.alignment(part).words
             except (ValueError, IndexError):  # too few frames or tokens to align: the estimates stand
                 return []
             by_step = {s: start_s + w.end for w in words for s in w.steps}
-            return [by_step.get(ev.step) for ev in part[first_new:]]  # None: a token in no word
+            return [by_step.get(ev.step) for ev in part]  # None: a token in no word
 
         return ends
