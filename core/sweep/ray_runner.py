@@ -142,9 +142,11 @@ def decode_on_ray(config, todo: list, store, report, *, err: TextIO | None = Non
     bar = None
     try:
         if config.progress:
-            print(f"sweep: loading {config.settings.model} in {n_workers - min(len(kept), n_workers)} worker(s) "
-                  f"({min(len(kept), n_workers)} kept from the last sweep); {len(todo)} files to decode",
-                  file=err, flush=True)
+            reused = min(len(kept), n_workers)
+            load = f"loading {config.settings.model} in {n_workers - reused} worker(s)" if n_workers > reused else ""
+            reuse = f"{reused} worker(s) kept from the last sweep" if reused else ""
+            print(f"sweep: {', '.join(x for x in (load, reuse) if x)}; {len(todo)} files to decode", file=err,
+                  flush=True)
         loaded = []
         for a in actors:  # the model loads in every worker at once; a load error is the user's to see
             try:
@@ -200,11 +202,12 @@ def decode_on_ray(config, todo: list, store, report, *, err: TextIO | None = Non
         finished = True
     except KeyboardInterrupt:
         report.interrupted = True
-        print(f"\nsweep: interrupted; {report.decoded} of {len(todo)} files stored in {config.out} "
-              "(run the same command again to resume)", file=err, flush=True)
     finally:
         if bar is not None:
             bar.close()
+        if report.interrupted:
+            print(f"sweep: interrupted; {report.decoded} of {len(todo)} files stored in {config.out} "
+                  "(run the same command again to resume)", file=err, flush=True)
         if finished and not started:  # idle and alive: the next sweep of the same settings reuses them
             _POOLS[key] = actors + spare
         else:
