@@ -139,7 +139,8 @@ class WhisperDecoder:
         steps: list = []
         new: list[StreamToken] = []
         stopped, finished, reason = None, False, ""
-        prompt = replace(prompt, prompt_ids=tuple(prompt.prompt_ids) + tuple(forced))
+        if forced:  # the prefix's first token was the sample begin: after it end-of-text may come at once
+            prompt = replace(prompt, prompt_ids=tuple(prompt.prompt_ids) + tuple(forced), begin_suppress_tokens=())
         run = self.model.engine.run(encoded, prompt, options, reuse_cache=False)
         try:
             for ev in run:

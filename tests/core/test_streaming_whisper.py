@@ -111,3 +111,14 @@ def test_a_looping_decode_is_done_again(whisper_tiny_en, clip, monkeypatch):
     assert seen[0][1] < 1500 and seen[1][1] == seen[2][1] == 1500  # the buffer, then the window
     assert hyp.attempts == 3 and dec.fallbacks == 2
     assert "Hear the Hear the" not in "".join(t.text for t in hyp.tokens)
+
+
+def test_a_buffer_whose_words_are_all_committed_decodes_to_nothing_new(whisper_tiny_en, clip):
+    """The committed tokens go into the prompt (openai's prefix); Whisper's begin-suppressed
+    tokens (blank, end-of-text) must not apply after them, or a buffer with nothing new would
+    have to invent a token (committed at the end of the stream)."""
+    dec = WhisperDecoder(whisper_tiny_en, DecodingOptions())
+    audio = clip[: 4 * 16000]
+    whole = dec.decode(audio, 0.0)
+    again = dec.decode(audio, 0.0, forced=[t.id for t in whole.tokens])
+    assert whole.tokens and again.tokens == () and again.finished
