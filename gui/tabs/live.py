@@ -423,8 +423,8 @@ class LiveMode:
             self.tab.input_area.info_label.setText(f"Playing {s.path.name} as live input… {heard:.1f} s")
         if self.session is not None and self.session.started and self.view.heard_s > 0:
             text = "Live · " + self.view.stats_text()
-            if self.view.messages:
-                text += " · " + self.view.messages[-1].split(":", 1)[-1].split("(")[0].strip()
+            if self.view.messages:  # "skipped 3.2 s to keep up" / "the waiting audio was decoded in one step"
+                text += " · " + self.view.note().split(":", 1)[-1].split("(")[0].strip().rstrip(".")
             if text != self._status:
                 self._status = text
                 self.tab.statusMessage.emit(text)

@@ -147,18 +147,27 @@ class LiveView(QWidget):
         self.table.verticalHeader().setDefaultSectionSize(18)
         head = QHBoxLayout()
         head.addWidget(self.title, 1)
-        head.addWidget(self.stats_label)
         head.addWidget(self.stop_button)
+        self.legend = QLabel(
+            '<span style="color:#4a6fa5">■</span> the buffer the decoder sees &nbsp; '
+            '<span style="color:#c0392b">┆</span> trimmed &nbsp; '
+            '<span style="color:#3f8f3f">●╲</span> word end → its commit (latency) &nbsp; '
+            '<span style="color:#c77700">■▼</span> AlignAtt: too close to the end, the token that waited')
+        self.legend.setStyleSheet("color: #666; font-size: 8pt;")
+        self.legend.setWordWrap(True)  # never widens the window
+        self.legend.setToolTip(LANE_TIP)
         body = QHBoxLayout()
         left = QVBoxLayout()
         left.addWidget(self.text, 3)
         left.addWidget(self.lane, 2)
+        left.addWidget(self.legend)
         body.addLayout(left, 3)
         body.addWidget(self.table, 1)
         lay = QVBoxLayout(self)
         lay.setContentsMargins(4, 4, 4, 4)
         lay.setSpacing(3)
         lay.addLayout(head)
+        lay.addWidget(self.stats_label)
         lay.addWidget(self.message_label)
         lay.addLayout(body, 1)
         self.reset()
@@ -210,6 +219,7 @@ class LiveView(QWidget):
         self.waited = None  # (the last core.streaming.Waited, buffer start, decodes), until a later decode
         self.trims: list[tuple[float, str]] = []
         self.messages: list[str] = []
+        self.skipped: list[tuple[float, float]] = []  # (from, to) s of audio left out to keep up
         self.finished = None  # core.streaming.StreamFinished
         self.first_commit_heard_s: float | None = None  #: audio heard when the first commit was shown
         for item in getattr(self, "_trim_items", []):
@@ -253,6 +263,8 @@ class LiveView(QWidget):
             self.waited = (ev, self.start_s, self.decodes)  # the tick before it counted its decode
         elif isinstance(ev, FellBehind):
             self.messages.append(self.fell_behind_text(ev))
+            if ev.skipped_s is not None:
+                self.skipped.append(ev.skipped_s)
         elif isinstance(ev, StreamFinished):
             self.finished = ev
             self.compute_s, self.shown, self.revised, self.decodes = ev.decode_s, ev.tentative_shown, ev.revised, ev.decodes
@@ -271,6 +283,19 @@ class LiveView(QWidget):
             return (f"Decoding fell behind real time: skipped {max(0.0, b - a):.1f} s to keep up ({a:.1f}–{b:.1f} s "
                     "left out of the live text; the recording keeps them).")
         return f"Decoding fell behind real time by {ev.lag_s:.1f} s: the waiting audio was decoded in one step."
+
+    def note(self) -> str:
+        """What falling behind did, for people ("" if it did not): the audio skipped to keep up
+        (all of it), else the last time the waiting audio was decoded in one step."""
+        if self.skipped:
+            total = sum(max(0.0, b - a) for a, b in self.skipped)
+            spans = ", ".join(f"{a:.1f}–{b:.1f}" for a, b in self.skipped[-3:])
+            more = "…, " if len(self.skipped) > 3 else ""
+            return (f"Decoding fell behind real time: skipped {total:.1f} s to keep up ({more}{spans} s left out of "
+                    "the live text; the recording keeps them).")
+        if self.messages:
+            return self.messages[-1] + (f" ({len(self.messages)}×)" if len(self.messages) > 1 else "")
+        return ""
 
     # ------------------------------------------------------------------ reading (tests, status bar)
     def heard_audio(self) -> np.ndarray:
@@ -327,7 +352,7 @@ class LiveView(QWidget):
         self._add_rows()
         self.stats_label.setText(self.stats_text() if self.heard_s > 0 else "")
         if self.messages:
-            self.message_label.setText(self.messages[-1] + (f" ({len(self.messages)}×)" if len(self.messages) > 1 else ""))
+            self.message_label.setText(self.note())
             self.message_label.show()
         self.updated.emit()
 
