@@ -75,6 +75,9 @@ def run_window(argv: Sequence[str] | None = None) -> int:
     if problem is not None:
         print(f"decoding-explorer: error: {problem}", file=sys.stderr)
         return 1
+    from . import memory_policy
+
+    memory_policy.install()  # large blocks from mmap, few malloc arenas (gui/memory_policy.py), before any thread
     argv = list(sys.argv if argv is None else argv)
     if not argv:
         argv = ["decoding-explorer"]

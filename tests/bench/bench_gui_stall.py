@@ -506,6 +506,9 @@ def main() -> int:
                     help="leave Python's garbage collection as it is (the app freezes what is alive after the window "
                          "opens and after each model load, and the survivors of each full collection: "
                          "gui/gc_policy.py)")
+    ap.add_argument("--no-memory-policy", action="store_true",
+                    help="leave glibc's malloc as it is (the app fixes the mmap threshold at 1 MB and uses 2 "
+                         "arenas: gui/memory_policy.py)")
     ap.add_argument("--gc-threshold", type=str, default=None, metavar="T0,T1,T2",
                     help="experiment: gc.set_threshold(T0, T1, T2) before the cases (Python's default 700,10,10)")
     args = ap.parse_args()
@@ -518,6 +521,11 @@ def main() -> int:
         StallMeter.sampler_every, StallMeter.stall_ms = 0.005, args.stall_ms
     if args.switch_interval is not None:
         sys.setswitchinterval(args.switch_interval)
+    memory = {}
+    if not args.no_memory_policy:
+        from gui import memory_policy
+
+        memory = memory_policy.install()  # as gui/app.py does, before any thread
     import torch
 
     torch.set_num_threads(1)
@@ -537,7 +545,9 @@ def main() -> int:
     import gc
 
     print(f"gc: {'Python default' if args.no_gc_policy else 'the app policy'} · frozen objects "
-          f"{gc.get_freeze_count()} · MALLOC_ARENA_MAX={os.environ.get('MALLOC_ARENA_MAX', '(glibc default)')}",
+          f"{gc.get_freeze_count()} · malloc: "
+          f"{'the app policy ' + str(memory) if memory else 'glibc default'}"
+          f"{''.join(f' · {k}={v}' for k, v in os.environ.items() if k.startswith('MALLOC_'))}",
           flush=True)
     print(f"window open · RSS {rss_mb():.0f} MB", flush=True)
     run = {"load": case_load, "text": case_text, "text1mb": case_text1mb, "audio": case_audio,
