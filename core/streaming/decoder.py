@@ -102,7 +102,9 @@ class WhisperDecoder:
         span = self.encoder
         encoded = encode(m, audio, span, self.pad_s)
         if self.language == "auto":  # detected on the first buffer, then kept
-            self.language = m.sot.step(encoded, None, None)[0] or "en"
+            # over the padded window: on a short encoding whisper-base took German for English
+            probe = encoded if span == "window" else encode(m, audio, "window")
+            self.language = m.sot.step(probe, None, None)[0] or "en"
             m.last_language = self.language
         prompt = m.prompt(self.language, self.task, previous=list(previous))
         cap = 10 + int(TOKENS_PER_S * len(audio) / SAMPLE_RATE)  # new tokens (the prefix is prompt)

@@ -122,3 +122,12 @@ def test_a_buffer_whose_words_are_all_committed_decodes_to_nothing_new(whisper_t
     whole = dec.decode(audio, 0.0)
     again = dec.decode(audio, 0.0, forced=[t.id for t in whole.tokens])
     assert whole.tokens and again.tokens == () and again.finished
+
+
+def test_the_language_is_detected_over_the_padded_window(whisper_base):
+    """With the buffer encoder (audio_ctx), the language of the first buffer is detected over
+    the padded 30 s window: on the short encoding whisper-base took German for English."""
+    clip = synth_speech("Guten Morgen, ich gehe heute in den Park.", voice="de")
+    dec = WhisperDecoder(whisper_base, DecodingOptions(), encoder="buffer")
+    dec.decode(clip, 0.0)
+    assert dec.language == "de"
