@@ -8,7 +8,9 @@ live microphone would). For each model, thread count and policy it prints:
     over 30 s), in points (jiwer, ``core.analysis.metrics``),
   - the mean and 90th-percentile commit latency per word (s, audio time: from the end of the
     word's audio, by word timing, to its commit),
-  - the real-time factor (decoding seconds / audio seconds; < 1 keeps up),
+  - the real-time factor (decoding seconds / audio seconds; < 1 keeps up), and the CPU seconds the
+    process spent per audio second ("CPU RTF": on a shared machine the wall-clock RTF also counts
+    the time other processes held the cores; with one torch thread, CPU RTF < 1 keeps up),
   - the fraction of tentative tokens revised, and how often decoding fell behind,
   - decodes done again because they looped (``fallbacks``),
 for each encoder span (``--encoders``: "window", the padded 30 s window as offline; "buffer",
@@ -51,7 +53,9 @@ def run_policy(model, audio, spec: str, step: float, speed: float | None, text: 
     cache, so one model serves every run)."""
     decoder = WhisperDecoder(model, DecodingOptions(), encoder=encoder)
     driver = StreamDriver(parse_policy(spec, step_s=step), decoder, realtime=speed)
+    cpu = time.process_time()
     out = summary(stream(driver, play(audio, speed=speed)))
+    out["cpu_rtf"] = (time.process_time() - cpu) / out["audio_s"]
     out["wer_ref"] = score("wer", out["text"], text).value
     out["wer_offline"] = score("wer", out["text"], offline).value
     out["fallbacks"] = decoder.fallbacks
@@ -89,7 +93,7 @@ def main() -> int:
             print(f"\n{model.name}, {threads} thread(s): offline WER {100 * score('wer', offline, text).value:.1f} "
                   f"(RTF {off_s / (len(audio) / 16000):.2f})")
             print(f"{'policy':<20}{'encoder':>8}{'step':>5}{'WER ref':>8}{'WER off':>8}{'lat mean':>9}{'lat p90':>8}"
-                  f"{'RTF':>6}{'revised':>8}{'behind':>7}{'skipped s':>10}{'commits':>8}{'fallbk':>7}")
+                  f"{'RTF':>6}{'CPU RTF':>8}{'revised':>8}{'behind':>7}{'skipped s':>10}{'commits':>8}{'fallbk':>7}")
             for spec in args.policies.split(","):
                 for step in (float(x) for x in args.steps.split(",")):
                     for encoder in args.encoders.split(","):
@@ -97,7 +101,7 @@ def main() -> int:
                         skipped = sum(b["skipped_s"][1] - b["skipped_s"][0] for b in r["fell_behind"] if b["skipped_s"])
                         lat = r["latency"]
                         print(f"{spec:<20}{encoder:>8}{step:>5g}{100 * r['wer_ref']:>8.1f}{100 * r['wer_offline']:>8.1f}"
-                              f"{lat['mean_s'] or 0:>9.2f}{lat['p90_s'] or 0:>8.2f}{r['rtf']:>6.2f}"
+                              f"{lat['mean_s'] or 0:>9.2f}{lat['p90_s'] or 0:>8.2f}{r['rtf']:>6.2f}{r['cpu_rtf']:>8.2f}"
                               f"{100 * r['revised_fraction']:>7.0f}%{len(r['fell_behind']):>7}{skipped:>10.1f}"
                               f"{len(r['commits']):>8}{r['fallbacks']:>7}", flush=True)
     print(f"load average {load_average()}")
