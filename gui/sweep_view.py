@@ -56,7 +56,9 @@ RANK = "#rank"
 #: the task of a sweep -> the main window's tab attribute
 TAB_OF_TASK = {"transcribe": "speech_tab", "ocr": "ocr_tab", "translate": "translation_tab"}
 #: pixels of the column widths (file, strategy, ..., reference)
-COLUMN_WIDTHS = (220, 150, 44, 70, 84, 54, 70, 54, 70, 66, 80, 320, 320)
+COLUMN_WIDTHS = (200, 190, 44, 64, 84, 54, 70, 54, 76, 70, 86, 320, 320)
+#: columns that only speech has (hidden for translation and OCR sweeps)
+SPEECH_ONLY = ("rtf", "no_speech", "fallbacks")
 
 
 # ---------------------------------------------------------------------------- data (worker side)
@@ -159,8 +161,7 @@ def read_plots(table: SweepTable, draw: bool = True) -> None:
     ``core.sweep.plots.write_plots`` when there are none and ``draw``); a failure is kept in
     ``table.plot_note``, never raised."""
     folder = table.out / "plots"
-    names = (("metric", "Metric per strategy (95% CI)"), ("scatter", "Per file: each strategy against the baseline"),
-             ("frontier", "Speed / quality"))
+    names = (("metric", "Metric per strategy (95% CI)"), ("scatter", "Per file"), ("frontier", "Speed / quality"))
     if draw and not all((folder / f"{n}.png").is_file() for n, _ in names):
         try:
             from core.sweep.plots import write_plots
@@ -477,6 +478,7 @@ class SweepView(QWidget):
         self.title.setWordWrap(True)
         self.strategy_box = QComboBox()
         self.strategy_box.setToolTip("Show the rows of one strategy")
+        self.strategy_box.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToContents)
         self.strategy_box.currentIndexChanged.connect(self._strategy_picked)
         top = QHBoxLayout()
         top.addWidget(self.title, 1)
@@ -560,6 +562,8 @@ class SweepView(QWidget):
             self.strategy_box.addItem(st["spec"], st["spec"])
         self.strategy_box.blockSignals(False)
         self.proxy.set_strategy(None)
+        for c, (key, _t, _k) in enumerate(COLUMNS):
+            self.view.setColumnHidden(c, key in SPEECH_ONLY and s.get("task") != "transcribe")
         worst = Qt.SortOrder.AscendingOrder if s.get("higher_is_better") else Qt.SortOrder.DescendingOrder
         metric_col = next(c for c, (k, _t, _k) in enumerate(COLUMNS) if k == "value")
         self.view.setSortingEnabled(False)

@@ -150,7 +150,7 @@ def metric_figure(summary: dict):
     ax.set_yticks(ys, [s["spec"] + (" (baseline)" if s["spec"] == baseline else "") for s in strategies])
     ax.set_ylim(-0.7, n - 0.3)
     ax.set_xlabel(f"{label} — mean over files, 95% bootstrap CI ({_better(summary)})")
-    ax.margins(x=0.25)
+    ax.margins(x=0.45 if any("vs_baseline" in s for s in strategies) else 0.25)  # room for the notes
     ax.grid(axis="x", alpha=0.3)
     ax.set_title(f"{summary.get('files', '?')} files · {summary.get('model', '')} · {summary.get('task', '')}",
                  fontsize=9, loc="left")
