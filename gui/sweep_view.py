@@ -190,6 +190,7 @@ class RowTarget:
         model: the sweep's model (``--model`` / ``--direction``).
         settings: the tab's input settings the row was decoded with (language, task, shortlist).
         label: the row's file and strategy, for messages.
+        dtype: the model's compute type (the trace's ``"dtype"``: float32 | int8).
     """
 
     task: str
@@ -199,6 +200,7 @@ class RowTarget:
     model: str | None = None
     settings: dict = field(default_factory=dict)
     label: str = ""
+    dtype: str = "float32"
 
 
 def _argv_value(argv: list[str] | None, flag: str) -> str | None:
@@ -244,7 +246,8 @@ def row_target(table: SweepTable, i: int) -> RowTarget:
     if task == "translate":
         text = argv[1] if argv and len(argv) > 1 and argv[0] == "translate" else _tsv_source(data, file)
         settings = {"shortlist": bool(argv and "--shortlist" in argv)} if argv else {}
-        return RowTarget(task, options, text=text, model=model, settings=settings, label=label)
+        return RowTarget(task, options, text=text, model=model, settings=settings, label=label,
+                         dtype=doc.get("dtype") or "float32")
     path = (rerun.get("input") or {}).get("path")
     candidates = [Path(path)] if path else []
     candidates.append(data / file)
@@ -257,7 +260,8 @@ def row_target(table: SweepTable, i: int) -> RowTarget:
     if task == "transcribe" and argv:
         settings = {k: v for k, v in (("language", _argv_value(argv, "--language")),
                                       ("task", _argv_value(argv, "--task"))) if v is not None}
-    return RowTarget(task, options, path=found, model=model, settings=settings, label=label)
+    return RowTarget(task, options, path=found, model=model, settings=settings, label=label,
+                     dtype=doc.get("dtype") or "float32")
 
 
 def _tsv_source(data: Path, file: str) -> str:
@@ -274,7 +278,7 @@ def _tsv_source(data: Path, file: str) -> str:
 
 def open_in_tab(window, target: RowTarget) -> Any:
     """Show ``target``'s input in its tab of ``window`` (the main window) with its options and
-    settings, loading the sweep's model when the tab has another; the tab comes to the front
+    settings, loading the sweep's model (and compute type) when the tab has another; the tab comes to the front
     and decodes the input as any opened input. Returns the tab."""
     tab = getattr(window, TAB_OF_TASK[target.task])
     window.tabs.setCurrentWidget(tab)
@@ -288,7 +292,16 @@ def open_in_tab(window, target: RowTarget) -> Any:
         tab.apply_input_settings({**tab.input_settings(), **target.settings})
     if target.model:
         shown = tab.model_combo.currentText() if tab.model_combo is not None else ""
-        if tab.model is None and not tab.is_loading() or shown != tab.model_label(target.model):
+        other = shown != tab.model_label(target.model)
+        combo = tab.dtype_combo
+        if combo is not None and combo.findText(target.dtype) >= 0 and combo.currentText() != target.dtype:
+            combo.blockSignals(True)  # the load below takes it
+            combo.setCurrentIndex(combo.findText(target.dtype))
+            combo.blockSignals(False)
+            other = True
+        elif tab.model is not None and getattr(tab.model, "dtype", "float32") != tab.model_dtype():
+            other = True
+        if other or (tab.model is None and not tab.is_loading()):
             tab.load_model(target.model)
     if target.task == "translate":
         tab.set_text(target.text or "")

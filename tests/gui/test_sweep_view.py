@@ -178,3 +178,21 @@ def test_double_click_opens_a_translation_sentence(qtbot, window, tmp_path):
     assert tab.options_panel.options().to_dict() == expand(["beam:4"])[0].options.to_dict()
     qtbot.waitUntil(lambda: bool(tab.model is not None and tab.model.name), timeout=120000)  # the sweep's model loaded
     assert tab.model_combo.currentText() == tab.model_label("en-pt")
+
+
+def test_a_row_decoded_int8_loads_the_model_int8(qtbot, window, tmp_path):
+    clip = SAMPLES_DIR / "speech_en.wav"
+    out = make_sweep(tmp_path / "int8", [{"id": clip.name, "path": str(clip)}], ["greedy"], model="tiny.en",
+                     dtype="int8")
+    tab = window.speech_tab
+    tab.model_combo.setCurrentText(tab.model_label("tiny.en"))
+    tab.model = FakeSpeechModel()  # float32
+    loads = []
+    tab.load_model = loads.append  # no real load in this test
+    view = window.open_sweep(str(out))
+    qtbot.addWidget(view)
+    qtbot.waitUntil(lambda: view.table is not None, timeout=30000)
+    with qtbot.waitSignal(view.rowOpened, timeout=10000) as sig:
+        view.open_row(0)
+    assert sig.args[0].dtype == "int8"
+    assert tab.dtype_combo.currentText() == "int8" and loads == ["tiny.en"]

@@ -23,18 +23,19 @@ TASK_METRIC = {"transcribe": "wer", "translate": "chrf", "ocr": "cer"}
 
 def make_sweep(out: Path, inputs: list[dict], specs: list[str], *, task: str = "transcribe",
                model: str = "tiny.en", seed: int = 0, full_summary: bool = True,
-               data: str | None = None) -> Path:
+               data: str | None = None, dtype: str = "float32") -> Path:
     """Write a sweep folder in ``out``: one row per input x run of ``specs`` (seed ranges
     expanded), metric values drawn from ``seed``'s RNG.
 
     Args:
         inputs: one dict per input: ``id`` (the file column), and ``path`` (a file) or ``text``
             (translation's source), optionally ``reference``.
+        dtype: the traces' compute type (transcribe's --dtype).
         full_summary: summary.json from ``core.sweep.stats.summarize`` (bootstrap; small
             folders) or a hand-made one with the same keys (big folders).
     """
     rng = np.random.default_rng(seed)
-    settings = Settings(model=model)
+    settings = Settings(model=model, dtype=dtype)
     runs = expand(specs)
     store = ResultStore(out)
     metric = TASK_METRIC[task]
@@ -58,7 +59,7 @@ def make_sweep(out: Path, inputs: list[dict], specs: list[str], *, task: str = "
             trace = None
             if "path" in inp or "text" in inp:
                 argv = single_run_argv(task, settings, run.options, path=inp.get("path"), text=inp.get("text"))
-                doc = {"task": task, "model": model, "dtype": "float32", "options": run.options.to_dict(),
+                doc = {"task": task, "model": model, "dtype": dtype, "options": run.options.to_dict(),
                        "text": row["text"], "tokens": [],
                        "rerun": {"task": task, "model": model, "argv": argv, "cwd": None,
                                  "input": ({"path": inp["path"], "sha256": ihash} if "path" in inp
