@@ -196,3 +196,39 @@ def test_a_row_decoded_int8_loads_the_model_int8(qtbot, window, tmp_path):
         view.open_row(0)
     assert sig.args[0].dtype == "int8"
     assert tab.dtype_combo.currentText() == "int8" and loads == ["tiny.en"]
+
+
+def test_a_real_sweep_row_decodes_to_the_same_ids_in_its_tab(qtbot, window, tmp_path):
+    """A sweep row of the bundled en-pt model (decoded by the sweep's own FileDecoder, no Ray),
+    opened from the table, decodes in the Translation tab to the row's token ids."""
+    from core.sweep.decode import FileDecoder, Settings
+    from core.sweep.results import ResultStore
+    from core.sweep.runner import SweepConfig, plan, write_summary
+
+    tsv = tmp_path / "en-pt.tsv"
+    tsv.write_text("The house is small.\tA casa é pequena.\nShe drinks water.\tEla bebe água.\n", encoding="utf-8")
+    config = SweepConfig(task="translate", data=str(tsv), out=str(tmp_path / "out"), settings=Settings(model="en-pt"),
+                         specs=["greedy", "sample:T=0.9,seed=3"], progress=False)
+    store = ResultStore(config.out)
+    work = plan(config, store)
+    decoder = FileDecoder(config.task, config.settings)
+    for item, runs in work.todo:
+        store.append(decoder.decode(item, runs))
+    store.compact()
+    write_summary(config, work, store)
+
+    tab = window.translation_tab
+    tab._text_timer.setInterval(50)
+    view = window.open_sweep(config.out)
+    qtbot.addWidget(view)
+    qtbot.waitUntil(lambda: view.table is not None, timeout=60000)
+    row = next(r for r in store.rows() if r["file"] == "en-pt.tsv:2" and r["spec"] == "sample:T=0.9,seed=3")
+    view.strategy_box.setCurrentIndex(view.strategy_box.findData("sample:T=0.9,seed=3"))
+    shown = next(r for r in range(view.proxy.rowCount()) if _values(view, "file")[r] == "en-pt.tsv:2")
+    finished = []
+    tab.decodeFinished.connect(finished.append)
+    view.open_row(shown)
+    qtbot.waitUntil(lambda: any(not f.cancelled for f in finished) and not tab.is_busy(), timeout=120000)
+    fin = [f for f in finished if not f.cancelled][-1]
+    assert tab.text() == "She drinks water."
+    assert list(fin.token_ids) == list(row["token_ids"]) and fin.text == row["text"]
