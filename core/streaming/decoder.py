@@ -56,9 +56,10 @@ class WhisperDecoder:
         task: "transcribe" | "translate".
         encoder: "buffer" (default: only the buffer's frames + ``pad_s`` of silence, whisper.cpp's
             ``audio_ctx``, ``short_encoder``) or "window" (the 30 s padded window, as offline).
-            bench_streaming (tiny.en, 46 s of espeak, LocalAgreement-2, step 1 s): the same
-            WER for both (6.8 against the text, 7.3 against offline), RTF 1.06 -> 0.97 and mean
-            latency 13.8 -> 3.3 s with the CPU 4x oversubscribed (the window fell behind 11 times).
+            bench_streaming (tiny.en, 46 s of espeak at real time, LocalAgreement-2, step 1 s,
+            load average ~10 on 2 cores): WER against the text 11.3 (window) -> 8.3 (buffer),
+            CPU seconds per audio second 0.36 -> 0.28, wall RTF 1.13 -> 0.98, mean latency
+            7.2 -> 3.8 s (the window fell behind 16 times, the buffer once).
         pad_s: seconds of padding encoded after the buffer in "buffer" mode.
         fallback: redo a looping decode (see the module docstring); False keeps it.
 
