@@ -50,6 +50,10 @@ COMMIT_TIME_STYLE = "color:#4f7f3f; font-size:9pt;"
 MESSAGE_STYLE = "color: #8a5300;"
 #: the lane's rows (the waveform spans -1..1): word ends, and the commits below them
 WORD_Y, COMMIT_Y = -1.12, -1.5
+#: the lane shows the last this many seconds of the stream (a redraw costs the same at minute 1 and 60)
+LANE_WINDOW_S = 30.0
+#: the transcript box shows the last this many commits (all are kept: :meth:`LiveView.committed_text`)
+SHOWN_COMMITS = 120
 LANE_TIP = (
     "The stream on a time axis (s). Grey: the audio heard so far. Blue band: the buffer the decoder sees now. "
     "Red dashed lines: where the buffer was trimmed (and why). Green: each committed word's end in the audio (a "
@@ -208,7 +212,8 @@ class LiveView(QWidget):
         """Forget the last stream; ``title`` says what is streamed now ("take 3", a file)."""
         if title:
             self.title.setText(f"<b>Live</b> · {html.escape(title)}")
-        self._chunks: list[np.ndarray] = []
+        self._audio = np.zeros(16000 * 60, np.float32)  # the heard audio, grown by doubling
+        self._n = 0
         self.heard_s = 0.0  #: audio heard so far (s)
         self.start_s = 0.0  #: the buffer's start (s)
         self.compute_s = 0.0
@@ -225,6 +230,7 @@ class LiveView(QWidget):
         for item in getattr(self, "_trim_items", []):
             self.lane.removeItem(item)
         self._trim_items: list = []
+        self._trims_drawn = 0
         self._rows = 0
         self.table.setRowCount(0)
         self.message_label.hide()
@@ -243,7 +249,7 @@ class LiveView(QWidget):
 
         if isinstance(ev, LiveTick):
             if len(ev.chunk):
-                self._chunks.append(np.asarray(ev.chunk, dtype=np.float32))
+                self._append(np.asarray(ev.chunk, dtype=np.float32))
             self.heard_s, self.start_s, self.compute_s = ev.received_s, ev.start_s, ev.compute_s
             self.shown, self.revised, self.decodes = ev.shown, ev.revised, ev.decodes
             if self.waited is not None and ev.decodes > self.waited[2]:
@@ -298,11 +304,17 @@ class LiveView(QWidget):
         return ""
 
     # ------------------------------------------------------------------ reading (tests, status bar)
+    def _append(self, chunk: np.ndarray) -> None:
+        if self._n + len(chunk) > len(self._audio):  # amortised O(1) per sample
+            grown = np.zeros(max(2 * len(self._audio), self._n + len(chunk)), np.float32)
+            grown[:self._n] = self._audio[:self._n]
+            self._audio = grown
+        self._audio[self._n:self._n + len(chunk)] = chunk
+        self._n += len(chunk)
+
     def heard_audio(self) -> np.ndarray:
-        """The audio fed to the decoder so far (float32 (n,), 16 kHz)."""
-        if len(self._chunks) > 1:
-            self._chunks = [np.concatenate(self._chunks)]
-        return self._chunks[0] if self._chunks else np.zeros(0, np.float32)
+        """The audio fed to the decoder so far (float32 (n,), 16 kHz; a view, not a copy)."""
+        return self._audio[:self._n]
 
     def committed_text(self) -> str:
         """The committed transcript so far."""
@@ -357,8 +369,8 @@ class LiveView(QWidget):
         self.updated.emit()
 
     def _html(self) -> str:
-        parts = []
-        for text, at in self.commits:
+        parts = ["… "] if len(self.commits) > SHOWN_COMMITS else []
+        for text, at in self.commits[-SHOWN_COMMITS:]:
             parts.append(f'<span style="{COMMITTED_STYLE}">{html.escape(text)}</span>'
                          f'<sub style="{COMMIT_TIME_STYLE}">@{at:.1f}s</sub>')
         if self.waited is not None:
@@ -370,32 +382,40 @@ class LiveView(QWidget):
         return f'<div style="font-size:large;">{"".join(parts)}</div>'
 
     def _draw_lane(self) -> None:
-        audio = self.heard_audio()
+        last_commit = self.words[-1].commit_s if self.words else 0.0  # behind real time: after the audio fed
+        right = max(self.heard_s, last_commit, 1.0)
+        left = max(0.0, right - LANE_WINDOW_S)  # the last 30 s
+        first = int(left * SAMPLE_RATE)
+        audio = self._audio[first:self._n]
         if len(audio):
             from .waveform import envelope
 
             t, y = envelope(audio, SAMPLE_RATE, max_points=4000)
             peak = float(np.max(np.abs(y))) or 1.0
-            self.wave_curve.setData(t, y / peak)
+            self.wave_curve.setData(t + first / SAMPLE_RATE, y / peak)
         else:
             self.wave_curve.setData([], [])
         self.buffer_band.setRegion((self.start_s, max(self.heard_s, self.start_s)))
-        for at, reason in self.trims[len(self._trim_items):]:
+        for at, reason in self.trims[self._trims_drawn:]:
             line = pg.InfiniteLine(at, angle=90, movable=False, pen=pg.mkPen("#c0392b", style=Qt.PenStyle.DashLine),
                                    label=reason, labelOpts={"position": 0.92, "color": "#c0392b"})
             self.lane.addItem(line)
             self._trim_items.append(line)
+        self._trims_drawn = len(self.trims)
+        while self._trim_items and self._trim_items[0].value() < left:  # out of the window: gone
+            self.lane.removeItem(self._trim_items.pop(0))
         # each word: a dot at its end in the audio, a line down to its commit (a tick): the fan of a
-        # commit shows which words it made final and how late
+        # commit shows which words it made final and how late (the words of the window)
         xs, ys = [], []
-        for w in self.words:
+        shown = self.words[self._first_shown_word(left):]
+        for w in shown:
             xs += [w.end_s, w.commit_s]
             ys += [WORD_Y, COMMIT_Y]
-        for at in sorted({w.commit_s for w in self.words}):
+        for at in sorted({w.commit_s for w in shown}):
             xs += [at, at]
             ys += [COMMIT_Y - 0.12, COMMIT_Y + 0.06]
         self.latency_curve.setData(xs, ys)
-        self.word_dots.setData([w.end_s for w in self.words], [WORD_Y] * len(self.words))
+        self.word_dots.setData([w.end_s for w in shown], [WORD_Y] * len(shown))
         if self.waited is not None:
             ev, start, _n = self.waited
             self.zone_band.setRegion((start + ev.limit * FRAME_S, ev.audio_s))
@@ -407,8 +427,18 @@ class LiveView(QWidget):
             self.zone_band.setRegion((0, 0))
             self.waited_mark.setData([], [])
             self.waited_label.setText("")
-        last_commit = max((w.commit_s for w in self.words), default=0.0)  # behind real time: after the audio fed
-        self.lane.setXRange(0.0, max(self.heard_s, last_commit, 1.0), padding=0.01)
+        self.lane.setXRange(left, right, padding=0.01)
+
+    def _first_shown_word(self, left: float) -> int:
+        """The first word committed inside the lane's window (commits come in time order)."""
+        lo, hi = 0, len(self.words)
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if self.words[mid].commit_s < left:
+                lo = mid + 1
+            else:
+                hi = mid
+        return lo
 
     def _add_rows(self) -> None:
         new = self.words[self._rows:]
@@ -421,6 +451,7 @@ class LiveView(QWidget):
                 if j:
                     item.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
                 self.table.setItem(i, j, item)
+        if self._rows < 50:  # the first rows size the columns (later, resizing would read every row)
+            self.table.resizeColumnsToContents()
         self._rows = len(self.words)
-        self.table.resizeColumnsToContents()
         self.table.scrollToBottom()

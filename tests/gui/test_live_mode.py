@@ -341,3 +341,17 @@ def test_play_sample_as_live_with_tiny_en_commits_before_the_input_ends(qtbot, s
     assert tab.source_name == SAMPLE.name  # the file is the input now
     assert live.view.stats()["latency_mean_s"] is not None and live.view.table.rowCount() == len(live.view.words)
     print(f"\nlive tiny.en: {live.view.stats_text()}; GUI event loop max gap {1000 * max(gaps):.0f} ms")
+
+
+def test_the_view_draws_once_per_frame_not_once_per_event(qtbot, mic_tab, scripted, tmp_path):
+    """A burst of stream items (a file fed as fast as the scripted decoder takes it) is drawn in
+    a few redraws: the items wait for the frame's batch."""
+    tab, live = mic_tab, mic_tab.live_mode
+    items, redraws = [], []
+    take = live.view.take
+    live.view.take = lambda ev: (items.append(ev), take(ev))
+    live.view.updated.connect(lambda: redraws.append(1))
+    assert tab.play_file_as_live(_noise_wav(tmp_path / "burst.wav", 6.0), speed=None)
+    qtbot.waitUntil(lambda: not live.running(), timeout=20_000)
+    assert len(items) >= 60 and live.view.finished is not None
+    assert len(redraws) <= 6, (len(redraws), len(items))
