@@ -417,7 +417,7 @@ class LiveMode:
         heard = self.view.heard_s
         self.view.flush()
         s = self.session
-        if s is not None and s.kind == "file" and heard > s.heard[0] + 0.19:  # ~5 times a second
+        if s is not None and s.kind == "file" and heard > s.heard[0] + max(0.19, heard / 200):  # <= 5 times a second
             s.heard = (heard, time.perf_counter())
             self.tab.input_area.show_wave(self.view.heard_audio())
             self.tab.input_area.info_label.setText(f"Playing {s.path.name} as live input… {heard:.1f} s")
