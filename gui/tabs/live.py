@@ -125,6 +125,7 @@ class LiveSession:
     decode_after: bool = False  #: a decode of the tab waits for the session's end
     heard: tuple[float, float] = (0.0, 0.0)  #: (seconds recorded, when that was last seen to grow) (mic)
     note: str = ""  #: for the banner when the session has ended (the device was lost)
+    input_before: Any = None  #: the tab's input when the session started (file: replaced at the end unless changed)
 
 
 class LiveMode:
@@ -322,6 +323,7 @@ class LiveMode:
         except ValueError as exc:
             tab.show_error(f"Live decoding cannot start: {exc}")
             return False
+        session.input_before = tab.audio
         self.session = session
         self.view.reset(session.name)
         self.view.set_active(True)
@@ -392,10 +394,11 @@ class LiveMode:
         tab = self.tab
         if s.finished is not None:
             tab.statusMessage.emit(f"Live: {len(self.view.words)} words committed · {self.view.stats_text()}")
-        if s.kind == "file" and s.finished is not None and s.audio is not None and not s.aborted:
+        unchanged = tab.audio is s.input_before  # the user opened nothing else meanwhile
+        if s.kind == "file" and s.finished is not None and s.audio is not None and not s.aborted and unchanged:
             tab.set_audio(s.audio, s.path.name)  # the file is the input now: decoded offline, explorable
             return
-        if s.kind == "file":
+        if s.kind == "file" and unchanged:
             tab.show_input()  # the waveform shows the input again, not the part of the file played
         if s.decode_after and tab.has_input():
             tab.request_decode()
@@ -417,7 +420,8 @@ class LiveMode:
         heard = self.view.heard_s
         self.view.flush()
         s = self.session
-        if s is not None and s.kind == "file" and heard > s.heard[0] + max(0.19, heard / 200):  # <= 5 times a second
+        if (s is not None and s.kind == "file" and self.tab.audio is s.input_before
+                and heard > s.heard[0] + max(0.19, heard / 200)):  # <= 5 times a second
             s.heard = (heard, time.perf_counter())
             self.tab.input_area.show_wave(self.view.heard_audio())
             self.tab.input_area.info_label.setText(f"Playing {s.path.name} as live input… {heard:.1f} s")

@@ -355,3 +355,17 @@ def test_the_view_draws_once_per_frame_not_once_per_event(qtbot, mic_tab, script
     qtbot.waitUntil(lambda: not live.running(), timeout=20_000)
     assert len(items) >= 60 and live.view.finished is not None
     assert len(redraws) <= 6, (len(redraws), len(items))
+
+
+def test_a_file_opened_while_another_plays_as_live_stays_the_input(qtbot, mic_tab, scripted, tmp_path):
+    tab, live = mic_tab, mic_tab.live_mode
+    assert tab.play_file_as_live(_noise_wav(tmp_path / "played.wav", 4.0), speed=2.0)
+    qtbot.waitUntil(lambda: live.view.heard_s > 0.5, timeout=10_000)
+    opened = _noise_wav(tmp_path / "opened.wav", 1.0)
+    tab.open_file(opened)  # the user opens another file meanwhile: its decode waits for the model
+    qtbot.waitUntil(lambda: tab.source_name == "opened.wav", timeout=10_000)
+    assert not tab.controller.alive("decode")
+    with qtbot.waitSignal(tab.decodeFinished, timeout=20_000):  # decoded once the live session ended
+        qtbot.waitUntil(lambda: not live.running(), timeout=20_000)
+    assert tab.source_name == "opened.wav" and len(tab.audio) == 16000
+    assert live.view.finished is not None
