@@ -176,14 +176,17 @@ def rgb_digest(image: Any) -> tuple[Any, tuple[int, ...]]:
 
 def check_audio(audio) -> np.ndarray:
     """``audio`` as float32 mono (n_samples,) 16 kHz samples, checked: mono, not empty, at least
-    ``MIN_AUDIO_S`` long, finite.
+    ``MIN_AUDIO_S`` long, finite. A ``core.inputs.pcm16.Pcm16Audio`` (a long clip kept as
+    int16) is checked and returned as it is, not converted.
 
     Raises:
         ValueError: saying what is wrong and what to do.
     """
     from core.catalog import MIN_AUDIO_S, SAMPLE_RATE
+    from core.inputs.pcm16 import Pcm16Audio
 
-    audio = np.asarray(audio)
+    if not isinstance(audio, Pcm16Audio):  # int16 kept as is, read a window at a time (always finite)
+        audio = np.asarray(audio)
     if audio.ndim != 1:
         raise ValueError(f"audio must be mono (n_samples,), got shape {audio.shape}; mix channels down first")
     if audio.size == 0:
@@ -192,6 +195,8 @@ def check_audio(audio) -> np.ndarray:
         raise ValueError(
             f"the audio is too short ({audio.size / SAMPLE_RATE * 1000:.0f} ms); give at least {MIN_AUDIO_S:.1f} s"
         )
+    if isinstance(audio, Pcm16Audio):
+        return audio
     audio = audio.astype(np.float32, copy=False)
     if not np.all(np.isfinite(audio)):
         raise ValueError("the audio holds NaN or infinite samples; the file or recording is corrupt")

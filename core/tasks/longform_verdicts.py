@@ -43,6 +43,9 @@ def token_entropy(tokens: Sequence[int], last: int = 32) -> float:
 def loudest_db(samples: np.ndarray, frame: int = 320) -> float:
     """Level in dBFS of the loudest ``frame``-sample frame (RMS; 320 samples = 20 ms at
     16 kHz) of float32 audio in [-1, 1]; -inf for all-zero or empty audio."""
+    from core.inputs.pcm16 import to_float32
+
+    samples = to_float32(samples)  # int16 samples (a long clip kept compact) as float32 in [-1, 1]
     if samples.size == 0:
         return float("-inf")
     n = max(1, samples.size // frame)

@@ -35,6 +35,10 @@ __all__ = ["INPUT_STRIDE", "KV_WINDOWS_KEPT", "MEL_CHUNK", "MEL_PER_S", "N_FRAME
 def audio_key(audio: np.ndarray) -> str:
     """SHA-1 of the samples' bytes (hex), read in place: ``tobytes()`` copied the whole clip
     (230 MB for an hour of float32) at every run, fork and what-if."""
+    from core.inputs.pcm16 import Pcm16Audio
+
+    if isinstance(audio, Pcm16Audio):  # its int16 bytes (not a float32 copy of the whole clip)
+        return "pcm16:" + hashlib.sha1(audio.key_bytes()).hexdigest()
     return hashlib.sha1(memoryview(np.ascontiguousarray(audio)).cast("B")).hexdigest()
 
 
@@ -90,13 +94,17 @@ class LogMel:
     """
 
     def __init__(self, model, audio: np.ndarray) -> None:
+        from core.inputs.pcm16 import Pcm16Audio
+
         self._fe = model._loaded.feature_extractor
-        self._audio = np.asarray(audio, dtype=np.float32)
+        # a long clip kept as int16 stays so: each window's samples are read as float32 when asked
+        self._audio = audio if isinstance(audio, Pcm16Audio) else np.asarray(audio, dtype=np.float32)
         self._full = None
         self._max: float | None = None
         n_mels = int(self._fe.feature_size)
         if len(audio) <= N_FRAMES * SAMPLE_RATE // MEL_PER_S or getattr(self._fe, "dither", 0.0):
-            self._full = log_mel(model, audio)  # short-form (or random dither: one call, as transformers)
+            # short-form (or random dither: one call, as transformers)
+            self._full = log_mel(model, np.asarray(audio, dtype=np.float32))
             self.shape = tuple(self._full.shape)
         else:
             self.shape = (1, n_mels, len(audio) // int(self._fe.hop_length))
@@ -116,6 +124,7 @@ class LogMel:
             idx = np.where(idx < 0, -idx, idx)
             idx = np.where(idx >= n, 2 * (n - 1) - idx, idx)
             seg = w[idx]
+        seg = np.asarray(seg, dtype=np.float32)  # (a Pcm16Audio's slice is float32 already)
         stft = torch.stft(torch.from_numpy(np.ascontiguousarray(seg)), n_fft, hop,
                           window=torch.hann_window(n_fft), center=False, return_complex=True)
         magnitudes = (stft.abs() ** 2).contiguous()
@@ -138,8 +147,10 @@ class LogMel:
         return ((spec + 4.0) / 4.0)[None]
 
 
-#: frames per chunk while finding a long clip's log-mel maximum (5 minutes: ~50 MB of STFT)
-MEL_CHUNK = 30_000
+#: frames per chunk while finding a long clip's log-mel maximum: one window's (30 s). Chunks of
+#: 30,000 frames (5 minutes) took a transient +220 MB at the start of a long run (STFT,
+#: magnitudes, mel product; measured on 10 minutes), these +40 MB, in the same time
+MEL_CHUNK = N_FRAMES
 
 
 def log_mel(model, audio: np.ndarray):

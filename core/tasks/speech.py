@@ -26,6 +26,7 @@ from core.catalog import WHISPER_BUNDLED as BUNDLED
 from core.catalog import WHISPER_DEFAULT as DEFAULT_MODEL
 from core.catalog import WHISPER_TASKS as TASKS
 from core.events import RunStats
+from core.inputs.pcm16 import Pcm16Audio
 from core.inputs.types import SpeechInput, check_audio
 from core.options import DecodingOptions
 from core.tasks.base import OtherInput, Plan, Prepared, SegmentedTask
@@ -112,6 +113,7 @@ class SpeechModel(SegmentedTask):
     def _features(self, window: np.ndarray):
         """Log-mel features (1, n_mels, 3000) float32 of one window (<= 30 s)."""
         fe = self._loaded.feature_extractor
+        window = np.asarray(window, dtype=np.float32)  # a Pcm16Audio window (a long clip kept as int16) read here
         return fe(window, sampling_rate=SAMPLE_RATE, return_tensors="pt").input_features
 
     def _encode(self, window: np.ndarray):
@@ -264,7 +266,8 @@ class SpeechModel(SegmentedTask):
         audio = check_audio(audio)
         duration = len(audio) / SAMPLE_RATE
         n_windows = math.ceil(len(audio) / WINDOW_SAMPLES)
-        windows = [audio[i * WINDOW_SAMPLES : (i + 1) * WINDOW_SAMPLES] for i in range(n_windows)]
+        cut = audio.view if isinstance(audio, Pcm16Audio) else lambda a, b: audio[a:b]  # int16 views: read per window
+        windows = [cut(i * WINDOW_SAMPLES, (i + 1) * WINDOW_SAMPLES) for i in range(n_windows)]
         if n_windows > 1 and len(windows[-1]) < MIN_AUDIO_S * SAMPLE_RATE:
             windows.pop()  # a sliver at the end of a long clip holds no word
 

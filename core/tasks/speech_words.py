@@ -49,7 +49,10 @@ def refine_words(model, plan: Plan, audio: np.ndarray, steps: Sequence, words: S
     for ev in sorted(steps, key=lambda e: e.step):
         per_window.setdefault(ev.segment, []).append(ev)
     ranges = window_ranges(windows, longform)
-    audio = np.asarray(audio, np.float32)
+    from core.inputs.pcm16 import Pcm16Audio
+
+    if not isinstance(audio, Pcm16Audio):  # a Pcm16Audio's slices are float32: no copy of the whole clip
+        audio = np.asarray(audio, np.float32)
     parts = [RefineWindow(i, audio[ranges[i][0]: min(ranges[i][1], len(audio))], ranges[i][0] / SAMPLE_RATE,
                           tuple(ev.step for ev in evs))
              for i, evs in sorted(per_window.items()) if i < len(windows)]

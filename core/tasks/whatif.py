@@ -217,11 +217,16 @@ def original_segments(steps: Iterable[StepEvent], n_segments: int) -> dict[int, 
 
 # ------------------------------------------------------------------------------ masks
 def silence_span(audio: np.ndarray, t0: float, t1: float, sample_rate: int) -> np.ndarray:
-    """A copy of ``audio`` with the samples from ``t0`` to ``t1`` seconds set to 0.
+    """A copy of ``audio`` with the samples from ``t0`` to ``t1`` seconds set to 0 (a long clip
+    kept as int16, ``core.inputs.pcm16.Pcm16Audio``, stays int16).
 
     Raises:
         ValueError: an empty or reversed span, or one outside the audio.
     """
+    from core.inputs.pcm16 import Pcm16Audio
+
+    if isinstance(audio, Pcm16Audio):
+        return audio.silenced(*span_samples(len(audio), t0, t1, sample_rate))
     audio = np.asarray(audio, dtype=np.float32)
     a, b = span_samples(len(audio), t0, t1, sample_rate)
     out = audio.copy()

@@ -28,6 +28,7 @@ from PySide6.QtWidgets import (
 )
 
 from core.catalog import MIN_AUDIO_S, SAMPLE_RATE
+from core.inputs.pcm16 import compact_audio
 
 WARNING_STYLE = "color: #8a5300;"
 RECORD_TIP = "Record from the microphone; press again to stop (Ctrl+R)"
@@ -44,7 +45,8 @@ class Take:
     number: int
     """1, 2, ... in the order recorded (never reused)."""
     audio: np.ndarray
-    """float32 (num_samples,) at 16 kHz."""
+    """float32 (num_samples,) at 16 kHz; a take of 5 minutes or more as a ``Pcm16Audio`` (int16, read as
+    float32: ``core.inputs.pcm16``)."""
     saved_to: str | None = None
     """The file it was last saved to, or None while it is unsaved."""
 
@@ -214,7 +216,7 @@ class RecordingBar(QWidget):
                 f"The recording is too short ({1000 * len(audio) / SAMPLE_RATE:.0f} ms); the speech models need "
                 f"at least {MIN_AUDIO_S:g} s. Record a longer clip."
             )
-        take = Take(self.next_take, audio)
+        take = Take(self.next_take, compact_audio(audio))  # an hour's take as int16 (core/inputs/pcm16.py)
         self.next_take += 1
         self.takes.append(take)
         return take

@@ -47,6 +47,7 @@ from core.catalog import (
 from core.catalog import WHISPER_BUNDLED as BUNDLED
 from core.catalog import WHISPER_DEFAULT as DEFAULT_MODEL
 from core.dtypes import DTYPES
+from core.inputs.pcm16 import compact_audio
 from core.inputs.types import SpeechInput
 from core.options import DecodingOptions
 
@@ -268,7 +269,7 @@ class SpeechTab(DecodeTab):
         shorter than 0.1 s is refused (banner; the input stays as it was). ``warnings``
         (e.g. a truncated file) are shown in the info line. Returns True if accepted.
         """
-        audio = np.asarray(audio, dtype=np.float32)
+        audio = compact_audio(audio)  # a clip of 5 minutes or more kept as int16 (core/inputs/pcm16.py)
         if len(audio) < MIN_AUDIO_S * SAMPLE_RATE:
             self.show_error(
                 f"{name} is too short ({1000 * len(audio) / SAMPLE_RATE:.2g} ms); the speech models need at least "

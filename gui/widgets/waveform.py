@@ -39,7 +39,8 @@ def envelope(audio: np.ndarray, sample_rate: int, max_points: int = MAX_POINTS) 
     last bucket also takes the samples that do not fill a bucket, so every sample counts).
 
     Args:
-        audio: float32 (n_samples,) mono.
+        audio: float32 (n_samples,) mono, or a ``core.inputs.pcm16.Pcm16Audio`` (a long clip
+            kept as int16: reduced in int16, then scaled).
         sample_rate: Hz.
         max_points: upper bound on the points returned (>= 2).
 
@@ -50,22 +51,29 @@ def envelope(audio: np.ndarray, sample_rate: int, max_points: int = MAX_POINTS) 
     Raises:
         ValueError: ``audio`` not 1-D, or ``max_points`` < 2, or ``sample_rate`` <= 0.
     """
-    audio = np.asarray(audio, dtype=np.float32)
+    from core.inputs.pcm16 import SCALE, Pcm16Audio
+
+    owner = audio  # what the memo remembers (a long clip kept as int16: its Pcm16Audio)
+    scale = None
+    if isinstance(audio, Pcm16Audio):  # the envelope of its int16 samples, scaled: no float32 copy of the clip
+        audio, scale = audio.pcm, np.float32(1.0 / SCALE)
+    else:
+        audio = owner = np.asarray(audio, dtype=np.float32)
     if audio.ndim != 1:
         raise ValueError(f"audio must be 1-D (n_samples,), got shape {audio.shape}")
     if max_points < 2 or sample_rate <= 0:
         raise ValueError(f"need max_points >= 2 and sample_rate > 0, got {max_points}, {sample_rate}")
     n = len(audio)
     if n <= max_points:
-        return np.arange(n, dtype=np.float64) / sample_rate, audio
+        return np.arange(n, dtype=np.float64) / sample_rate, audio if scale is None else audio * scale
     key = _fingerprint(audio, sample_rate, max_points)
     for ref, k, out in _memo:
-        if ref() is audio and k == key:
+        if ref() is owner and k == key:
             return out
     buckets = max_points // 2
     per = n // buckets
     body = audio[: per * buckets].reshape(buckets, per)
-    lo, hi = np.empty(buckets, np.float32), np.empty(buckets, np.float32)
+    lo, hi = np.empty(buckets, audio.dtype), np.empty(buckets, audio.dtype)
     for i in range(0, buckets, _BLOCK):  # min and max of a block while it is in the cache
         block = body[i : i + _BLOCK]
         block.min(axis=1, out=lo[i : i + _BLOCK])
@@ -75,12 +83,14 @@ def envelope(audio: np.ndarray, sample_rate: int, max_points: int = MAX_POINTS) 
         lo[-1], hi[-1] = min(lo[-1], tail.min()), max(hi[-1], tail.max())
     values = np.empty(2 * buckets, np.float32)
     values[0::2], values[1::2] = lo, hi
+    if scale is not None:
+        values *= scale
     starts = np.arange(buckets, dtype=np.float64) * per / sample_rate
     times = np.repeat(starts, 2)
     times[1::2] += 0.5 * per / sample_rate
     out = (times, values)
     try:
-        _memo.insert(0, (weakref.ref(audio), key, out))
+        _memo.insert(0, (weakref.ref(owner), key, out))
         del _memo[_MEMO_SIZE:]
     except TypeError:  # an array that takes no weak reference: not remembered
         pass
