@@ -18,7 +18,9 @@ Row fields (``ROW_FIELDS``; the columns of ``results.parquet``):
 - ``decode_s`` (this strategy's own decoding seconds), ``encode_s`` (the file's one encoder
   pass, shared by its strategies), ``audio_s`` and ``rtf`` = (encode_s + decode_s) / audio_s
   (speech; null otherwise), ``segments`` (windows, sentences, lines);
-- hallucination signals: ``no_speech`` (windows whose no-speech probability is above 0.6,
+- hallucination signals: ``skipped`` (windows skipped as digital silence, as the single run
+  skips them: no-speech probability > 0.6 and the loudest 20 ms below -50 dBFS; no tokens),
+  ``no_speech`` (windows whose no-speech probability is above 0.6,
   long-form's ``no_speech_threshold``), ``fallbacks`` (windows openai/whisper's temperature
   fallback would redo: compression ratio > 2.4 or average log-probability < -1, speech
   only), ``repetitions`` (segments whose text loops: ``window_warnings``' compression-ratio
@@ -45,7 +47,7 @@ from core.sweep.specs import Run
 
 #: the columns of results.parquet, in order (module docstring)
 ROW_FIELDS = ("file", "spec", "seed", "strategy", "metric", "value", "logprob", "raw_logprob", "tokens",
-              "decode_s", "encode_s", "audio_s", "rtf", "segments", "no_speech", "fallbacks", "repetitions",
+              "decode_s", "encode_s", "audio_s", "rtf", "segments", "skipped", "no_speech", "fallbacks", "repetitions",
               "silent_reference", "reason", "text", "reference", "token_ids", "input_hash", "options_hash",
               "trace", "worker")
 
@@ -227,7 +229,10 @@ class FileDecoder:
         from core.tasks.longform_verdicts import compression_ratio
         from core.tasks.speech_windows import window_warnings
 
+        from core.tasks.speech_windows import SKIPPED
+
         segments = [ev for ev in events if isinstance(ev, SegmentEvent)]
+        skipped = sum(1 for ev in segments if ev.label.endswith(SKIPPED))
         no_speech = sum(1 for ev in segments if ev.no_speech_prob is not None and ev.no_speech_prob > NO_SPEECH_THRESHOLD)
         repetitions = len(window_warnings(events, self.model.backend.decode))
         fallbacks = 0
@@ -241,7 +246,7 @@ class FileDecoder:
                 avg = sum(math.log(max(s.raw_prob, 1e-45)) for s in seg) / (len(seg) + 1)
                 if compression_ratio(text) > COMPRESSION_RATIO_THRESHOLD or avg < LOGPROB_THRESHOLD:
                     fallbacks += 1
-        return {"segments": len(segments), "no_speech": no_speech, "fallbacks": fallbacks,
+        return {"segments": len(segments), "skipped": skipped, "no_speech": no_speech, "fallbacks": fallbacks,
                 "repetitions": repetitions}
 
     def decode_batch(self, batch: list[tuple[Item, list[tuple[Run, str]]]]) -> list[Decoded]:

@@ -26,7 +26,7 @@ def _schema():
     types = {
         "seed": pa.int64(), "value": pa.float64(), "logprob": pa.float64(), "raw_logprob": pa.float64(),
         "tokens": pa.int64(), "decode_s": pa.float64(), "encode_s": pa.float64(), "audio_s": pa.float64(),
-        "rtf": pa.float64(), "segments": pa.int64(), "no_speech": pa.int64(), "fallbacks": pa.int64(),
+        "rtf": pa.float64(), "segments": pa.int64(), "skipped": pa.int64(), "no_speech": pa.int64(), "fallbacks": pa.int64(),
         "repetitions": pa.int64(), "silent_reference": pa.bool_(), "token_ids": pa.list_(pa.int64()),
     }
     return pa.schema([(name, types.get(name, pa.string())) for name in ROW_FIELDS])

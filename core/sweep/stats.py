@@ -11,7 +11,8 @@
   out of wins + losses, two-sided, ties dropped), and the mean difference (strategy minus
   baseline) with its 95% **paired bootstrap** interval (``scipy.stats.bootstrap``,
   ``paired=True``, BCa, 9,999 resamples, seed 0).
-- **Hallucination signals** per strategy: the sums over its rows of no-speech windows,
+- **Hallucination signals** per strategy: the sums over its rows of windows skipped as
+  digital silence, no-speech windows,
   fallbacks and repetition loops, and the outputs on silent inputs (rows whose reference is
   empty and whose text is not).
 """
@@ -159,6 +160,7 @@ def summarize(rows: Sequence[dict], specs: Sequence[str] | None = None, baseline
             "seed_spread": _std(seed_means) if len(seed_means) > 1 else None,
             "logprob": _mean([r.get("logprob") for r in mine]), "tokens": _mean([r.get("tokens") for r in mine]),
             "decode_s": _mean([r.get("decode_s") for r in mine]), "rtf": _mean([r.get("rtf") for r in mine]),
+            "skipped": sum(int(r.get("skipped") or 0) for r in mine),
             "no_speech": sum(int(r.get("no_speech") or 0) for r in mine),
             "fallbacks": sum(int(r.get("fallbacks") or 0) for r in mine),
             "repetitions": sum(int(r.get("repetitions") or 0) for r in mine),
@@ -208,16 +210,18 @@ def markdown(summary: dict) -> str:
             lines.append(f"| `{s['spec']}` | {v['files']} | {v['wins']} | {v['losses']} | {v['ties']} | {p} | "
                          f"{_d(v['mean_diff'], pct)} | {ci} |")
     lines += ["", "## Hallucination signals", "",
-              "| strategy | no-speech windows | fallbacks | repetition loops | output on silent inputs |",
-              "|---|---:|---:|---:|---:|"]
+              "| strategy | skipped as silence | no-speech windows | fallbacks | repetition loops | "
+              "output on silent inputs |",
+              "|---|---:|---:|---:|---:|---:|"]
     for s in summary["strategies"]:
-        lines.append(f"| `{s['spec']}` | {s['no_speech']} | {s['fallbacks']} | {s['repetitions']} | "
+        lines.append(f"| `{s['spec']}` | {s.get('skipped', 0)} | {s['no_speech']} | {s['fallbacks']} | {s['repetitions']} | "
                      f"{s['output_on_silence']} of {s['silent_inputs']} |")
     m = summary["methods"]
     lines += ["", "## Methods", "", f"- {label}: {m['metric']}.", f"- Confidence interval: {m['ci']}.",
               f"- Paired test: {m['paired_test']}; a win is a file where the strategy is better than the baseline.",
               f"- Mean difference (strategy − baseline): {m['paired_ci']}.",
-              "- No-speech windows: no-speech probability > 0.6; fallbacks: windows openai/whisper's temperature "
+              "- Skipped as silence: windows a single run skips (no-speech probability > 0.6 and the loudest 20 ms "
+              "below −50 dBFS); no-speech windows: no-speech probability > 0.6; fallbacks: windows openai/whisper's temperature "
               "fallback would redo (compression ratio > 2.4 or average log-probability < −1); repetition loops: "
               "compression ratio > 2.4 or the last 32 tokens' entropy < 2.4 nats; silent inputs: an empty reference.",
               ""]

@@ -227,7 +227,7 @@ class SegmentedTask:
         plan = self._with_companions(inp, plan, lanes)
         yield from decode_lanes(plan.engine, plan.segments, plan.prepare,
                                 [self.run_options(o, prefix_ids) for o in lanes], plan.stats, plan.join,
-                                cancel=cancel, forced={0: prefix_ids} if prefix_ids else None)
+                                cancel=cancel, forced={0: prefix_ids} if prefix_ids else None, skip=plan.skip)
 
     def fork(self, source: Any, options: DecodingOptions, *, segment: int, forced_ids: Sequence[int],
              step_offset: int, cancel: Callable[[], bool] | None = None, reuse_cache: bool = True,

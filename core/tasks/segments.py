@@ -211,6 +211,7 @@ def decode_lanes(
     *,
     cancel: Callable[[], bool] | None = None,
     forced: Mapping[int, Sequence[int]] | None = None,
+    skip: Callable[[int, S, Prepared], SegmentEvent | None] | None = None,
 ) -> Iterator[LaneEvent | LanesFinished]:
     """Decode ``segments`` once per lane, every lane on the same encoder output.
 
@@ -232,6 +233,8 @@ def decode_lanes(
         cancel: returns True to stop.
         forced: segment index -> token ids forced first in that segment, in every lane
             (the CLI's ``--prefix``).
+        skip: as for :func:`decode_segments`: a segment it skips (speech: digital silence)
+            gets that SegmentEvent in every lane and no tokens, as in a run alone.
 
     Yields:
         ``LaneEvent`` s (per lane: SegmentEvents, StepEvents, BeamEvents, then its
@@ -258,10 +261,16 @@ def decode_lanes(
         encode_s = time.perf_counter() - t0
         stats.encode_s += encode_s
         stats.encoder_cached = stats.encoder_cached and ready.cached
+        skipped = skip(i, segment, ready) if skip is not None else None
         for k in range(n):
             totals[k].stats.encode_s += encode_s
             totals[k].stats.encoder_cached = stats.encoder_cached
-            yield LaneEvent(k, ready.event)
+            if skipped is not None:  # as decode_segments: options the input can't take fail all the same
+                engine.processors(ready.encoded, ready.prompt, lanes[k])
+                texts[k].append((segment, ""))
+            yield LaneEvent(k, skipped if skipped is not None else ready.event)
+        if skipped is not None:
+            continue
         forced_ids = (forced or {}).get(i, ())
         runs = [
             run_segment(engine, ready.encoded, ready.prompt, lanes[k], cancel=cancel, step_offset=totals[k].step,

@@ -238,3 +238,31 @@ def test_a_saved_data_set_gives_one_item_per_row_with_its_columns(tmp_path, monk
     assert items[0].input_hash == sha256_text("f00d:0") != items[1].input_hash
     texts = read_items("translate", tmp_path, audio_column="en", text_column="sentence", split="test")
     assert [(i.text, i.input_hash) for i in texts] == [("Hi", sha256_text("Hi")), ("Bye", sha256_text("Bye"))]
+
+
+def test_on_digital_silence_a_sweep_row_equals_the_single_run(whisper_tiny_en, tmp_path):
+    """The single run skips a window of digital silence (no tokens, its label says so); the
+    sweep's lanes must too, or every silent file's row would hold Whisper's "you"."""
+    import numpy as np
+    import soundfile as sf
+
+    from core.events import Finished, SegmentEvent
+    from core.sweep.data import read_items
+    from core.sweep.decode import FileDecoder, Settings
+    from core.sweep.specs import expand, options_hash
+    from core.tasks.speech import SKIPPED
+
+    sf.write(tmp_path / "quiet.wav", np.zeros(32000, dtype=np.float32), 16000)
+    (tmp_path / "quiet.txt").write_text("", encoding="utf-8")
+    decoder = FileDecoder.__new__(FileDecoder)  # the loaded tiny.en, not a second load
+    decoder.task, decoder.settings, decoder.model = "transcribe", Settings(model="tiny.en"), whisper_tiny_en
+    decoder.model_name, decoder.worker = whisper_tiny_en.name, "test"
+    runs = expand(["greedy", "beam:2"])
+    item = read_items("transcribe", tmp_path)[0]
+    rows = [d.row for d in decoder.decode(item, [(r, options_hash("transcribe", "tiny.en", r.options)) for r in runs])]
+    for run, row in zip(runs, rows):
+        alone = list(whisper_tiny_en.decode(np.zeros(32000, dtype=np.float32), run.options))
+        finished = next(ev for ev in alone if isinstance(ev, Finished))
+        assert any(isinstance(ev, SegmentEvent) and ev.label.endswith(SKIPPED) for ev in alone)
+        assert (row["text"], row["token_ids"]) == (finished.text, list(finished.token_ids)) == ("", [])
+        assert row["silent_reference"] and row["value"] is None and row["skipped"] == 1
