@@ -441,7 +441,7 @@ def test_window_file_menu_saves_and_opens_in_the_right_tab(qtbot, tmp_path, monk
     w.resize(1280, 800)
     w.show()
     menu = w.menuBar().actions()[0].menu()
-    assert [a.text() for a in menu.actions() if a.text()] == ["Open…", "Export…", "Save exploration…", "Open exploration…", "Quit"]
+    assert [a.text() for a in menu.actions() if a.text()] == ["Open…", "Export…", "Play file as live input…", "Open sweep…", "Save exploration…", "Open exploration…", "Quit"]
     tab = w.speech_tab
     tab.model = FakeSpeechModel()
     _explored(qtbot, tab)
