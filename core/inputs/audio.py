@@ -284,7 +284,8 @@ def save_wav(path: str | os.PathLike[str], audio: np.ndarray, sample_rate: int =
     Args:
         path: destination (overwritten if it exists; the folder must exist).
         audio: float array (num_samples,) or (num_samples, channels) in [-1, 1]
-            (values outside are clipped).
+            (values outside are clipped), or a ``core.inputs.pcm16.Pcm16Audio`` (its int16
+            samples written as they are).
         sample_rate: rate of ``audio`` in Hz.
 
     Raises:
@@ -292,14 +293,19 @@ def save_wav(path: str | os.PathLike[str], audio: np.ndarray, sample_rate: int =
             cannot be written. The message is one sentence that names the file by its
             name, says why (missing folder, no permission, disk full) and what to do.
     """
-    a = np.asarray(audio)
+    from core.inputs.pcm16 import Pcm16Audio
+
+    # a long clip kept as int16 is written as it is: no float32 copy of it (~0.5 GB for an hour)
+    a = audio.pcm if isinstance(audio, Pcm16Audio) else np.asarray(audio)
     if a.ndim not in (1, 2) or a.size == 0:
         raise AudioError(
             f"Cannot save audio of shape {a.shape}: expected a non-empty (num_samples,) or (num_samples, channels) array."
         )
-    a = a.astype(np.float32, copy=False)
-    if not np.all(np.isfinite(a)):
-        raise AudioError("Cannot save audio that contains NaN or infinite samples.")
+    if a.dtype != np.int16:
+        a = a.astype(np.float32, copy=False)
+        if not np.all(np.isfinite(a)):
+            raise AudioError("Cannot save audio that contains NaN or infinite samples.")
+        a = np.clip(a, -1.0, 1.0)
     if sample_rate <= 0:
         raise AudioError(f"Cannot save audio with sample rate {sample_rate} Hz; give a positive rate.")
     p = Path(path)
@@ -313,7 +319,7 @@ def save_wav(path: str | os.PathLike[str], audio: np.ndarray, sample_rate: int =
     tmp = p.with_name(f".{p.name}.part")
     try:
         with open(tmp, "wb") as f:
-            sf.write(f, np.clip(a, -1.0, 1.0), int(sample_rate), subtype="PCM_16", format="WAV")
+            sf.write(f, a, int(sample_rate), subtype="PCM_16", format="WAV")
         os.replace(tmp, p)
     except OSError as e:
         tmp.unlink(missing_ok=True)

@@ -89,3 +89,20 @@ def test_fixed_windows_of_the_int16_clip_decode_as_on_float32(whisper_tiny_en, c
     audio = sixteen_bit(clip_100s[: 16000 * 45])
     want = _ids(model.decode(audio, DecodingOptions()))
     assert _ids(model.decode(Pcm16Audio.from_float(audio), DecodingOptions())) == want
+
+
+def test_an_int16_clip_is_saved_as_it_is_without_a_float_copy(tmp_path):
+    import tracemalloc
+
+    from core.inputs.audio import load_audio, save_wav
+
+    audio = sixteen_bit(np.random.default_rng(2).uniform(-1, 1, 16000 * 60).astype(np.float32))
+    kept = Pcm16Audio.from_float(audio)
+    tracemalloc.start()
+    try:
+        save_wav(tmp_path / "take.wav", kept)
+        _now, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 1.5 * kept.nbytes, peak  # a float32 copy alone is twice the int16 bytes (soundfile may copy the int16)
+    assert np.array_equal(load_audio(tmp_path / "take.wav"), audio)
