@@ -48,6 +48,109 @@ def varentropy_nats(probs: torch.Tensor, entropy: float) -> float:
     return float((probs * (log_p + entropy) ** 2).sum(dtype=torch.float64))
 
 
+SUPPORT_FRACTION = 1 / 8
+"""A distribution whose nonzero entries are at most this fraction of its vocabulary (a
+translation model's shortlist: ~500 of 32k) is reported over those entries alone
+(:func:`support`); a denser one (Whisper's, a few suppressed tokens) over the whole row."""
+
+SUPPORT_MIN_VOCAB = 1024
+"""Rows shorter than this are always reported over the whole row (nothing to gain)."""
+
+_SAMPLE_STRIDE = 64  # the cheap density probe: every 64th entry (~500 of 32k, ~3 us)
+
+
+def support(probs: torch.Tensor) -> torch.Tensor | None:
+    """The ascending int64 indices of the nonzero entries of a (vocab,) distribution when
+    they are at most ``SUPPORT_FRACTION`` of it, else None (report over the whole row).
+
+    A strided sample decides first, so a dense row (Whisper's) costs ~3 us and no search.
+    Only float32/float64 rows on the CPU are considered (others: None).
+    """
+    vocab = probs.shape[-1]
+    if (vocab < SUPPORT_MIN_VOCAB or probs.device.type != "cpu" or probs.dim() != 1
+            or probs.dtype not in (torch.float32, torch.float64)):
+        return None
+    sample = probs[::_SAMPLE_STRIDE]
+    if int(torch.count_nonzero(sample)) > SUPPORT_FRACTION * sample.shape[0]:
+        return None
+    idx = np.flatnonzero(probs.detach().contiguous().numpy() > 0)
+    if len(idx) > SUPPORT_FRACTION * vocab or len(idx) == 0:
+        return None
+    return torch.from_numpy(idx)
+
+
+class _Dist:
+    """One (vocab,) distribution as the report reads it, over its support when sparse.
+
+    Every value it gives equals the whole-row computation bit for bit: the elementwise terms
+    of the zero entries are 0, so the entropy / varentropy terms of the support are scattered
+    into a zero row and summed in the same order as before; a top-k whose values tie (where
+    ``torch.topk``'s order of equal values depends on the row's layout) is taken over the
+    whole row.
+    """
+
+    def __init__(self, probs: torch.Tensor):
+        self.probs = probs
+        self.support = support(probs)
+        self.sub = None if self.support is None else probs[self.support]
+        self._top: tuple[torch.Tensor, torch.Tensor] | None = None  # topk of sub, descending
+        self._entropy: float | None = None
+
+    @property
+    def sparse(self) -> bool:
+        """Whether the distribution is read over its support."""
+        return self.support is not None
+
+    def _sub_top(self, k: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """(values, positions in ``sub``) of the ``k`` largest support entries (cached, grown)."""
+        k = min(k, self.sub.shape[0])
+        if self._top is None or self._top[0].shape[0] < k:
+            self._top = torch.topk(self.sub, max(k, min(RANK_LIMIT + 1, self.sub.shape[0])))
+        return self._top[0][:k], self._top[1][:k]
+
+    def topk(self, k: int) -> tuple[list[int], list[float]]:
+        """(ids, probabilities) as ``torch.topk(probs, k)`` gives them (``k <= vocab``), except
+        that past the support the zero-probability entries read id -1 (callers leave them out)."""
+        if self.sparse:
+            values, pos = self._sub_top(k + 1)
+            vals = values.tolist()
+            if all(a != b for a, b in zip(vals, vals[1:])):  # no ties: the order is unique
+                n = min(k, len(vals))
+                ids = self.support[pos[:n]].tolist()
+                return ids + [-1] * (k - n), vals[:n] + [0.0] * (k - n)  # zeros: left out by callers
+        values, ids = torch.topk(self.probs, k)
+        return ids.tolist(), values.tolist()
+
+    def top_values(self, k: int) -> np.ndarray:
+        """float32 numpy (k,): the ``k`` largest probabilities, descending (``k <= vocab``)."""
+        if self.sparse:
+            values = self._sub_top(k)[0].numpy()
+            out = np.zeros(k, dtype=values.dtype)
+            out[: len(values)] = values
+            return out
+        return torch.topk(self.probs, k).values.numpy().copy()
+
+    def _dense(self, terms: torch.Tensor) -> torch.Tensor:
+        """The support's elementwise ``terms`` in a zero row of the vocabulary's length."""
+        return torch.zeros_like(self.probs).index_put_((self.support,), terms)
+
+    def entropy(self) -> float:
+        """:func:`entropy_nats` of the distribution."""
+        if self._entropy is None:
+            self._entropy = (float(self._dense(torch.special.entr(self.sub)).sum()) if self.sparse
+                             else entropy_nats(self.probs))
+        return self._entropy
+
+    def varentropy(self) -> float:
+        """:func:`varentropy_nats` of the distribution."""
+        entropy = self.entropy()
+        if not self.sparse:
+            return varentropy_nats(self.probs, entropy)
+        sub = self.sub
+        log_p = sub.clamp_min(torch.finfo(sub.dtype).tiny).log()
+        return float(self._dense(sub * (log_p + entropy) ** 2).sum(dtype=torch.float64))
+
+
 @dataclass
 class StepTensors:
     """One engine step's distributions, kept until the tokens chosen from them are
@@ -186,17 +289,17 @@ class StepReporter:
         self.source_len = source_len
         self.place = place
         self.step_offset, self.segment, self.source_offset = place.step_offset, place.segment, place.source_offset
+        self.support_reports = 0  # distributions reported over their support (a shortlist), not the whole row
 
-    def top_k(self, probs: torch.Tensor) -> list[TokenProb]:
+    def top_k(self, probs: torch.Tensor | _Dist) -> list[TokenProb]:
         """The ``top_k_report`` most probable tokens of one (vocab,) distribution.
 
         Tokens with probability 0 (removed by a filter or a hard rule) are left out, so a
         filter that keeps one token reports one entry, not arbitrary zero-probability ids.
         """
-        values, ids = torch.topk(probs, min(self.top_k_report, probs.shape[-1]))
-        return [
-            TokenProb(i, self.token_text(i), p) for i, p in zip(ids.tolist(), values.tolist()) if p > 0.0
-        ]
+        dist = probs if isinstance(probs, _Dist) else _Dist(probs)
+        ids, values = dist.topk(min(self.top_k_report, dist.probs.shape[-1]))
+        return [TokenProb(i, self.token_text(i), p) for i, p in zip(ids, values) if p > 0.0]
 
     def attention_row(self, cross_attention: torch.Tensor | None, row: int) -> np.ndarray | None:
         """float32 numpy (layers, heads, source_len) of hypothesis ``row``, or None."""
@@ -208,19 +311,23 @@ class StepReporter:
         """The report of hypothesis ``row`` of one step; with the lens, the per-layer
         log-probabilities of ``lens_tokens`` (the tokens that may be emitted from it)."""
         raw = step.raw_probs[row]
-        raw_entropy = entropy_nats(raw)
+        # a shortlisted row (mostly zeros) is read over its nonzero entries, with the same values
+        raw_dist = _Dist(raw)
+        same = step.probs is step.raw_probs  # no chain: the processed distribution is the raw one
+        dist = raw_dist if same else _Dist(step.probs[row])
+        self.support_reports += raw_dist.sparse + (dist.sparse and not same)
         stages, candidates = self.stage_reports(raw, [(n, s[row]) for n, s in step.stages],
                                                 {n: e[row] for n, e in step.extras.items() if row < len(e)})
-        raw_topk = self.top_k(raw)
+        raw_topk = self.top_k(raw_dist)
         lens_topk, lens_logp = self.lens_report(step.lens_logp, row, raw_topk, lens_tokens)
         return RowReport(
-            topk=self.top_k(step.probs[row]),
+            topk=list(raw_topk) if same else self.top_k(dist),
             raw_topk=raw_topk,
-            entropy=entropy_nats(step.probs[row]),
+            entropy=dist.entropy(),
             attention=self.attention_row(step.cross_attention, row),
-            raw_entropy=raw_entropy,
-            raw_varentropy=varentropy_nats(raw, raw_entropy),
-            raw_top=torch.topk(raw, min(RANK_LIMIT, raw.shape[-1])).values.numpy().copy(),
+            raw_entropy=raw_dist.entropy(),
+            raw_varentropy=raw_dist.varentropy(),
+            raw_top=raw_dist.top_values(min(RANK_LIMIT, raw.shape[-1])),
             stages=stages,
             stage_candidates=candidates,
             lens_topk=lens_topk,
