@@ -120,6 +120,7 @@ class LiveSession:
     speed: float = 1.0  #: play speed (file; 1 = real time)
     audio: np.ndarray | None = None  #: the file's audio, once read (file)
     started: bool = False  #: its worker started
+    waiting: bool = False  #: its start waits for the decoding workers (``RunController.defer``)
     finished: Any = None  #: its StreamFinished
     aborted: bool = False
     decode_after: bool = False  #: a decode of the tab waits for the session's end
@@ -185,11 +186,13 @@ class LiveMode:
     # ------------------------------------------------------------ state
     def running(self) -> bool:
         """A live session exists (its worker may still be starting or finishing)."""
+        self._drop_unstartable()
         return self.session is not None
 
     def holds_model(self) -> bool:
         """A live session decodes with the tab's model: a decode must wait for its end. The
         caller's decode is remembered and started when the session ends."""
+        self._drop_unstartable()
         if self.session is None:
             return False
         self.session.decode_after = True
@@ -197,8 +200,25 @@ class LiveMode:
 
     def refusal(self, what: str) -> str:
         """Why ``what`` (a fork, what-if, lanes) cannot start now ("" if it can)."""
+        self._drop_unstartable()
         return (f"{what} waits: a live session is decoding with the model; press ■ Stop first"
                 if self.session is not None else "")
+
+    def _drop_unstartable(self) -> None:
+        """A session whose deferred start was dropped (a model load or a cancel forgot the run
+        controller's deferred start before the decoding worker ended) will never start: it is
+        forgotten, so it holds no decode back (a decode it held starts now)."""
+        s = self.session
+        if s is not None and s.waiting and not s.started and not s.aborted and not self.tab.controller.deferred():
+            self.tab.statusMessage.emit("Live: the session was dropped before it began decoding (a model load); record again with Live")
+            self._end_unstarted(s)
+
+    def _end_unstarted(self, s: LiveSession) -> None:
+        """A session that never began decoding ends: nothing to finish; a decode of the tab that
+        waited for it starts now (the take recorded meanwhile, the file opened meanwhile)."""
+        self._forget(s)
+        if s.decode_after and self.tab.has_input():
+            self.tab.request_decode()
 
     # ------------------------------------------------------------ the microphone
     def sync(self) -> None:
@@ -218,8 +238,8 @@ class LiveMode:
                 s.feed.push(take.audio[s.pushed:])
                 s.pushed = len(take.audio)
             s.feed.end()
-            if not s.started:  # it never began decoding: nothing to finish
-                self._forget(s)
+            if not s.started:  # it never began decoding: nothing to finish (a held decode starts)
+                self._end_unstarted(s)
 
     def _heard(self, audio: np.ndarray) -> None:
         """The recording so far (every 200 ms): its new samples go to the live session."""
@@ -340,6 +360,7 @@ class LiveMode:
             tab.controller.start("live", lambda cancel: self._stream(session, driver, cancel), self, name="live")
             tab.busyChanged.emit(True, f"Live · {self.policy()}")
 
+        session.waiting = True
         tab.controller.defer(start)
         return True
 
@@ -446,7 +467,7 @@ class LiveMode:
         else:
             s.feed.end()
             if not s.started:
-                self._forget(s)
+                self._end_unstarted(s)
         return True
 
     def abort(self) -> bool:

@@ -369,3 +369,50 @@ def test_a_file_opened_while_another_plays_as_live_stays_the_input(qtbot, mic_ta
         qtbot.waitUntil(lambda: not live.running(), timeout=20_000)
     assert tab.source_name == "opened.wav" and len(tab.audio) == 16000
     assert live.view.finished is not None
+
+
+def test_a_take_stopped_before_its_deferred_live_session_started_is_still_decoded(qtbot, mic_tab, scripted):
+    """Record with Live while a decode runs: the live session waits for the decode's worker (one
+    decoding thread). Stopped before it started, the take's decode (held for the session) runs."""
+    tab, live = mic_tab, mic_tab.live_mode
+
+    def slow_decode(cancel):  # a decode step that does not end at once when cancelled
+        time.sleep(1.5)
+        return
+        yield
+
+    tab.controller.start("decode", slow_decode, tab.decode, name="decode")
+    live.check.setChecked(True)
+    tab.toggle_record()
+    assert live.running() and not live.session.started  # deferred: the decode's worker is still alive
+    qtbot.wait(300)
+    assert not live.session.started
+    finished: list = []
+    tab.decodeFinished.connect(lambda ev: finished.append(ev))
+    tab.toggle_record()  # Stop: the take is the input; its decode waited for the session
+    assert len(tab.takes()) == 1 and tab.current_take() is tab.takes()[0]
+    qtbot.waitUntil(lambda: any(not ev.cancelled for ev in finished), timeout=15_000)
+    assert not live.running()
+
+
+def test_a_live_session_whose_deferred_start_was_dropped_holds_no_decode_back(qtbot, mic_tab, scripted):
+    """A model load forgets the run controller's deferred start (``defer(None)``) while a live
+    session waits for the decoding worker: the session can never start, so it is not left
+    'running' (Live box disabled, every later decode held back for ever)."""
+    tab, live = mic_tab, mic_tab.live_mode
+
+    def slow_decode(cancel):
+        time.sleep(1.0)
+        return
+        yield
+
+    tab.controller.start("decode", slow_decode, tab.decode, name="decode")
+    assert tab.play_file_as_live(SAMPLE, speed=4.0)
+    assert live.running() and not live.session.started
+    tab.controller.defer(None)  # what ModelLoader.load does first
+    qtbot.waitUntil(lambda: not tab.controller.alive("decode"), timeout=5_000)
+    assert not live.running() and live.check.isEnabled()
+    finished: list = []
+    tab.decodeFinished.connect(lambda ev: finished.append(ev))
+    tab.set_audio(np.zeros(16000, np.float32) + 0.01, "after.wav")
+    qtbot.waitUntil(lambda: any(not ev.cancelled for ev in finished), timeout=10_000)
