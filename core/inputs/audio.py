@@ -104,7 +104,8 @@ class LoadedAudio:
     """An audio file opened with :func:`open_audio`."""
 
     audio: np.ndarray
-    """float32 (num_samples,) mono in [-1, 1] at the requested rate."""
+    """float32 (num_samples,) mono in [-1, 1] at the requested rate; a clip of 5 minutes or more
+    as a ``core.inputs.pcm16.Pcm16Audio`` (int16, read as float32: ``compact_audio``)."""
     warnings: tuple[str, ...] = ()
     """Sentences about problems that still left usable audio (e.g. a truncated file)."""
 
@@ -147,7 +148,11 @@ def open_audio(
             f"{present:.2f} s (the copy or download was probably cut short). The {present:.2f} s that are there "
             "are used; get a complete copy to use all of it."
         )
-    return LoadedAudio(audio, tuple(warnings))
+    del raw  # (the file's samples: the 16 kHz copy is what is kept)
+    from core.inputs.pcm16 import compact_audio
+
+    # a clip of 5 minutes or more kept as int16, here on the reading thread (core/inputs/pcm16.py)
+    return LoadedAudio(compact_audio(audio, sample_rate), tuple(warnings))
 
 
 def check_duration(n_samples: int, rate: int, label: str = "The audio", min_duration_s: float = MIN_DURATION_S) -> None:

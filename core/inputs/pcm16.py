@@ -67,14 +67,17 @@ class Pcm16Audio:
             raise ValueError(f"audio must be mono (n_samples,), got shape {audio.shape}")
         pcm = np.empty(audio.shape, np.int16)
         exact = True
-        step = 1 << 20  # a chunk at a time: no float64 copy of the whole clip
+        step = 1 << 16  # a chunk at a time, in two reused 256 kB buffers: no temporary of the clip's size
+        scaled, rounded = np.empty(step, np.float32), np.empty(step, np.float32)
         for a in range(0, len(audio), step):
-            chunk = audio[a: a + step] * np.float32(SCALE)
-            rounded = np.rint(chunk)
-            exact = exact and bool(np.array_equal(rounded, chunk)) and bool(np.all(rounded <= 32767)) \
-                and bool(np.all(rounded >= -32768))
-            np.clip(rounded, -32768, 32767, out=rounded)
-            pcm[a: a + step] = rounded
+            chunk = audio[a: a + step]
+            x, r = scaled[: len(chunk)], rounded[: len(chunk)]
+            np.multiply(chunk, np.float32(SCALE), out=x)
+            np.rint(x, out=r)
+            if exact:
+                exact = bool(np.array_equal(r, x)) and bool(r.max(initial=0) <= 32767) and bool(r.min(initial=0) >= -32768)
+            np.clip(r, -32768, 32767, out=r)
+            pcm[a: a + step] = r
         return cls(pcm, exact)
 
     # ------------------------------------------------------------ array-like

@@ -106,3 +106,14 @@ def test_an_int16_clip_is_saved_as_it_is_without_a_float_copy(tmp_path):
         tracemalloc.stop()
     assert peak < 1.5 * kept.nbytes, peak  # a float32 copy alone is twice the int16 bytes (soundfile may copy the int16)
     assert np.array_equal(load_audio(tmp_path / "take.wav"), audio)
+
+
+def test_a_long_file_is_opened_as_int16_on_the_reading_thread(tmp_path):
+    from core.inputs.audio import open_audio, save_wav
+
+    audio = sixteen_bit(np.random.default_rng(4).uniform(-0.9, 0.9, 16000 * 301).astype(np.float32))
+    save_wav(tmp_path / "long.wav", audio)
+    got = open_audio(tmp_path / "long.wav").audio
+    assert isinstance(got, Pcm16Audio) and got.exact and np.array_equal(np.asarray(got), audio)
+    save_wav(tmp_path / "short.wav", audio[: 16000 * 10])
+    assert isinstance(open_audio(tmp_path / "short.wav").audio, np.ndarray)
