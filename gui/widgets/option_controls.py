@@ -6,6 +6,7 @@ from __future__ import annotations
 from PySide6.QtCore import QSignalBlocker, QSize, Qt, Signal
 from PySide6.QtGui import QPainter, QPalette
 from PySide6.QtWidgets import (
+    QAbstractSlider,
     QAbstractSpinBox,
     QDoubleSpinBox,
     QGridLayout,
@@ -25,10 +26,14 @@ class SliderSpin(QWidget):
 
     The slider moves in ``step`` increments between ``minimum`` and ``maximum``; the
     spin box shows ``decimals`` digits (0 = integers). ``valueChanged(float)`` fires
-    on every change from either control.
+    on every change from either control. ``committed()`` follows it when the change was
+    the user's last word: a keyboard step, a click on the groove or a wheel notch on the
+    slider (its ``actionTriggered``, except a drag's moves), the release of a dragged
+    slider, and the end of an edit in the spin box; a value set by code never commits.
     """
 
     valueChanged = Signal(float)
+    committed = Signal()
 
     def __init__(
         self,
@@ -59,6 +64,10 @@ class SliderSpin(QWidget):
         hbox((self.slider, 1), self.spin, parent=self)
         self.slider.valueChanged.connect(self._from_slider)
         self.spin.valueChanged.connect(self._from_spin)
+        self._commit_next = False  # a user's slider action is about to change the value
+        self.slider.actionTriggered.connect(self._slider_action)
+        self.slider.sliderReleased.connect(self.committed)
+        self.spin.editingFinished.connect(self.committed)
 
     def value(self) -> float:
         """The current value (as shown in the spin box)."""
@@ -74,9 +83,21 @@ class SliderSpin(QWidget):
         self.spin.setToolTip(text)
 
     def _from_slider(self, pos: int) -> None:
+        commit, self._commit_next = self._commit_next, False
         v = self._min + pos * self._step
         if abs(v - self.value()) > 1e-9:
-            self.spin.setValue(v)
+            self.spin.setValue(v)  # valueChanged goes out from _from_spin
+            if commit:
+                self.committed.emit()
+
+    def isDragged(self) -> bool:  # noqa: N802
+        """Whether the user holds the slider's handle (a drag in progress)."""
+        return self.slider.isSliderDown()
+
+    def _slider_action(self, action: int) -> None:
+        # sent before the value changes; sliderPosition() is already the new one
+        dragging = action == QAbstractSlider.SliderAction.SliderMove.value and self.slider.isSliderDown()
+        self._commit_next = not dragging and self.slider.sliderPosition() != self.slider.value()
 
     def _from_spin(self, v: float) -> None:
         pos = round((float(v) - self._min) / self._step)

@@ -6,7 +6,10 @@ Sections (built by :class:`~gui.widgets.option_sections.OptionSections`): **Stra
 arrow and a one-line summary of what is active, so a collapsed section still says what it does.
 
 Emits ``optionsChanged(DecodingOptions)`` debounced (a single-shot ``QTimer``, 250 ms by
-default) so dragging a slider or a chain stage re-decodes once, not per pixel. Controls
+default) so a burst of changes re-decodes once. A slider the user steps (keyboard, a click
+on its groove, a wheel notch) or lets go emits at the next turn of the event loop
+(``SliderSpin.committed``); while its handle is dragged, changes coalesce for
+``DRAG_MS`` (about two frames) so a drag does not start a decode per pixel. Controls
 that the chosen strategy (or the tab) does not use are disabled but keep their values,
 with the reason in their tooltips. Invalid combinations (e.g. beams not a multiple of the
 beam groups) are shown in ``error_label`` and nothing is emitted.
@@ -52,6 +55,10 @@ from .preset_row import PresetRow
 from .sampler_chain import FIELD_STAGE, STAGE_FIELDS, stage_is_off
 
 
+DRAG_MS = 30
+"""While a slider's handle is held, ``optionsChanged`` waits for this many ms of stillness."""
+
+
 class OptionsPanel(QWidget):
     """Edits a ``DecodingOptions``; emits ``optionsChanged`` after ``debounce_ms`` of quiet.
 
@@ -74,6 +81,8 @@ class OptionsPanel(QWidget):
         presets_dir: str | Path | None = None,
     ) -> None:
         super().__init__(parent)
+        self._debounce_ms = debounce_ms
+        self._sliders: list[SliderSpin] = []  # set once the sections are built
         self._timer = QTimer(self)
         self._timer.setSingleShot(True)
         self._timer.setInterval(debounce_ms)
@@ -127,14 +136,18 @@ class OptionsPanel(QWidget):
         self.strategy_group.idToggled.connect(self._strategy_toggled)
         self.chain.changed.connect(self._changed_by_user)
         self.chain.stageActivated.connect(self.show_stage)
+        self._sliders = [*self.controls.values(), self.contrastive_top_k]
+        for ctl in self._sliders:
+            ctl.committed.connect(self._commit)
         self._reload_presets()
         self.setOptions(self._base)
 
     # ------------------------------------------------------------------ API
     @property
     def debounce_ms(self) -> int:
-        """Milliseconds of quiet before ``optionsChanged`` fires."""
-        return self._timer.interval()
+        """Milliseconds of quiet before ``optionsChanged`` fires (after a change made by code
+        or typing; a slider step or release emits at once, see the module's docstring)."""
+        return self._debounce_ms
 
     def strategy(self) -> str:
         """The selected strategy name."""
@@ -184,7 +197,7 @@ class OptionsPanel(QWidget):
         self._set_error("")
         self._refresh()
         if emit:
-            self._timer.start()
+            self._timer.start(self._debounce_ms)
 
     def last_valid_options(self) -> DecodingOptions:
         """The options last shown by :meth:`setOptions` or emitted (valid, unlike what an
@@ -348,7 +361,15 @@ class OptionsPanel(QWidget):
 
     def _changed_by_user(self, *_args) -> None:
         self._refresh()
-        self._timer.start()  # restart: fires once after the last change
+        dragging = any(ctl.isDragged() for ctl in self._sliders)
+        self._timer.start(DRAG_MS if dragging else self._debounce_ms)  # restart: fires once after the last change
+
+    def _commit(self) -> None:
+        """A slider's change is the user's last word (a step, a release): emit at the next
+        turn of the event loop (so the changes of this one turn go out together), if a change
+        is pending."""
+        if self._timer.isActive():
+            self._timer.start(0)
 
     def _refresh(self) -> None:
         """Enable/disable, tooltips, marks, the chain's view and the section summaries."""
