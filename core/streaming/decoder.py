@@ -25,6 +25,7 @@ never needs more, and a loop stops there instead of at 224 tokens.
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import replace
 from typing import Sequence
@@ -128,8 +129,9 @@ class WhisperDecoder:
         texts = self._texts(list(forced), [t.id for t in new])
         new = [replace(t, text=x, end_s=start_s + (max(t.frame, 0) + 1) * FRAME_S) for t, x in zip(new, texts)]
         if stopped is not None:
+            before = self.model.backend.decode(list(forced) + [t.id for t in new])
             rest = self.model.backend.decode(list(forced) + [t.id for t in new] + [stopped.id])
-            stopped = replace(stopped, text=rest[len(self.model.backend.decode(list(forced) + [t.id for t in new])):])
+            stopped = replace(stopped, text=rest[len(os.path.commonprefix([before, rest])):])
         timing = self._timing(steps, start_s, bool(forced))
         return Hypothesis(tuple(new), finished, stopped, time.perf_counter() - t0, attempt + 1, timing)
 
@@ -176,7 +178,7 @@ class WhisperDecoder:
     def _texts(self, before: list[int], ids: list[int]) -> list[str]:
         """Each of ``ids``' text as the tokenizer decodes the whole sequence (after ``before``):
         a token that ends inside a character (its bytes incomplete: "\ufffd") gets "" and the
-        token completing it gets the whole character."""
+        token completing it gets the whole character (also when ``before`` ends inside it)."""
         decode = self.model.backend.decode
         shown = decode(before)
         out = []
@@ -185,7 +187,9 @@ class WhisperDecoder:
             if now.endswith("\ufffd") and i + 1 < len(ids):
                 out.append("")  # pending bytes
                 continue
-            out.append(now[len(shown):] if now.startswith(shown) else now)
+            # after a prefix ending inside a character (AlignAtt commits every emitted token), the
+            # completed character replaces the prefix's "\ufffd": the text is what follows the common part
+            out.append(now[len(os.path.commonprefix([shown, now])):])
             shown = now
         return out
 
