@@ -644,8 +644,20 @@ class SweepView(QWidget):
                               name="sweep-row")
 
     def closeEvent(self, event) -> None:  # noqa: N802
-        self.controller.abort_all()
+        """Cancel the workers. A worker still running (reading the folder, drawing the plots)
+        keeps the run controller past the view (``WA_DeleteOnClose``), so its end is still taken
+        and what it read is let go (it was kept for ever with the controller deleted)."""
+        c = self.controller
+        c.abort_all()
+        if not c.idle():
+            c.setParent(None)  # outlives the view until its workers have ended
+            _CLOSING.add(c)
+            c.add_frame_listener(lambda: _CLOSING.discard(c) if c.idle() else None)
         super().closeEvent(event)
+
+
+#: run controllers of closed sweep views whose workers have not ended yet (``SweepView.closeEvent``)
+_CLOSING: set[RunController] = set()
 
 
 def ask_sweep_folder(parent: QWidget | None, start: str) -> str:
