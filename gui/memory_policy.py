@@ -19,11 +19,10 @@ The policy, set once at startup (``mallopt``; Linux with glibc only, a no-op els
     288 kB, the growing self-attention cache) stay in the heap.
   - ``M_ARENA_MAX`` = :data:`ARENA_MAX` (2): fewer arenas, less memory stranded free in
     arenas of threads that allocated once.
-Measured (same bench, 150 s of decoding): with a 128 kB threshold and 2 arenas the arenas'
-free memory stayed at ~44 MB and resident memory was flat between windows (process peak
-1,950 MB against 2,077), at ~2 s more system CPU per 120 s of audio (page faults); with
-4 MB the arenas again held 280 MB free. 1 MB: +1.1 s of system CPU per 120 s of audio
-(5-6 %), the peak of a plain 120 s decode 1,292 MB against 1,320-1,420 MB.
+Measured (the same bench, 150 s of decoding, ~10 minutes of audio): with this policy the
+arenas held 85-100 MB free after 80-315 s of audio (glibc's default: 134 MB, then 270, then
+415 at the end). A 128 kB threshold kept them at ~44 MB but cost ~2 s more system CPU per
+120 s of audio (page faults); 1 MB costs ~1 s (5 %); 4 MB let the arenas grow to 280 MB free.
 ``MALLOC_ARENA_MAX`` / ``MALLOC_MMAP_THRESHOLD_`` in the environment still win: the policy
 leaves a setting the user made there alone.
 """
