@@ -210,7 +210,8 @@ class LiveMode:
         forgotten, so it holds no decode back (a decode it held starts now)."""
         s = self.session
         if s is not None and s.waiting and not s.started and not s.aborted and not self.tab.controller.deferred():
-            self.tab.statusMessage.emit("Live: the session was dropped before it began decoding (a model load or another input took the model); record again with Live")
+            self.tab.statusMessage.emit("Live: the session was dropped before it began decoding (a model load or "
+                                        "another input took the model); record again with Live")
             self._end_unstarted(s)
 
     def _end_unstarted(self, s: LiveSession) -> None:
