@@ -456,15 +456,18 @@ def case_hour(app, win, args) -> None:
     # (after 60 s when the run got less far: a short --hour-seconds on a loaded machine)
     after_s = 240 if s_end >= 270 else 60
     late = [c for c in curve if c[0] >= after_s] or curve
-    first = late[0]
-    slope = (end - first[1]) / (s_end - first[0]) if s_end > first[0] + 30 else float("nan")
-    per_token = (end - first[1]) / max(1, curve[-1][2] - first[2]) * 1000
+    # least-squares slopes over the samples after that (RSS swings ~100 MB between windows: two
+    # end points alone gave slopes of -1.5 to +0.8 MB/s on the same build)
+    xs, ys, ts = (np.array([c[i] for c in late], float) for i in (0, 1, 2))
+    fits = len(late) >= 3 and xs[-1] > xs[0] + 30
+    slope = float(np.polyfit(xs, ys, 1)[0]) if fits else float("nan")
+    per_token = float(np.polyfit(ts, ys, 1)[0]) * 1000 if fits and ts[-1] > ts[0] else float("nan")
     m.report(f"{name} audio", f"{minutes:g} min, base, {len(speech.run)} tokens, {s_end:.0f} s of audio decoded in "
                               f"{took:.0f} s{' then Cancel' if cancelled else ''}")
     extra = "" if s_end >= minutes * 60 - 30 else f" · extrapolated to 60 min: {end + slope * (3600 - s_end):.0f} MB"
     print(f"  memory: before the recording {base:.0f} MB · after open {opened:.0f} MB (+{opened - base:.0f}; "
           f"the audio kept: {kept}; peak while opening {open_peak:.0f}) · "
-          f"end {end:.0f} MB (peak {peak:.0f} sampled, {hwm_mb():.0f} process peak while decoding) · after {after_s} s: {slope:.3f} MB per s of audio "
+          f"end {end:.0f} MB (peak {peak:.0f} sampled, {hwm_mb():.0f} process peak while decoding) · after {after_s} s (fit): {slope:.3f} MB per s of audio "
           f"({per_token:.0f} kB per token){extra}", flush=True)
 
 
