@@ -29,6 +29,7 @@ import torch
 from core.backends.base import EncoderOutput, StepOutput
 from core.backends.int8 import check_dtype
 from core.backends.whisper_lean import WhisperLeanDecoder
+from core.dtypes import HALF_DTYPES
 
 _INPUT_KEYS = ("input_features", "input_ids", "pixel_values")
 
@@ -151,7 +152,9 @@ class HFSeq2SeqBackend:
     def __init__(self, model: Any, tokenizer: Any, name: str, *, lean: bool = True, dtype: str = "float32"):
         if not getattr(model.config, "is_encoder_decoder", False) and not hasattr(model, "get_encoder"):
             raise ValueError(f"{type(model).__name__} is not an encoder-decoder model")
-        self.dtype = check_dtype(dtype)
+        weights = next(model.parameters()).dtype
+        # float16 / bfloat16: the model's weights were cast (core.backends.whisper_models.to_half)
+        self.dtype = dtype if dtype in HALF_DTYPES and weights == getattr(torch, dtype) else check_dtype(dtype)
         if dtype == "int8" and not (lean and _is_whisper(model)):
             raise ValueError(f"int8 is available for Whisper models only (on the lean decoder), "
                              f"not {type(model).__name__}; use dtype float32")
@@ -201,6 +204,10 @@ class HFSeq2SeqBackend:
         if not torch.is_tensor(main) or main.shape[0] != 1:
             raise ValueError(f"{keys[0]} must be a tensor with batch size 1, got {getattr(main, 'shape', type(main))}")
         mask = inputs.get("attention_mask")
+        weights = next(self.model.parameters())
+        for key in keys[:1]:  # audio / pixels in the weights' type and on their device (half precision, GPU)
+            if main.is_floating_point() and (main.dtype != weights.dtype or main.device != weights.device):
+                inputs[key] = main.to(device=weights.device, dtype=weights.dtype)
         with torch.inference_mode():
             out = self.model.get_encoder()(**inputs, return_dict=True)
         hidden = out.last_hidden_state.float()

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from core.backends.hub import WhisperLoadError, from_pretrained, resolve
-from core.backends.int8 import Int8Linear, check_dtype, fused, quantize_linears
+from core.backends.int8 import Int8Linear, fused, quantize_linears
 from core.backends.whisper_ct2 import (
     WHISPER_SAMPLE_RATE,
     WhisperSpecialTokens,
@@ -35,9 +35,10 @@ from core.backends.whisper_ct2 import (
 from core.catalog import WHISPER_BUNDLED as BUNDLED_WHISPER  # the names that load offline
 from core.catalog import WHISPER_DEFAULT as DEFAULT_WHISPER
 from core.catalog import WHISPER_MODELS
+from core.dtypes import HALF_DTYPES, check_model_dtype
 
 __all__ = ["BUNDLED_WHISPER", "DEFAULT_WHISPER", "LoadedWhisper", "WhisperLoadError", "load_whisper",
-           "quantize_whisper"]
+           "quantize_whisper", "to_half"]
 
 
 @dataclass
@@ -68,7 +69,10 @@ class LoadedWhisper:
         alignment_heads: (decoder layer, head) pairs whose cross-attention aligns with time.
         load_s: wall-clock seconds the load took.
         dtype: the compute type: "float32", or "int8" when the encoder's and decoder's linear
-            layers were replaced by ``core.backends.int8.Int8Linear`` (``quantize_whisper``).
+            layers were replaced by ``core.backends.int8.Int8Linear`` (``quantize_whisper``);
+            "float16" / "bfloat16" when every weight was cast (``load_whisper(dtype=...)``).
+        float32_model: a half-precision model loaded with ``keep_float32=True``: the float32
+            model it was cast from (the reference of ``core.precision``); else None.
     """
 
     model: Any
@@ -84,6 +88,7 @@ class LoadedWhisper:
     alignment_heads: list[tuple[int, int]] = field(default_factory=list)
     load_s: float = 0.0
     dtype: str = "float32"
+    float32_model: Any = None
 
     @property
     def sample_rate(self) -> int:
@@ -281,7 +286,7 @@ def quantize_whisper(loaded: LoadedWhisper) -> LoadedWhisper:
 
 
 def load_whisper(name_or_path: str = DEFAULT_WHISPER, progress: Callable[[str], None] | None = None,
-                 dtype: str = "float32") -> LoadedWhisper:
+                 dtype: str = "float32", keep_float32: bool = False) -> LoadedWhisper:
     """Load a Whisper model by bundled name, transformers model id or local directory.
 
     Args:
@@ -291,7 +296,13 @@ def load_whisper(name_or_path: str = DEFAULT_WHISPER, progress: Callable[[str], 
         progress: optional callback receiving short status strings ("reading ...").
         dtype: "float32" (default) or "int8" (``quantize_whisper``: dynamic int8 linear
             layers; about 2x faster decoding on a CPU (whisper-base, one thread: 48 -> 23 ms/token,
-            as fast as CTranslate2 int8), slightly different tokens).
+            as fast as CTranslate2 int8), slightly different tokens), "float16" or "bfloat16"
+            (every weight cast after the float32 load; see ``core.dtypes``).
+        keep_float32: with a half ``dtype``: keep the float32 model as ``float32_model`` (the
+            reference for precision flips, ``core.precision``). It is the model as loaded, kept
+            before the cast, because a half model cast back is not it (its weights were rounded)
+            and loading again would read and convert the checkpoint twice; it costs the float32
+            weights' memory (base: 290 MB), only when asked.
 
     Returns:
         LoadedWhisper (model in eval mode, eager attention; ``.dtype`` says which).
@@ -301,9 +312,9 @@ def load_whisper(name_or_path: str = DEFAULT_WHISPER, progress: Callable[[str], 
             pip package), a name is neither bundled nor a hub id nor a directory, a hub model
             cannot be downloaded, or a directory is incomplete.
         core.backends.whisper_ct2.CT2FormatError: the bundled files are corrupt or quantized.
-        ValueError: ``dtype`` is neither "float32" nor "int8".
+        ValueError: ``dtype`` is not one of ``core.dtypes.MODEL_DTYPES``.
     """
-    check_dtype(dtype)
+    check_model_dtype(dtype)
     report = progress or (lambda _msg: None)
     loaded = _load_bundled(name_or_path, report) if name_or_path in _BUNDLED else load_whisper_pretrained(
         name_or_path, report)
@@ -312,4 +323,33 @@ def load_whisper(name_or_path: str = DEFAULT_WHISPER, progress: Callable[[str], 
         t0 = time.perf_counter()
         quantize_whisper(loaded)
         loaded.load_s += time.perf_counter() - t0
+    elif dtype in HALF_DTYPES:
+        report(f"casting {loaded.name} to {dtype}")
+        t0 = time.perf_counter()
+        to_half(loaded, dtype, keep_float32=keep_float32)
+        loaded.load_s += time.perf_counter() - t0
+    return loaded
+
+
+def to_half(loaded: LoadedWhisper, dtype: str, keep_float32: bool = False) -> LoadedWhisper:
+    """Cast every weight of ``loaded.model`` to ``dtype`` ("float16" or "bfloat16"), in place
+    (with ``keep_float32``, a cast copy: the float32 model stays as ``loaded.float32_model``).
+    Sets ``loaded.dtype``.
+
+    Raises:
+        ValueError: ``dtype`` is not a half type, or ``loaded`` is not float32 (e.g. int8).
+    """
+    import copy
+
+    import torch
+
+    if dtype not in HALF_DTYPES:
+        raise ValueError(f"dtype must be one of {', '.join(HALF_DTYPES)}, got {dtype!r}")
+    if loaded.dtype != "float32":
+        raise ValueError(f"{loaded.name} is {loaded.dtype}; only a float32 model can be cast to {dtype}")
+    if keep_float32:
+        loaded.float32_model = loaded.model
+        loaded.model = copy.deepcopy(loaded.model)
+    loaded.model.to(getattr(torch, dtype))
+    loaded.dtype = dtype
     return loaded

@@ -1,7 +1,7 @@
 """Headless commands of ``decoding-explorer`` (the console script is ``gui.app:main``, which
 opens the window when no command is given and hands the commands below to :func:`main`).
 
-    decoding-explorer transcribe FILE [--model tiny.en|base|ID_OR_DIR] [--dtype float32|int8] [--prefix TEXT] [--timestamps]
+    decoding-explorer transcribe FILE [--model tiny.en|base|ID_OR_DIR] [--dtype float32|int8|float16|bfloat16 [--precision-flips]] [--prefix TEXT] [--timestamps]
                                       [--strategy ...] [--no-kv-cache] [--json]
     decoding-explorer translate TEXT [--direction en-pt|pt-en|MODEL_ID_OR_DIR] [--input-file F]
                                      [--shortlist] [--target-language CODE] [--source-prefix TEXT]
@@ -41,7 +41,9 @@ Prints the text, or with ``--json`` a trace::
                  "lens"?: [{"layer", "id", "text", "prob",   # --logit-lens: per decoder layer, its top token
                             "logprob"}]}],                   #   and the emitted token's log p (null if -inf)
      "timing": {"load_s", "encode_s", "decode_s", "tokens_per_s", "rtf"},
-     "dtype": "float32" | "int8",                         # the model's compute type (--dtype)
+     "dtype": "float32" | "int8" | "float16" | "bfloat16", # the model's compute type (--dtype)
+     "precision_flips"?: [{"step", "token", "float32_token", # --precision-flips: steps where float32's argmax
+                           "margin"}],                     #   differs (core.precision; margin in nats)
      "beam_tree"?: {"nodes": [{"id", "parent", "step", "token", "text", "logprob", "score",
                                "normalized", "status", "best", "eos", "row", "group", "segment"}]}}
 
@@ -68,6 +70,7 @@ on stderr and exit status 2 (usage) or 1 (input/model errors).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import re
 import sys
@@ -112,7 +115,19 @@ def cmd_transcribe(args: argparse.Namespace) -> int:
         raise CLIError("--draft branch drafts from an earlier run of the same input, and long-form decoding has "
                        "none for its first attempts; give --draft ngram (a failed attempt of the temperature "
                        "fallback drafts the next attempt whatever --draft says)")
-    model = SpeechModel.load(args.model, **({"dtype": args.dtype} if args.dtype != "float32" else {}))
+    flips = getattr(args, "precision_flips", False)
+    if flips and (longform or lanes or args.timestamps or args.word_timestamps):
+        raise CLIError("--precision-flips reads one plain window (<= 30 s); drop --timestamps / --compare / "
+                       "--word-timestamps, or --precision-flips")
+    if flips:  # the float32 model is kept beside the half one (core.backends.whisper_models.load_whisper)
+        from core.backends.whisper_models import load_whisper
+
+        loaded = load_whisper(args.model, dtype=args.dtype, keep_float32=True)
+        model = SpeechModel(loaded)
+        reference = SpeechModel(dataclasses.replace(loaded, model=loaded.float32_model, dtype="float32",
+                                                    float32_model=None))
+    else:
+        model = SpeechModel.load(args.model, **({"dtype": args.dtype} if args.dtype != "float32" else {}))
     say_dtype(model)
     prefix = _prefix_ids(model, args.prefix)
     if longform:
@@ -130,6 +145,8 @@ def cmd_transcribe(args: argparse.Namespace) -> int:
     events = speech_notes(model, model.decode(audio, options, language=args.language, task=args.task,
                                               prefix_ids=prefix, timestamps=args.timestamps,
                                               candidate_languages=args.language_candidates), audio)
+    if flips:
+        return _emit_with_flips(model, reference, audio, options, list(events), args)
     if not args.timestamps:
         return _emit("transcribe", model.name, options, events, args, vocab_size_of(model), dtype_of(model))
     events = list(events)
@@ -272,6 +289,23 @@ def _prefix_ids(model, text: str | None) -> list[int]:
     if not ids:
         raise CLIError(f"--prefix {text!r} gives no token {model.name} can write; give text in its alphabet")
     return ids
+
+
+def _emit_with_flips(model, reference, audio, options: DecodingOptions, events: list, args) -> int:
+    """Emit a half-precision transcription with its precision flips (``core.precision``): the
+    JSON trace gets ``precision_flips`` [{step, token, float32_token, margin}]; a line on stderr."""
+    from core.precision import flips_line, speech_flips
+
+    finished = next(ev for ev in events if isinstance(ev, Finished))
+    found = speech_flips(model, reference, audio, finished, language=args.language, task=args.task)
+    steps = len(finished.token_ids) + (finished.reason == "eos")
+    print(flips_line(model.name, dtype_of(model), found, steps), file=sys.stderr)
+    if args.json:
+        out = trace("transcribe", model.name, options, events, args.attention, vocab_size_of(model), dtype_of(model))
+        out["precision_flips"] = [f.to_dict() for f in found]
+        print(json.dumps(out, ensure_ascii=False, indent=1))
+        return 0
+    return _emit("transcribe", model.name, options, events, args, vocab_size_of(model), dtype_of(model))
 
 
 def _emit(task: str, model_name: str, options: DecodingOptions, events: Iterable[Event], args,

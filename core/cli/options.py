@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 from dataclasses import replace
 
-from core.dtypes import DTYPES, INT8_TASKS
+from core.dtypes import HALF_DTYPES, HALF_TASKS, INT8_TASKS, MODEL_DTYPES
 from core.options import LLAMA_CPP_SAMPLER_ORDER, STAGES, STRATEGIES, DecodingOptions
 from core.processors.stages import REGISTRY, Field, _logit_bias_arg as _logit_bias  # noqa: F401 (re-exported)
 from core.tasks.presets import BUILTIN_NAMES, builtin_preset
@@ -134,11 +134,18 @@ def add_decoding_arguments(p: argparse.ArgumentParser) -> None:
                         "'transformers' or 'llama.cpp' name the default orders. Stages: " + ", ".join(STAGES))
 
     m = p.add_argument_group("model")
-    m.add_argument("--dtype", choices=DTYPES, default="float32",
+    m.add_argument("--dtype", choices=MODEL_DTYPES, default="float32",
                    help="the model's compute type: float32, or int8 (Whisper only: linear layers with int8 "
                         "weights, one scale per row, activations quantised per call, as CTranslate2's int8; "
-                        "about 2x faster decoding on a CPU; tokens may differ slightly from float32; "
-                        "default float32)")
+                        "about 2x faster decoding on a CPU; tokens may differ slightly from float32), or "
+                        "float16 / bfloat16 (transcribe only: every weight cast; made for a GPU: on a CPU "
+                        "bfloat16 is about as fast as float32 and float16 about 4x slower; tokens may differ "
+                        "from float32: see --precision-flips; default float32)")
+    m.add_argument("--precision-flips", action="store_true",
+                   help="with --dtype float16 / bfloat16: after the decode, the float32 model reads the "
+                        "emitted ids once (teacher-forced) and the steps where its argmax differs are listed "
+                        "(--json: precision_flips [{step, token, float32_token, margin}]; a line on stderr). "
+                        "Keeps a float32 copy of the weights")
     m.add_argument("--no-kv-cache", dest="kv_cache", action="store_const", const=False, default=None,
                    help="decode without the KV cache: every step re-runs the decoder over the whole prefix "
                         "(the same tokens; each step slower than the last). Not with --strategy speculative")
@@ -199,6 +206,13 @@ def misapplied_flag(args: argparse.Namespace) -> str | None:
     if getattr(args, "dtype", "float32") == "int8" and getattr(args, "command", None) not in INT8_TASKS:
         return (f"--dtype int8 is for {' / '.join(INT8_TASKS)} only; {args.command} runs its models in float32: "
                 "drop --dtype int8")
+    dtype = getattr(args, "dtype", "float32")
+    if dtype in HALF_DTYPES and getattr(args, "command", None) not in HALF_TASKS:
+        return (f"--dtype {dtype} is for {' / '.join(HALF_TASKS)} only (Whisper); {args.command} runs its models "
+                f"in float32: drop --dtype {dtype}")
+    if getattr(args, "precision_flips", False) and dtype not in HALF_DTYPES:
+        return (f"--precision-flips compares a half-precision decode with float32; add --dtype "
+                f"{' or --dtype '.join(HALF_DTYPES)}, or drop --precision-flips")
     if getattr(args, "kv_cache", None) is False and strategy == "speculative":
         return ("--no-kv-cache cannot run --strategy speculative (it cuts rejected draft tokens out of the KV "
                 "cache); choose another strategy or drop --no-kv-cache")
@@ -216,7 +230,10 @@ def say_dtype(model, err=None) -> None:
     import sys
 
     dtype = dtype_of(model)
-    if dtype != "float32":
+    if dtype in HALF_DTYPES:
+        print(f"decoding-explorer: {model.name} in {dtype} (every weight cast: tokens may differ from float32; "
+              "--precision-flips lists where)", file=err or sys.stderr)
+    elif dtype != "float32":
         print(f"decoding-explorer: {model.name} in {dtype} (dynamic quantisation: tokens may differ slightly "
               "from float32)", file=err or sys.stderr)
 
@@ -260,7 +277,7 @@ _FIELD_OF = {
 }
 """Flags whose destination differs from the DecodingOptions field they set."""
 
-_NOT_OPTIONS = {"preset", "sampler_order", "strategy", "json", "attention", "logit_lens", "dtype",
+_NOT_OPTIONS = {"preset", "sampler_order", "strategy", "json", "attention", "logit_lens", "dtype", "precision_flips",
                 *(dest for dest, fld in _STAGE_FLAGS.items() if fld.from_flag is not None)}
 """Flags that set no field directly (converted, or not options at all)."""
 
