@@ -158,8 +158,10 @@ def test_live_recording_commits_while_recording_and_stop_mid_utterance_commits_a
     qtbot.waitUntil(lambda: live.view.committed_text() != "", timeout=15_000)
     assert tab.is_recording()
     assert not tab.controller.alive("decode")  # one decoding thread: no offline decode meanwhile
-    # Stop mid-utterance: 0.2 s or more into a word (" uh" is tentative)
-    qtbot.waitUntil(lambda: live.view.heard_s >= 4.2, timeout=15_000)
+    # Stop mid-utterance: 0.2 s or more into a word (" uh" is tentative), and at least 1.2 s of
+    # audio after the first redraw that showed committed text (a loaded machine draws late)
+    first_commit = min((heard for heard, _s, committed in seen if committed), default=live.view.heard_s)
+    qtbot.waitUntil(lambda: live.view.heard_s >= max(4.2, first_commit + 1.2), timeout=15_000)
     while (time.perf_counter() - GrowingRecorder.made[-1]._t0) % WORD_S < 0.2:
         qtbot.wait(10)
     tentative_before = live.view.spans()
