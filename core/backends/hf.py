@@ -34,6 +34,15 @@ from core.dtypes import HALF_DTYPES
 _INPUT_KEYS = ("input_features", "input_ids", "pixel_values")
 
 
+def _on_host(out: StepOutput) -> StepOutput:
+    """``out`` with its tensors (all but the cache) copied to the CPU."""
+    import dataclasses
+
+    moved = {f.name: getattr(out, f.name).cpu() for f in dataclasses.fields(out)
+             if f.name != "cache" and torch.is_tensor(getattr(out, f.name))}
+    return dataclasses.replace(out, **moved)
+
+
 def _is_whisper(model: Any) -> bool:
     """transformers' Whisper (hub checkpoints) or the app's own (``core.backends.whisper_net``, bundled)."""
     return type(model).__name__ in ("WhisperForConditionalGeneration", "WhisperNet")
@@ -155,6 +164,8 @@ class HFSeq2SeqBackend:
         weights = next(model.parameters()).dtype
         # float16 / bfloat16: the model's weights were cast (core.backends.whisper_models.to_half)
         self.dtype = dtype if dtype in HALF_DTYPES and weights == getattr(torch, dtype) else check_dtype(dtype)
+        #: where the weights are: inputs go there; on another device than the CPU each step's outputs come back
+        self.device = next(model.parameters()).device
         if dtype == "int8" and not (lean and _is_whisper(model)):
             raise ValueError(f"int8 is available for Whisper models only (on the lean decoder), "
                              f"not {type(model).__name__}; use dtype float32")
@@ -273,6 +284,11 @@ class HFSeq2SeqBackend:
             ValueError: ``exit_layer`` outside ``[1, decoder layers]`` or on a decoder this
                 backend cannot cut; ``capture_lens`` with ``exit_layer``/``head_ids``.
         """
+        if self.device.type != "cpu" and input_ids.device != self.device:  # a GPU: in there, outputs back
+            out = self.step(input_ids.to(self.device), cache, output_attentions, capture_lens,
+                            all_positions=all_positions, exit_layer=exit_layer,
+                            head_ids=None if head_ids is None else head_ids.to(self.device))
+            return _on_host(out)
         with torch.inference_mode():
             if self._lean is not None:
                 return self._lean.step(input_ids, cache, output_attentions, capture_lens,
@@ -432,4 +448,5 @@ class HFSeq2SeqBackend:
                 return self._lean._head(out.hidden_states[0]).float()
             if self._lens_head is None:
                 self._lens_head = LensHead(self.model)
-            return self._lens_head.head(out.hidden_states[0].to(self.model.dtype)).float()
+            hidden = out.hidden_states[0].to(device=self.device, dtype=self.model.dtype)
+            return self._lens_head.head(hidden).float().cpu()

@@ -102,8 +102,9 @@ class WhisperLeanDecoder:
         ``cross_kv``), shared by all rows."""
         dtype = encoder_hidden_states.dtype
         shape = (batch_size, self.heads, self.max_len, self.head_dim)
-        self_k = [torch.empty(shape, dtype=dtype) for _ in self.layers]
-        self_v = [torch.empty(shape, dtype=dtype) for _ in self.layers]
+        device = encoder_hidden_states.device
+        self_k = [torch.empty(shape, dtype=dtype, device=device) for _ in self.layers]
+        self_v = [torch.empty(shape, dtype=dtype, device=device) for _ in self.layers]
         ks, vs = cross_kv if cross_kv is not None else self.cross_kv(encoder_hidden_states)
         cross_k = [k.expand(batch_size, -1, -1, -1) for k in ks]
         cross_v = [v.expand(batch_size, -1, -1, -1) for v in vs]
@@ -157,7 +158,8 @@ class WhisperLeanDecoder:
         causal = new_len > 1 and start == 0  # the prompt on an empty cache: the plain causal mask
         mask = None
         if new_len > 1 and start > 0:  # a causal mask with the cache's offset (a draft to verify)
-            mask = torch.arange(end)[None, :] <= torch.arange(start, end)[:, None]  # (new_len, end)
+            pos = torch.arange(end, device=x.device)
+            mask = pos[None, :] <= pos[start:end, None]  # (new_len, end)
         cross_rows = []
         layer_out = []  # the last position's residual stream after each layer (capture_lens)
         for i, layer in enumerate(layers):
@@ -223,7 +225,8 @@ class WhisperLeanDecoder:
         narrow = h @ weight
         if bias is not None:
             narrow = narrow + bias
-        full = torch.full(h.shape[:-1] + (self.proj_out_t.shape[1],), float("-inf"), dtype=narrow.dtype)
+        full = torch.full(h.shape[:-1] + (self.proj_out_t.shape[1],), float("-inf"), dtype=narrow.dtype,
+                          device=narrow.device)
         full[..., head_ids] = narrow
         return full
 
@@ -238,7 +241,8 @@ class WhisperLeanDecoder:
             bias = self.proj_out_b[head_ids] if self.proj_out_b is not None else None
             kept = self._narrow_q = (head_ids, Int8Linear(rows, bias))
         narrow = kept[1](h)
-        full = torch.full(h.shape[:-1] + (self.proj_out_t.shape[1],), float("-inf"), dtype=narrow.dtype)
+        full = torch.full(h.shape[:-1] + (self.proj_out_t.shape[1],), float("-inf"), dtype=narrow.dtype,
+                          device=narrow.device)
         full[..., head_ids] = narrow
         return full
 
@@ -266,8 +270,8 @@ class WhisperLeanDecoder:
         n = cache.length
         for store in (cache.self_k, cache.self_v):
             for i, t in enumerate(store):
-                new = torch.empty((beam_idx.shape[0],) + tuple(t.shape[1:]), dtype=t.dtype)
-                new[:, :, :n] = t[beam_idx, :, :n]
+                new = torch.empty((beam_idx.shape[0],) + tuple(t.shape[1:]), dtype=t.dtype, device=t.device)
+                new[:, :, :n] = t[beam_idx.to(t.device), :, :n]
                 store[i] = new
         b = beam_idx.shape[0]
         cache.cross_k = [k[:1].expand(b, -1, -1, -1) for k in cache.cross_k]

@@ -119,13 +119,15 @@ def cmd_transcribe(args: argparse.Namespace) -> int:
     if flips and (longform or lanes or args.timestamps or args.word_timestamps):
         raise CLIError("--precision-flips reads one plain window (<= 30 s); drop --timestamps / --compare / "
                        "--word-timestamps, or --precision-flips")
-    if flips:  # the float32 model is kept beside the half one (core.backends.whisper_models.load_whisper)
+    device = _device(args)
+    if flips or device != "cpu":  # flips: the float32 model is kept beside the half one (load_whisper)
         from core.backends.whisper_models import load_whisper
 
-        loaded = load_whisper(args.model, dtype=args.dtype, keep_float32=True)
+        loaded = load_whisper(args.model, dtype=args.dtype, keep_float32=flips, device=device)
         model = SpeechModel(loaded)
-        reference = SpeechModel(dataclasses.replace(loaded, model=loaded.float32_model, dtype="float32",
-                                                    float32_model=None))
+        if flips:
+            reference = SpeechModel(dataclasses.replace(loaded, model=loaded.float32_model, dtype="float32",
+                                                        float32_model=None))
     else:
         model = SpeechModel.load(args.model, **({"dtype": args.dtype} if args.dtype != "float32" else {}))
     say_dtype(model)
@@ -289,6 +291,19 @@ def _prefix_ids(model, text: str | None) -> list[int]:
     if not ids:
         raise CLIError(f"--prefix {text!r} gives no token {model.name} can write; give text in its alphabet")
     return ids
+
+
+def _device(args) -> str:
+    """The torch device of ``--device`` (auto: cuda when available, else cpu; int8 stays on the CPU)."""
+    from core.devices import DeviceError, resolve_device
+
+    name = getattr(args, "device", "auto") or "auto"
+    if name == "auto" and args.dtype == "int8":
+        return "cpu"
+    try:
+        return resolve_device(name)
+    except DeviceError as e:
+        raise CLIError(str(e)) from None
 
 
 def _emit_with_flips(model, reference, audio, options: DecodingOptions, events: list, args) -> int:

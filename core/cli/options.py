@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 from dataclasses import replace
 
+from core.devices import DEVICE_TASKS, DEVICES, device_problem
 from core.dtypes import HALF_DTYPES, HALF_TASKS, INT8_TASKS, MODEL_DTYPES
 from core.options import LLAMA_CPP_SAMPLER_ORDER, STAGES, STRATEGIES, DecodingOptions
 from core.processors.stages import REGISTRY, Field, _logit_bias_arg as _logit_bias  # noqa: F401 (re-exported)
@@ -141,6 +142,11 @@ def add_decoding_arguments(p: argparse.ArgumentParser) -> None:
                         "float16 / bfloat16 (transcribe only: every weight cast; made for a GPU: on a CPU "
                         "bfloat16 is about as fast as float32 and float16 about 4x slower; tokens may differ "
                         "from float32: see --precision-flips; default float32)")
+    m.add_argument("--device", choices=DEVICES, default="auto",
+                   help="where the model runs: auto (cuda if torch.cuda.is_available(), else cpu), cpu, cuda, "
+                        "mps. transcribe only (the other commands run on the CPU); on a GPU each step's logits "
+                        "and captured attention are copied to the host, where the sampler chain and the "
+                        "events run (default auto)")
     m.add_argument("--precision-flips", action="store_true",
                    help="with --dtype float16 / bfloat16: after the decode, the float32 model reads the "
                         "emitted ids once (teacher-forced) and the steps where its argmax differs are listed "
@@ -210,6 +216,14 @@ def misapplied_flag(args: argparse.Namespace) -> str | None:
     if dtype in HALF_DTYPES and getattr(args, "command", None) not in HALF_TASKS:
         return (f"--dtype {dtype} is for {' / '.join(HALF_TASKS)} only (Whisper); {args.command} runs its models "
                 f"in float32: drop --dtype {dtype}")
+    device = getattr(args, "device", "auto") or "auto"
+    if device not in ("auto", "cpu") and getattr(args, "command", None) not in DEVICE_TASKS:
+        return (f"--device {device} is for {' / '.join(DEVICE_TASKS)} only; {args.command} runs on the CPU: "
+                "use --device cpu")
+    if device not in ("auto", "cpu") and (problem := device_problem(device)) is not None:
+        return problem
+    if device not in ("auto", "cpu") and dtype == "int8":
+        return "--dtype int8 runs on the CPU (its int8 products are CPU kernels); use --device cpu with it"
     if getattr(args, "precision_flips", False) and dtype not in HALF_DTYPES:
         return (f"--precision-flips compares a half-precision decode with float32; add --dtype "
                 f"{' or --dtype '.join(HALF_DTYPES)}, or drop --precision-flips")
@@ -277,7 +291,8 @@ _FIELD_OF = {
 }
 """Flags whose destination differs from the DecodingOptions field they set."""
 
-_NOT_OPTIONS = {"preset", "sampler_order", "strategy", "json", "attention", "logit_lens", "dtype", "precision_flips",
+_NOT_OPTIONS = {"preset", "sampler_order", "strategy", "json", "attention", "logit_lens", "dtype",
+                "precision_flips", "device",
                 *(dest for dest, fld in _STAGE_FLAGS.items() if fld.from_flag is not None)}
 """Flags that set no field directly (converted, or not options at all)."""
 
