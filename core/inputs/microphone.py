@@ -148,6 +148,43 @@ def _block_level(block: np.ndarray) -> Level:
     return Level(20.0 * math.log10(rms) if rms > 0 else -math.inf, min(peak, 1.0))
 
 
+class _LiveBuffer:
+    """The recording so far at the output rate, grown block by block while recording
+    (``Recorder.audio``): float32 samples in an array that doubles when full, and a streaming
+    soxr resampler when the device's rate is not the output rate. Not thread-safe on its own:
+    ``extend`` holds its own lock."""
+
+    def __init__(self) -> None:
+        self.blocks = 0  # the recorder's blocks converted so far
+        self.n = 0  # samples held
+        self.buf = np.zeros(0, dtype=np.float32)
+        self.resampler: Any = None
+        self.lock = threading.Lock()
+
+    def extend(self, new: list[np.ndarray], blocks: int, in_rate: int, out_rate: int) -> np.ndarray:
+        """Convert ``new`` (the blocks after the first ``self.blocks``; ``blocks`` in all now)
+        and return a read-only view of everything converted: float32 (n,)."""
+        with self.lock:
+            if new and blocks > self.blocks:
+                raw = np.concatenate(new[: blocks - self.blocks])
+                if in_rate != out_rate:
+                    if self.resampler is None:
+                        self.resampler = soxr.ResampleStream(in_rate, out_rate, 1, dtype="float32",
+                                                             quality=RESAMPLE_QUALITY)
+                    raw = self.resampler.resample_chunk(np.ascontiguousarray(raw, dtype=np.float32))
+                part = np.clip(raw, -1.0, 1.0).astype(np.float32, copy=False)
+                if self.n + len(part) > len(self.buf):
+                    grown = np.zeros(max(2 * len(self.buf), self.n + len(part), 16000), dtype=np.float32)
+                    grown[: self.n] = self.buf[: self.n]
+                    self.buf = grown
+                self.buf[self.n : self.n + len(part)] = part
+                self.n += len(part)
+                self.blocks = blocks
+            view = self.buf[: self.n]
+            view.flags.writeable = False
+            return view
+
+
 class Recorder:
     """Records a microphone into memory through a PortAudio input stream.
 
@@ -195,6 +232,7 @@ class Recorder:
         self._stream: Any = None
         self._level = SILENCE
         self._cache: tuple[int, np.ndarray] | None = None
+        self._live = _LiveBuffer()
         self.stream_rate: int = self.sample_rate
         """Rate in Hz the device is actually recorded at (set by :meth:`start`)."""
         self.stream_channels: int = 1
@@ -222,7 +260,20 @@ class Recorder:
             return self._frames / float(self.stream_rate)
 
     def audio(self) -> np.ndarray:
-        """Everything recorded so far: float32 (num_samples,) mono at ``sample_rate`` Hz (may be empty)."""
+        """Everything recorded so far: float32 (num_samples,) mono at ``sample_rate`` Hz (may be empty).
+
+        While recording, each call converts only the blocks recorded since the previous call
+        (a streaming soxr resampler when the device runs at another rate), so a live view that
+        asks every 200 ms costs the same after an hour as after a second. That array is a
+        read-only view of the recorder's buffer (copy it to change it); its last few
+        milliseconds may still be held in the resampler. After :meth:`stop` the whole
+        recording is converted once more in one pass, and a writable copy of that is returned.
+        """
+        if self.is_recording:
+            with self._lock:
+                new = self._chunks[self._live.blocks:]
+                blocks = len(self._chunks)
+            return self._live.extend(new, blocks, self.stream_rate, self.sample_rate)
         with self._lock:
             frames = self._frames
             chunks = list(self._chunks)
@@ -249,6 +300,7 @@ class Recorder:
             self._chunks = []
             self._frames = 0
             self._cache = None
+            self._live = _LiveBuffer()
             self._level = SILENCE
 
     def _end_stream(self, abort: bool) -> None:

@@ -615,3 +615,39 @@ def test_wav_truncation_ignores_other_files(tmp_path):
     streamed.write_bytes(bytes(data))
     assert wav_truncation(flac) is None and wav_truncation(streamed) is None
     assert wav_truncation(tmp_path / "missing.wav") is None
+
+
+def test_audio_while_recording_converts_only_the_new_blocks(monkeypatch):
+    """A live view asks for the recording every 200 ms: while recording, audio() converts the
+    blocks recorded since the last call (streaming resampler), never the whole recording again,
+    and returns a read-only view; stop() converts the whole take once (writable), and the live
+    samples agree with it."""
+
+    def blocks(rate, channels):
+        x = tone(400.0, rate, 0.5, amp=0.5).astype(np.float32)
+        stereo = np.stack([x, x], 1)
+        return [stereo[i : i + 480] for i in range(0, len(stereo), 480)]
+
+    monkeypatch.setattr(core_microphone, "_sounddevice", lambda: _fake_sd(48000, blocks))
+    rec = Recorder()
+    rec.start()
+    assert rec.is_recording and rec.stream_rate == 48000
+    whole = []
+    real = core_microphone.soxr.resample
+    monkeypatch.setattr(core_microphone.soxr, "resample", lambda x, *a, **k: (whole.append(len(x)), real(x, *a, **k))[1])
+    more = tone(400.0, 48000, 2.5, amp=0.5).astype(np.float32)[24000:]  # goes on after the first 0.5 s
+    lengths = []
+    for i in range(20):  # 0.1 s more per call
+        for j in range(10):
+            block = np.repeat(more[(i * 10 + j) * 480 : (i * 10 + j + 1) * 480, None], 2, axis=1)
+            rec._callback(block, len(block), None, None)
+        live = rec.audio()
+        assert not live.flags.writeable
+        lengths.append(len(live))
+    assert whole == []  # nothing converted twice while recording
+    steps = np.diff(lengths)
+    assert np.all(steps > 1000) and abs(int(steps.sum()) - 19 * 1600) <= 500, steps  # ~the new 0.1 s each call
+    final = rec.stop()
+    assert final.flags.writeable and whole == [48000 * 5 // 2]  # one whole pass at stop
+    n = lengths[-1] - 200
+    np.testing.assert_allclose(live[:n], final[:n], atol=2e-3)
