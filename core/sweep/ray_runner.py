@@ -1,8 +1,9 @@
 """The sweep on Ray: one actor per worker loads the model once and decodes batches of files;
 results stream back as each batch is done (``ray.wait``) and are stored at once.
 
-- No address: a local Ray instance (``ray.init(num_cpus=workers, include_dashboard=False)``,
-  quiet), shut down at the end; a Ray already initialised in this process is used as it is.
+- No address: a local Ray instance (``ray.init(num_cpus=CORES, include_dashboard=False)``,
+  quiet; its CPUs split between the workers, each worker's torch threads as many), shut
+  down at the end; a Ray already initialised in this process is used as it is.
   Its logs are linked from the out folder as ``ray-logs``.
 - ``address="auto"`` or ``"ray://HOST:PORT"``: an existing cluster (its workers need this
   package installed); rows and traces come back to the local out folder.
@@ -61,24 +62,36 @@ def worker_class():
     return _WORKER_CLASS
 
 
-def start_ray(address: str | None, workers: int | None, out, err: TextIO) -> tuple[bool, int]:
-    """Connect to Ray: a local instance with ``workers`` CPUs (default the cores) when
-    ``address`` is None, else the cluster at ``address``. Returns (whether this call started
-    it, so it shuts it down; the workers to run). A Ray already initialised is used."""
+def start_ray(address: str | None, workers: int | None, out, err: TextIO) -> tuple[bool, int, float, int]:
+    """Connect to Ray: a local instance when ``address`` is None (``num_cpus`` = the cores, or
+    ``workers`` when more), else the cluster at ``address``; a Ray already initialised is used.
+
+    Returns:
+        (whether this call started Ray, so it shuts it down; the workers to run, default the
+        CPUs; the CPUs each worker reserves; its torch threads). A local instance splits its
+        CPUs between the workers (2 cores, 1 worker: 2 CPUs and 2 threads); on a Ray started
+        elsewhere each worker reserves 1 CPU (a fraction when there are more workers than
+        CPUs, so no worker waits forever) and runs 1 thread.
+    """
     import ray
 
     started = False
+    cores = os.cpu_count() or 1
     if not ray.is_initialized():
         kwargs = dict(include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR,
                       configure_logging=True)
         if address is None:
-            ray.init(num_cpus=workers or os.cpu_count() or 1, **kwargs)
+            ray.init(num_cpus=max(cores, workers or cores), **kwargs)
         else:
             ray.init(address=address, **kwargs)
         started = True
         _link_logs(out)
-    cpus = int(ray.cluster_resources().get("CPU", 1))
-    return started, max(1, workers or cpus)
+    cpus = max(1, int(ray.cluster_resources().get("CPU", 1)))
+    workers = max(1, workers or cpus)
+    if started and address is None:
+        per = max(1, cpus // workers)
+        return started, workers, float(per), per
+    return started, workers, min(1.0, cpus / workers), 1
 
 
 def _link_logs(out) -> None:
@@ -119,19 +132,16 @@ def decode_on_ray(config, todo: list, store, report, *, err: TextIO | None = Non
     from ray.exceptions import RayActorError, RayTaskError
 
     err = err or sys.stderr
-    started, workers = start_ray(config.address, config.workers, config.out, err)
+    started, workers, cpus, threads = start_ray(config.address, config.workers, config.out, err)
     size = batch_size(len(todo), workers, config.batch_size)
     queue = deque(todo[i:i + size] for i in range(0, len(todo), size))
     n_workers = min(workers, len(queue))
-    cores = os.cpu_count() or 1
-    threads = max(1, cores // workers) if config.address is None else 1
     Worker = worker_class()
 
     def new_worker():
-        return Worker.options(num_cpus=threads if config.address is None else 1).remote(
-            config.task, config.settings, threads)
+        return Worker.options(num_cpus=cpus).remote(config.task, config.settings, threads)
 
-    key = (ray.get_runtime_context().get_job_id(), config.task, repr(config.settings), threads)
+    key = (ray.get_runtime_context().get_job_id(), config.task, repr(config.settings), cpus, threads)
     kept = [] if started else _POOLS.pop(key, [])
     _kill([a for pool in _POOLS.values() for a in pool])  # workers of other settings: free their CPUs
     _POOLS.clear()

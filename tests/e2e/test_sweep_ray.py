@@ -60,13 +60,13 @@ def clips(tmp_path_factory):
     return root
 
 
-def _config(task, data, out, specs, **kw):
+def _config(task, data, out, specs, workers=2, **kw):
     from core.sweep.decode import Settings
     from core.sweep.runner import SweepConfig
 
     model = {"transcribe": "tiny.en", "translate": "en-pt"}[task]
     return SweepConfig(task=task, data=str(data), out=str(out), settings=Settings(model=model), specs=specs,
-                       workers=2, progress=False, **kw)
+                       workers=workers, progress=False, **kw)
 
 
 def _cli(capsys, *argv):
@@ -161,7 +161,8 @@ def test_a_worker_killed_mid_sweep_loses_no_row_and_the_sweep_completes(local_ra
             seen.append((done, ResultStore(out).rows()))
             ray.kill(actors[-1])
 
-    report = run_sweep(_config("translate", tsv, out, ["greedy"], batch_size=1), on_batch=kill_one)
+    # 3 workers on Ray's 2 CPUs: each reserves 2/3 of a CPU (a whole one each left the third waiting forever)
+    report = run_sweep(_config("translate", tsv, out, ["greedy"], workers=3, batch_size=1), on_batch=kill_one)
     assert report.restarts >= 1
     assert report.exit_code == 0 and report.decoded == len(LINES)
     rows = ResultStore(out).rows()
