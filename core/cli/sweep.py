@@ -17,8 +17,8 @@ model's ``decode_lanes``). The other decoding flags are every strategy's base.
 
 Writes to ``--out``: ``results.parquet`` (one row per file x strategy x seed,
 ``core.sweep.decode``), ``traces/`` (each row's ``--json`` trace, gzipped),
-``summary.md`` and ``summary.json`` (``core.sweep.stats``), ``failures.jsonl`` when a file
-failed. Rows already in the results (same input hash and options hash) are skipped, so the
+``summary.md`` and ``summary.json`` (``core.sweep.stats``), ``plots/`` (``core.sweep.plots``,
+with matplotlib), ``failures.jsonl`` when a file failed. Rows already in the results (same input hash and options hash) are skipped, so the
 same command resumes an interrupted sweep; Ctrl+C keeps what is done. A progress bar
 (files done / total, ETA, files per second) goes to stderr.
 

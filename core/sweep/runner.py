@@ -37,6 +37,7 @@ class SweepConfig:
         baseline: the strategy the others are compared with (None = the first).
         audio_column, text_column, split: a saved data set's input and reference columns, and split.
         progress: draw the progress bar on stderr.
+        plots: write the plots (``core.sweep.plots``: OUT/plots/*.png|svg) with the summary.
     """
 
     task: str
@@ -53,6 +54,7 @@ class SweepConfig:
     text_column: str | None = None
     split: str | None = None
     progress: bool = True
+    plots: bool = True
 
 
 @dataclass
@@ -125,8 +127,8 @@ def plan(config: SweepConfig, store: ResultStore) -> Plan:
 
 def run_sweep(config: SweepConfig, *, err: TextIO | None = None,
               on_batch: Callable[[int, list], None] | None = None) -> SweepReport:
-    """Run the sweep ``config`` describes; write results.parquet, traces/, summary.md and
-    summary.json in ``config.out``.
+    """Run the sweep ``config`` describes; write results.parquet, traces/, summary.md,
+    summary.json and plots/ in ``config.out``.
 
     Args:
         err: where the progress bar and notes go (stderr).
@@ -154,6 +156,13 @@ def run_sweep(config: SweepConfig, *, err: TextIO | None = None,
     store.compact()
     report.failures = store.failed()
     report.summary = write_summary(config, work, store)
+    if config.plots and report.summary["rows"]:
+        try:
+            from core.sweep.plots import write_plots
+
+            write_plots(config.out)
+        except (ImportError, ValueError, OSError) as e:  # the results stand without their plots; say why
+            print(f"sweep: no plots: {e}", file=err, flush=True)
     return report
 
 

@@ -188,7 +188,7 @@ def markdown(summary: dict) -> str:
             return "–"
         return f"{100 * v:.2f}%" if pct else f"{v:.2f}"
 
-    lines = [f"# Sweep summary", "",
+    lines = ["# Sweep summary", "",
              f"{summary['files']} files, {summary['rows']} rows; metric {label} "
              f"({'higher' if summary['higher_is_better'] else 'lower'} is better); baseline `{summary['baseline']}`.",
              "", f"| strategy | files | {label} | 95% CI | seed spread | log p | tokens | decode s | RTF |",

@@ -60,13 +60,13 @@ def clips(tmp_path_factory):
     return root
 
 
-def _config(task, data, out, specs, workers=2, **kw):
+def _config(task, data, out, specs, workers=2, plots=False, **kw):
     from core.sweep.decode import Settings
     from core.sweep.runner import SweepConfig
 
     model = {"transcribe": "tiny.en", "translate": "en-pt"}[task]
     return SweepConfig(task=task, data=str(data), out=str(out), settings=Settings(model=model), specs=specs,
-                       workers=workers, progress=False, **kw)
+                       workers=workers, progress=False, plots=plots, **kw)
 
 
 def _cli(capsys, *argv):
@@ -81,7 +81,7 @@ def speech_sweep(local_ray, clips, tmp_path_factory):
     from core.sweep.runner import run_sweep
 
     out = tmp_path_factory.mktemp("speech-sweep")
-    report = run_sweep(_config("transcribe", clips, out, SPECS))
+    report = run_sweep(_config("transcribe", clips, out, SPECS, plots=True))
     return out, report
 
 
@@ -114,6 +114,8 @@ def test_sweep_rows_equal_the_per_file_cli_runs(speech_sweep, clips, whisper_tin
     summary = json.loads((out / "summary.json").read_text())
     assert [s["spec"] for s in summary["strategies"]] == SPECS and summary["rows"] == 9
     assert "sign test" in (out / "summary.md").read_text()
+    assert all((out / "plots" / f"{name}.{ext}").is_file() for name in ("metric", "scatter", "frontier")
+               for ext in ("png", "svg"))  # written with the summary
 
 
 def test_a_resumed_sweep_decodes_only_what_is_missing(speech_sweep, clips, capsys):
