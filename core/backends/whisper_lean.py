@@ -186,7 +186,9 @@ class WhisperLeanDecoder:
             if output_attentions:
                 weights = torch.softmax(q @ cache.cross_k[i].transpose(-1, -2), dim=-1)
                 a = weights @ cache.cross_v[i]
-                cross_rows.append(weights)  # (batch, heads, new_len, src)
+                # (batch, heads, new_len, src); only the last position's row unless every
+                # position is asked for (a re-feed of ~400 positions kept every layer's rows alive)
+                cross_rows.append(weights if all_positions else weights[:, :, -1:].clone())
             else:
                 a = F.scaled_dot_product_attention(q, cache.cross_k[i], cache.cross_v[i], scale=1.0)
             x = x + ca.out_proj(a.transpose(1, 2).reshape(x.shape))
