@@ -158,7 +158,7 @@ def rerun_block(task: str, model: str, options: DecodingOptions, dtype: str = "f
     and get the same ids (``core.cli.replay``)::
 
         {"torch", "transformers", "threads", "app_version",  # environment()
-         "device": "cpu", "dtype", "seed", "task", "model",
+         "device": "cpu" | "cuda" | "mps" (--device, resolved), "dtype", "seed", "task", "model",
          "argv": [...] | null,     # the command line (without the program name); null outside the CLI
          "cwd": "/dir" | null,     # where it ran (relative paths in argv are relative to it)
          "input": {"path", "sha256"} | {"text_sha256"} | null}
@@ -171,6 +171,10 @@ def rerun_block(task: str, model: str, options: DecodingOptions, dtype: str = "f
         return out
     argv, args = _COMMAND
     out["argv"], out["cwd"] = argv, os.getcwd()
+    if isinstance(getattr(args, "device", None), str):  # --device (transcribe): the device it ran on
+        from core.devices import resolve_device
+
+        out["device"] = resolve_device(args.device)
     name = getattr(args, INPUT_ARGUMENTS.get(task, ""), None)
     if name is not None:
         path = os.path.abspath(name)

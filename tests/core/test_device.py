@@ -92,3 +92,23 @@ def test_tiny_en_on_cuda_decodes_the_sample_clip_with_cpu_events(dtype):
     assert fin.text.strip().startswith("Open the door")
     step = next(e for e in events if isinstance(e, StepEvent))
     assert isinstance(step.cross_attention, np.ndarray)
+
+
+def test_the_trace_names_the_device_the_run_used(monkeypatch):
+    """The JSON trace's rerun block says the device ``--device`` resolved to (it always said cpu)."""
+    import argparse
+
+    import importlib
+
+    import core.devices
+    from core.options import DecodingOptions
+
+    trace = importlib.import_module("core.cli.trace")  # the module (core.cli exports a function of that name)
+
+    monkeypatch.setattr(core.devices, "device_problem", lambda name: None)  # as on a machine with one
+    monkeypatch.setattr(trace, "_COMMAND", None)
+    trace.note_command(["transcribe", "x.wav", "--device", "cuda"],
+                       argparse.Namespace(command="transcribe", device="cuda", audio=None))
+    assert trace.rerun_block("transcribe", "tiny.en", DecodingOptions())["device"] == "cuda"
+    trace.note_command(["transcribe", "x.wav"], argparse.Namespace(command="transcribe", device="cpu", audio=None))
+    assert trace.rerun_block("transcribe", "tiny.en", DecodingOptions())["device"] == "cpu"
