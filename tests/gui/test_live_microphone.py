@@ -13,6 +13,7 @@ import pytest
 import gui.tabs.speech as speech_mod
 from core.inputs.audio import load_audio
 from gui.tabs.speech import SpeechTab
+from tests.helpers.heartbeat import Heartbeat
 
 pytestmark = [pytest.mark.mic, pytest.mark.usefixtures("one_torch_thread")]
 
@@ -25,8 +26,6 @@ def _where(take: np.ndarray, clip: np.ndarray) -> int:
 
 
 def test_live_recording_from_the_fake_microphone_with_tiny_en(qtbot, fake_mic, whisper_tiny_en, monkeypatch):
-    from PySide6.QtCore import QTimer
-
     monkeypatch.setattr(speech_mod, "ask_unsaved", lambda parent, text, informative: "discard")
     tab = SpeechTab()  # after the server is up: PortAudio sees the microphone
     qtbot.addWidget(tab)
@@ -45,16 +44,7 @@ def test_live_recording_from_the_fake_microphone_with_tiny_en(qtbot, fake_mic, w
         flushes.append(time.perf_counter() - t)
 
     monkeypatch.setattr(live.view, "flush", timed_flush)
-    gaps, last = [], [time.perf_counter()]
-
-    def beat():
-        now = time.perf_counter()
-        gaps.append(now - last[0])
-        last[0] = now
-
-    timer = QTimer()
-    timer.timeout.connect(beat)
-    timer.start(10)
+    heartbeat = Heartbeat().start()
     clip = load_audio(SAMPLE)
     tab.record_button.click()
     assert tab.is_recording() and live.running()
@@ -67,7 +57,7 @@ def test_live_recording_from_the_fake_microphone_with_tiny_en(qtbot, fake_mic, w
     qtbot.waitUntil(lambda: live.view.heard_s >= duration + 0.5, timeout=60_000)  # all of it, and a little silence
     with qtbot.waitSignal(tab.decodeFinished, timeout=120_000) as offline:  # Stop: the take's offline decode
         tab.record_button.click()
-    timer.stop()
+    heartbeat.stop()
     assert not tab.is_recording() and not live.running()
     # the committed text is the stream's final transcript, and it says what was spoken
     final = live.view.committed_text()
@@ -86,5 +76,5 @@ def test_live_recording_from_the_fake_microphone_with_tiny_en(qtbot, fake_mic, w
     # the GUI thread: the live view's redraws are short (the event loop's gaps are printed: the CPU is shared)
     assert max(flushes) < 0.1
     print(f"\nlive mic tiny.en: {live.view.stats_text()}; {len(flushes)} redraws, longest "
-          f"{1000 * max(flushes):.0f} ms; event loop longest gap {1000 * max(gaps):.0f} ms")
+          f"{1000 * max(flushes):.0f} ms; event loop longest gap {heartbeat.longest_ms:.0f} ms")
     tab.shutdown()

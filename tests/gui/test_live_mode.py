@@ -24,6 +24,7 @@ from gui.tabs.speech import SpeechTab
 from gui.widgets.live_view import COMMITTED_STYLE, TENTATIVE_STYLE
 
 from .fakes import FakeSpeechModel
+from tests.helpers.heartbeat import Heartbeat
 
 SAMPLE = Path(__file__).resolve().parents[2] / "assets" / "samples" / "speech_en.wav"
 WORD_S = 0.4  # the scripted decoder's words end every 0.4 s (not a multiple of the step: guesses)
@@ -305,8 +306,6 @@ def test_fell_behind_shows_skipped_seconds_in_the_view_and_the_status_bar(qtbot,
 @pytest.mark.usefixtures("one_torch_thread")
 def test_play_sample_as_live_with_tiny_en_commits_before_the_input_ends(qtbot, settings, whisper_tiny_en,
                                                                          monkeypatch):
-    from PySide6.QtCore import QTimer
-
     from gui.main_window import MainWindow
 
     w = MainWindow(settings=settings, autoload=False)
@@ -316,23 +315,14 @@ def test_play_sample_as_live_with_tiny_en_commits_before_the_input_ends(qtbot, s
     tab.model = whisper_tiny_en
     live = tab.live_mode
     seen = _history(live.view)
-    gaps, last = [], [time.perf_counter()]
-
-    def beat():
-        now = time.perf_counter()
-        gaps.append(now - last[0])
-        last[0] = now
-
-    timer = QTimer()
-    timer.timeout.connect(beat)
-    timer.start(10)
+    heartbeat = Heartbeat().start()
     monkeypatch.setattr(live_mod, "ask_live_file", lambda parent, directory: str(SAMPLE))
     w.play_live_action.trigger()
     assert live.running() and w.tabs.currentWidget() is tab
     duration = sf.info(str(SAMPLE)).duration
     with qtbot.waitSignal(tab.decodeFinished, timeout=120_000):  # the offline decode of the file, after the stream
         qtbot.waitUntil(lambda: not live.running(), timeout=120_000)
-    timer.stop()
+    heartbeat.stop()
     # committed text was on screen before the input ended
     assert live.view.first_commit_heard_s is not None and live.view.first_commit_heard_s < duration - 1.0
     assert any(c and h < duration - 1.0 for h, _s, c in seen)
@@ -342,7 +332,7 @@ def test_play_sample_as_live_with_tiny_en_commits_before_the_input_ends(qtbot, s
     assert live.view.finished.text == final
     assert tab.source_name == SAMPLE.name  # the file is the input now
     assert live.view.stats()["latency_mean_s"] is not None and live.view.table.rowCount() == len(live.view.words)
-    print(f"\nlive tiny.en: {live.view.stats_text()}; GUI event loop max gap {1000 * max(gaps):.0f} ms")
+    print(f"\nlive tiny.en: {live.view.stats_text()}; GUI event loop max gap {heartbeat.longest_ms:.0f} ms")
 
 
 def test_the_view_draws_once_per_frame_not_once_per_event(qtbot, mic_tab, scripted, tmp_path):
