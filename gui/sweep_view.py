@@ -108,10 +108,11 @@ def read_table(out_dir: str | Path) -> SweepTable:
     if not files:
         raise FileNotFoundError(f"{out} has no results.parquet: the sweep has not stored any row yet")
     import pyarrow as pa
-    import pyarrow.parquet as pq
 
     summary = json.loads((out / "summary.json").read_text(encoding="utf-8"))
-    table = pa.concat_tables([pq.read_table(f, columns=list(READ_COLUMNS)) for f in files])
+    from core.sweep.results import read_results  # each run once (a compaction cut short leaves rows twice)
+
+    table = read_results(out, columns=list(READ_COLUMNS))
     cols: dict[str, np.ndarray] = {}
     for key in READ_COLUMNS:
         col = table.column(key)

@@ -67,12 +67,9 @@ def read_sweep(out_dir: str | os.PathLike) -> tuple[list[dict], dict]:
     files += sorted((out / "results.parts").glob("part-*.parquet")) if (out / "results.parts").is_dir() else []
     if not files:
         raise FileNotFoundError(f"{out} has no results.parquet: run the sweep (it writes one row per file x strategy)")
-    import pyarrow.parquet as pq
+    from core.sweep.results import read_results  # each run once (a compaction cut short leaves rows twice)
 
-    rows: list[dict] = []
-    for f in files:
-        rows.extend(pq.read_table(f).to_pylist())
-    return rows, summary
+    return read_results(out).to_pylist(), summary
 
 
 def _specs(summary: dict) -> list[str]:

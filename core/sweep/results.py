@@ -7,7 +7,16 @@ name and renamed: a part is whole or absent), its traces first. :meth:`ResultSto
 folds the parts into ``results.parquet`` (at the end of a sweep, after Ctrl+C, and when a
 sweep starts on a folder a killed sweep left). Rows read back are those of
 ``results.parquet`` and of every part, so nothing that arrived is lost whenever the sweep
-stops. Files that failed are listed in ``failures.jsonl`` (one JSON object per failed
+stops.
+
+Compaction writes the new results.parquet (to a temporary name, renamed) and only then
+removes the parts: a crash between the two leaves the folded rows in both. No order of two
+file-system steps avoids a window where a reader sees either too much or too little, and
+too little would hide rows, so readers tell: a row is one run, keyed by (input hash,
+options hash, seed) (``ROW_KEY``), and :func:`read_results` -- which :meth:`ResultStore.rows`,
+:meth:`ResultStore.compact`, the plots and the window read through -- keeps the first row of
+each key (results.parquet's, then the parts' in order). The next compaction folds them once
+and removes the parts. Files that failed are listed in ``failures.jsonl`` (one JSON object per failed
 file x strategy: file, spec, seed, hashes, error) and decoded again on the next run.
 """
 
@@ -18,6 +27,9 @@ import os
 from pathlib import Path
 
 from core.sweep.decode import ROW_FIELDS, Decoded
+
+#: the columns that name one run: a row with the same values is the same run, read once
+ROW_KEY = ("input_hash", "options_hash", "seed")
 
 
 def _schema():
@@ -48,13 +60,10 @@ class ResultStore:
         self._next = 0
 
     def rows(self) -> list[dict]:
-        """Every row stored (results.parquet, then the parts in order)."""
-        import pyarrow.parquet as pq
-
-        out: list[dict] = []
-        for f in self._files():
-            out.extend(pq.read_table(f).to_pylist())
-        return out
+        """Every row stored (results.parquet, then the parts in order), each run once
+        (:func:`read_results`)."""
+        table = read_results(self.out)
+        return table.to_pylist() if table is not None else []
 
     def done(self) -> set[tuple[str, str]]:
         """The (input hash, options hash) of every row stored: the runs a resumed sweep skips."""
@@ -99,15 +108,14 @@ class ResultStore:
 
     def compact(self) -> int:
         """Fold the parts into results.parquet (written to a temporary file and renamed, then
-        the parts removed). Returns the number of rows in results.parquet."""
-        import pyarrow as pa
+        the parts removed; rows of a run already there are folded once, module docstring).
+        Returns the number of rows in results.parquet."""
         import pyarrow.parquet as pq
 
         parts = self._parts()
         if not parts:
             return pq.read_metadata(self.path).num_rows if self.path.exists() else 0
-        tables = [pq.read_table(f).cast(_schema()) for f in self._files()]
-        table = pa.concat_tables(tables)
+        table = read_results(self.out)  # each run once, also after a compaction cut short
         tmp = self.out / "results.parquet.tmp"
         pq.write_table(table, tmp)
         os.replace(tmp, self.path)
@@ -134,7 +142,51 @@ class ResultStore:
         return sorted(self.parts.glob("part-*.parquet")) if self.parts.is_dir() else []
 
     def _files(self) -> list[Path]:
-        return ([self.path] if self.path.exists() else []) + self._parts()
+        return result_files(self.out)
+
+
+def result_files(out: str | os.PathLike) -> list[Path]:
+    """The Parquet files holding a sweep's rows in ``out``: results.parquet (when there),
+    then results.parts/part-*.parquet in order."""
+    out = Path(out)
+    parts = out / "results.parts"
+    return (([out / "results.parquet"] if (out / "results.parquet").is_file() else [])
+            + (sorted(parts.glob("part-*.parquet")) if parts.is_dir() else []))
+
+
+def read_results(out: str | os.PathLike, columns: list[str] | tuple[str, ...] | None = None):
+    """A sweep's rows in ``out`` as one ``pyarrow.Table`` (``columns``, default all), each run
+    once: the first row of each (input hash, options hash, seed) (``ROW_KEY``; results.parquet
+    first, then the parts in order), so rows a compaction cut short left in both are not read
+    twice. None when ``out`` holds no results.
+
+    Raises:
+        ImportError: pyarrow is not installed.
+        OSError / pyarrow.ArrowInvalid: a file cannot be read.
+    """
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    files = result_files(out)
+    if not files:
+        return None
+    wanted = list(columns) if columns is not None else None
+    read = None if wanted is None else list(dict.fromkeys(wanted + list(ROW_KEY)))
+    tables = []
+    for f in files:
+        t = pq.read_table(f, columns=read)
+        t = t if read is None else t.select(read)
+        tables.append(t.cast(_schema()) if read is None else t.cast(pa.schema([_schema().field(c) for c in read])))
+    table = pa.concat_tables(tables)
+    seen: set[tuple] = set()
+    keep = []
+    for i, key in enumerate(zip(*(table.column(c).to_pylist() for c in ROW_KEY))):
+        if key not in seen:
+            seen.add(key)
+            keep.append(i)
+    if len(keep) < table.num_rows:
+        table = table.take(pa.array(keep, type=pa.int64()))
+    return table if wanted is None else table.select(wanted)
 
 
 def _write_atomic(path: Path, data: bytes) -> None:

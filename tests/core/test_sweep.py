@@ -266,3 +266,31 @@ def test_on_digital_silence_a_sweep_row_equals_the_single_run(whisper_tiny_en, t
         assert any(isinstance(ev, SegmentEvent) and ev.label.endswith(SKIPPED) for ev in alone)
         assert (row["text"], row["token_ids"]) == (finished.text, list(finished.token_ids)) == ("", [])
         assert row["silent_reference"] and row["value"] is None and row["skipped"] == 1
+
+
+def test_a_compaction_cut_short_before_the_parts_went_reads_each_row_once(tmp_path):
+    """compact() writes results.parquet, then removes the parts; a crash between the two leaves
+    the rows in both. Every reader (rows, done, compact, the plots' and the window's) reads each
+    (input hash, options hash, seed) once, and the next compaction folds them once."""
+    import shutil
+
+    from core.sweep.plots import read_sweep
+    from core.sweep.results import ResultStore
+
+    store = ResultStore(tmp_path)
+    store.append([_decoded("a", "o" * 64), _decoded("b", "o" * 64)])
+    store.append([_decoded("d", "p" * 64)])
+    kept = tmp_path / "kept"
+    shutil.copytree(tmp_path / "results.parts", kept)
+    assert store.compact() == 3
+    shutil.copytree(kept, tmp_path / "results.parts")  # the crash: results.parquet written, parts not yet removed
+    (tmp_path / "summary.json").write_text("{}", encoding="utf-8")
+    store = ResultStore(tmp_path)
+    assert [r["file"] for r in store.rows()] == ["a", "b", "d"]
+    from core.sweep.results import read_results
+
+    assert read_results(tmp_path).num_rows == 3
+    assert [r["file"] for r in read_sweep(tmp_path)[0]] == ["a", "b", "d"]
+    store.append([_decoded("e", "p" * 64)])  # a resumed sweep adds a row beside them
+    assert store.compact() == 4
+    assert [r["file"] for r in ResultStore(tmp_path).rows()] == ["a", "b", "d", "e"]
