@@ -69,7 +69,6 @@ def test_the_log_mel_is_computed_a_window_at_a_time_and_equals_the_one_call(whis
     from core.tasks import longform_windows as longform
 
     model = whisper_tiny_en
-    monkeypatch.setattr(longform, "MEL_CHUNK", 3000, raising=False)
     frames: list[int] = []
     real = torch.stft
 
@@ -83,6 +82,8 @@ def test_the_log_mel_is_computed_a_window_at_a_time_and_equals_the_one_call(whis
         if isinstance(ev, AttemptEvent):  # the first window is decoded: the clip's maximum is known
             break
     assert frames and max(frames) <= 3000 + 3, frames  # never the whole clip's 10,000 frames at once
+    # a window of frames at a time (MEL_CHUNK = N_FRAMES, the default): 100 s is 4 chunks, not 1 of 10,000
+    assert len(frames) >= 4 and max(frames) <= longform.N_FRAMES + 3, frames
     monkeypatch.undo()
 
     full = longform.log_mel(model, clip_100s)
