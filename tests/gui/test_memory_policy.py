@@ -70,33 +70,3 @@ def test_the_policy_is_a_no_op_off_linux():
 
     assert memory_policy.install(platform="darwin") == {}
     assert memory_policy.install(platform="win32") == {}
-
-
-def test_the_window_puts_the_memory_policy_in_force_before_the_window(monkeypatch):
-    import gui.gc_policy as gc_policy
-    import gui.main_window as main_window
-    import gui.memory_policy as memory_policy
-    import gui.worker as worker
-
-    seen = []
-
-    class App:
-        def __getattr__(self, name):
-            return lambda *a, **k: 0
-
-    class Window:
-        def __init__(self, autoload):
-            seen.append("window")
-
-        def show(self):
-            pass
-
-    monkeypatch.setattr(app, "display_problem", lambda: None)
-    monkeypatch.setattr(app, "xcb_problem", lambda: None)
-    monkeypatch.setattr(app, "create_application", lambda argv: App())
-    monkeypatch.setattr(main_window, "MainWindow", Window)
-    monkeypatch.setattr(worker, "wait_all", lambda ms: True)
-    monkeypatch.setattr(gc_policy, "install", lambda window: None)
-    monkeypatch.setattr(memory_policy, "install", lambda: seen.append("memory policy") or {})
-    assert app.run_window(["decoding-explorer", "--no-autoload"]) == 0
-    assert seen == ["memory policy", "window"]
