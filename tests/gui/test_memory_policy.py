@@ -13,7 +13,6 @@ import textwrap
 
 import pytest
 
-import gui.app as app
 
 GLIBC = sys.platform.startswith("linux")
 
