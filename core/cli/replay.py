@@ -6,7 +6,7 @@ threading under load, another thread count, another torch), so the trace's ``"re
 (``core.cli.trace.rerun_block``) records the torch and transformers versions, the torch
 thread count, device, dtype, seed, the command line and the input's SHA-256. Replay:
 
-1. reads the trace (exit 2 when the file is not a trace: not JSON, or no ``"tokens"`` /
+1. reads the trace, plain or gzipped (a sweep's ``traces/*.json.gz`` as it is; exit 2 when the file is not a trace: not JSON, or no ``"tokens"`` /
    ``"rerun"`` with a command line);
 2. checks the input file is there and unchanged (exit 1 otherwise) and warns on stderr when
    the torch / transformers / app version differ or the thread count cannot be the same;
@@ -43,7 +43,8 @@ def add_parser(sub, main) -> None:
     ``main`` is the CLI's entry point (argv -> exit status), which replay reruns the trace's
     command line with (passed in: this module does not import ``core.cli.commands``)."""
     r = sub.add_parser("replay", help="rerun a --json trace's command and check it gives the same token ids")
-    r.add_argument("trace", help="a trace written by transcribe / translate / ocr ... --json")
+    r.add_argument("trace", help="a trace written by transcribe / translate / ocr ... --json, or a sweep's traces/*.json.gz "
+                        "(gzipped traces are read as they are)")
     r.add_argument("--threads", type=int, default=None, metavar="N",
                    help="torch threads for the rerun (default: the trace's; another count may flip greedy choices "
                         "on flat distributions)")

@@ -165,3 +165,26 @@ def test_a_command_line_that_no_longer_parses_is_a_failed_rerun(capsys, speech_t
     code, _out, err = _run(capsys, ["replay", str(edited)])
     assert code == 1, err
     assert "the rerun of" in err and "failed (exit 2)" in err
+
+
+def test_a_sweeps_gzipped_trace_replays_as_it_is(capsys, tmp_path):
+    """A sweep writes each row's trace gzipped (traces/*.json.gz); replay reads it without a
+    gunzip first (gzip told by its magic bytes)."""
+    from core.sweep.data import read_items
+    from core.sweep.decode import FileDecoder, Settings
+    from core.sweep.results import ResultStore
+    from core.sweep.specs import expand, options_hash
+
+    tsv = tmp_path / "pairs.tsv"
+    tsv.write_text("Where is the train station?\tOnde fica a estação de comboios?\n", encoding="utf-8")
+    item = read_items("translate", tsv)[0]
+    decoder = FileDecoder("translate", Settings(model="en-pt"))
+    runs = [(r, options_hash("translate", "en-pt", r.options)) for r in expand(["greedy", "sample:T=1.5,seed=3"])]
+    store = ResultStore(tmp_path / "out")
+    assert store.append(decoder.decode(item, runs)) == 2
+    for row in store.rows():
+        path = store.out / row["trace"]
+        assert path.name.endswith(".json.gz") and path.read_bytes()[:2] == b"\x1f\x8b"
+        code, out, err = _run(capsys, ["replay", str(path)])
+        assert code == 0, err
+        assert f"same ids ({row['tokens']} tokens)" in out
