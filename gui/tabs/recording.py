@@ -28,7 +28,7 @@ from PySide6.QtWidgets import (
 )
 
 from core.catalog import MIN_AUDIO_S, SAMPLE_RATE
-from core.inputs.pcm16 import compact_audio
+from core.inputs.pcm16 import COMPACT_MIN_S, compact_audio
 
 WARNING_STYLE = "color: #8a5300;"
 RECORD_TIP = "Record from the microphone; press again to stop (Ctrl+R)"
@@ -49,11 +49,16 @@ class Take:
     float32: ``core.inputs.pcm16``)."""
     saved_to: str | None = None
     """The file it was last saved to, or None while it is unsaved."""
+    finishing: bool = False
+    """A long take whose recorder is still being stopped and its audio made int16 on a worker
+    (:meth:`RecordingBar.begin_finish`): until then ``audio`` is the float32 recorded up to
+    Stop (read-only), and that is the take."""
 
     def label(self) -> str:
-        """e.g. "take 2 (12.3 s)", with " · saved" once saved."""
+        """e.g. "take 2 (12.3 s)", with " · saved" once saved (" · finishing…" while
+        :attr:`finishing`)."""
         text = f"take {self.number} ({len(self.audio) / SAMPLE_RATE:.1f} s)"
-        return text + (" · saved" if self.saved_to else "")
+        return text + (" · finishing…" if self.finishing else "") + (" · saved" if self.saved_to else "")
 
 
 class _LevelRelay(QObject):
@@ -220,6 +225,83 @@ class RecordingBar(QWidget):
         self.next_take += 1
         self.takes.append(take)
         return take
+
+    def recorded_s(self) -> float:
+        """Seconds the running recording holds so far (0 when none runs, or the recorder
+        cannot tell without converting its audio)."""
+        rec = self.recorder
+        try:
+            return float(getattr(rec, "duration_s", 0.0) or 0.0) if rec is not None else 0.0
+        except Exception:  # noqa: BLE001 - unknown: the synchronous path
+            return 0.0
+
+    def finishes_later(self) -> bool:
+        """Stop should end this recording on a worker (:meth:`begin_finish`): it runs and is
+        :data:`~core.inputs.pcm16.COMPACT_MIN_S` or longer, so stopping it (the recorder
+        converts the whole take once) and keeping it as int16 would hold the GUI thread."""
+        return self.is_recording() and self.recorded_s() >= COMPACT_MIN_S
+
+    def begin_finish(self) -> tuple[Take, Any] | None:
+        """Stop, on the GUI thread, only what is cheap: the recorder is forgotten here (Record
+        can start a new one) and the audio it converted up to now (``Recorder.audio()``
+        while recording: the blocks since the last live tick only) becomes a new take
+        at once, marked :attr:`Take.finishing`: nothing recorded is lost whatever happens
+        next. The caller then runs :meth:`complete` on a worker with the recorder returned
+        and hands its result to :meth:`settle` on the GUI thread.
+
+        Returns:
+            (the take, the recorder), or None when no recording runs or it gave less than
+            the models need (then call :meth:`finish`, which says why).
+        """
+        rec = self.recorder
+        if rec is None:
+            return None
+        try:
+            audio = np.asarray(rec.audio(), dtype=np.float32)  # a read-only view, no copy
+        except Exception:  # noqa: BLE001 - finish() stops it and reports
+            return None
+        if len(audio) < MIN_AUDIO_S * SAMPLE_RATE:
+            return None
+        self._forget_recorder()
+        take = Take(self.next_take, audio, finishing=True)
+        self.next_take += 1
+        self.takes.append(take)
+        return take, rec
+
+    @staticmethod
+    def complete(rec: Any) -> tuple[Any, str | None]:
+        """On a worker: stop ``rec`` (its stream ends and it converts the whole take) and
+        keep the audio as :func:`~core.inputs.pcm16.compact_audio` does (int16 for 5 minutes
+        or more). A recorder that fails to stop gives what it had recorded, with the
+        message for the banner.
+
+        Returns:
+            (the take's audio, None or the failure message).
+
+        Raises:
+            Exception: whatever stopping and reading the recorder raised when nothing could be
+                read (the take keeps the audio it got at Stop).
+        """
+        message = None
+        try:
+            audio = np.asarray(rec.stop(), dtype=np.float32)
+        except Exception as exc:  # noqa: BLE001 - e.g. the device was unplugged: what arrived before
+            reason = str(exc).rstrip(".") or type(exc).__name__
+            audio = np.asarray(rec.audio(), dtype=np.float32)
+            message = f"The recording ended with an error ({reason}); the {{seconds}} s recorded before it are kept"
+        return compact_audio(audio), message
+
+    def settle(self, take: Take, audio: Any = None, message: str | None = None) -> None:
+        """On the GUI thread: :meth:`complete`'s result becomes ``take``'s audio (None, or
+        shorter than what the take got at Stop, keeps that: the worker failed or had less),
+        and the take is finished. ``message`` (the recorder failed while stopping; its
+        ``{seconds}`` is replaced by the take's length) goes to :attr:`failed`."""
+        if audio is not None and len(audio) >= len(take.audio):
+            take.audio = audio
+        take.finishing = False
+        if message is not None:
+            seconds = f"{len(take.audio) / SAMPLE_RATE:.1f}"
+            self.failed.emit(message.replace("{seconds}", seconds) + f" as take {take.number}. Check the input device.")
 
     def _recorded_before(self, rec: Any, exc: Exception) -> np.ndarray:
         """The audio a recorder that failed to stop had recorded (the take keeps it; ``failed``

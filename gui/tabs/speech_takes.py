@@ -33,6 +33,9 @@ class SpeechTakes:
         self.tab = tab
         self.dialogs = dialogs
         self.recording: RecordingBar | None = None
+        #: (take, the tab's input when it was asked for): a finishing take to make the input
+        #: when its worker ends, unless the input changed meanwhile
+        self._wanted: tuple[Take, Any] | None = None
 
     def build_recording_bar(self) -> RecordingBar:
         """The microphone row (Record, device, level, takes, Save…, Discard) and its note."""
@@ -79,10 +82,72 @@ class SpeechTakes:
         self.tab.update_buttons()
 
     def stop_recording(self) -> None:
-        """Stop the microphone; the recording becomes a new take, the input, and is decoded."""
+        """Stop the microphone; the recording becomes a new take, the input, and is decoded.
+
+        A recording of 5 minutes or more (``RecordingBar.finishes_later``) is stopped on a
+        worker (the run controller's slot "take-N"): the recorder's last conversion of the
+        whole take and its int16 copy would hold the GUI thread (~150 ms for an hour's
+        int16 alone). The take is in the takes list at once (its float32 audio up to Stop);
+        the finished audio replaces it when the worker ends, and the take then becomes the
+        input unless another input was chosen meanwhile."""
+        if self.recording.finishes_later():
+            begun = self.recording.begin_finish()
+            if begun is not None:
+                self._finish_on_worker(*begun)
+                return
         take = self.finish_recording()
         if take is not None:
             self.select_take(self.recording.takes.index(take))
+
+    def _finish_on_worker(self, take: Take, rec: Any) -> None:
+        from ..run_controller import Callbacks
+
+        self._wanted = (take, self.tab.audio)
+        slot = f"take-{take.number}"
+
+        def gen(cancel):
+            yield RecordingBar.complete(rec)
+
+        def done(result) -> None:
+            self._settled(take, *result)
+
+        def failed(message: str) -> None:  # nothing more could be read: the take keeps its audio up to Stop
+            self._settled(take, None, f"Finishing the recording failed ({message.rstrip('.')}); the "
+                                      "{seconds} s recorded up to Stop are kept")
+
+        def ended() -> None:  # cancelled (the window closes): the take keeps its audio up to Stop
+            if take.finishing:
+                self.recording.settle(take)
+
+        self.tab.controller.start(slot, gen, Callbacks(done, failed, ended), name=f"finish-take-{take.number}")
+        self.tab.input_area.info_label.setText(
+            f"Finishing take {take.number} ({len(take.audio) / SAMPLE_RATE:.0f} s): keeping it as 16-bit audio…")
+        self.tab.statusMessage.emit(f"Finishing take {take.number}…")
+        self.update_takes()
+
+    def _settled(self, take: Take, audio: Any, message: str | None) -> None:
+        """A finishing take's worker ended: its audio is final; make it the input if it is
+        still wanted (no other input chosen, no recording running)."""
+        self.recording.settle(take, audio, message)
+        wanted, self._wanted = self._wanted, None
+        if (wanted is not None and wanted[0] is take and self.tab.audio is wanted[1]
+                and take in self.recording.takes and not self.is_recording()):
+            self.select_take(self.recording.takes.index(take))
+        else:
+            self.update_takes()
+            if take is self.recording.current:
+                self.tab.show_input()
+
+    def finish_pending(self, wait_ms: int = 60000) -> None:
+        """Wait for the takes still finishing on workers and settle them now (before the
+        window closes or the takes are saved: a take is saved whole)."""
+        controller = self.tab.controller
+        self._wanted = None  # settled only: no decode starts now
+        for take in [t for t in self.recording.takes if t.finishing]:
+            handle = controller.handle(f"take-{take.number}")
+            if handle is not None:
+                handle.wait(wait_ms)
+        controller.drain()
 
     def finish_recording(self) -> Take | None:
         """Stop the recorder and keep what it recorded as a new take (None if nothing usable)."""
@@ -140,6 +205,10 @@ class SpeechTakes:
             self.update_takes()
             return
         take = takes[index]
+        if take.finishing:  # made the input when its worker ends (its int16 audio, not made here)
+            self._wanted = (take, self.tab.audio)
+            self.update_takes()
+            return
         if self.tab.set_audio(take.audio, take.label().split(" · ")[0], from_recording=True):
             self.recording.current = take
             self.update_takes()
@@ -215,6 +284,7 @@ class SpeechTakes:
             return False
         if recording:
             self.finish_recording()  # kept as a take even if a save dialog below is cancelled
+        self.finish_pending()  # a take still finishing is saved whole
         for take in self.unsaved_takes():
             suggested = self._save_suggestion(f"take{take.number}")
             path = self.dialogs.ask_save_path(self.tab, f"Save {take.label()}", suggested)
