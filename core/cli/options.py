@@ -209,9 +209,12 @@ def misapplied_flag(args: argparse.Namespace) -> str | None:
     if beams and strategy == "speculative":
         return (f"{' / '.join(beams)} applies to --strategy beam / diverse-beam only; --strategy speculative "
                 f"verifies one sequence (--verification greedy or sample): drop {beams[0]}")
-    if getattr(args, "dtype", "float32") == "int8" and getattr(args, "command", None) not in INT8_TASKS:
-        return (f"--dtype int8 is for {' / '.join(INT8_TASKS)} only; {args.command} runs its models in float32: "
-                "drop --dtype int8")
+    # a sweep runs its task's model: `sweep transcribe|translate` take int8 as those commands do
+    int8_task = args.sweep_task if getattr(args, "command", None) == "sweep" else getattr(args, "command", None)
+    if getattr(args, "dtype", "float32") == "int8" and int8_task not in INT8_TASKS:
+        where = f"sweep {int8_task}" if getattr(args, "command", None) == "sweep" else args.command
+        return (f"--dtype int8 is for {' / '.join(INT8_TASKS)} (and their sweeps) only; {where} runs its models in "
+                "float32: drop --dtype int8")
     dtype = getattr(args, "dtype", "float32")
     if dtype in HALF_DTYPES and getattr(args, "command", None) not in HALF_TASKS:
         return (f"--dtype {dtype} is for {' / '.join(HALF_TASKS)} only (Whisper); {args.command} runs its models "

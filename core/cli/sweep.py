@@ -14,6 +14,8 @@ reference beside each; a TSV ``source<TAB>reference`` (translate); or a folder w
 Strategies use the lanes' grammar (``greedy``, ``beam:5``, ``min-p:0.1`` ...), plus seed
 ranges: ``seed=0..4`` is five runs. Every file is encoded once for all of them (the task
 model's ``decode_lanes``). The other decoding flags are every strategy's base.
+``--dtype int8`` (transcribe, translate: ``core.dtypes.INT8_TASKS``) loads each worker's model
+in int8; the rows' traces say ``"dtype": "int8"`` and their rerun lines carry the flag.
 
 Writes to ``--out``: ``results.parquet`` (one row per file x strategy x seed,
 ``core.sweep.decode``), ``traces/`` (each row's ``--json`` trace, gzipped),

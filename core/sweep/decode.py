@@ -78,7 +78,8 @@ class Settings:
     Attributes:
         model: the task's model (transcribe: tiny.en | base | ID; translate: en-pt | ID; ocr: bundled | ID).
         language, whisper_task: transcribe's ``--language`` and ``--task``.
-        dtype: transcribe's ``--dtype`` (float32 | int8).
+        dtype: ``--dtype`` (float32 | int8; int8 for the tasks of ``core.dtypes.INT8_TASKS``:
+            transcribe, translate): the workers load the model in it.
         shortlist, target_language, source_language, source_prefix: translate's flags.
     """
 
@@ -97,8 +98,11 @@ class Settings:
         if task == "transcribe":
             return {"language": self.language, "task": self.whisper_task, "dtype": self.dtype}
         if task == "translate":
-            return {"shortlist": self.shortlist, "target_language": self.target_language,
-                    "source_language": self.source_language, "source_prefix": self.source_prefix}
+            out = {"shortlist": self.shortlist, "target_language": self.target_language,
+                   "source_language": self.source_language, "source_prefix": self.source_prefix}
+            if self.dtype != "float32":  # float32 sweeps keep the hashes they had (resumable)
+                out["dtype"] = self.dtype
+            return out
         return {}
 
 
@@ -129,7 +133,8 @@ class FileDecoder:
             from core.tasks.translation import TranslationModel
 
             self.model = TranslationModel.load(settings.model, target_language=settings.target_language,
-                                               prefix=settings.source_prefix, source_language=settings.source_language)
+                                               prefix=settings.source_prefix, source_language=settings.source_language,
+                                               **({"dtype": settings.dtype} if settings.dtype != "float32" else {}))
         elif task == "ocr":
             from core.tasks.ocr import OCRModel
 
@@ -190,7 +195,7 @@ class FileDecoder:
         metric = metric_for(self.task)
         silent = item.reference is not None and not item.reference.strip()
         encode_s = done.stats.encode_s
-        vocab, dtype = vocab_size_of(self.model), self.settings.dtype if self.task == "transcribe" else "float32"
+        vocab, dtype = vocab_size_of(self.model), getattr(self.model, "dtype", "float32")  # as the model loaded
         out = []
         for (run, ohash), lane, events in zip(runs, done.lanes, per_lane):
             value = None

@@ -120,6 +120,8 @@ def single_run_argv(task: str, settings, options: DecodingOptions, *, path: str 
                 argv += [flag, value]
         if settings.shortlist:
             argv.append("--shortlist")
+        if settings.dtype != "float32":
+            argv += ["--dtype", settings.dtype]
     else:
         return None
     return argv + flags + ["--json"]

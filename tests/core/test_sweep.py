@@ -294,3 +294,54 @@ def test_a_compaction_cut_short_before_the_parts_went_reads_each_row_once(tmp_pa
     store.append([_decoded("e", "p" * 64)])  # a resumed sweep adds a row beside them
     assert store.compact() == 4
     assert [r["file"] for r in ResultStore(tmp_path).rows()] == ["a", "b", "d", "e"]
+
+
+# ---------------------------------------------------------------- --dtype int8
+def test_sweep_accepts_dtype_int8_for_the_int8_tasks_only():
+    from core.cli.commands import build_parser
+    from core.cli.options import misapplied_flag
+
+    parser = build_parser()
+    for task in ("transcribe", "translate"):
+        args = parser.parse_args(["sweep", task, "DATA", "--strategies", "greedy", "--out", "o", "--dtype", "int8"])
+        assert misapplied_flag(args) is None, task
+    args = parser.parse_args(["sweep", "ocr", "DATA", "--strategies", "greedy", "--out", "o", "--dtype", "int8"])
+    problem = misapplied_flag(args)
+    assert problem is not None and "--dtype int8" in problem and "ocr" in problem
+
+
+def test_a_sweeps_int8_reaches_the_model_load_and_the_rows_trace(tmp_path, monkeypatch):
+    import gzip
+    import json
+
+    from core.sweep.data import read_items
+    from core.sweep.decode import FileDecoder, Settings
+    from core.sweep.specs import expand, options_hash
+    from core.tasks.speech import SpeechModel
+
+    loads = []
+
+    def fake_load(name, **kw):
+        loads.append((name, kw))
+        raise RuntimeError("not loaded in this test")
+
+    monkeypatch.setattr(SpeechModel, "load", staticmethod(fake_load))
+    with pytest.raises(RuntimeError):
+        FileDecoder("transcribe", Settings(model="tiny.en", dtype="int8"))
+    assert loads == [("tiny.en", {"dtype": "int8"})]
+
+    # translate: the bundled en-pt in int8, decoded; the row's trace says so and reruns with --dtype int8
+    settings = Settings(model="en-pt", dtype="int8")
+    tsv = tmp_path / "pairs.tsv"
+    tsv.write_text("Where is the train station?\tOnde fica a estação de comboios?\n", encoding="utf-8")
+    decoder = FileDecoder("translate", settings)
+    assert decoder.model.dtype == "int8"
+    run = expand(["greedy"])[0]
+    ohash = options_hash("translate", "en-pt", run.options, settings.for_hash("translate"))
+    assert ohash != options_hash("translate", "en-pt", run.options, Settings(model="en-pt").for_hash("translate"))
+    (done,) = decoder.decode(read_items("translate", tsv)[0], [(run, ohash)])
+    assert done.error is None
+    doc = json.loads(gzip.decompress(done.trace))
+    assert doc["dtype"] == "int8" and doc["rerun"]["dtype"] == "int8"
+    argv = doc["rerun"]["argv"]
+    assert argv[argv.index("--dtype") + 1] == "int8"
