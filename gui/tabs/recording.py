@@ -46,7 +46,7 @@ class Take:
     """1, 2, ... in the order recorded (never reused)."""
     audio: np.ndarray
     """float32 (num_samples,) at 16 kHz; a take of 5 minutes or more as a ``Pcm16Audio`` (int16, read as
-    float32: ``core.inputs.pcm16``)."""
+    float32: ``core.inputs.pcm16``) once it is no longer :attr:`finishing`."""
     saved_to: str | None = None
     """The file it was last saved to, or None while it is unsaved."""
     finishing: bool = False
