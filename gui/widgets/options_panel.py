@@ -7,7 +7,8 @@ arrow and a one-line summary of what is active, so a collapsed section still say
 
 Emits ``optionsChanged(DecodingOptions)`` debounced (a single-shot ``QTimer``, 250 ms by
 default) so a burst of changes re-decodes once. A slider the user steps (keyboard, a click
-on its groove, a wheel notch) or lets go emits at the next turn of the event loop
+on its groove, a wheel notch) or lets go, or a number entered in its box (Enter, leaving
+the box), emits at the next turn of the event loop
 (``SliderSpin.committed``); while its handle is dragged, changes coalesce for
 ``DRAG_MS`` (about two frames) so a drag does not start a decode per pixel. Controls
 that the chosen strategy (or the tab) does not use are disabled but keep their values,
@@ -145,8 +146,9 @@ class OptionsPanel(QWidget):
     # ------------------------------------------------------------------ API
     @property
     def debounce_ms(self) -> int:
-        """Milliseconds of quiet before ``optionsChanged`` fires (after a change made by code
-        or typing; a slider step or release emits at once, see the module's docstring)."""
+        """Milliseconds of quiet before ``optionsChanged`` fires after a change made by code,
+        in a text field or in the chain (a slider's step or release, or a number entered in its
+        box, emits at the next event-loop turn: see the module's docstring)."""
         return self._debounce_ms
 
     def strategy(self) -> str:

@@ -67,3 +67,13 @@ def test_a_held_slider_emits_after_a_short_pause(qtbot, panel):
         slider.setSliderPosition(slider.value() + 2)
     assert got.args[0].temperature == pytest.approx(1.1)
     slider.setSliderDown(False)
+
+
+def test_a_number_entered_in_the_box_emits_at_once(qtbot, panel):
+    spin = panel.controls["temperature"].spin
+    spin.setFocus()
+    spin.lineEdit().selectAll()
+    qtbot.keyClicks(spin.lineEdit(), "0.7")
+    with qtbot.waitSignal(panel.optionsChanged, timeout=SOON_MS) as got:
+        qtbot.keyClick(spin.lineEdit(), Qt.Key.Key_Return)
+    assert got.args[0].temperature == pytest.approx(0.7)
