@@ -61,6 +61,7 @@ class TranslationInputArea(QWidget):
         row.addWidget(QLabel("direction / model"))
         row.addWidget(tab.model_combo, 1)
         row.addWidget(self.target_edit)
+        row.addWidget(tab.dtype_combo)  # float32 / int8 (core.dtypes.DTYPES)
         row.addWidget(tab.load_button)
         return row
 

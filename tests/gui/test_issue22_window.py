@@ -26,7 +26,7 @@ def panel(qtbot):
 
 
 # ------------------------------------------------------------------ dtype picker
-def test_only_the_speech_tab_has_a_dtype_picker(qtbot, settings):
+def test_the_speech_and_translation_tabs_have_a_dtype_picker_and_ocr_has_none(qtbot, settings):
     w = MainWindow(settings=settings, autoload=False)
     qtbot.addWidget(w)
     combo = w.speech_tab.dtype_combo
@@ -34,7 +34,11 @@ def test_only_the_speech_tab_has_a_dtype_picker(qtbot, settings):
     assert [combo.itemText(i) for i in range(combo.count())] == list(DTYPES)
     assert combo.currentText() == "float32"
     assert "int8" in combo.toolTip() and "CTranslate2" in combo.toolTip()
-    assert w.ocr_tab.dtype_combo is None and w.translation_tab.dtype_combo is None
+    assert w.ocr_tab.dtype_combo is None
+    combo = w.translation_tab.dtype_combo  # bundled Bergamot directions load in int8 too (core.dtypes.INT8_TASKS)
+    assert combo is not None and [combo.itemText(i) for i in range(combo.count())] == list(DTYPES)
+    assert combo.currentText() == "float32" and "int8" in combo.toolTip()
+    assert combo.parent() is not None and combo.isVisibleTo(w.translation_tab)
 
 
 @pytest.mark.e2e
@@ -121,3 +125,21 @@ def test_step_strip_hides_the_time_curve_for_events_without_one(qtbot):
     strip.append_steps([_ev(i, 0.0) for i in range(3)])  # a fake model's or an old exploration's steps
     strip.flush()
     assert not strip.curves["ms"].isVisible() and " ms" not in strip.legend_text()
+
+
+@pytest.mark.e2e
+def test_the_translation_picker_loads_en_pt_in_int8_and_the_status_bar_says_so(qtbot, settings):
+    w = MainWindow(settings=settings, autoload=False)
+    qtbot.addWidget(w)
+    w.resize(1280, 800)
+    tab = w.translation_tab
+    errors = []
+    tab.errorOccurred.connect(errors.append)
+    tab.model_combo.setCurrentText(tab.model_label("en-pt"))
+    with qtbot.waitSignal(tab.modelReady, timeout=SLOW_MS):
+        tab.dtype_combo.setCurrentText("int8")  # picking int8 reloads the direction named in the picker
+    assert errors == []
+    assert tab.model.dtype == "int8"
+    w.tabs.setCurrentWidget(tab) if hasattr(w, "tabs") else None
+    tab.statsChanged.emit(tab.stats_dict(None))
+    assert "int8" in w.model_label.text()
