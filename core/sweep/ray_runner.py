@@ -2,7 +2,7 @@
 results stream back as each batch is done (``ray.wait``) and are stored at once.
 
 - No address: a local Ray instance (``ray.init(num_cpus=CORES, include_dashboard=False)``,
-  quiet; its CPUs split between the workers, each worker's torch threads as many), shut
+  quiet; its CPUs split between the workers, each worker with 1 torch thread), shut
   down at the end; a Ray already initialised in this process is used as it is.
   Its logs are linked from the out folder as ``ray-logs``.
 - ``address="auto"`` or ``"ray://HOST:PORT"``: an existing cluster (its workers need this
@@ -69,9 +69,12 @@ def start_ray(address: str | None, workers: int | None, out, err: TextIO) -> tup
     Returns:
         (whether this call started Ray, so it shuts it down; the workers to run, default the
         CPUs; the CPUs each worker reserves; its torch threads). A local instance splits its
-        CPUs between the workers (2 cores, 1 worker: 2 CPUs and 2 threads); on a Ray started
-        elsewhere each worker reserves 1 CPU (a fraction when there are more workers than
-        CPUs, so no worker waits forever) and runs 1 thread.
+        CPUs between the workers (2 cores, 1 worker: 2 CPUs); on a Ray started elsewhere each
+        worker reserves 1 CPU (a fraction when there are more workers than CPUs, so no worker
+        waits forever). Every worker runs 1 torch thread: a batch-1 decode step gains little
+        from a second thread, and two threads per worker spun against Ray's own processes
+        (tests/bench/bench_sweep.py, 8 files, 1 worker on 2 cores: 1 thread 24.9 s, 2 threads
+        125.5 s); a sweep's parallelism is its workers.
     """
     import ray
 
@@ -89,8 +92,7 @@ def start_ray(address: str | None, workers: int | None, out, err: TextIO) -> tup
     cpus = max(1, int(ray.cluster_resources().get("CPU", 1)))
     workers = max(1, workers or cpus)
     if started and address is None:
-        per = max(1, cpus // workers)
-        return started, workers, float(per), per
+        return started, workers, float(max(1, cpus // workers)), 1
     return started, workers, min(1.0, cpus / workers), 1
 
 

@@ -345,3 +345,22 @@ def test_a_sweeps_int8_reaches_the_model_load_and_the_rows_trace(tmp_path, monke
     assert doc["dtype"] == "int8" and doc["rerun"]["dtype"] == "int8"
     argv = doc["rerun"]["argv"]
     assert argv[argv.index("--dtype") + 1] == "int8"
+
+
+def test_a_local_sweep_runs_one_torch_thread_per_worker(monkeypatch, tmp_path):
+    """Workers run 1 torch thread each, also when one worker has the machine's CPUs to itself
+    (two threads per worker spun against Ray's processes: 5x slower in bench_sweep)."""
+    import sys
+    import types
+
+    from core.sweep import ray_runner
+
+    fake = types.SimpleNamespace(is_initialized=lambda: False, init=lambda **kw: None,
+                                 cluster_resources=lambda: {"CPU": 2.0})
+    monkeypatch.setitem(sys.modules, "ray", fake)
+    monkeypatch.setattr(ray_runner, "_link_logs", lambda out: None)
+    monkeypatch.setattr(ray_runner.os, "cpu_count", lambda: 2)
+    started, workers, cpus, threads = ray_runner.start_ray(None, 1, tmp_path, sys.stderr)
+    assert (started, workers, cpus, threads) == (True, 1, 2.0, 1)
+    started, workers, cpus, threads = ray_runner.start_ray(None, 2, tmp_path, sys.stderr)
+    assert (workers, cpus, threads) == (2, 1.0, 1)
