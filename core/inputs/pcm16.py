@@ -115,6 +115,16 @@ class Pcm16Audio:
         out[start:end] = 0
         return Pcm16Audio(out, self.exact)
 
+    def sha256_float32(self) -> str:
+        """The SHA-256 hex digest of the float32 samples (what ``np.asarray(self).tobytes()``
+        hashes, the same digest), read a chunk at a time: no float32 copy of the clip."""
+        import hashlib
+
+        h, step = hashlib.sha256(), 1 << 16
+        for a in range(0, len(self.pcm), step):
+            h.update(to_float32(self.pcm[a: a + step]).tobytes())
+        return h.hexdigest()
+
     def key_bytes(self) -> memoryview:
         """The int16 bytes, read in place (what a cache key hashes)."""
         return memoryview(np.ascontiguousarray(self.pcm)).cast("B")

@@ -111,6 +111,10 @@ class SpeechInput(_Input):
         """("name (12.34 s audio)", SHA-256 of the float32 samples)."""
         from core.catalog import SAMPLE_RATE
 
+        from core.inputs.pcm16 import Pcm16Audio
+
+        if isinstance(self.audio, Pcm16Audio):  # a long clip kept as int16: hashed a chunk at a time, no float32 copy
+            return f"{name} ({len(self.audio) / SAMPLE_RATE:.2f} s audio)", self.audio.sha256_float32()
         audio = np.ascontiguousarray(self.audio, dtype=np.float32)
         return f"{name} ({len(audio) / SAMPLE_RATE:.2f} s audio)", hashlib.sha256(audio.tobytes()).hexdigest()
 
