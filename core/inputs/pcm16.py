@@ -54,6 +54,7 @@ class Pcm16Audio:
             raise ValueError(f"Pcm16Audio needs int16 (n_samples,), got {pcm.dtype} {pcm.shape}")
         self.pcm = pcm
         self.exact = bool(exact)
+        self._sha256: str | None = None  # sha256_float32's digest, once computed (the samples are read-only)
 
     @classmethod
     def from_float(cls, audio: np.ndarray) -> "Pcm16Audio":
@@ -117,13 +118,17 @@ class Pcm16Audio:
 
     def sha256_float32(self) -> str:
         """The SHA-256 hex digest of the float32 samples (what ``np.asarray(self).tobytes()``
-        hashes, the same digest), read a chunk at a time: no float32 copy of the clip."""
+        hashes, the same digest), read a chunk at a time: no float32 copy of the clip.
+        Computed once (~150 ms for an hour), then remembered."""
+        if self._sha256 is not None:
+            return self._sha256
         import hashlib
 
         h, step = hashlib.sha256(), 1 << 16
         for a in range(0, len(self.pcm), step):
             h.update(to_float32(self.pcm[a: a + step]).tobytes())
-        return h.hexdigest()
+        self._sha256 = h.hexdigest()
+        return self._sha256
 
     def key_bytes(self) -> memoryview:
         """The int16 bytes, read in place (what a cache key hashes)."""
