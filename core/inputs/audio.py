@@ -181,7 +181,7 @@ def _read_pcm16(p: Path, sample_rate: int):
         return None
     if pcm.ndim != 1 or len(pcm) < COMPACT_MIN_S * sample_rate:  # a truncated file: the general path decides
         return None
-    return Pcm16Audio(np.ascontiguousarray(pcm), exact=True)
+    return Pcm16Audio(np.ascontiguousarray(pcm), exact=True).hashed()
 
 
 def check_duration(n_samples: int, rate: int, label: str = "The audio", min_duration_s: float = MIN_DURATION_S) -> None:

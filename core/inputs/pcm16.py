@@ -116,6 +116,13 @@ class Pcm16Audio:
         out[start:end] = 0
         return Pcm16Audio(out, self.exact)
 
+    def hashed(self) -> "Pcm16Audio":
+        """This clip, its :meth:`sha256_float32` digest computed now (the input's identity,
+        ``core.inputs.types``): called where a long clip is made, off the GUI thread, so the
+        GUI's identity check finds it remembered (~150 ms for an hour otherwise)."""
+        self.sha256_float32()
+        return self
+
     def sha256_float32(self) -> str:
         """The SHA-256 hex digest of the float32 samples (what ``np.asarray(self).tobytes()``
         hashes, the same digest), read a chunk at a time: no float32 copy of the clip.
@@ -168,4 +175,4 @@ def compact_audio(audio, sample_rate: int = 16000, min_seconds: float = COMPACT_
         raise ValueError(f"audio must be mono (n_samples,), got shape {audio.shape}")
     if len(audio) < min_seconds * sample_rate:
         return audio
-    return Pcm16Audio.from_float(audio)
+    return Pcm16Audio.from_float(audio).hashed()

@@ -25,3 +25,20 @@ def test_identity_of_an_int16_clip_hashes_it_a_chunk_at_a_time_with_the_float32_
         tracemalloc.stop()
     assert digest == want and label == "clip (120.00 s audio)"
     assert peak < len(audio) * 4 / 4  # well under the float32 copy of the clip
+
+
+def test_a_long_clip_made_off_the_gui_thread_has_its_identity_hashed_there(tmp_path):
+    """compact_audio and open_audio (on the open / take workers) hash a long clip's samples where
+    they make it, so the GUI thread's identity check finds the digest remembered."""
+    import soundfile as sf
+
+    from core.inputs.audio import open_audio
+    from core.inputs.pcm16 import COMPACT_MIN_S, compact_audio
+
+    n = int(COMPACT_MIN_S * 16000) + 1600
+    x = (np.random.default_rng(0).standard_normal(n) * 0.05).astype(np.float32)
+    kept = compact_audio(x)
+    assert kept._sha256 is not None and kept._sha256 == kept.sha256_float32()
+    path = tmp_path / "long.wav"
+    sf.write(path, kept.pcm, 16000, subtype="PCM_16")
+    assert open_audio(path).audio._sha256 == kept._sha256
