@@ -9,7 +9,9 @@ Three kinds of DATA (:func:`read_items`):
   without a tab has no reference; ``#`` lines and blank lines are skipped);
 - a folder written by ``datasets``' ``save_to_disk`` (``dataset_info.json`` or
   ``state.json`` inside; a ``DatasetDict`` folder needs ``--split``), with ``--audio-column``
-  (the input: an audio, an image or a text column) and ``--text-column`` (the reference).
+  (the input: an audio, an image or a text column) and ``--text-column`` (the reference);
+- for users online, a hub data set id (``OWNER/NAME``, not an existing path) with ``--split``
+  (``datasets.load_dataset``), read the same way.
 
 Every item has an ``id`` (the file's path relative to DATA with ``/`` separators,
 ``FILE.tsv:LINE`` for a TSV line, ``SPLIT[INDEX]`` for a data-set row) and an
@@ -83,6 +85,8 @@ def read_items(task: str, data: str | os.PathLike, *, audio_column: str | None =
     if task not in TASKS:
         raise DataError(f"unknown task {task!r}; a sweep runs one of {', '.join(TASKS)}")
     root = Path(data)
+    if not root.exists() and looks_like_hub_id(str(data)):
+        return read_dataset(root, task, audio_column, text_column, split, hub_id=str(data))
     if not root.exists():
         raise DataError(f"{data}: no such file or folder; give a folder of inputs with .txt references, "
                         "a TSV (translate) or a data set saved with datasets' save_to_disk")
@@ -153,17 +157,44 @@ def _is_dataset(root: Path) -> bool:
     return any((root / name).is_file() for name in ("dataset_info.json", "state.json", "dataset_dict.json"))
 
 
+#: the prefix that marks a hub data set id where a folder would be (``Item.dataset[0]``)
+HUB = "hub:"
+
+
+def looks_like_hub_id(data: str) -> bool:
+    """Whether ``data`` (not an existing path) reads as a hub data set id: ``NAME`` or
+    ``OWNER/NAME`` of letters, digits, ``-``, ``_`` and ``.``."""
+    import re
+
+    return bool(re.fullmatch(r"[A-Za-z0-9][\w.-]*(/[A-Za-z0-9][\w.-]*)?", data)) and not data.endswith(
+        (".tsv", ".txt", ".wav", ".png"))
+
+
 def load_dataset_split(root: str | os.PathLike, split: str | None):
-    """The ``datasets.Dataset`` saved in ``root`` (``split`` of a DatasetDict).
+    """The ``datasets.Dataset`` saved in ``root`` (``split`` of a DatasetDict), or, for
+    ``root`` = ``"hub:ID"``, ``split`` of the hub data set ID (``datasets.load_dataset``:
+    downloaded once into datasets' cache, so it needs the internet the first time).
 
     Raises:
-        DataError: ``datasets`` is not installed; a DatasetDict without ``split`` or without that split.
+        DataError: ``datasets`` is not installed; a DatasetDict without ``split`` or without
+            that split; a hub data set that cannot be loaded (offline, unknown id, no split).
     """
+    hub = str(root).startswith(HUB)
     try:
         import datasets
     except ImportError:
-        raise DataError(f"{root} is a saved data set and reading it needs the datasets package: "
-                        "pip install datasets") from None
+        what = f"{str(root)[len(HUB):]} is a hub data set id" if hub else f"{root} is a saved data set"
+        raise DataError(f"{what} and reading it needs the datasets package: pip install datasets") from None
+    if hub:
+        name = str(root)[len(HUB):]
+        if split is None:
+            raise DataError(f"{name}: a hub data set needs --split (e.g. --split test)")
+        try:
+            return datasets.load_dataset(name, split=split)
+        except Exception as e:  # noqa: BLE001 - offline, unknown id, gated, no such split: one line
+            raise DataError(f"could not load the hub data set {name} (split {split}): "
+                            f"{str(e).splitlines()[0] if str(e) else type(e).__name__}. It needs the internet "
+                            "the first time; or save it with save_to_disk and give that folder") from None
     ds = datasets.load_from_disk(str(root))
     if isinstance(ds, datasets.DatasetDict):
         if split is None or split not in ds:
@@ -173,7 +204,7 @@ def load_dataset_split(root: str | os.PathLike, split: str | None):
 
 
 def read_dataset(root: Path, task: str, audio_column: str | None, text_column: str | None,
-                 split: str | None) -> list[Item]:
+                 split: str | None, hub_id: str | None = None) -> list[Item]:
     """One item per row of the data set saved in ``root``: ``audio_column`` is the input
     (audio for transcribe, image for ocr, text for translate), ``text_column`` the reference.
     The input hash of a row is its input text's SHA-256 (translate) or the data set's
@@ -182,14 +213,17 @@ def read_dataset(root: Path, task: str, audio_column: str | None, text_column: s
     Raises:
         DataError: as :func:`load_dataset_split`; a column missing.
     """
-    ds = load_dataset_split(root, split)
+    where = f"{HUB}{hub_id}" if hub_id else str(root.resolve())
+    ds = load_dataset_split(where, split)
+    if hub_id:
+        root = Path(hub_id)  # (the messages below name it)
     source = audio_column or {"transcribe": "audio", "ocr": "image", "translate": "text"}[task]
     columns = list(ds.column_names)
     for flag, name in (("--audio-column", source), ("--text-column", text_column)):
         if name is not None and name not in columns:
             raise DataError(f"{root} has no column {name!r} ({flag}); its columns: {', '.join(columns)}")
     refs = ds[text_column] if text_column else [None] * len(ds)
-    fingerprint = getattr(ds, "_fingerprint", None) or sha256_text(str(root.resolve()))
+    fingerprint = getattr(ds, "_fingerprint", None) or sha256_text(where)
     name = split or "train"
     items = []
     for i in range(len(ds)):
@@ -199,5 +233,5 @@ def read_dataset(root: Path, task: str, audio_column: str | None, text_column: s
             items.append(Item(id=f"{name}[{i}]", input_hash=sha256_text(text), text=text, reference=ref))
         else:
             items.append(Item(id=f"{name}[{i}]", input_hash=sha256_text(f"{fingerprint}:{i}"), reference=ref,
-                              dataset=(str(root.resolve()), split, i, source)))
+                              dataset=(where, split, i, source)))
     return items

@@ -364,3 +364,49 @@ def test_a_local_sweep_runs_one_torch_thread_per_worker(monkeypatch, tmp_path):
     assert (started, workers, cpus, threads) == (True, 1, 2.0, 1)
     started, workers, cpus, threads = ray_runner.start_ray(None, 2, tmp_path, sys.stderr)
     assert (workers, cpus, threads) == (2, 1.0, 1)
+
+
+def test_a_hub_data_set_id_is_read_with_load_dataset_and_its_split(tmp_path, monkeypatch):
+    """Online users give a hub id (not a path): ``datasets.load_dataset(id, split=...)`` reads it
+    (a stand-in here: no internet), the workers read a row the same way, and offline the
+    failure is one line."""
+    import types
+
+    from core.sweep.data import DataError, load_dataset_split, read_items
+
+    class Split:
+        column_names = ["audio", "sentence"]
+        _fingerprint = "beef"
+
+        def __init__(self):
+            self.rows = [{"audio": {"array": [0.0], "sampling_rate": 16000}, "sentence": "Hi."}]
+
+        def __len__(self):
+            return len(self.rows)
+
+        def __getitem__(self, key):
+            return [r[key] for r in self.rows] if isinstance(key, str) else self.rows[key]
+
+    calls = []
+
+    def load_dataset(name, split=None):
+        calls.append((name, split))
+        if name != "someone/speech":
+            raise FileNotFoundError(f"Couldn't reach '{name}' on the Hub (LocalEntryNotFoundError)\nmore")
+        return Split()
+
+    monkeypatch.setitem(sys.modules, "datasets", types.SimpleNamespace(load_dataset=load_dataset))
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(DataError, match="--split"):
+        read_items("transcribe", "someone/speech", text_column="sentence")
+    items = read_items("transcribe", "someone/speech", text_column="sentence", split="test")
+    assert [(i.id, i.reference, i.dataset) for i in items] == [("test[0]", "Hi.", ("hub:someone/speech", "test", 0, "audio"))]
+    assert load_dataset_split(items[0].dataset[0], "test")[0]["sentence"] == "Hi."  # what a worker reads
+    assert calls[-1] == ("someone/speech", "test")
+    with pytest.raises(DataError, match="could not load the hub data set nobody/none .*Couldn't reach"):
+        read_items("transcribe", "nobody/none", split="test")
+    monkeypatch.setitem(sys.modules, "datasets", None)
+    with pytest.raises(DataError, match="hub data set id .*pip install datasets"):
+        read_items("transcribe", "someone/speech", split="test")
+    with pytest.raises(DataError, match="no such file or folder"):
+        read_items("transcribe", "missing_folder/clips.wav")
