@@ -151,15 +151,16 @@ def _block_level(block: np.ndarray) -> Level:
 class _LiveBuffer:
     """The recording so far at the output rate, grown block by block while recording
     (``Recorder.audio``): float32 samples in an array that doubles when full, and a streaming
-    soxr resampler when the device's rate is not the output rate. Not thread-safe on its own:
-    ``extend`` holds its own lock."""
+    soxr resampler when the device's rate is not the output rate. ``extend`` holds ``lock``
+    (re-entrant); a caller that reads which blocks are new (``blocks``) holds it from that read
+    through ``extend``, or two callers convert the same blocks twice."""
 
     def __init__(self) -> None:
         self.blocks = 0  # the recorder's blocks converted so far
         self.n = 0  # samples held
         self.buf = np.zeros(0, dtype=np.float32)
         self.resampler: Any = None
-        self.lock = threading.Lock()
+        self.lock = threading.RLock()
 
     def extend(self, new: list[np.ndarray], blocks: int, in_rate: int, out_rate: int) -> np.ndarray:
         """Convert ``new`` (the blocks after the first ``self.blocks``; ``blocks`` in all now)
@@ -270,10 +271,12 @@ class Recorder:
         recording is converted once more in one pass, and a writable copy of that is returned.
         """
         if self.is_recording:
-            with self._lock:
-                new = self._chunks[self._live.blocks:]
-                blocks = len(self._chunks)
-            return self._live.extend(new, blocks, self.stream_rate, self.sample_rate)
+            live = self._live
+            with live.lock:  # read and convert as one: two callers never convert the same blocks
+                with self._lock:
+                    new = self._chunks[live.blocks:]
+                    blocks = len(self._chunks)
+                return live.extend(new, blocks, self.stream_rate, self.sample_rate)
         with self._lock:
             frames = self._frames
             chunks = list(self._chunks)
