@@ -11,7 +11,7 @@ carry CPU numpy). Whisper (``transcribe``) only, for now.
 
 from __future__ import annotations
 
-__all__ = ["DEVICES", "DEVICE_TASKS", "DeviceError", "device_problem", "resolve_device"]
+__all__ = ["DEVICES", "DEVICE_TASKS", "DeviceError", "device_problem", "resolve_device", "run_device"]
 
 #: the ``--device`` choices, default first
 DEVICES = ("auto", "cpu", "cuda", "mps")
@@ -56,3 +56,17 @@ def resolve_device(name: str = "auto") -> str:
 
         return "cuda" if torch.cuda.is_available() else "cpu"
     return name
+
+
+def run_device(command: str | None, name: str = "auto", dtype: str = "float32") -> str:
+    """The torch device a ``command`` run with ``--device name --dtype dtype`` uses: "cpu" for
+    the commands outside ``DEVICE_TASKS`` and for int8 under "auto" (its int8 products are CPU
+    kernels), else :func:`resolve_device` (the CLI and the trace's rerun block share this rule).
+
+    Raises:
+        DeviceError: as :func:`resolve_device`.
+    """
+    name = name or "auto"
+    if command not in DEVICE_TASKS or (name == "auto" and dtype == "int8"):
+        return "cpu"
+    return resolve_device(name)

@@ -295,13 +295,10 @@ def _prefix_ids(model, text: str | None) -> list[int]:
 
 def _device(args) -> str:
     """The torch device of ``--device`` (auto: cuda when available, else cpu; int8 stays on the CPU)."""
-    from core.devices import DeviceError, resolve_device
+    from core.devices import DeviceError, run_device
 
-    name = getattr(args, "device", "auto") or "auto"
-    if name == "auto" and args.dtype == "int8":
-        return "cpu"
     try:
-        return resolve_device(name)
+        return run_device("transcribe", getattr(args, "device", "auto"), args.dtype)
     except DeviceError as e:
         raise CLIError(str(e)) from None
 

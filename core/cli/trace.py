@@ -171,10 +171,10 @@ def rerun_block(task: str, model: str, options: DecodingOptions, dtype: str = "f
         return out
     argv, args = _COMMAND
     out["argv"], out["cwd"] = argv, os.getcwd()
-    if isinstance(getattr(args, "device", None), str):  # --device (transcribe): the device it ran on
-        from core.devices import resolve_device
+    if isinstance(getattr(args, "device", None), str):  # --device: the device it ran on (cpu but for transcribe)
+        from core.devices import run_device
 
-        out["device"] = resolve_device(args.device)
+        out["device"] = run_device(task, args.device, getattr(args, "dtype", dtype))
     name = getattr(args, INPUT_ARGUMENTS.get(task, ""), None)
     if name is not None:
         path = os.path.abspath(name)
