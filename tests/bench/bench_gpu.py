@@ -222,6 +222,9 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=1, help="CPU threads for torch and CT2 (default 1)")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--no-ct2", action="store_true", help="skip CTranslate2")
+    ap.add_argument("--tokenizer-json", default=None,
+                    help="a Whisper tokenizer.json to use instead of the bundled base package's (a GPU machine "
+                         "without the model packages; the weights are random either way)")
     args = ap.parse_args()
     if args.tokens + 4 > 448:
         ap.error("--tokens must leave room for the prompt in Whisper's 448 positions (<= 444)")
@@ -246,9 +249,16 @@ def main() -> None:
           + ("float16" if device == "cuda" else "float32"))
     if device == "cpu" and "large-v3" not in models:
         print("large-v3 skipped on the CPU (1.5 B params in float32; add --large to run it)")
-    from core.backends.whisper_models import load_whisper
+    if args.tokenizer_json:
+        import json
 
-    tokenizer = load_whisper("base").tokenizer  # the special ids and token texts (weights unused)
+        from core.backends.whisper_tokens import build_whisper_tokenizer
+
+        tokenizer = build_whisper_tokenizer(json.loads(pathlib.Path(args.tokenizer_json).read_text("utf-8")), 51865)
+    else:
+        from core.backends.whisper_models import load_whisper
+
+        tokenizer = load_whisper("base").tokenizer  # the special ids and token texts (weights unused)
     with tempfile.TemporaryDirectory() as tmp:
         for m in models:
             print_table(bench(m, tokenizer, args, device, pathlib.Path(tmp)))
