@@ -188,7 +188,7 @@ class WhisperLeanDecoder:
                 a = weights @ cache.cross_v[i]
                 # (batch, heads, new_len, src); only the last position's row unless every
                 # position is asked for (a re-feed of ~400 positions kept every layer's rows alive)
-                cross_rows.append(weights if all_positions else weights[:, :, -1:].clone())
+                cross_rows.append(weights if all_positions or new_len == 1 else weights[:, :, -1:].clone())
             else:
                 a = F.scaled_dot_product_attention(q, cache.cross_k[i], cache.cross_v[i], scale=1.0)
             x = x + ca.out_proj(a.transpose(1, 2).reshape(x.shape))
