@@ -37,23 +37,22 @@ HALF_TASKS = ("transcribe",)
 INT8_TASKS = ("transcribe", "stream", "translate")
 
 
-def check_dtype(dtype: str) -> str:
-    """``dtype`` if it is one of ``DTYPES``.
+def check_dtype(dtype: str, choices: tuple[str, ...] | None = None) -> str:
+    """``dtype`` if it is one of ``choices`` (default ``DTYPES``).
 
     Raises:
         ValueError: any other value, naming the valid ones.
     """
-    if dtype not in DTYPES:
-        raise ValueError(f"dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
+    choices = DTYPES if choices is None else choices
+    if dtype not in choices:
+        raise ValueError(f"dtype must be one of {', '.join(choices)}, got {dtype!r}")
     return dtype
 
 
 def check_model_dtype(dtype: str) -> str:
-    """``dtype`` if it is one of ``MODEL_DTYPES``.
+    """``dtype`` if it is one of ``MODEL_DTYPES`` (:func:`check_dtype` over those).
 
     Raises:
         ValueError: any other value, naming the valid ones.
     """
-    if dtype not in MODEL_DTYPES:
-        raise ValueError(f"dtype must be one of {', '.join(MODEL_DTYPES)}, got {dtype!r}")
-    return dtype
+    return check_dtype(dtype, MODEL_DTYPES)
