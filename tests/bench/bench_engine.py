@@ -6,7 +6,15 @@ report (10) and cross-attention capture ON. generate(): greedy, nothing captured
 The encoder runs once, outside the timing, for both. Prints ms/token and the ratio
 (ours / generate; the product target is <= 0.8).
 
+``--overhead`` times only the engine's own work above the backend (issue 22): a stand-in
+backend hands out precomputed logits and cross-attention (no model call), so each step's
+time is the Scorer, the strategy, the per-step report (top-k, entropy, varentropy, ranks,
+the attention row) and the events. Shapes: Whisper tiny.en (51,864 tokens, 4 x 6 heads x
+1500 frames, Whisper's suppressed tokens), Bergamot with its shortlist (32,000 tokens,
+~500 finite) and with the full softmax.
+
     .venv/bin/python -m tests.bench.bench_engine [--tokens 50] [--repeats 3]
+    .venv/bin/python -m tests.bench.bench_engine --overhead [--tokens 200] [--repeats 5]
 """
 
 from __future__ import annotations
@@ -88,13 +96,95 @@ def bench(name: str, n_tokens: int, repeats: int) -> None:
           f"generate {mb:6.2f} ms/token   ratio {ma / mb:.2f}")
 
 
+class _Precomputed:
+    """A stand-in backend: ``step`` hands out precomputed logits (cycling through ``rows``)
+    and a fixed cross-attention; no model runs, so a run's time is the engine's own."""
+
+    def __init__(self, name: str, logits: torch.Tensor, attention: torch.Tensor):
+        self.name, self.vocab_size = name, logits.shape[-1]
+        self.logits, self.attention, self.calls = logits, attention, 0
+
+    def encode(self, model_inputs):
+        from core.backends.base import EncoderOutput
+        return EncoderOutput(hidden_states=torch.zeros(1, self.attention.shape[-1], 8), source_len=self.attention.shape[-1])
+
+    def init_cache(self, encoded, batch_size):
+        return None
+
+    def step(self, input_ids, cache, output_attentions, **kw):
+        from core.backends.base import StepOutput
+        row = self.logits[self.calls % self.logits.shape[0]][None].clone()  # the backend's fresh tensor
+        self.calls += 1
+        return StepOutput(row, self.attention.clone() if output_attentions else None, None)
+
+    def token_text(self, token_id: int) -> str:
+        return f" t{token_id}"
+
+    def decode(self, token_ids) -> str:
+        return "".join(f" t{i}" for i in token_ids)
+
+    def tokenize(self, text: str) -> list[int]:
+        return []
+
+
+def _overhead_backends() -> dict[str, tuple[_Precomputed, DecoderPrompt]]:
+    """Per shape: (stand-in backend, prompt with the model's hard rules)."""
+    g = torch.Generator().manual_seed(0)
+    n = 64
+    whisper = torch.randn(n, 51864, generator=g) * 3.0
+    whisper[:, torch.randint(0, 51864, (n,), generator=g)] += 25.0  # a confident step, as speech mostly is
+    suppress = tuple(range(50358, 50364)) + tuple(range(1, 90))  # Whisper's non-speech tokens, about as many
+    speech = DecoderPrompt(prompt_ids=PROMPT, eos_token_id=EOS, suppress_tokens=suppress,
+                           begin_suppress_tokens=(220, EOS))
+    attn_w = torch.softmax(torch.randn(1, 4, 6, 1500, generator=g), -1)
+    short = torch.full((n, 32000), float("-inf"))
+    for i in range(n):
+        ids = torch.randperm(32000, generator=g)[:500]
+        short[i, ids] = torch.randn(500, generator=g) * 3.0
+    full = torch.randn(n, 32000, generator=g) * 3.0
+    mt = DecoderPrompt(prompt_ids=(0,), eos_token_id=1, suppress_tokens=(2,))
+    attn_t = torch.softmax(torch.randn(1, 2, 8, 24, generator=g), -1)
+    return {
+        "tiny.en": (_Precomputed("tiny.en", whisper, attn_w), speech),
+        "bergamot shortlist": (_Precomputed("bergamot", short, attn_t), mt),
+        "bergamot full": (_Precomputed("bergamot", full, attn_t), mt),
+    }
+
+
+def bench_overhead(n_tokens: int, repeats: int) -> None:
+    """Prints the engine's ms per step above the backend, greedy with capture on
+    (top-k 10, cross-attention), per shape (median of ``repeats`` runs)."""
+    options = DecodingOptions(strategy="greedy", max_new_tokens=n_tokens, top_k_report=10, capture_attention=True)
+    for name, (backend, prompt) in _overhead_backends().items():
+        engine = Engine(backend, kept_caches=0)
+        encoded = backend.encode({})
+        suppress = DecoderPrompt(**{**prompt.__dict__, "suppress_tokens": prompt.suppress_tokens + (prompt.eos_token_id,)})
+
+        def once() -> float:
+            t = time.perf_counter()
+            fin = list(engine.run(encoded, suppress, options))[-1]
+            assert len(fin.token_ids) == n_tokens
+            return (time.perf_counter() - t) * 1000 / n_tokens
+
+        once()
+        times = [once() for _ in range(repeats)]
+        print(f"{name:20s} threads={torch.get_num_threads()}  engine overhead {statistics.median(times):6.3f} ms/step "
+              f"(min {min(times):.3f})")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tokens", type=int, default=50)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--models", nargs="+", default=list(CONFIGS))
+    parser.add_argument("--overhead", action="store_true",
+                        help="time only the engine above a stand-in backend (precomputed logits), one thread")
     args = parser.parse_args()
     hf_logging.set_verbosity_error()
+    if args.overhead:
+        torch.set_num_threads(1)
+        bench_overhead(args.tokens, args.repeats)
+        return
     for threads in (1, 2):
         torch.set_num_threads(threads)
         for name in args.models:
