@@ -163,6 +163,7 @@ class GeneratorWorker(QObject):
     @Slot()
     def work(self) -> None:
         """Run the generator to the end, an error or an abort. Runs in the worker thread."""
+        gen = None
         try:
             gen = self._fn(self._abort.is_set)
             for item in gen:
@@ -184,6 +185,11 @@ class GeneratorWorker(QObject):
                     self._push(WorkerFailed(message))
                 self.error.emit(message)
         finally:
+            # Let go of the generator and its function now: a decode's closure holds the tab's
+            # model, and this QObject's Python side may outlive the run (deleteLater, a
+            # handle): a replaced model must be freed by reference counting, without a full
+            # garbage collection (300-500 ms with the GIL held, the window stalled; issue 22).
+            gen = self._fn = None
             if self.pull:
                 self._push(_END)
             self.finished.emit()
