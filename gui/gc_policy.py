@@ -12,8 +12,10 @@ are the survivors of each full collection. A full collection then walks only the
 made since the previous one. Objects still die by reference counting as before, but a
 reference cycle among frozen objects is not reclaimed until they are unfrozen. A loaded
 model is such a cycle (a SpeechModel is freed only by a full collection), so when a tab's
-model is REPLACED everything is unfrozen and collected once (one full collection, ~300 ms,
-at the model switch the user asked for) before freezing again: the old model is reclaimed.
+model is REPLACED and still alive (something holds it: a cycle, or a holder the policy cannot
+tell from one), everything is unfrozen and collected once (one full collection, ~300 ms, at
+the model switch the user asked for) before freezing again: the old model is reclaimed. An old
+model already freed by reference counting, or kept by its tab (``kept_models()``), needs none.
 A tab's first model load costs only a young-generation collection. The tests do not install
 it; the app (``gui.app``) and ``tests/bench/bench_gui_stall.py`` do.
 """
@@ -65,21 +67,44 @@ def install(window=None) -> None:
         for i in range(tabs.count()):
             ready = getattr(tabs.widget(i), "modelReady", None)
             if ready is not None:
-                loads = _ModelLoads()
+                loads = _ModelLoads(tabs.widget(i))
                 _followed.append(loads)  # Qt keeps only a weak reference to a bound method's object
                 ready.connect(loads.loaded)
 
 
 class _ModelLoads:
-    """One tab's model loads: the first only freezes; each later one replaced a model, whose
-    reference cycles only a full collection of unfrozen objects reclaims."""
+    """One tab's model loads: the first only freezes; a later one replaced a model, whose
+    reference cycles only a full collection of unfrozen objects reclaims. That collection
+    (280-500 ms with the GIL held, the window stalled; issue 22) runs only where it can free
+    something: not when the old model is gone already (freed by reference counting: the
+    loaded models have no cycles and a finished worker lets go of its closure) nor when the
+    tab keeps it on purpose (its ``kept_models()``: the Translation tab's loaded directions)."""
 
-    def __init__(self) -> None:
+    def __init__(self, tab=None) -> None:
         self.seen = False
+        self.tab = tab
+        self.previous = lambda: None  # a weak reference to the tab's current model
 
-    def loaded(self, _model) -> None:
-        settle(full=self.seen)
+    def loaded(self, model) -> None:
+        old = self.previous()
+        kept = getattr(self.tab, "kept_models", None)
+        needed = self.seen and old is not None and old is not model and not (
+            kept is not None and any(m is old for m in kept()))
+        del old
+        self.previous = _weak(model)
+        settle(full=needed)
         self.seen = True
+
+
+def _weak(obj):
+    """A weak reference to ``obj``, or (not weak-referenceable) a function that keeps
+    answering "alive" without holding it: the next switch collects in full as before."""
+    import weakref
+
+    try:
+        return weakref.ref(obj)
+    except TypeError:
+        return lambda: True
 
 
 def uninstall() -> None:

@@ -266,6 +266,11 @@ class TranslationTab(DecodeTab):
         self._models[key] = model
         return model
 
+    def kept_models(self) -> list[Any]:
+        """The loaded models this tab keeps for a switch back (``gui.gc_policy`` runs no full
+        collection to free one of them)."""
+        return list(self._models.values())
+
     def model_loaded(self, model: Any) -> None:
         self.shortlist_check.setEnabled(bool(getattr(model, "supports_shortlist", False)))
         self.target_edit.setEnabled(getattr(model, "target_language", None) is not None)
