@@ -11,7 +11,9 @@ NEG_INF = float("-inf")
 
 
 class _TokenMask:
-    """A boolean (vocab,) mask of ``token_ids``, built once per vocabulary size/device."""
+    """A boolean (vocab,) mask of ``token_ids``, built once per vocabulary size/device, and
+    the same ids as an int64 index (:meth:`fill` writes through it: a copy of the row and
+    ~100 writes, ~10x cheaper than ``masked_fill`` reading a 51,865-entry mask)."""
 
     def __init__(self, token_ids: Iterable[int], what: str):
         ids = [int(t) for t in token_ids]
@@ -19,6 +21,16 @@ class _TokenMask:
             raise ValueError(f"{what} must be non-negative token ids, got {ids}")
         self.token_ids = tuple(ids)
         self._mask: torch.Tensor | None = None
+        self._index: tuple[int, torch.device, torch.Tensor] | None = None  # (vocab, device, ids < vocab)
+
+    def fill(self, scores: torch.Tensor) -> torch.Tensor:
+        """A new (batch, vocab) tensor: ``scores`` with the ids' entries set to -inf (the same
+        values as ``scores.masked_fill(self.mask(scores), -inf)``)."""
+        vocab = scores.shape[-1]
+        if self._index is None or self._index[0] != vocab or self._index[1] != scores.device:
+            ids = [t for t in self.token_ids if t < vocab]  # ids beyond the logits cannot be chosen
+            self._index = (vocab, scores.device, torch.tensor(ids, dtype=torch.long, device=scores.device))
+        return scores.index_fill(-1, self._index[2], NEG_INF)
 
     def mask(self, scores: torch.Tensor) -> torch.Tensor:
         vocab = scores.shape[-1]
@@ -42,7 +54,7 @@ class SuppressTokens(_TokenMask):
         super().__init__(token_ids, "suppress_tokens")
 
     def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
-        return scores.masked_fill(self.mask(scores), NEG_INF)
+        return self.fill(scores)
 
 
 class BeginSuppressTokens(_TokenMask):
@@ -63,7 +75,7 @@ class BeginSuppressTokens(_TokenMask):
     def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
         if input_ids.shape[-1] != self.begin_index:
             return scores
-        return scores.masked_fill(self.mask(scores), NEG_INF)
+        return self.fill(scores)
 
 
 from core.processors.whisper import TimestampRules  # noqa: E402

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
+import numpy as np
 import torch
 
 from core.report import TokenRecord
@@ -53,8 +54,17 @@ class SingleHypothesis:
         return Result(list(self.tokens), self.reason)
 
 
+def argmax_id(scores: torch.Tensor) -> int:
+    """``int(torch.argmax(scores))`` of a (vocab,) row: the first maximal entry (a NaN counts
+    as the maximum, as in torch). A float32/float64 row on the CPU is read by numpy's
+    vectorised argmax (~5 us for 51,865 entries against torch's ~100 us), the same index."""
+    if scores.device.type == "cpu" and scores.dtype in (torch.float32, torch.float64) and scores.dim() == 1:
+        return int(np.argmax(scores.detach().numpy()))
+    return int(torch.argmax(scores))
+
+
 class GreedySearch(SingleHypothesis):
     """Argmax of the processed scores."""
 
     def choose(self, scores: torch.Tensor, probs: torch.Tensor) -> int:
-        return int(torch.argmax(scores))
+        return argmax_id(scores)
