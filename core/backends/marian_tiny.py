@@ -268,7 +268,7 @@ class MarianTinyBackend:
         m = self.model
         if (n_new == 1 and cache.position > 0 and not capture_lens and not all_positions and exit_layer is None
                 and head_ids is None):  # the decode loop's step: one token, nothing extra (same maths as below)
-            y, state, attn = m.decode_position(m.embed(input_ids, start=cache.position)[:, 0], cache.ssru_state,
+            y, state, attn = m.decode_position(m.embed_one(input_ids, cache.position), cache.ssru_state,
                                                cache.cross_keys, cache.cross_values, cache.cross_bias)
             new_cache = TinyDecoderCache(cache.position + 1, state, cache.cross_keys, cache.cross_values,
                                          cache.cross_bias, cache.shortlist_rows, cache.shortlist_projection,
@@ -333,7 +333,7 @@ class MarianTinyBackend:
         if rows is None:
             return self.model.output_logits(flat).reshape(*lead, self.vocab_size)
         logits = torch.full((flat.shape[0], self.vocab_size), float("-inf"))
-        logits[:, rows] = self.model.output_logits(flat, projection)
+        logits.index_copy_(1, rows, self.model.output_logits(flat, projection))
         return logits.reshape(*lead, self.vocab_size)
 
     def _head_rows(self, head_ids: torch.Tensor, lexical: torch.Tensor | None) -> tuple[torch.Tensor, tuple]:
