@@ -6,10 +6,14 @@ GUI thread.
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+import gc
+import threading
+from contextlib import contextmanager
+from typing import Any, Iterator, Protocol
 
 from PySide6.QtCore import QObject, Signal
 
+from .. import preload
 from ..worker import WorkerHandle
 
 
@@ -48,6 +52,38 @@ class ModelLoad:
         self.tab.model_load_ended()
 
 
+_paused = 0  # model loads running with the garbage collector paused
+_was_enabled = True  # whether it was on when the first of them paused it
+_paused_lock = threading.Lock()
+
+
+@contextmanager
+def collector_paused() -> Iterator[None]:
+    """Python's cyclic garbage collector off while a model loads (nested loads count; it is
+    back on, if it was on, when the last one ends, however it ends).
+
+    A load allocates hundreds of thousands of container objects (the first one imports
+    transformers and the backend; every one parses a tokenizer), and every so many of them
+    Python runs a collection, on the loader's thread but with the GIL held: the full ones
+    walked everything not frozen (``gui.gc_policy``) and stalled the window for 95-110 ms
+    (bench_gui_stall --case switch --cold, issue 22). Off for the load's few seconds nothing is
+    lost: the load makes no garbage cycles to speak of, and the window's policy collects
+    the young generations and freezes the survivors once the model is ready."""
+    global _paused, _was_enabled
+    with _paused_lock:
+        if _paused == 0:
+            _was_enabled = gc.isenabled()
+            gc.disable()
+        _paused += 1
+    try:
+        yield
+    finally:
+        with _paused_lock:
+            _paused -= 1
+            if _paused == 0 and _was_enabled:
+                gc.enable()
+
+
 class ModelLoader:
     """A run tab's model loads (``gui.tabs.run.RunTab``): each starts in the tab's run
     controller; the loader's progress text goes to the busy bar; the loaded model becomes the
@@ -60,7 +96,9 @@ class ModelLoader:
 
     def load(self, name: str) -> None:
         """Load ``name`` in a worker thread (the running decode is cancelled; the tab has no
-        model until it is loaded); a decode follows if there is an input."""
+        model until it is loaded); a decode follows if there is an input. The worker
+        first loads torch's shared libraries with the GIL released (:mod:`gui.preload`; once
+        per process), then the model (whose import of torch then holds the GIL only briefly)."""
         tab = self.tab
         tab.controller.defer(None)
         tab.controller.abort("decode")
@@ -69,7 +107,10 @@ class ModelLoader:
         emit = self.relay.text.emit
 
         def gen(cancel):
-            yield tab.load_model_object(name, emit)
+            preload.load_libraries()  # torch's libraries, loaded with the GIL released (once per process)
+            with collector_paused():  # no collection with the GIL held in the middle of the load
+                model = tab.load_model_object(name, emit)
+            yield model
 
         tab.busyChanged.emit(True, f"Loading model {name}…")
         tab.controller.start("load", gen, ModelLoad(self, name), name=f"load-{name}")
