@@ -14,8 +14,15 @@ Per move it records, on the GUI thread:
   - the longest gap between the ticks of a 10 ms QTimer from the move to the run's end (the
     stall probe of ``tests/bench/bench_gui_stall.py``, imported).
 Prints each move and the medians: slider -> first token (the user's wait, debounce included),
-optionsChanged -> first token (the decode side), and the longest stall. Figures only, no
-pass/fail (goals: first token <= 100 ms after the move, no stall > 50 ms while decoding).
+optionsChanged -> first token (the decode side), and the longest stall, also less the GUI
+thread's wait for a CPU (the kernel's schedstat: other processes' load, not the app). Then the
+worst move's stalls over ``--stall-ms`` (50) with their cause: what the GUI thread ran, and the
+other threads' frames around the gap (a GUI thread "blocked" waits for the GIL one of them holds).
+Then model loads (``--no-switch`` skips them): the Speech tab switches to ``--switch-to`` (tiny.en)
+and back, the Translation tab loads en-pt, then pt-en; each prints its longest stall and the
+causes of the stalls over 100 ms (``bench_gui_stall.measure_load``). Figures only, no
+pass/fail (goals: first token <= 100 ms after the move, no stall > 50 ms while decoding, no
+stall > 100 ms while a model loads).
 
     QT_QPA_PLATFORM=offscreen .venv/bin/python tests/bench/bench_gui_latency.py [--moves N] [--model base]
 """
@@ -37,7 +44,7 @@ import numpy as np  # noqa: E402
 from PySide6.QtCore import QSettings  # noqa: E402
 from PySide6.QtWidgets import QAbstractSlider, QApplication  # noqa: E402
 
-from tests.bench.bench_gui_stall import StallMeter, pump_until  # noqa: E402
+from tests.bench.bench_gui_stall import StallMeter, measure_load, pump_until  # noqa: E402
 
 
 class MoveTimes:
@@ -74,7 +81,11 @@ def main() -> int:
     ap.add_argument("--moves", type=int, default=5, help="slider moves after the first decode (default 5)")
     ap.add_argument("--model", default="base", help="Whisper model of the Speech tab (default base)")
     ap.add_argument("--slider", default="temperature", help="the options panel control to move (default temperature)")
+    ap.add_argument("--stall-ms", type=float, default=50.0, help="explain the worst move's stalls over this (default 50)")
+    ap.add_argument("--no-switch", action="store_true", help="skip the model switches after the moves")
+    ap.add_argument("--switch-to", default="tiny.en", help="the Speech tab's other model for the switch (default tiny.en)")
     args = ap.parse_args()
+    StallMeter.sampler_every = 0.005  # sample the GUI thread (and the others) to name a stall's cause
     import torch
 
     torch.set_num_threads(1)
@@ -108,9 +119,9 @@ def main() -> int:
           f"({speech.stream.token_count()} tokens) · options debounce {speech.options_panel.debounce_ms} ms · "
           f"load average {os.getloadavg()[0]:.2f}", flush=True)
     times = MoveTimes(speech)
-    rows = []
+    rows, meters = [], []
     print(f"{'move':>4} {args.slider:>12} {'options ms':>11} {'cleared ms':>11} {'1st token ms':>13} "
-          f"{'opt->token':>11} {'longest stall':>14} {'tokens':>7}", flush=True)
+          f"{'opt->token':>11} {'longest stall':>14} {'less CPU wait':>14} {'tokens':>7}", flush=True)
     for i in range(args.moves):
         step = 1 if i % 2 == 0 else -1
         if not slider.minimum() <= slider.value() + step <= slider.maximum():
@@ -124,17 +135,33 @@ def main() -> int:
             pump_until(app, lambda: times.first is not None, 60)
             pump_until(app, lambda: not speech.is_decoding() and speech.workers_idle(), 300)
         gaps = np.diff(meter.ticks) * 1000.0
+        sched = np.array(meter.sched) * 1000.0
+        own = gaps - np.diff(sched[:, 1]) if len(sched) == len(meter.ticks) else gaps  # less the run-queue wait
         row = (times.ms(times.options), times.ms(times.cleared), times.ms(times.first),
                1000.0 * (times.first - times.options) if times.first and times.options else float("nan"),
-               float(gaps.max()) if len(gaps) else float("nan"))
+               float(gaps.max()) if len(gaps) else float("nan"), float(own.max()) if len(own) else float("nan"))
         rows.append(row)
+        meters.append(meter)
         print(f"{i + 1:>4} {control.value():>12.2f} {row[0]:>11.0f} {row[1]:>11.0f} {row[2]:>13.0f} {row[3]:>11.0f} "
-              f"{row[4]:>14.0f} {speech.stream.token_count():>7}", flush=True)
-    med = [statistics.median(r[i] for r in rows) for i in range(5)]
+              f"{row[4]:>14.0f} {row[5]:>14.0f} {speech.stream.token_count():>7}", flush=True)
+    med = [statistics.median(r[i] for r in rows) for i in range(6)]
     print(f"median over {len(rows)} moves: slider -> first token shown {med[2]:.0f} ms (slider -> "
           f"optionsChanged {med[0]:.0f} ms included) · optionsChanged -> first token {med[3]:.0f} ms · "
-          f"longest GUI stall while decoding {med[4]:.0f} ms (max {max(r[4] for r in rows):.0f} ms) · "
+          f"longest GUI stall while decoding {med[4]:.0f} ms (max {max(r[4] for r in rows):.0f} ms; less the GUI "
+          f"thread's wait for a CPU: median {med[5]:.0f}, max {max(r[5] for r in rows):.0f} ms) · "
           f"load average {os.getloadavg()[0]:.2f}", flush=True)
+    worst = max(range(len(rows)), key=lambda k: rows[k][5])
+    StallMeter.stall_ms = args.stall_ms
+    meters[worst].report(f"worst move ({worst + 1})", "while decoding; the stalls' causes:")
+    if not args.no_switch:
+        StallMeter.stall_ms = 100.0
+        print("model loads (no stall > 100 ms is the goal):", flush=True)
+        measure_load(app, speech, args.switch_to, "speech switch")
+        measure_load(app, speech, args.model, "speech back")
+        tr = win.translation_tab
+        win.tabs.setCurrentWidget(tr)
+        measure_load(app, tr, "en-pt", "transl 1st")
+        measure_load(app, tr, "pt-en", "transl switch")
     for i in range(win.tabs.count()):
         win.tabs.widget(i).shutdown()
     return 0

@@ -6,6 +6,9 @@ Cases (one window, offscreen, torch on one thread as in the other benches; ``--c
 some of them alone):
   - ``load``: the Speech tab loads whisper-base (the app's first start) and decodes the
     bundled sample;
+  - ``switch``: model switches: the Speech tab loads tiny.en, then base; the Translation tab
+    en-pt, then pt-en (each load with the stall meter on; the first load of a tab imports
+    torch and the backend, the switch is what a user does later);
   - ``text``: the Translation tab translates ~100 kB of English (the sample text and test
     sentences repeated, ~1,600 sentences) for ``--seconds`` of decoding, then Cancel;
   - ``text1mb``: the Translation tab is given 1 MB of English on ONE line (~19,000
@@ -27,7 +30,9 @@ Prints, per case: the longest gap (ms), the 99th percentile gap, the number of g
 Python stack every 5 ms and, per case, names what the GUI thread was doing during the gaps
 over ``--stall-ms``: the handler (the first frame under the event loop) and the innermost
 frame of the app's own code, with the milliseconds sampled in each (what takes the time,
-even on a machine whose other load inflates the gaps). ``--profile-gui N`` profiles the GUI
+even on a machine whose other load inflates the gaps), and for the longest gaps the other
+threads' CPU time in the gap and where they were (a GUI thread "blocked" in a gap waits for
+the GIL that one of them holds: a loader thread's import or parser names the cause). ``--profile-gui N`` profiles the GUI
 thread's CPU time (``time.thread_time``: neither waits for the GIL nor other processes'
 load count) and prints the N costliest functions. The goal is no gap over 100 ms, and at most 1.5 GB for the
 1-hour recording with base. Not a pass/fail test.
@@ -55,7 +60,7 @@ import numpy as np  # noqa: E402
 from PySide6.QtCore import QElapsedTimer, QSettings, QTimer  # noqa: E402
 from PySide6.QtWidgets import QApplication  # noqa: E402
 
-CASES = ("load", "text", "text1mb", "audio", "hour", "image")
+CASES = ("load", "switch", "text", "text1mb", "audio", "hour", "image")
 
 
 def rss_mb() -> float:
@@ -118,6 +123,10 @@ class StackSampler:
     def __init__(self, every: float = 0.005) -> None:
         self.every = every
         self.samples: list[tuple[float, str, str, str]] = []
+        # the other threads at each sample: (time, [(thread name, CPU s so far, innermost own frame,
+        # innermost frame, outermost own frame)]); a thread holding the GIL in one long C call shows
+        # the call's line in the samples around the gap and the CPU it took
+        self.others: list[tuple[float, list[tuple[str, float, str, str, str]]]] = []
         self._main = threading.main_thread().ident
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="stall-sampler", daemon=True)
@@ -150,9 +159,64 @@ class StackSampler:
                     own = _where(f.f_code, f.f_lineno)
             inner = _where(chain[-1].f_code, chain[-1].f_lineno)
             self.samples.append((t, handler, own, inner))
+            self.others.append((t, self._others()))
+            # hold no frame until the next sample: a frame keeps its locals alive (a replaced
+            # model among them, which the window's gc policy would then collect in full)
+            frame = chain = f = None
+
+    def _others(self) -> list[tuple[str, float, str, str, str]]:
+        """Every other live thread (not the GUI thread, not this one): its name, CPU seconds so
+        far (the kernel's schedstat), innermost app frame, innermost frame, outermost app frame."""
+        frames = sys._current_frames()
+        known = {th.ident: th for th in threading.enumerate()}
+        out = []
+        for ident, f in frames.items():  # a QThread running Python is here, not always in threading
+            if ident in (self._main, threading.get_ident()):
+                continue
+            th = known.get(ident)
+            native = th.native_id if th is not None else None  # (a _DummyThread's is its own thread's)
+            name = th.name if native is not None else f"thread {ident % 100000}"
+            cpu = thread_cpu_s(native) if native is not None else float("nan")
+            inner = _where(f.f_code, f.f_lineno)
+            own = outer = ""
+            while f is not None:
+                if _own(f.f_code.co_filename):
+                    outer = _where(f.f_code, f.f_lineno)
+                    own = own or outer
+                f = f.f_back
+            out.append((name, cpu, own, inner, outer))
+        frames = f = None
+        # every other thread's CPU together (a QThread's own figure is unknown where Python
+        # names it by a stale ident); where in Python is unknown for threads running no Python
+        skip = {threading.main_thread().native_id, threading.get_native_id()}
+        try:
+            tids = [int(t) for t in os.listdir("/proc/self/task")]
+        except OSError:
+            tids = []
+        out.append(("(all other threads)", {t: thread_cpu_s(t) for t in tids if t not in skip}, "", "", ""))
+        return out
 
     def during(self, t0: float, t1: float) -> list[tuple[float, str, str, str]]:
         return [s for s in self.samples if t0 <= s[0] <= t1]
+
+    def others_during(self, t0: float, t1: float) -> list[tuple[float, list]]:
+        """The other threads' samples from the last one at or before ``t0`` to the first at or
+        after ``t1`` (a thread that held the GIL for the whole gap is seen only at its ends)."""
+        ts = [o[0] for o in self.others]
+        import bisect
+
+        i = max(0, bisect.bisect_right(ts, t0) - 1)
+        j = min(len(ts), bisect.bisect_left(ts, t1) + 1)
+        return self.others[i:j]
+
+
+def thread_cpu_s(native_id: int | None) -> float:
+    """A thread's CPU seconds so far (/proc/self/task/<tid>/schedstat), NaN where unknown."""
+    try:
+        with open(f"/proc/self/task/{native_id}/schedstat") as f:
+            return int(f.read().split()[0]) / 1e9
+    except (OSError, ValueError, TypeError):
+        return float("nan")
 
 
 class GcPauses:
@@ -311,6 +375,41 @@ class StallMeter:
             seen = Counter((h, o) for _t, h, o, _i in self.sampler.during(self.ticks[i], self.ticks[i + 1]))
             parts = "; ".join(f"{h or '(Qt)'} > {o or '-'} ×{n}" for (h, o), n in seen.most_common(4))
             print(f"   gap #{rank + 1}: {gaps[i]:.0f} ms at {self.ticks[i] - self.ticks[0]:.1f} s: {parts}", flush=True)
+            for line in self.gap_cause(i):
+                print(f"      {line}", flush=True)
+
+    def gap_cause(self, i: int) -> list[str]:
+        """The other threads during gap ``i`` (the GUI thread blocked there waits for the GIL one
+        of them holds): per thread, the CPU milliseconds it ran in the gap and where it was (the
+        samples at the gap's ends and inside it: innermost frame < innermost app frame < its
+        outermost app frame), busiest thread first."""
+        t0, t1 = self.ticks[i], self.ticks[i + 1]
+        samples = self.sampler.others_during(t0, t1)
+        if len(samples) < 2:
+            return ["(no samples of the other threads)"]
+        first = {name: cpu for name, cpu, *_ in samples[0][1]}
+        last = {name: cpu for name, cpu, *_ in samples[-1][1]}
+        where: dict[str, Counter] = {}
+        for _t, threads in samples:
+            for name, _cpu, own, inner, outer in threads:
+                where.setdefault(name, Counter())[(inner, own, outer)] += 1
+        every = "(all other threads)"
+        if every in first and every in last:  # per thread id: only the threads alive at both ends
+            a, b = first.pop(every), last.pop(every)
+            cpu = {every: 1000 * sum(b[t] - a[t] for t in b if t in a)}
+        else:
+            cpu = {}
+        cpu.update({n: 1000 * (last[n] - first[n]) for n in last if n in first})
+        lines = []
+        for name in sorted(where, key=lambda n: -np.nan_to_num(cpu.get(n, 0.0)))[:4]:
+            (inner, own, outer), n = where[name].most_common(1)[0]
+            if name == "(all other threads)":
+                lines.append(f"all other threads: CPU {cpu.get(name, float('nan')):.0f} ms")
+                continue
+            lines.append(f"{name}: CPU {cpu.get(name, float('nan')):.0f} ms in [{1000 * (samples[0][0] - t0):+.0f}, "
+                         f"{1000 * (samples[-1][0] - t1):+.0f} ms] around the gap; at {inner} < {own or '-'} < {outer or '-'} "
+                         f"({n} of {len(samples)} samples)")
+        return lines
 
 
 def pump_until(app: QApplication, done, timeout_s: float, tick=None) -> bool:
@@ -341,6 +440,37 @@ def case_load(app, win, args) -> None:
         speech.load_sample()
         pump_until(app, lambda: speech.stream.token_count() > 0 and not speech.is_decoding(), 300)
     m.report("model load", f"whisper-base load + sample decode, {speech.stream.token_count()} tokens")
+
+
+def measure_load(app, tab, model: str, label: str, settle_s: float = 0.5) -> float:
+    """Load ``model`` in ``tab`` (``tab.load_model``, as the model picker does) with the stall
+    meter on, until the model is the tab's and ``settle_s`` more (what the window does once a
+    model is ready: the views, the garbage-collection policy); print the stalls and their
+    causes. Returns the longest gap, ms."""
+    app.processEvents()
+    with StallMeter() as m:
+        t0 = time.perf_counter()
+        tab.load_model(model)
+        pump_until(app, lambda: tab.model is not None and not tab.is_loading(), 300)
+        took = time.perf_counter() - t0
+        pump_until(app, lambda: False, settle_s)
+    m.report(label, f"{getattr(tab.model, 'name', model)} loaded in {took:.1f} s")
+    return float(np.diff(m.ticks).max() * 1000.0)
+
+
+def case_switch(app, win, args) -> None:
+    """A model switch in the Speech tab (tiny.en, then base) and the Translation tab (en-pt,
+    then pt-en); the first load of each tab is printed too (it imports torch / the backend)."""
+    speech = win.speech_tab
+    win.tabs.setCurrentWidget(speech)
+    if speech.model is None:
+        measure_load(app, speech, "tiny.en", "speech 1st")
+    measure_load(app, speech, "base" if speech.model.name != "whisper-base" else "tiny.en", "speech switch")
+    tr = win.translation_tab
+    win.tabs.setCurrentWidget(tr)
+    if tr.model is None:
+        measure_load(app, tr, "en-pt", "transl 1st")
+    measure_load(app, tr, "pt-en" if tr.model.name != "pt-en" else "en-pt", "transl switch")
 
 
 def _translate(app, win, args, name: str, text: str, what: str) -> None:
@@ -532,6 +662,9 @@ def main() -> int:
     ap.add_argument("--switch-interval", type=float, default=None,
                     help="sys.setswitchinterval(S) before the cases (Python's default 0.005 s): how long a thread "
                          "that wants the GIL waits for the one holding it")
+    ap.add_argument("--cold", action="store_true",
+                    help="do not import torch before the window (OMP_NUM_THREADS=1 instead of torch.set_num_threads): "
+                         "the first model load imports it in the loader thread, as the app's first start does")
     ap.add_argument("--gc-pauses", action="store_true",
                     help="time every garbage collection (gc.callbacks) and say which long gaps hold one")
     ap.add_argument("--no-gc-policy", action="store_true",
@@ -558,9 +691,12 @@ def main() -> int:
         from gui import memory_policy
 
         memory = memory_policy.install()  # as gui/app.py does, before any thread
-    import torch
+    if args.cold:
+        os.environ["OMP_NUM_THREADS"] = "1"  # torch reads it at its import, in the loader thread
+    else:
+        import torch
 
-    torch.set_num_threads(1)
+        torch.set_num_threads(1)
     app = QApplication.instance() or QApplication([])
     from gui.main_window import MainWindow
 
@@ -582,7 +718,7 @@ def main() -> int:
           f"{''.join(f' · {k}={v}' for k, v in os.environ.items() if k.startswith('MALLOC_'))}",
           flush=True)
     print(f"window open · RSS {rss_mb():.0f} MB", flush=True)
-    run = {"load": case_load, "text": case_text, "text1mb": case_text1mb, "audio": case_audio,
+    run = {"load": case_load, "switch": case_switch, "text": case_text, "text1mb": case_text1mb, "audio": case_audio,
            "hour": case_hour, "image": case_image}
     profile = None
     if args.profile_gui:
