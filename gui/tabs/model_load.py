@@ -58,18 +58,30 @@ _paused_lock = threading.Lock()
 
 
 @contextmanager
-def collector_paused() -> Iterator[None]:
-    """Python's cyclic garbage collector off while a model loads (nested loads count; it is
-    back on, if it was on, when the last one ends, however it ends).
+def collector_paused(freeze: bool | None = None) -> Iterator[None]:
+    """Python's cyclic garbage collector paused while a model loads, where the window's
+    garbage-collection policy is in force (``gui.gc_policy``; ``freeze`` defaults to whether it
+    is installed): when the last of the running loads ends, however it ends, what they made
+    is frozen, here in the loader's thread (``gc.freeze``, no walk), and the collector is on
+    again (if it was). Without the policy (``freeze`` False) it does nothing.
 
     A load allocates hundreds of thousands of container objects (the first one imports
     transformers and the backend; every one parses a tokenizer), and every so many of them
-    Python runs a collection, on the loader's thread but with the GIL held: the full ones
-    walked everything not frozen (``gui.gc_policy``) and stalled the window for 95-110 ms
-    (bench_gui_stall --case switch --cold, issue 22). Off for the load's few seconds nothing is
-    lost: the load makes no garbage cycles to speak of, and the window's policy collects
-    the young generations and freezes the survivors once the model is ready."""
+    Python ran a collection, on the loader's thread but with the GIL held: the full ones
+    walked everything not frozen and stalled the window for 95-110 ms (bench_gui_stall --case
+    switch --cold, issue 22). Paused, and frozen at the end, no collection walks them: the
+    policy's young collection once the model is ready finds nothing left to walk (paused
+    without the freeze, that one collection walked them all, on the GUI thread). The load
+    makes no garbage cycles to speak of; a frozen one is reclaimed at the next model switch
+    that collects in full."""
     global _paused, _was_enabled
+    if freeze is None:
+        from .. import gc_policy
+
+        freeze = gc_policy.installed()
+    if not freeze:
+        yield
+        return
     with _paused_lock:
         if _paused == 0:
             _was_enabled = gc.isenabled()
@@ -80,8 +92,10 @@ def collector_paused() -> Iterator[None]:
     finally:
         with _paused_lock:
             _paused -= 1
-            if _paused == 0 and _was_enabled:
-                gc.enable()
+            if _paused == 0:
+                gc.freeze()
+                if _was_enabled:
+                    gc.enable()
 
 
 class ModelLoader:

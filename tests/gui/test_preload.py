@@ -84,7 +84,16 @@ def test_a_model_load_loads_torchs_libraries_in_its_worker_before_the_model(qtbo
     assert order[0][1] == order[1][1] != threading.get_ident()  # in the loader's thread, not the GUI thread
 
 
-def test_the_garbage_collector_is_paused_while_a_model_loads_and_back_on_after(qtbot, tab, monkeypatch):
+@pytest.fixture
+def gc_policy_on():
+    from gui import gc_policy
+
+    gc_policy.install()
+    yield gc_policy
+    gc_policy.uninstall()
+
+
+def test_the_garbage_collector_is_paused_while_a_model_loads_and_back_on_after(qtbot, tab, monkeypatch, gc_policy_on):
     import gc
 
     during = []
@@ -97,7 +106,47 @@ def test_the_garbage_collector_is_paused_while_a_model_loads_and_back_on_after(q
     assert gc.isenabled()
 
 
-def test_a_failed_load_turns_the_garbage_collector_back_on(qtbot, tab, monkeypatch):
+def test_what_a_load_made_is_frozen_in_the_loaders_thread_not_walked_on_the_gui_thread(qtbot, tab, monkeypatch,
+                                                                                       gc_policy_on):
+    import gc
+    import threading
+
+    class Node:
+        pass
+
+    frozen_in = []
+    real_freeze = gc.freeze
+
+    def freeze():
+        frozen_in.append(threading.get_ident())
+        real_freeze()
+
+    def load(name, progress):
+        model = FakeSpeechModel()
+        model.parts = [Node() for _ in range(5000)]  # what a load makes
+        return model
+
+    monkeypatch.setattr(gc, "freeze", freeze)
+    monkeypatch.setattr(preload, "load_libraries", lambda: [])
+    monkeypatch.setattr(tab, "load_model_object", load)
+    tab.load_model("tiny.en")
+    qtbot.waitUntil(lambda: tab.model is not None and not tab.is_loading(), timeout=5000)
+    assert any(t != threading.get_ident() for t in frozen_in)  # the loader froze them
+    assert not gc.is_tracked(tab.model.parts[0]) or not any(o is tab.model.parts[0] for o in gc.get_objects())
+
+
+def test_without_the_gc_policy_a_load_leaves_the_collector_alone(qtbot, tab, monkeypatch):
+    import gc
+
+    during = []
+    monkeypatch.setattr(preload, "load_libraries", lambda: [])
+    monkeypatch.setattr(tab, "load_model_object", lambda name, progress: during.append(gc.isenabled()) or FakeSpeechModel())
+    tab.load_model("tiny.en")
+    qtbot.waitUntil(lambda: tab.model is not None and not tab.is_loading(), timeout=5000)
+    assert during == [True]
+
+
+def test_a_failed_load_turns_the_garbage_collector_back_on(qtbot, tab, monkeypatch, gc_policy_on):
     import gc
 
     def boom(name, progress):
