@@ -255,12 +255,11 @@ def test_bundled_models_have_openai_alignment_heads():
 
 
 @pytest.fixture(scope="module")
-def tiny_en():
+def tiny_en(whisper_tiny_en):
     from core.inputs.audio import load_audio
     from core.options import DecodingOptions
-    from core.tasks.speech import SpeechModel
 
-    model = SpeechModel.load("tiny.en")
+    model = whisper_tiny_en
     audio = load_audio(str(SAMPLE))
     events = list(model.decode(audio, DecodingOptions()))
     steps = [ev for ev in events if isinstance(ev, StepEvent)]
@@ -328,7 +327,7 @@ def test_incremental_words_follow_the_tokens(tiny_en):
         previous = len(words)
 
 
-def test_cli_word_timestamps_json(tiny_en, capsys):
+def test_cli_word_timestamps_json(tiny_en, capsys, cli_reuses_models):
     from core.cli import commands as cli
 
     model, audio, _events, steps = tiny_en
