@@ -88,6 +88,7 @@ def test_tiny_en_greedy_gives_the_same_ids_without_the_cache(whisper_tiny_en):
     assert fin_off.token_ids == fin.token_ids
 
 
+@pytest.mark.usefixtures("cli_reuses_models")
 def test_the_cli_flag_gives_the_same_ids(capsys):
     import json
 
@@ -115,6 +116,7 @@ def test_the_cli_refuses_speculative_without_the_cache(capsys):
 
 @pytest.mark.parametrize("argv", [["translate", "The children were playing happily in the garden."],
                                   ["translate", "The children were playing happily in the garden.", "--shortlist"]])
+@pytest.mark.usefixtures("cli_reuses_models")
 def test_the_bundled_translation_gives_the_same_ids_without_the_cache(capsys, argv):
     import json
 
