@@ -431,6 +431,7 @@ def _check_trace(trace: dict, n_layers: int) -> None:
 
 
 @pytest.mark.e2e
+@pytest.mark.usefixtures("cli_reuses_models")
 def test_cli_logit_lens_trace_on_bergamot(capsys):
     trace = _cli(capsys, "translate", "The cat sat on the mat.", "--direction", "en-pt", "--logit-lens")
     assert trace["text"] and trace["tokens"]
@@ -444,6 +445,7 @@ def test_cli_logit_lens_trace_on_bergamot(capsys):
 
 
 @pytest.mark.e2e
+@pytest.mark.usefixtures("cli_reuses_models")
 def test_cli_logit_lens_trace_on_whisper_tiny_en(capsys):
     from pathlib import Path
 
