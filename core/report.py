@@ -38,7 +38,7 @@ RANK_LIMIT = 100
 def entropy_nats(probs: torch.Tensor) -> float:
     """Shannon entropy -sum p log p of a (vocab,) distribution, nats (0 log 0 = 0)."""
     if _numpy_row(probs):
-        return _entropy_np(probs.detach().numpy())[0]
+        return _moments(probs, _log_np(probs.detach().numpy()), False)[0]
     return float(torch.special.entr(probs).sum())
 
 
@@ -47,8 +47,7 @@ def varentropy_nats(probs: torch.Tensor, entropy: float) -> float:
     the surprise -log p; entropix ``calculate_varentropy_logsoftmax``). Zero-probability
     tokens contribute nothing."""
     if _numpy_row(probs):
-        p = probs.detach().numpy()
-        return _varentropy_np(p, _log_np(p), entropy)
+        return _varentropy(probs, _log_np(probs.detach().numpy()), entropy)
     log_p = probs.clamp_min(torch.finfo(probs.dtype).tiny).log()  # finite; p = 0 terms vanish below
     return float((probs * (log_p + entropy) ** 2).sum(dtype=torch.float64))
 
@@ -60,20 +59,34 @@ def _numpy_row(probs: torch.Tensor) -> bool:
     return probs.device.type == "cpu" and probs.dim() == 1 and probs.dtype in (torch.float32, torch.float64)
 
 
+_TINY: dict[tuple[int, str], np.ndarray] = {}  # (length, dtype) -> a read-only row of the dtype's tiny
+
+
 def _log_np(p: np.ndarray) -> np.ndarray:
-    """log p with p clamped to the dtype's smallest normal (finite; p = 0 terms vanish)."""
-    return np.log(np.maximum(p, np.finfo(p.dtype).tiny))
+    """log p with p clamped to the dtype's smallest normal (finite; p = 0 terms vanish). The
+    clamp reads a constant row (numpy's maximum against a scalar is ~3x slower)."""
+    key = (p.shape[0], p.dtype.str)
+    tiny = _TINY.get(key)
+    if tiny is None:
+        tiny = np.full(p.shape[0], np.finfo(p.dtype).tiny, dtype=p.dtype)
+        tiny.flags.writeable = False
+        _TINY[key] = tiny
+    out = np.maximum(p, tiny)
+    return np.log(out, out=out)
 
 
-def _entropy_np(p: np.ndarray, log_p: np.ndarray | None = None) -> tuple[float, np.ndarray]:
-    """(-sum p log p in the row's dtype, log p) of a numpy row (0 log 0 = 0)."""
-    log_p = _log_np(p) if log_p is None else log_p
-    return -float((p * log_p).sum()), log_p
+def _moments(probs: torch.Tensor, log_p: np.ndarray, with_var: bool) -> tuple[float, float | None]:
+    """(entropy -sum p log p, varentropy sum p (log p + H)^2 or None) of a CPU (vocab,) row and
+    its numpy log p (:func:`_log_np`, whole row). The sums are dot products (torch.dot, ~5 us
+    for 51,865 entries, against ~16 us for a product and a sum)."""
+    entropy = -float(torch.dot(probs, torch.from_numpy(log_p)))
+    return entropy, (_varentropy(probs, log_p, entropy) if with_var else None)
 
 
-def _varentropy_np(p: np.ndarray, log_p: np.ndarray, entropy: float) -> float:
-    """sum p (log p + H)^2 of a numpy row, the elementwise terms in its dtype, summed in float64."""
-    return float(np.sum(p * np.square(log_p + p.dtype.type(entropy)), dtype=np.float64))
+def _varentropy(probs: torch.Tensor, log_p: np.ndarray, entropy: float) -> float:
+    """sum p (log p + H)^2 of a CPU (vocab,) row from its numpy log p (whole row)."""
+    d = log_p + log_p.dtype.type(entropy)
+    return float(torch.dot(torch.from_numpy(d * probs.detach().numpy()), torch.from_numpy(d)))
 
 
 SUPPORT_FRACTION = 1 / 8
@@ -155,7 +168,7 @@ class _Dist:
         self._top: tuple[torch.Tensor, torch.Tensor] | None = None  # topk of sub, descending
         self._head: tuple[torch.Tensor, torch.Tensor] | None | bool = False  # dense: head(); False: not yet
         self._entropy: float | None = None
-        self._log_p: np.ndarray | None = None  # numpy log p of the row (dense) or of sub (sparse)
+        self._varentropy: float | None = None
 
     @property
     def sparse(self) -> bool:
@@ -208,34 +221,31 @@ class _Dist:
         return torch.topk(self.probs, k).values.numpy().copy()
 
     def entropy(self) -> float:
-        """:func:`entropy_nats` of the distribution (its log p kept for :meth:`varentropy`)."""
+        """:func:`entropy_nats` of the distribution."""
         if self._entropy is None:
-            if self.sparse:  # the support's terms, summed in a zero row as the whole row's are
-                sub = self.sub.numpy()
-                self._log_p = _log_np(sub)
-                self._entropy = -float(self._dense_np(sub * self._log_p).sum())
-            elif _numpy_row(self.probs):
-                self._entropy, self._log_p = _entropy_np(self.probs.detach().numpy())
-            else:
-                self._entropy = entropy_nats(self.probs)
+            self._stats(with_var=False)
         return self._entropy
 
     def varentropy(self) -> float:
         """:func:`varentropy_nats` of the distribution."""
-        entropy = self.entropy()
-        if self.sparse:
-            sub = self.sub.numpy()
-            terms = sub * np.square(self._log_p + sub.dtype.type(entropy))
-            return float(np.sum(self._dense_np(terms), dtype=np.float64))
-        if self._log_p is not None:
-            return _varentropy_np(self.probs.detach().numpy(), self._log_p, entropy)
-        return varentropy_nats(self.probs, entropy)
+        if self._varentropy is None:
+            self._stats(with_var=True)
+        return self._varentropy
 
-    def _dense_np(self, terms: np.ndarray) -> np.ndarray:
-        """The support's elementwise numpy ``terms`` in a zero row of the vocabulary's length."""
-        out = np.zeros(self.probs.shape[-1], dtype=terms.dtype)
-        out[self.support.numpy()] = terms
-        return out
+    def _stats(self, with_var: bool) -> None:
+        """Entropy (and varentropy) of the row. A sparse row's log p is computed over its
+        support and laid into the whole row's (the zero entries read log tiny, as there), so
+        both paths sum the same terms in the same order: the same values bit for bit."""
+        if not _numpy_row(self.probs):  # another device or dtype: torch over the whole row
+            self._entropy = entropy_nats(self.probs)
+            self._varentropy = varentropy_nats(self.probs, self._entropy) if with_var else None
+            return
+        if self.sparse:
+            log_p = _log_np(np.zeros(self.probs.shape[-1], dtype=self.sub.numpy().dtype))  # log tiny everywhere
+            log_p[self.support.numpy()] = _log_np(self.sub.numpy())
+        else:
+            log_p = _log_np(self.probs.detach().numpy())
+        self._entropy, self._varentropy = _moments(self.probs, log_p, with_var)
 
 
 @dataclass
@@ -407,13 +417,14 @@ class StepReporter:
                                                 {n: e[row] for n, e in step.extras.items() if row < len(e)})
         raw_topk = self.top_k(raw_dist)
         lens_topk, lens_logp = self.lens_report(step.lens_logp, row, raw_topk, lens_tokens)
+        raw_varentropy = raw_dist.varentropy()  # first: one pass gives the raw entropy with it
         return RowReport(
             topk=list(raw_topk) if same else self.top_k(dist),
             raw_topk=raw_topk,
             entropy=dist.entropy(),
             attention=self.attention_row(step.cross_attention, row),
             raw_entropy=raw_dist.entropy(),
-            raw_varentropy=raw_dist.varentropy(),
+            raw_varentropy=raw_varentropy,
             raw_top=raw_dist.top_values(min(RANK_LIMIT, raw.shape[-1])),
             stages=stages,
             stage_candidates=candidates,

@@ -97,7 +97,7 @@ def test_a_dense_row_reports_the_whole_row_top_k_bit_for_bit(levels, k):
             larger = int((torch.from_numpy(raw_top) > p).sum())
             assert got.rank(p) == (larger + 1 if larger < len(raw_top) else RANK_LIMIT + 1)
         entropy = float(torch.special.entr(probs[0].double()).sum())
-        assert got.raw_entropy == pytest.approx(entropy, rel=1e-5, abs=1e-6)
+        assert got.raw_entropy == pytest.approx(entropy, rel=1e-4, abs=1e-6)  # float32 sums
         log_p = probs[0].double().clamp_min(1e-300).log()
         var = float((probs[0].double() * (log_p + entropy) ** 2).sum())
         assert got.raw_varentropy == pytest.approx(var, rel=1e-4, abs=1e-6)
