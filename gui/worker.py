@@ -189,7 +189,9 @@ class GeneratorWorker(QObject):
             # model, and this QObject's Python side may outlive the run (deleteLater, a
             # handle): a replaced model must be freed by reference counting, without a full
             # garbage collection (300-500 ms with the GIL held, the window stalled; issue 22).
-            gen = self._fn = None
+            # (``item`` too: a frame can outlive its run, e.g. linked from a traceback that an
+            # import during the load saved, and then keeps its locals)
+            gen = item = self._fn = None
             if self.pull:
                 self._push(_END)
             self.finished.emit()

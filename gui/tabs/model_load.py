@@ -123,8 +123,10 @@ class ModelLoader:
         def gen(cancel):
             preload.load_libraries()  # torch's libraries, loaded with the GIL released (once per process)
             with collector_paused():  # no collection with the GIL held in the middle of the load
-                model = tab.load_model_object(name, emit)
-            yield model
+                loaded = [tab.load_model_object(name, emit)]
+            # no local names the model: an exception saved during the load's first imports keeps
+            # this frame (its callers' chain) alive, and a local here kept the model after a switch
+            yield loaded.pop()
 
         tab.busyChanged.emit(True, f"Loading model {name}…")
         tab.controller.start("load", gen, ModelLoad(self, name), name=f"load-{name}")

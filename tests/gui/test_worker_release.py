@@ -59,3 +59,35 @@ def test_a_pulled_worker_frees_its_generator_function_once_ended(qtbot, no_gc):
     items.clear()
     del model
     assert gone() is None, "the ended pulled worker still holds the generator function's closure"
+
+
+def test_a_frame_kept_from_inside_a_model_load_does_not_keep_the_replaced_model(qtbot, no_gc, monkeypatch):
+    """An exception saved during the load's first imports keeps its frames, whose callers'
+    chain reaches the loader's generator and the worker's loop: neither may name the model."""
+    import sys
+
+    from gui import preload
+
+    from .fakes import FakeSpeechModel
+    from .tab_helpers import speech_tab
+
+    tabs = speech_tab(qtbot, None)
+    tab = next(tabs)
+    kept = []
+
+    def load(name, progress):
+        kept.append(sys._getframe())  # as a traceback saved by an import inside the load would
+        return FakeSpeechModel()
+
+    monkeypatch.setattr(preload, "load_libraries", lambda: [])
+    monkeypatch.setattr(tab, "load_model_object", load)
+    tab.load_model("first")
+    qtbot.waitUntil(lambda: tab.model is not None and not tab.is_loading(), timeout=5000)
+    qtbot.wait(50)
+    first = weakref.ref(tab.model)
+    tab.load_model("second")
+    qtbot.waitUntil(lambda: tab.model is not None and not tab.is_loading(), timeout=5000)
+    qtbot.wait(50)
+    assert first() is None, "a kept frame of the first load still names its model"
+    kept.clear()
+    next(tabs, None)
