@@ -282,12 +282,22 @@ class MarianTinyModel:
         bias = None
         if mask is not None:
             bias = torch.zeros(mask.shape, dtype=torch.float32).masked_fill(~mask, -1e9)[:, None, None, :]
+        batch, n = source_ids.shape
+        layer_norm, D = torch.layer_norm, D_MODEL
         for L in self.enc_layers:
-            q, k, v = L.qkv(x).split(D_MODEL, dim=-1)
-            ctx, _ = _attention(_split_heads(q), _split_heads(k), _split_heads(v), bias)
-            x = F.layer_norm(x + L.o(_merge_heads(ctx)), (D_MODEL,), *L.ln1, LN_EPS)
-            h = L.ffn2(F.relu(L.ffn1(x)))
-            x = F.layer_norm(x + h, (D_MODEL,), *L.ln2, LN_EPS)
+            qkv = L.qkv(x)
+            if batch == 1 and bias is None:
+                # what ``_attention``'s matmuls run for one sentence (the same bmm calls on the
+                # same strides: the same bits), without their broadcasting and reshapes
+                q, k, v = qkv.view(n, 3, N_HEADS, HEAD_DIM).permute(1, 2, 0, 3)  # each (heads, n, 32)
+                w = torch.softmax(torch.bmm(q * _SCALE, k.transpose(1, 2)), dim=-1)
+                ctx = torch.bmm(w, v).transpose(0, 1).reshape(1, n, D)
+            else:
+                q, k, v = qkv.split(D, dim=-1)
+                ctx = _merge_heads(_attention(_split_heads(q), _split_heads(k), _split_heads(v), bias)[0])
+            x = layer_norm(x + L.o(ctx), (D,), *L.ln1, LN_EPS)
+            h = L.ffn2(torch.relu(L.ffn1(x)))
+            x = layer_norm(x + h, (D,), *L.ln2, LN_EPS)
         return x
 
     # -- decoder ---------------------------------------------------------------------
