@@ -2,7 +2,7 @@
 (``core.streaming``), as the live mode decodes while someone speaks.
 
     decoding-explorer stream FILE [--policy local-agreement:2 | align-att:25 | fixed-window[:10]]
-                                  [--step 1.0] [--speed 1|max|X] [--encoder window|buffer]
+                                  [--step S] [--speed 1|max|X] [--encoder window|buffer]
                                   [--model tiny.en] [--language en]
                                   [--reference TEXT|FILE] [--max-lag 10] [--strategy ...] [--json]
 
@@ -105,8 +105,9 @@ def add_parser(sub) -> argparse.ArgumentParser:
                    help="local-agreement:N (whisper_streaming: commit what N consecutive decodes agree on) | "
                         "align-att:F (SimulStreaming: stop when the alignment heads attend the last F frames, "
                         "20 ms each) | fixed-window[:LENGTH_S] (whisper.cpp stream); default local-agreement:2")
-    s.add_argument("--step", default=1.0, type=_step, metavar="S",
-                   help="seconds of new audio between decodes (default 1.0)")
+    s.add_argument("--step", default=None, type=_step, metavar="S",
+                   help="seconds of new audio between decodes (default: the policy's: 0.5 for local-agreement, "
+                        "1.0 for align-att and fixed-window)")
     s.add_argument("--speed", default=1.0, type=_speed, metavar="1|X|max",
                    help="play the file at real time (1, default), X times faster, or as fast as decoding goes (max)")
     s.add_argument("--encoder", default=ENCODER_DEFAULT, choices=ENCODERS,
@@ -136,7 +137,9 @@ def cmd_stream(args: argparse.Namespace) -> int:
     try:
         policy = parse_policy(args.policy, step_s=args.step)  # --policy with --step (fixed-window:3 --step 5)
     except ValueError as e:
-        _usage_error(f"--policy {args.policy} --step {args.step:g}: {e}")
+        step = "" if args.step is None else f" --step {args.step:g}"
+        _usage_error(f"--policy {args.policy}{step}: {e}")
+    args.step = policy.step_s  # the policy's default when --step was not given
     reference = _reference(args.reference)
     try:
         audio = load_audio(args.file)

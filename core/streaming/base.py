@@ -22,6 +22,13 @@ from core.streaming.events import StreamToken, Waited
 
 #: whisper_streaming's ``buffer_trimming_sec`` default: trim once the buffer is longer than this
 TRIM_S = 15.0
+#: a buffer ending in this much silence (s) ends after a whole word (``tail_silent``): the pauses
+#: between espeak's sentences are 0.4-0.55 s, after a comma 0.1-0.2 s, inside a word (a stop's
+#: closure) under 0.15 s
+SILENCE_S = 0.2
+#: silence: every 20 ms frame's RMS below this fraction of the buffer's speech level (its 95th
+#: percentile frame RMS): 20 dB under the speech, above a quiet room's noise floor
+SILENCE_RATIO = 0.1
 #: punctuation that ends a sentence (a committed token ending with it is a segment end)
 SENTENCE_END = (".", "?", "!", "。", "？", "！")
 
@@ -190,6 +197,21 @@ def last_word_start(tokens: Sequence[StreamToken]) -> int:
     while k > 0 and not is_boundary(tokens, k):
         k -= 1
     return max(k, 0)
+
+
+def tail_silent(audio: np.ndarray, seconds: float, ratio: float = SILENCE_RATIO) -> bool:
+    """Whether the last ``seconds`` of ``audio`` (float32 (n,), 16 kHz) are silence after
+    speech: every 20 ms frame there has an RMS below ``ratio`` times the buffer's speech level
+    (the 95th percentile of its frames' RMS). False for a buffer shorter than ``seconds`` + one
+    frame, or one without speech (all frames under 1e-4 RMS, -80 dBFS)."""
+    hop = int(round(SAMPLE_RATE * FRAME_S))
+    n = len(audio) // hop
+    tail = int(np.ceil(seconds / FRAME_S - 1e-9))
+    if seconds <= 0 or n <= tail:
+        return False
+    rms = np.sqrt(np.mean(np.square(audio[len(audio) - n * hop:].reshape(n, hop), dtype=np.float64), axis=1))
+    level = float(np.percentile(rms, 95))
+    return level > 1e-4 and bool(np.all(rms[-tail:] < ratio * level))
 
 
 def common_prefix(seqs: Sequence[Sequence[int]]) -> int:

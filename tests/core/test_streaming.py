@@ -368,3 +368,43 @@ def _unspaced(decode):
         return Hypothesis(tuple(StreamToken(t.id, t.text.lstrip(), t.end_s, t.frame) for t in hyp.tokens),
                           hyp.finished, hyp.stopped)
     return wrapped
+
+
+# ---------------------------------------------------------------- issue 23, latency (session 11)
+
+
+def _speech_then_silence(speech_s: float, silence_s: float, seed: int = 0) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    return np.concatenate([rng.standard_normal(int(speech_s * SR)).astype(np.float32) * 0.1,
+                           np.zeros(int(silence_s * SR), np.float32)])
+
+
+def test_the_last_word_before_a_silence_is_agreed_on_without_waiting_for_the_next_word():
+    """A hypothesis's last word is left out of the agreement because the buffer may end inside
+    it; when the buffer ends in silence (a pause after the word), the word is whole: two
+    hypotheses agreeing on it commit it, without waiting for a next word to be decoded."""
+    audio = _speech_then_silence(1.6, 1.4)  # 3 s: speech to 1.6 s, then a pause
+    hyps = [["over", "the", "hills"]] * 4
+
+    def before_the_end(**kw):
+        driver = StreamDriver(LocalAgreement(n=2, step_s=1.0, min_buffer_s=0, **kw), Scripted(hyps), max_lag_s=None)
+        events = [e for c in play(audio, speed=None, chunk_s=1.0) for e in driver.feed(c)]
+        return [(e.text, e.audio_s) for e in events if isinstance(e, Committed)], driver.finish()[-1].text
+
+    # 1 s: speech at the end, "hills" left out; 2 s ends in silence: "hills" is whole and the 1 s
+    # hypothesis had it too
+    assert before_the_end() == ([(" over the hills", 2.0)], "over the hills")
+    # with the rule off, "hills" waits for the end of the stream (the flush)
+    assert before_the_end(silence_s=0) == ([(" over the", 2.0)], "over the hills")
+
+
+def test_a_quiet_tail_is_silence_relative_to_the_buffers_speech():
+    from core.streaming.base import tail_silent
+
+    audio = _speech_then_silence(1.0, 0.3)
+    assert tail_silent(audio, 0.2) and not tail_silent(audio, 0.4)
+    quiet_room = audio + np.random.default_rng(1).standard_normal(len(audio)).astype(np.float32) * 0.003
+    assert tail_silent(quiet_room, 0.2)  # a noise floor 30 dB under the speech is silence
+    assert not tail_silent(audio[: SR], 0.2)  # speech to the end
+    assert not tail_silent(np.zeros(SR, np.float32), 0.2)  # nothing said: no word to end
+    assert not tail_silent(audio[: SR // 20], 0.2)  # shorter than the tail asked

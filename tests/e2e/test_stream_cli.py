@@ -142,3 +142,14 @@ def test_either_encoder_is_offered_and_the_json_names_it(cli, wav, encoder):
     d = json.loads(out)
     assert d["encoder"] == encoder and d["fallbacks"] >= 0
     assert d["text"] and d["wer_vs_offline"] <= 0.2
+
+
+@pytest.mark.parametrize("policy, step", [("local-agreement:2", 0.5), ("align-att:25", 1.0)])
+def test_without_step_each_policy_takes_its_own_default_step(cli, wav, policy, step):
+    """Session 11's bench: local-agreement's latency is about 1.5 steps plus a decode, so its
+    default step is 0.5 s; align-att keeps 1.0 s (a shorter step made its text worse)."""
+    code, out, err = cli("stream", wav, "--policy", policy, "--speed", "max", "--model", "tiny.en", "--json")
+    assert code == 0, err
+    d = json.loads(out)
+    assert d["step_s"] == step and f"step {step:g} s" in err
+    assert d["decodes"] >= int(d["audio_s"] / step) - 1
