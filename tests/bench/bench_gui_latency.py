@@ -84,7 +84,11 @@ def main() -> int:
     ap.add_argument("--stall-ms", type=float, default=50.0, help="explain the worst move's stalls over this (default 50)")
     ap.add_argument("--no-switch", action="store_true", help="skip the model switches after the moves")
     ap.add_argument("--switch-to", default="tiny.en", help="the Speech tab's other model for the switch (default tiny.en)")
+    ap.add_argument("--switch-interval", type=float, default=None,
+                    help="sys.setswitchinterval(S) first (the app's own setting otherwise; Python's default 0.005 s)")
     args = ap.parse_args()
+    if args.switch_interval is not None:
+        sys.setswitchinterval(args.switch_interval)
     StallMeter.sampler_every = 0.005  # sample the GUI thread (and the others) to name a stall's cause
     import torch
 
@@ -117,6 +121,7 @@ def main() -> int:
     slider = control.slider
     print(f"whisper-{args.model}: load {load_s:.1f} s · sample decoded in {first_s:.1f} s "
           f"({speech.stream.token_count()} tokens) · options debounce {speech.options_panel.debounce_ms} ms · "
+          f"switch interval {sys.getswitchinterval() * 1000:g} ms · "
           f"load average {os.getloadavg()[0]:.2f}", flush=True)
     times = MoveTimes(speech)
     rows, meters = [], []
