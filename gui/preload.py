@@ -21,7 +21,9 @@ It runs in the model loader's worker thread, right before the load imports torch
 starting the loader's QThread then stalled for 200 ms. A second caller waits for the first
 (a lock whose wait releases the GIL); later calls return at once.
 
-Set ``DECODING_EXPLORER_NO_PRELOAD=1`` to turn it off (torch then loads as it did before).
+A CUDA build with ``LD_LIBRARY_PATH`` set is left to torch's import (it loads its CUDA wheels'
+libraries by path before libtorch, so that they win over copies found on that path). Set
+``DECODING_EXPLORER_NO_PRELOAD=1`` to turn it off (torch then loads as it did before).
 Errors are never raised: a library that cannot be loaded here is loaded by torch's import as
 before, and :func:`loaded` says what was.
 """
@@ -88,6 +90,11 @@ def load_libraries() -> list[str]:
         try:
             lib = torch_library_dir()
             if lib is None:
+                return []
+            if os.environ.get("LD_LIBRARY_PATH") and os.path.exists(os.path.join(lib, "libtorch_cuda.so")):
+                # torch's import loads its CUDA wheels' libraries by path first, so that they win
+                # over copies on LD_LIBRARY_PATH; a dlopen of libtorch before that would not
+                _errors.append("skipped: a CUDA build with LD_LIBRARY_PATH set (torch's import loads it)")
                 return []
             dlopen = _dlopen()
             for name, mode in LIBRARIES:

@@ -158,3 +158,19 @@ def test_a_failed_load_turns_the_garbage_collector_back_on(qtbot, tab, monkeypat
         tab.load_model("nonsense")
     qtbot.waitUntil(lambda: not tab.is_loading(), timeout=5000)
     assert gc.isenabled()
+
+
+@pytest.mark.skipif(preload.torch_library_dir() is None
+                    or not (Path(preload.torch_library_dir()) / "libtorch_cuda.so").exists(),
+                    reason="a CUDA build of torch only")
+def test_a_cuda_build_with_ld_library_path_is_left_to_torchs_import():
+    out = _run("""
+        import sys
+        from gui import preload
+        print(preload.load_libraries(), "torch" in sys.modules, bool(preload.errors()))
+        import torch
+        print("sum", float(torch.arange(4.0).sum()))
+    """, LD_LIBRARY_PATH="/nonexistent")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines()[0].split() == ["[]", "False", "True"]
+    assert "sum 6.0" in out.stdout
