@@ -173,11 +173,21 @@ class _DecoderLayer:
 
 
 #: the products ``MarianTinyModel.quantized`` runs in int8. All of the encoder's (several rows
-#: per call) and the cross-attention keys/values (once per input); of the decoder step (one row
-#: per call) only the FFN's two (256 x 1536) matrices: on one row, fbgemm's fixed cost per call
-#: (~25 us here) is more than a 256 x 256 / 512 x 256 float32 product takes.
+#: per call) and the cross-attention keys/values (once per input, all layers in one product:
+#: ``_stacked_cross_kv``); of the decoder step (one row per call) only the FFN's two (256 x 1536)
+#: matrices: on one row, fbgemm's fixed cost per call (~25 us here) is more than a 256 x 256 /
+#: 512 x 256 float32 product takes.
 INT8_ENCODER = ("qkv", "o", "ffn1", "ffn2")
-INT8_DECODER = ("k", "v", "ffn1", "ffn2")
+INT8_DECODER = ("ffn1", "ffn2")
+
+
+def _stacked_cross_kv(layers: list) -> tuple[torch.Tensor, torch.Tensor]:
+    """Every decoder layer's cross-attention key and value matrices stacked by output rows,
+    [k_1; v_1; k_2; v_2] (4 x 256, 256), and their biases: one product computes them all
+    (``cross_keys_values``); over several rows each output element is the same as the
+    separate products'."""
+    weights = [L.weights[name] for L in layers for name in ("k", "v")]
+    return torch.cat([w for w, _ in weights]).contiguous(), torch.cat([b for _, b in weights]).contiguous()
 
 
 _SCALE = 1.0 / math.sqrt(HEAD_DIM)
@@ -217,6 +227,8 @@ class MarianTinyModel:
         self.dtype = "float32"
         #: the full output projection, (batch, 256) -> (batch, V); int8 in ``quantized``
         self._full_projection: Callable[[torch.Tensor], torch.Tensor] | None = None
+        #: every decoder layer's cross-attention keys and values in one product (``_stacked_cross_kv``)
+        self._cross_kv: Callable[[torch.Tensor], torch.Tensor] = _float_linear(*_stacked_cross_kv(self.dec_layers))
 
     def quantized(self) -> "MarianTinyModel":
         """An int8 twin of this model (``dtype == "int8"``): the products named in
@@ -244,6 +256,7 @@ class MarianTinyModel:
         twin.enc_layers = [requantized(L, INT8_ENCODER) for L in self.enc_layers]
         twin.dec_layers = [requantized(L, INT8_DECODER) for L in self.dec_layers]
         twin._full_projection = Int8Linear(self.p["Wemb"], self.p["decoder_ff_logit_out_b"]).forward
+        twin._cross_kv = Int8Linear(*_stacked_cross_kv(self.dec_layers)).forward
         return twin
 
     # -- shared pieces ---------------------------------------------------------------
@@ -306,8 +319,11 @@ class MarianTinyModel:
     def cross_keys_values(self, encoder_hidden: torch.Tensor) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
         """Per decoder layer, the cross-attention keys and values, each float32
         (batch, heads, src_len, head_dim), computed once per input."""
-        keys = [_split_heads(L.k(encoder_hidden)) for L in self.dec_layers]
-        values = [_split_heads(L.v(encoder_hidden)) for L in self.dec_layers]
+        # one product for all layers (``_cross_kv``); each part copied out contiguous, the layout
+        # the attention's bmm calls always read (the same bits as a product per layer)
+        parts = self._cross_kv(encoder_hidden).split(D_MODEL, dim=-1)
+        keys = [_split_heads(parts[2 * i].contiguous()) for i in range(len(self.dec_layers))]
+        values = [_split_heads(parts[2 * i + 1].contiguous()) for i in range(len(self.dec_layers))]
         return keys, values
 
     @torch.no_grad()
@@ -428,7 +444,8 @@ class MarianTinyModel:
     def output_rows(self, rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """The output projection restricted to ``rows`` (int64 (k,)): (weight float32
         (256, k), bias float32 (k,)), laid out for ``output_logits``."""
-        return self.p["Wemb"][rows].t().contiguous(), self.p["decoder_ff_logit_out_b"][rows]
+        return (self.p["Wemb"].index_select(0, rows).t().contiguous(),
+                self.p["decoder_ff_logit_out_b"].index_select(0, rows))
 
     @torch.no_grad()
     def output_logits(self, y: torch.Tensor, rows: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
