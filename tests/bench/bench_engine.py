@@ -15,6 +15,10 @@ the attention row) and the events. Shapes: Whisper tiny.en (51,864 tokens, 4 x 6
 
     .venv/bin/python -m tests.bench.bench_engine [--tokens 50] [--repeats 3]
     .venv/bin/python -m tests.bench.bench_engine --overhead [--tokens 200] [--repeats 5]
+
+``--overhead-model tiny.en [--dtype int8]`` measures the same above a real bundled Whisper model
+on the bundled sample clip, in CPU time: a greedy engine run (capture on) minus the bare decoder
+calls that feed the same ids (``backend.step`` alone), per step.
 """
 
 from __future__ import annotations
@@ -173,6 +177,74 @@ def bench_overhead(n_tokens: int, repeats: int, clock=time.perf_counter) -> None
               f"(min {min(times):.3f})")
 
 
+class _Timed:
+    """A backend proxy that adds up this thread's CPU time inside ``step`` (``spent``, s) and
+    between one step's return and the next step's call (``between``, s: the engine's work on
+    a step, its events consumed)."""
+
+    def __init__(self, backend):
+        self._backend = backend
+        self.reset()
+
+    def reset(self) -> None:
+        self.spent = self.between = 0.0
+        self._left: float | None = None
+        self.gaps = 0
+
+    def __getattr__(self, name):
+        return getattr(self._backend, name)
+
+    def step(self, *args, **kwargs):
+        t = time.thread_time()
+        if self._left is not None:
+            self.between += t - self._left
+            self.gaps += 1
+        try:
+            return self._backend.step(*args, **kwargs)
+        finally:
+            self._left = time.thread_time()
+            self.spent += self._left - t
+
+
+def bench_overhead_model(name: str, dtype: str, repeats: int) -> None:
+    """Prints per step: the engine run, the decoder calls inside it, and the difference (the
+    engine's own work: scoring, strategy, report, events, cache bookkeeping), this thread's
+    CPU ms, medians of ``repeats`` runs (re-decodes of one encoder output, no cache reuse)."""
+    import pathlib
+
+    from core.events import Finished
+    from core.inputs.audio import load_audio
+    from core.tasks.speech import SAMPLE_RATE, SpeechModel
+
+    sm = SpeechModel.load(name, dtype=dtype)
+    clip = sorted((pathlib.Path(__file__).resolve().parents[2] / "assets" / "samples").glob("*.wav"))[0]
+    feats = sm._loaded.feature_extractor(load_audio(clip), sampling_rate=SAMPLE_RATE,
+                                         return_tensors="pt").input_features
+    encoded = sm.backend.encode({"input_features": feats})
+    prompt = sm.prompt("en", "transcribe")
+    options = DecodingOptions(strategy="greedy", max_new_tokens=200, top_k_report=10, capture_attention=True)
+    timed = _Timed(sm.backend)
+    engine = Engine(timed, kept_caches=0)
+
+    def run() -> tuple[float, float, float, int]:
+        timed.reset()
+        t = time.thread_time()
+        fin = [e for e in engine.run(encoded, prompt, options, reuse_cache=False) if isinstance(e, Finished)][0]
+        assert timed.gaps == len(fin.token_ids) + (fin.reason == "eos") - 1
+        return time.thread_time() - t, timed.spent, timed.between, timed.gaps
+
+    run()
+    runs = [run() for _ in range(repeats)]
+    gaps = runs[0][3]
+    total = statistics.median(r[0] for r in runs) * 1000 / (gaps + 1)
+    decoder = statistics.median(r[1] for r in runs) * 1000 / (gaps + 1)
+    between = statistics.median(r[2] for r in runs) * 1000 / gaps
+    setup = statistics.median(r[0] - r[1] - r[2] for r in runs) * 1000
+    print(f"{name} {dtype:7s} threads={torch.get_num_threads()} {gaps + 1} steps: run {total:6.3f} ms/step, "
+          f"decoder calls {decoder:6.3f} ms/step, engine's own work between calls {between:6.3f} ms/step, "
+          f"set-up and finish {setup:6.2f} ms/run (thread CPU time)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tokens", type=int, default=50)
@@ -182,8 +254,14 @@ def main() -> None:
                         help="time only the engine above a stand-in backend (precomputed logits), one thread")
     parser.add_argument("--clock", choices=("wall", "cpu"), default="wall",
                         help="--overhead: wall time or this process's CPU time")
+    parser.add_argument("--overhead-model", default=None, help="a bundled Whisper model: its engine overhead")
+    parser.add_argument("--dtype", default="float32", help="--overhead-model: float32 or int8")
     args = parser.parse_args()
     hf_logging.set_verbosity_error()
+    if args.overhead_model:
+        torch.set_num_threads(1)
+        bench_overhead_model(args.overhead_model, args.dtype, args.repeats)
+        return
     if args.overhead:
         torch.set_num_threads(1)
         bench_overhead(args.tokens, args.repeats, time.process_time if args.clock == "cpu" else time.perf_counter)
