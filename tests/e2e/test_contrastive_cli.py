@@ -20,7 +20,7 @@ from core.cli import main
 from core.options import DecodingOptions
 from tests.helpers.contrastive_reference import dola_reference
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("cli_reuses_models")]  # the CLI gets the session's base
 
 CLIP = Path(__file__).resolve().parents[2] / "assets" / "samples" / "speech_en.wav"
 
