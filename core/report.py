@@ -142,13 +142,15 @@ def head(probs: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor] | Non
     chunk = vocab // HEAD_CHUNKS
     if not _numpy_row(probs) or not probs.is_contiguous() or chunk < 2 or k > HEAD_CHUNKS:
         return None
-    maxima = probs[: chunk * HEAD_CHUNKS].view(HEAD_CHUNKS, chunk).amax(1)
-    if bool(maxima.isnan().any()) or bool(probs[chunk * HEAD_CHUNKS:].isnan().any()):
+    n = chunk * HEAD_CHUNKS
+    row = probs.detach().numpy()
+    maxima = probs[:n].view(HEAD_CHUNKS, chunk).amax(1).numpy()  # torch: numpy's row max is ~3x slower here
+    if np.isnan(maxima).any() or np.isnan(row[n:]).any():
         return None
-    tau = torch.topk(maxima, k).values[-1].item()  # the tail past the chunks is compared below too
-    idx = torch.from_numpy(np.flatnonzero(probs.detach().numpy() >= tau))
-    values, pos = torch.topk(probs[idx], k)
-    return values, idx[pos]
+    tau = np.partition(maxima, HEAD_CHUNKS - k)[HEAD_CHUNKS - k]  # the tail past the chunks is compared below too
+    idx = np.flatnonzero(row >= tau)
+    order = np.argsort(-row[idx], kind="stable")[:k]  # descending (equal values: the caller checks for ties)
+    return torch.from_numpy(row[idx[order]]), torch.from_numpy(idx[order])
 
 
 class _Dist:
