@@ -45,7 +45,8 @@ class AlignAtt:
         hyp = decoder.decode(view.audio, view.start_s, view.previous, view.forced, stop=stop)
         waited = None
         if hyp.stopped is not None:
-            waited = Waited(hyp.stopped, hyp.stopped.frame, view.n_frames - self.frames, view.end_s)
+            waited = Waited(hyp.stopped, hyp.stopped.frame, view.n_frames - self.frames, view.end_s, view.n_frames,
+                            hyp.rows)
         t0 = time.perf_counter()
         commit = hyp.timed(len(hyp.tokens))  # word timing for what is committed
         after = BufferView(view.audio, view.start_s, view.previous, view.committed + commit)

@@ -47,6 +47,10 @@ class Hypothesis:
         timing: ``k -> word ends (stream s, None: unknown) of tokens[:k]`` by word timing (DTW), run only for
             what a policy commits (:meth:`timed`); None: ``tokens``' ``end_s`` stand (the
             alignment heads' most-attended frame, or a fake's).
+        rows: when a stop rule stopped the decode, its steps (``core.events.StepEvent``: the
+            emitted tokens', then the stopped token's) with the alignment heads' mean
+            cross-attention (float32 (frames,)) as ``cross_attention``: the rows the rule
+            decided on, for a heatmap (``Waited.steps``); else ().
     """
 
     tokens: tuple[StreamToken, ...]
@@ -55,6 +59,7 @@ class Hypothesis:
     decode_s: float = 0.0
     attempts: int = 1
     timing: Callable[[int], Sequence[float]] | None = field(default=None, compare=False, repr=False)
+    rows: tuple = field(default=(), compare=False, repr=False)
 
     def timed(self, k: int) -> tuple[StreamToken, ...]:
         """``tokens[:k]`` with ``end_s`` from word timing (DTW over the decode's alignment heads,

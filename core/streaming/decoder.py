@@ -83,6 +83,7 @@ class WhisperDecoder:
         self.language = language if model.multilingual else "en"
         self.heads = list(model.alignment_heads)
         self.fallbacks = 0
+        self._stopped_ev = None  # the last decode's stopped step (see _run)
 
     def decode(self, audio: np.ndarray, start_s: float, previous: Sequence[int] = (),
                forced: Sequence[int] = (), stop: StopRule | None = None) -> Hypothesis:
@@ -133,17 +134,32 @@ class WhisperDecoder:
             rest = self.model.backend.decode(list(forced) + [t.id for t in new] + [stopped.id])
             stopped = replace(stopped, text=rest[len(os.path.commonprefix([before, rest])):])
         timing = self._timing(steps, start_s, bool(forced))
-        return Hypothesis(tuple(new), finished, stopped, time.perf_counter() - t0, attempt + 1, timing)
+        rows = () if stopped is None else self._rows(steps, self._stopped_ev, [t.text for t in new] + [stopped.text])
+        return Hypothesis(tuple(new), finished, stopped, time.perf_counter() - t0, attempt + 1, timing, rows)
+
+    def _rows(self, steps: list, stopped_ev, texts: list[str]) -> tuple:
+        """The new tokens' steps and the stopped token's with the alignment heads' mean
+        cross-attention as their ``cross_attention`` (float32 (frames,)) and their texts
+        (``Hypothesis.rows``); () without attention."""
+        if stopped_ev is None:
+            return ()
+        new = [ev for ev in steps if not ev.forced] + [stopped_ev]
+        rows = [self._mean_row(ev) for ev in new]
+        if len(new) != len(texts) or any(r is None for r in rows):
+            return ()
+        return tuple(replace(ev, cross_attention=r, text=x) for ev, r, x in zip(new, rows, texts))
 
     def _run(self, encoded, prompt, options, forced, stop):
         """One Engine.run with ``forced`` after the prompt (openai's prefix): (steps, new tokens,
-        stopped token, finished by end-of-text, reason)."""
+        stopped token, finished by end-of-text, reason); the stopped token's StepEvent is kept as
+        ``_stopped_ev`` (for ``Hypothesis.rows``)."""
         from core.events import Finished, StepEvent
 
         n_frames = int(encoded.source_len)
         steps: list = []
         new: list[StreamToken] = []
         stopped, finished, reason = None, False, ""
+        self._stopped_ev = None
         if forced:  # the prefix's first token was the sample begin: after it end-of-text may come at once
             prompt = replace(prompt, prompt_ids=tuple(prompt.prompt_ids) + tuple(forced), begin_suppress_tokens=())
         run = self.model.engine.run(encoded, prompt, options, reuse_cache=False)
@@ -157,7 +173,7 @@ class WhisperDecoder:
                 if not ev.forced:
                     token = StreamToken(ev.token_id, ev.text, float("nan"), self._frame(ev))
                     if stop is not None and stop(token, n_frames):
-                        stopped, reason = token, "stopped"
+                        stopped, reason, self._stopped_ev = token, "stopped", ev
                         break
                     new.append(token)
                 steps.append(ev)
@@ -193,13 +209,17 @@ class WhisperDecoder:
             shown = now
         return out
 
-    def _frame(self, ev) -> int:
-        """The alignment heads' most-attended frame of a step (-1 without attention)."""
+    def _mean_row(self, ev) -> np.ndarray | None:
+        """The alignment heads' mean cross-attention of a step, float32 (frames,); None without."""
         att = ev.cross_attention
         if att is None or not self.heads:
-            return -1
-        rows = np.stack([att[layer, head] for layer, head in self.heads if layer < att.shape[0]])
-        return int(np.argmax(rows.mean(axis=0)))
+            return None
+        return np.stack([att[layer, head] for layer, head in self.heads if layer < att.shape[0]]).mean(axis=0)
+
+    def _frame(self, ev) -> int:
+        """The alignment heads' most-attended frame of a step (-1 without attention)."""
+        row = self._mean_row(ev)
+        return -1 if row is None else int(np.argmax(row))
 
     def _timing(self, steps: list, start_s: float, after_prefix: bool):
         """``k -> the word ends (stream s) of the first k new tokens``: DTW (``SpeechModel.alignment``)

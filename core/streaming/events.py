@@ -109,12 +109,19 @@ class Waited:
         frame: its most-attended frame (from the buffer's start).
         limit: the first frame counted as "too close to the end" (``n_frames - f``).
         audio_s: audio arrived so far (s).
+        n_frames: the buffer's encoder frames: the zone is frames [limit, n_frames); -1 unknown.
+        steps: the decision's rows for a heatmap: ``core.events.StepEvent`` of each token emitted
+            in that decode, then of the token that waited, each with ``cross_attention`` = the
+            alignment heads' mean cross-attention, float32 (frames,) from the buffer's start (the
+            row AlignAtt's rule looked at) and the token's text; () when the decoder gave none.
     """
 
     token: StreamToken
     frame: int
     limit: int
     audio_s: float
+    n_frames: int = -1
+    steps: tuple = field(default=(), repr=False)
 
 
 @dataclass(frozen=True)

@@ -131,3 +131,24 @@ def test_the_language_is_detected_over_the_padded_window(whisper_base):
     dec = WhisperDecoder(whisper_base, DecodingOptions(), encoder="buffer")
     dec.decode(clip, 0.0)
     assert dec.language == "de"
+
+
+def test_align_atts_wait_carries_the_rows_it_decided_on(whisper_tiny_en, clip):
+    """Issue 23 §3: "the heatmap marks the 'too close to the end' frames and the token that
+    waited": each Waited carries the decode's rows (the alignment heads' mean cross-attention of
+    every token emitted in that decode, then the waiting token's) over the buffer's frames, and
+    the buffer's frame count, so a heatmap can draw the zone [limit, n_frames) and the row."""
+    from core.streaming import Waited
+
+    driver = StreamDriver(parse_policy("align-att:25", step_s=1.0), WhisperDecoder(whisper_tiny_en, DecodingOptions()))
+    waits = [e for e in stream(driver, play(clip, speed=None)) if isinstance(e, Waited)]
+    assert waits
+    for w in waits:
+        assert w.steps and w.n_frames == w.limit + 25
+        last = w.steps[-1]
+        assert last.token_id == w.token.id and last.text == w.token.text
+        for s in w.steps:
+            assert s.cross_attention.ndim == 1 and len(s.cross_attention) >= w.n_frames
+        assert int(last.cross_attention.argmax()) == w.frame >= w.limit  # the row the rule stopped on
+        assert all(int(s.cross_attention.argmax()) < w.limit for s in w.steps[:-1])  # emitted: before the zone
+        assert len({s.step for s in w.steps}) == len(w.steps)
