@@ -92,13 +92,14 @@ class Int8Linear(torch.nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """``x`` float32 (..., in_features) -> float32 (..., out_features)."""
-        x = x.float().contiguous()
+        if x.dtype != torch.float32 or not x.is_contiguous():  # (a decode step's row: neither call)
+            x = x.float().contiguous()
         if _PER_ROW and x.numel() > x.shape[-1]:  # several rows: one activation scale per row
             s = x.abs().amax(dim=-1, keepdim=True).clamp_min(1e-30)
-            out = torch.ops.quantized.linear_dynamic(x / s, self.packed, _REDUCE_RANGE) * s
+            out = torch.ops.quantized.linear_dynamic(x / s, self.packed, _REDUCE_RANGE).mul_(s)
         else:
             out = torch.ops.quantized.linear_dynamic(x, self.packed, _REDUCE_RANGE)
-        return out + self.bias if self.bias is not None else out
+        return out.add_(self.bias) if self.bias is not None else out  # the product's own tensor: in place
 
     def extra_repr(self) -> str:
         return f"in_features={self.in_features}, out_features={self.out_features}, int8 per-row weights"

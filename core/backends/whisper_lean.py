@@ -11,6 +11,7 @@ same logits and cross-attention.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -87,6 +88,12 @@ def fast_layout(layer: Any) -> tuple[torch.Tensor, torch.Tensor] | None:
     return sa._lean_qkv
 
 
+def _power_of_two(x: float) -> bool:
+    """Whether ``x`` > 0 is a power of two (multiplying by it is exact in floating point)."""
+    m, _ = math.frexp(x)
+    return x > 0 and m == 0.5
+
+
 class WhisperLeanDecoder:
     """A minimal Whisper decoder step over a ``WhisperNet``'s or ``WhisperForConditionalGeneration``'s weights.
 
@@ -124,6 +131,7 @@ class WhisperLeanDecoder:
         self._head_q = Int8Linear(w, self.proj_out_b) if self.int8 else None
         # float layers: q, k, v in one product over one (d_model, 3 d_model) matrix (see fast_layout)
         self._qkv = [fast_layout(layer) for layer in self.layers]
+        self._exact_scaling = [_power_of_two(layer.self_attn.scaling) for layer in self.layers]
 
     def _split(self, x: torch.Tensor) -> torch.Tensor:
         """(batch, len, d_model) -> (batch, heads, len, head_dim)."""
@@ -212,12 +220,16 @@ class WhisperLeanDecoder:
             mask = pos[None, :] <= pos[start:end, None]  # (new_len, end)
         cross_rows = []
         layer_out = []  # the last position's residual stream after each layer (capture_lens)
+        heads, hd = self.heads, self.head_dim
         for i, layer in enumerate(layers):
             # self-attention with the KV cache
             h = layer.self_attn_layer_norm(x)
             sa = layer.self_attn
             qkv = getattr(sa, "qkv_int8", None)  # int8: q, k, v in one product
             fused_t = self._qkv[i]
+            # a power-of-two scaling (head_dim 64: 1/8) is exact: SDPA applies it to the scores,
+            # bit-identical to scaling q first, one op fewer
+            exact = self._exact_scaling[i]
             if qkv is not None or fused_t is not None:
                 if qkv is not None:
                     both = qkv(h)
@@ -225,29 +237,45 @@ class WhisperLeanDecoder:
                     both = torch.addmm(fused_t[1], h.reshape(-1, self.d_model), fused_t[0]).view(
                         h.shape[:-1] + (3 * self.d_model,))
                 q, k, v = both.split(self.d_model, dim=-1)
-                q = self._split(q * sa.scaling)
+                q = self._split(q if exact else q * sa.scaling)
                 cache.self_k[i][:, :, start:end] = self._split(k)
                 cache.self_v[i][:, :, start:end] = self._split(v)
             else:
-                q = self._split(sa.q_proj(h) * sa.scaling)
+                q = sa.q_proj(h)
+                q = self._split(q if exact else q * sa.scaling)
                 cache.self_k[i][:, :, start:end] = self._split(sa.k_proj(h))
                 cache.self_v[i][:, :, start:end] = self._split(sa.v_proj(h))
             k, v = cache.self_k[i][:, :, :end], cache.self_v[i][:, :, :end]
-            a = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal, scale=1.0)
+            a = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal,
+                                               scale=sa.scaling if exact else 1.0)
             x = x + sa.out_proj(a.transpose(1, 2).reshape(x.shape))
             # cross-attention over the encoder hidden states
             h = layer.encoder_attn_layer_norm(x)
             ca = layer.encoder_attn
-            q = self._split(ca.q_proj(h) * ca.scaling)
-            if output_attentions:
-                weights = torch.softmax(q @ cache.cross_k[i].transpose(-1, -2), dim=-1)
-                a = weights @ cache.cross_v[i]
+            ck, cv = cache.cross_k[i], cache.cross_v[i]
+            if output_attentions and (ck.shape[0] == 1 or ck.stride(0) == 0):
+                # one K/V for every row (greedy, beams over one input): every row's queries in one
+                # (heads, rows, head_dim) x (heads, head_dim, src) product that reads K and V once
+                # (a broadcast matmul copies the expanded K and V per row); batch 1: the same bmm
+                # as the matmul ran
+                b, n = h.shape[0], h.shape[1]
+                qh = (ca.q_proj(h) * ca.scaling).view(b * n, heads, hd).transpose(0, 1)  # (heads, b*n, hd)
+                w = torch.softmax(torch.bmm(qh, ck[0].transpose(1, 2)), dim=-1)  # (heads, b*n, src)
+                a = torch.bmm(w, cv[0])  # (heads, b*n, hd)
+                weights = w.view(heads, b, n, -1).transpose(0, 1)  # (batch, heads, new_len, src)
+                cross_rows.append(weights if all_positions or n == 1 else weights[:, :, -1:].clone())
+                a = a.transpose(0, 1).reshape(x.shape)
+            elif output_attentions:
+                q = self._split(ca.q_proj(h) * ca.scaling)
+                weights = torch.softmax(q @ ck.transpose(-1, -2), dim=-1)
+                a = (weights @ cv).transpose(1, 2).reshape(x.shape)
                 # (batch, heads, new_len, src); only the last position's row unless every
                 # position is asked for (a re-feed of ~400 positions kept every layer's rows alive)
                 cross_rows.append(weights if all_positions or new_len == 1 else weights[:, :, -1:].clone())
             else:
-                a = F.scaled_dot_product_attention(q, cache.cross_k[i], cache.cross_v[i], scale=1.0)
-            x = x + ca.out_proj(a.transpose(1, 2).reshape(x.shape))
+                q = self._split(ca.q_proj(h) * ca.scaling)
+                a = F.scaled_dot_product_attention(q, ck, cv, scale=1.0).transpose(1, 2).reshape(x.shape)
+            x = x + ca.out_proj(a)
             # feed-forward
             h = layer.final_layer_norm(x)
             x = x + layer.fc2(layer.activation_fn(layer.fc1(h)))

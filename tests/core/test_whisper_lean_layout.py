@@ -64,3 +64,23 @@ def test_fused_step_equals_the_three_projections():
             outs.append(lean.step(torch.tensor([[7], [9]]), cache, True))
     torch.testing.assert_close(outs[0].logits, outs[1].logits, rtol=1e-5, atol=1e-5)
     torch.testing.assert_close(outs[0].cross_attention, outs[1].cross_attention, rtol=1e-5, atol=1e-6)
+
+
+def test_rows_over_one_input_equal_each_row_alone():
+    """Beams over one input share one cross-attention K/V (every row's queries in one product):
+    each row's logits and cross-attention equal that row decoded alone."""
+    tiny = tiny_whisper(seed=7, decoder_layers=3)
+    lean = WhisperLeanDecoder(tiny.model)
+    enc = torch.randn(1, tiny.model.config.max_source_positions, tiny.model.config.d_model,
+                      generator=torch.Generator().manual_seed(4))
+    rows = [[1, 2, 3, 7], [1, 4, 3, 9], [1, 5, 6, 2]]
+    with torch.inference_mode():
+        cache = lean.init_cache(enc, 3)
+        lean.step(torch.tensor([r[:3] for r in rows]), cache, True)
+        together = lean.step(torch.tensor([r[3:] for r in rows]), cache, True)
+        for j, r in enumerate(rows):
+            alone_cache = lean.init_cache(enc, 1)
+            lean.step(torch.tensor([r[:3]]), alone_cache, True)
+            alone = lean.step(torch.tensor([r[3:]]), alone_cache, True)
+            torch.testing.assert_close(together.logits[j], alone.logits[0], rtol=1e-4, atol=1e-4)
+            torch.testing.assert_close(together.cross_attention[j], alone.cross_attention[0], rtol=1e-4, atol=1e-5)
