@@ -75,6 +75,20 @@ def _log_np(p: np.ndarray) -> np.ndarray:
     return np.log(out, out=out)
 
 
+_LOG_TINY: dict[tuple[int, str], np.ndarray] = {}  # (length, dtype) -> a read-only row of log(tiny)
+
+
+def _log_tiny(n: int, dtype: np.dtype) -> np.ndarray:
+    """A read-only row of ``n`` times :func:`_log_np` of 0 (log of the dtype's tiny)."""
+    key = (n, np.dtype(dtype).str)
+    row = _LOG_TINY.get(key)
+    if row is None:
+        row = _log_np(np.zeros(n, dtype=dtype))
+        row.flags.writeable = False
+        _LOG_TINY[key] = row
+    return row
+
+
 def _moments(probs: torch.Tensor, log_p: np.ndarray, with_var: bool) -> tuple[float, float | None]:
     """(entropy -sum p log p, varentropy sum p (log p + H)^2 or None) of a CPU (vocab,) row and
     its numpy log p (:func:`_log_np`, whole row). The sums are dot products (torch.dot, ~5 us
@@ -243,8 +257,9 @@ class _Dist:
             self._varentropy = varentropy_nats(self.probs, self._entropy) if with_var else None
             return
         if self.sparse:
-            log_p = _log_np(np.zeros(self.probs.shape[-1], dtype=self.sub.numpy().dtype))  # log tiny everywhere
-            log_p[self.support.numpy()] = _log_np(self.sub.numpy())
+            sub = self.sub.numpy()
+            log_p = _log_tiny(self.probs.shape[-1], sub.dtype).copy()  # what the whole row's zeros read
+            log_p[self.support.numpy()] = _log_np(sub)
         else:
             log_p = _log_np(self.probs.detach().numpy())
         self._entropy, self._varentropy = _moments(self.probs, log_p, with_var)
