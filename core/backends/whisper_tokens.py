@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Mapping
 
 from core.backends.ct2_format import CT2FormatError
@@ -103,7 +104,6 @@ def build_whisper_tokenizer(tokenizer_json: Mapping[str, Any], vocab_size: int):
         WhisperTokenizer with eos/bos/unk/pad = <|endoftext|> and the special added tokens
         registered as extra special tokens.
     """
-    import tokenizers
     from transformers import WhisperTokenizer
 
     special = whisper_special_tokens(tokenizer_json)
@@ -124,13 +124,158 @@ def build_whisper_tokenizer(tokenizer_json: Mapping[str, Any], vocab_size: int):
                 }
             )
     data["added_tokens"] = added
-    backend = tokenizers.Tokenizer.from_str(json.dumps(data))
+    backend = _backend_tokenizer(data)
     extra = [t["content"] for t in added if t.get("special") and t["content"] != "<|endoftext|>"]
     return WhisperTokenizer(
-        tokenizer_object=backend,
+        # transformers deep-copies a ``tokenizer_object`` (a whole serialise + parse); this one
+        # is ours alone, so the wrapper hands over the object itself (see :class:`_NoCopy`)
+        tokenizer_object=_NoCopy(backend),
         unk_token="<|endoftext|>",
         bos_token="<|endoftext|>",
         eos_token="<|endoftext|>",
         pad_token="<|endoftext|>",
         extra_special_tokens=extra,
     )
+
+
+class _NoCopy:
+    """Hands ``tokenizer`` itself to the one ``copy.deepcopy`` that transformers'
+    ``TokenizersBackend.__init__`` makes of its ``tokenizer_object``.
+
+    That copy serialises the whole backend tokenizer to JSON and parses it again (about
+    150 ms of CPU with the GIL held for Whisper's 3.9 MB tokenizer); a tokenizer built here
+    for the new ``WhisperTokenizer`` alone needs no copy.
+    """
+
+    def __init__(self, tokenizer: Any) -> None:
+        self.tokenizer = tokenizer
+
+    def __deepcopy__(self, memo: dict) -> Any:
+        return self.tokenizer
+
+
+def _backend_tokenizer(data: Mapping[str, Any]):
+    """A ``tokenizers.Tokenizer`` equal to ``Tokenizer.from_str(json.dumps(data))``, built in
+    short steps: a model-less skeleton from (small) JSON, the BPE model from the parsed vocab
+    and merges, then the added tokens in id order.
+
+    ``json.dumps`` of the whole tokenizer.json and the Rust parse of it are one call each that
+    holds the GIL for 100-500 ms (a window's GUI thread stalls that long during a model load);
+    here the longest step is building the BPE model (about 55 ms of CPU for Whisper's 50,000
+    merges). A tokenizer that is not BPE with explicit vocab and merges, or whose added tokens
+    would not land on their ids, is parsed whole as before.
+    """
+    import tokenizers
+    from tokenizers import AddedToken
+    from tokenizers.models import BPE
+
+    model = data.get("model") or {}
+    vocab, merges = model.get("vocab"), model.get("merges")
+    added = sorted(data.get("added_tokens") or [], key=lambda tok: int(tok["id"]))
+    in_order = all(int(tok["id"]) == len(vocab or ()) + i for i, tok in enumerate(added))
+    if model.get("type") != "BPE" or not isinstance(vocab, dict) or not isinstance(merges, list) or not in_order:
+        return tokenizers.Tokenizer.from_str(json.dumps(data))
+    skeleton = {**data, "added_tokens": [], "model": {**model, "vocab": {}, "merges": []}}
+    backend = tokenizers.Tokenizer.from_str(json.dumps(skeleton))
+    pairs = [tuple(m) if not isinstance(m, str) else tuple(m.split(" ", 1)) for m in merges]
+    backend.model = BPE(
+        vocab=vocab,
+        merges=pairs,
+        dropout=model.get("dropout"),
+        unk_token=model.get("unk_token"),
+        continuing_subword_prefix=model.get("continuing_subword_prefix"),
+        end_of_word_suffix=model.get("end_of_word_suffix"),
+        fuse_unk=model.get("fuse_unk", False),
+        byte_fallback=model.get("byte_fallback", False),
+        ignore_merges=model.get("ignore_merges", False),
+    )
+    backend.add_tokens(
+        [
+            AddedToken(
+                tok["content"],
+                single_word=tok.get("single_word", False),
+                lstrip=tok.get("lstrip", False),
+                rstrip=tok.get("rstrip", False),
+                normalized=tok.get("normalized", True),
+                special=tok.get("special", False),
+            )
+            for tok in added
+        ]
+    )
+    if any(backend.token_to_id(tok["content"]) != int(tok["id"]) for tok in added):
+        return tokenizers.Tokenizer.from_str(json.dumps(data))
+    return backend
+
+
+def parse_tokenizer_json(source: str | bytes | bytearray | Path | Mapping[str, Any]) -> dict[str, Any]:
+    """A Hugging Face ``tokenizer.json``, parsed: equal to ``json.loads`` of it, but the
+    model's ``vocab`` and ``merges`` (nearly all of the file) are each parsed by their own
+    call, so no single call holds the GIL for the whole file (Whisper's is 3.9 MB: about
+    50-75 ms of CPU in one ``json.loads``; about half that per piece here).
+
+    Args:
+        source: a path (``Path``, or a ``str`` that does not start with "{"), the JSON text
+            (``str``/``bytes``, UTF-8), or an already parsed mapping (returned as a dict).
+
+    Raises:
+        OSError: the file cannot be read.  json.JSONDecodeError / UnicodeDecodeError: not JSON.
+    """
+    if isinstance(source, Mapping):
+        return dict(source)
+    if isinstance(source, str) and not source.lstrip().startswith("{"):
+        source = Path(source)
+    if isinstance(source, Path):
+        source = source.read_bytes()
+    text = bytes(source).decode("utf-8") if not isinstance(source, str) else source
+    pieces = _split_vocab_merges(text)
+    if pieces is None:
+        return json.loads(text)
+    skeleton, vocab, merges = pieces
+    model = skeleton.get("model")
+    if not isinstance(model, dict) or model.get("vocab") != {} or model.get("merges") != []:
+        return json.loads(text)  # the keys found were not the model's: parse it whole
+    model["vocab"], model["merges"] = vocab, merges
+    return skeleton
+
+
+def _split_vocab_merges(text: str) -> tuple[dict[str, Any], Any, Any] | None:
+    """(the document with an empty vocab and merges, vocab, merges), or None when the
+    text does not have ``"model": {... "vocab": {...}, ... "merges": [...]`` in that order."""
+    decoder = json.JSONDecoder()
+    model_at = text.find('"model"')
+    if model_at < 0:
+        return None
+    spans = []
+    start = model_at
+    for key, opener in (('"vocab"', "{"), ('"merges"', "[")):
+        at = text.find(key, start)
+        if at < 0:
+            return None
+        at = _skip_colon(text, at + len(key))
+        if at is None or text[at] != opener:
+            return None
+        try:
+            value, end = decoder.raw_decode(text, at)
+        except ValueError:
+            return None
+        spans.append((at, end, value))
+        start = end
+    (v0, v1, vocab), (m0, m1, merges) = spans
+    try:
+        skeleton = json.loads(text[:v0] + "{}" + text[v1:m0] + "[]" + text[m1:])
+    except ValueError:
+        return None
+    return skeleton, vocab, merges
+
+
+def _skip_colon(text: str, at: int) -> int | None:
+    """Index of the value after ``at`` (whitespace, one ':', whitespace), or None."""
+    n = len(text)
+    while at < n and text[at] in " \t\r\n":
+        at += 1
+    if at >= n or text[at] != ":":
+        return None
+    at += 1
+    while at < n and text[at] in " \t\r\n":
+        at += 1
+    return at if at < n else None
