@@ -35,7 +35,7 @@ def paragraph_png(tmp_path_factory):
     return path
 
 
-def test_ocr_json_trace(capsys, paragraph_png):
+def test_ocr_json_trace(capsys, paragraph_png, reuse_model):
     code, out, err = _run(capsys, ["ocr", str(paragraph_png), "--json", "--attention"])
     assert code == 0, err
     trace = json.loads(out)
@@ -60,10 +60,8 @@ def test_ocr_json_trace(capsys, paragraph_png):
 
 
 @pytest.fixture(scope="module")
-def shared_model():
-    from core.tasks.ocr import OCRModel
-
-    return OCRModel.load("bundled")
+def shared_model(ocr_bundled):
+    return ocr_bundled  # loaded once per session
 
 
 @pytest.fixture
