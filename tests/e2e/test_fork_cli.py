@@ -24,19 +24,13 @@ SAMPLES = Path(__file__).resolve().parents[2] / "assets" / "samples"
 
 
 @pytest.fixture(scope="module")
-def speech_model():
-    from core.tasks.speech import SpeechModel
-
-    return SpeechModel.load("tiny.en")
+def speech_model(whisper_tiny_en):
+    return whisper_tiny_en  # loaded once per session
 
 
 @pytest.fixture
-def cli(capsys, monkeypatch, speech_model):
-    """Run the CLI in this process; ``transcribe`` reuses the loaded tiny.en."""
-    from core.tasks.speech import SpeechModel
-
-    monkeypatch.setattr(SpeechModel, "load", classmethod(lambda cls, name="tiny.en", progress=None: speech_model))
-
+def cli(capsys, cli_reuses_models):
+    """Run the CLI in this process; it reuses the session's loaded models (``cli_reuses_models``)."""
     def run(*argv: str) -> dict:
         code = main(list(argv) + ["--json"])
         out, err = capsys.readouterr()
