@@ -172,8 +172,12 @@ def _backend_tokenizer(data: Mapping[str, Any]):
     model = data.get("model") or {}
     vocab, merges = model.get("vocab"), model.get("merges")
     added = sorted(data.get("added_tokens") or [], key=lambda tok: int(tok["id"]))
-    in_order = all(int(tok["id"]) == len(vocab or ()) + i for i, tok in enumerate(added))
-    if model.get("type") != "BPE" or not isinstance(vocab, dict) or not isinstance(merges, list) or not in_order:
+    if (
+        model.get("type") != "BPE"
+        or not isinstance(vocab, dict)
+        or not isinstance(merges, list)
+        or not _ids_as_added(added, vocab)
+    ):
         return tokenizers.Tokenizer.from_str(json.dumps(data))
     skeleton = {**data, "added_tokens": [], "model": {**model, "vocab": {}, "merges": []}}
     backend = tokenizers.Tokenizer.from_str(json.dumps(skeleton))
@@ -205,6 +209,23 @@ def _backend_tokenizer(data: Mapping[str, Any]):
     if any(backend.token_to_id(tok["content"]) != int(tok["id"]) for tok in added):
         return tokenizers.Tokenizer.from_str(json.dumps(data))
     return backend
+
+
+def _ids_as_added(added: list[Mapping[str, Any]], vocab: Mapping[str, int]) -> bool:
+    """Whether adding ``added`` (sorted by id) one by one to a model with ``vocab`` gives each
+    its id: a token the vocabulary has keeps the vocabulary's id (tiny.en's <|endoftext|>,
+    50256); any other takes the next id after the vocabulary and the tokens added so far."""
+    next_id = len(vocab)
+    for tok in added:
+        token_id = int(tok["id"])
+        if tok["content"] in vocab:
+            if vocab[tok["content"]] != token_id:
+                return False
+        elif token_id == next_id:
+            next_id += 1
+        else:
+            return False
+    return True
 
 
 def parse_tokenizer_json(source: str | bytes | bytearray | Path | Mapping[str, Any]) -> dict[str, Any]:

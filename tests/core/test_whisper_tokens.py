@@ -107,7 +107,8 @@ def test_parse_tokenizer_json_equals_json_loads(name):
     assert parse_tokenizer_json(json.dumps(odd)) == odd
 
 
-def test_the_build_neither_serialises_nor_copies_the_whole_tokenizer(monkeypatch):
+@pytest.mark.parametrize("name", ["tiny.en", "base"])
+def test_the_build_neither_serialises_nor_copies_the_whole_tokenizer(monkeypatch, name):
     """No json.dumps of the 3.9 MB document (its Rust parse follows it), and no deep copy of a
     ``tokenizers.Tokenizer`` (transformers' copy = serialise + parse): each held the GIL for
     100-500 ms during a model load in the window."""
@@ -134,11 +135,11 @@ def test_the_build_neither_serialises_nor_copies_the_whole_tokenizer(monkeypatch
             copied.append(type(obj).__name__)
         return real_deepcopy(obj, memo)
 
-    data = parse_tokenizer_json(_tokenizer_json("base"))
+    data = parse_tokenizer_json(_tokenizer_json(name))
     monkeypatch.setattr(whisper_tokens, "json", _Json())
     monkeypatch.setattr(copy, "deepcopy", deepcopy)
-    tokenizer = build_whisper_tokenizer(data, VOCAB_SIZE["base"])
-    assert tokenizer.convert_tokens_to_ids("<|endoftext|>") == 50257
+    tokenizer = build_whisper_tokenizer(data, VOCAB_SIZE[name])
+    assert tokenizer.convert_tokens_to_ids("<|endoftext|>") == {"tiny.en": 50256, "base": 50257}[name]
     assert max(dumped, default=0) < 500_000, f"json.dumps of {max(dumped)} characters"
     assert copied == []
 
