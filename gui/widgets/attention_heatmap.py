@@ -20,8 +20,10 @@ the window shown.
 from __future__ import annotations
 
 import numpy as np
-from PySide6.QtCore import QTimer, Signal
-from PySide6.QtWidgets import QHBoxLayout, QLabel, QVBoxLayout, QWidget
+import pyqtgraph as pg
+from PySide6.QtCore import QRectF, Qt, QTimer, Signal
+from PySide6.QtGui import QBrush, QColor, QPen
+from PySide6.QtWidgets import QGraphicsRectItem, QHBoxLayout, QLabel, QVBoxLayout, QWidget
 
 from core.events import SegmentEvent, StepEvent, load_attention
 
@@ -32,6 +34,9 @@ from .layer_head_picker import AVERAGE, LayerHeadPicker
 from .token_text import display_text
 
 __all__ = ["AVERAGE", "MAX_CELLS", "MAX_COLUMNS", "AttentionHeatmap", "no_si_prefix", "reduce_attention"]
+
+#: AlignAtt's "too close to the end" zone and the token that waited (the Live view's colour)
+ZONE_COLOR = "#c77700"
 
 #: beyond this many input columns (30 s windows of 1500 frames, source tokens), or rows x
 #: columns cells, the heatmap shows one segment at a time (see AttentionHeatmap.append_steps)
@@ -70,6 +75,8 @@ class AttentionHeatmap(QWidget):
         self._col0 = 0  # input column of the image's first column
         self._img = RowImage()
         self._selected: int | None = None
+        self._zone: tuple[int, int, int | None] | None = None  # mark_zone's (first, end, row)
+        self._zone_items: list = []
 
         self.picker = LayerHeadPicker()
         self.layer_combo, self.head_combo = self.picker.layer_combo, self.picker.head_combo
@@ -183,6 +190,7 @@ class AttentionHeatmap(QWidget):
         self._img = RowImage(self.axis.count)
         self._selected = None
         self.highlight.hide()
+        self.mark_zone(None)
         self._refresh_image()
         self._update_row_ticks()
 
@@ -287,6 +295,55 @@ class AttentionHeatmap(QWidget):
         """Mark the input ``columns`` of image row ``row``: a translucent orange band down
         each column and an orange box on the row's cell; None (or no columns) removes the marks."""
         self.canvas.mark_columns(row, columns, self.axis.scale, self.row_count())
+
+    def mark_zone(self, first: int | None, end: int | None = None, row: int | None = None, label: str = "") -> None:
+        """Mark input columns [``first``, ``end``) the whole height of the plot (a translucent
+        orange band: AlignAtt's "too close to the end" frames) and outline image row ``row``
+        across the columns drawn (the token that waited), with ``label`` at its right; None
+        (``first``) removes the marks. :meth:`clear` removes them too.
+
+        Raises:
+            ValueError: ``end`` <= ``first``.
+        """
+        for item in self._zone_items:
+            self.plot.removeItem(item)
+        self._zone_items.clear()
+        self._zone = None
+        if first is None:
+            return
+        if end is None or end <= first:
+            raise ValueError(f"a zone needs end > first columns, got [{first}, {end})")
+        scale, height = self.axis.scale, max(self.row_count(), 1)
+        band = QGraphicsRectItem(QRectF(first * scale, 0, (end - first) * scale, height))
+        band.setPen(QPen(Qt.PenStyle.NoPen))
+        color = QColor(ZONE_COLOR)
+        color.setAlpha(80)
+        band.setBrush(QBrush(color))
+        band.setZValue(5)
+        edge = pg.InfiniteLine(first * scale, angle=90, movable=False, pen=pg.mkPen(ZONE_COLOR, width=1.5))
+        edge.setZValue(6)
+        items = [band, edge]
+        if row is not None:
+            c0, c1 = self._shown_columns()
+            box = QGraphicsRectItem(QRectF(c0 * scale, row, max(c1 - c0, 1) * scale, 1))
+            pen = QPen(QColor(ZONE_COLOR), 2.5)
+            pen.setCosmetic(True)
+            box.setPen(pen)
+            box.setZValue(12)
+            items.append(box)
+            if label:
+                text = pg.TextItem(label, color=ZONE_COLOR, anchor=(1.0, 0.5))
+                text.setPos(first * scale, row + 0.5)
+                text.setZValue(13)
+                items.append(text)
+        for item in items:
+            self.plot.addItem(item)
+        self._zone_items = items
+        self._zone = (int(first), int(end), row)
+
+    def zone(self) -> tuple[int, int, int | None] | None:
+        """The marked zone as (first column, end column, row or None), or None (:meth:`mark_zone`)."""
+        return self._zone
 
     def add_below(self, widget: QWidget) -> None:
         """Put ``widget`` under the plot (a tab's own line about what the heatmap shows)."""

@@ -11,6 +11,11 @@ What a streaming run (``core.streaming``) yields is shown in three parts:
   every trim (a red dashed line labelled with its reason), each committed word's latency (a
   green bar from the word's end in the audio to its commit) and, for AlignAtt, the "too close
   to the end" frames (an orange band) with the token that waited;
+- for AlignAtt, its last wait as a cross-attention heatmap (``decision``, an
+  ``AttentionHeatmap``): the rows are the tokens of the decode that waited, then the token that
+  waited (outlined), over the buffer's encoder frames; each row the alignment heads' mean
+  attention, the row AlignAtt's rule looked at; the "too close to the end" frames are an orange
+  band. Hidden until a policy waits (LocalAgreement and fixed-window never do);
 - the words table: word, where it ends in the audio, when it was committed, its latency.
 
 A stats line says the real-time factor, the mean and 90th-percentile commit latency, how many
@@ -65,6 +70,14 @@ TEXT_TIP = (
     "tail is grey and italic and is replaced at every update until the policy commits it. Orange [waits: …]: "
     "the token AlignAtt held back because its attention reached the end of the buffer."
 )
+
+
+DECISION_TIP = (
+    "AlignAtt's last decision (SimulStreaming): each row is a token of the last decode that waited, its "
+    "alignment heads' mean cross-attention over the buffer's frames (20 ms each), the row AlignAtt's rule "
+    "looks at. A token is emitted while its most-attended frame lies before the orange zone (the last frames "
+    "of the buffer, too close to the end); the outlined last row is the token whose attention fell inside it: "
+    "it was not emitted, decoding waits for more audio.")
 
 
 @dataclass(frozen=True)
@@ -140,6 +153,18 @@ class LiveView(QWidget):
         self.text.setToolTip(TEXT_TIP)
         self.text.setMinimumHeight(60)
         self.lane = self._build_lane()
+        from .attention_heatmap import AttentionHeatmap
+
+        self.decision = AttentionHeatmap()
+        self.decision.set_columns("time in the buffer (s)", FRAME_S)
+        self.decision.set_view(None, None, note="alignment heads' mean · each row normalised to its max",
+                               tip=DECISION_TIP)
+        self.decision.setToolTip(DECISION_TIP)
+        self.decision.setMinimumHeight(160)
+        self.decision_label = QLabel("")
+        self.decision_label.setWordWrap(True)
+        self.decision_label.setStyleSheet("color: #c77700;")
+        self.decision.add_below(self.decision_label)
         self.table = QTableWidget(0, 4)
         self.table.setHorizontalHeaderLabels(["word", "end", "commit", "latency"])
         self.table.verticalHeader().setVisible(False)
@@ -165,6 +190,7 @@ class LiveView(QWidget):
         left.addWidget(self.text, 3)
         left.addWidget(self.lane, 2)
         left.addWidget(self.legend)
+        left.addWidget(self.decision, 3)
         body.addLayout(left, 3)
         body.addWidget(self.table, 1)
         lay = QVBoxLayout(self)
@@ -222,6 +248,12 @@ class LiveView(QWidget):
         self.words: list[LiveWord] = []
         self.tentative = ""
         self.waited = None  # (the last core.streaming.Waited, buffer start, decodes), until a later decode
+        self.last_wait = None  #: the last core.streaming.Waited (its heatmap stays after the wait is over)
+        self._decision_of = None  # the Waited the decision heatmap shows
+        if hasattr(self, "decision"):
+            self.decision.clear(columns=True)
+            self.decision.hide()
+            self.decision_label.setText("")
         self.trims: list[tuple[float, str]] = []
         self.messages: list[str] = []
         self.skipped: list[tuple[float, float]] = []  # (from, to) s of audio left out to keep up
@@ -267,6 +299,7 @@ class LiveView(QWidget):
             self.trims.append((ev.start_s, ev.reason))
         elif isinstance(ev, Waited):
             self.waited = (ev, self.start_s, self.decodes)  # the tick before it counted its decode
+            self.last_wait = ev
         elif isinstance(ev, FellBehind):
             self.messages.append(self.fell_behind_text(ev))
             if ev.skipped_s is not None:
@@ -361,6 +394,7 @@ class LiveView(QWidget):
         sb = self.text.verticalScrollBar()
         sb.setValue(sb.maximum())
         self._draw_lane()
+        self._draw_decision()
         self._add_rows()
         self.stats_label.setText(self.stats_text() if self.heard_s > 0 else "")
         if self.messages:
@@ -428,6 +462,29 @@ class LiveView(QWidget):
             self.waited_mark.setData([], [])
             self.waited_label.setText("")
         self.lane.setXRange(left, right, padding=0.01)
+
+    def _draw_decision(self) -> None:
+        """The last wait's rows on the decision heatmap, the zone and the waiting token marked
+        (once per new wait; a wait without rows leaves it as it is)."""
+        from dataclasses import replace
+
+        ev = self.last_wait
+        if ev is None or ev is self._decision_of or not ev.steps:
+            return
+        self._decision_of = ev
+        n = ev.n_frames if ev.n_frames > ev.limit else max(len(ev.steps[-1].cross_attention), ev.limit + 1)
+        steps = [replace(s, cross_attention=np.asarray(s.cross_attention)[..., :n]) for s in ev.steps]
+        hm = self.decision
+        hm.clear(columns=True)
+        hm.set_columns("time in the buffer (s)", FRAME_S, n_columns=n)
+        hm.append_steps(steps)
+        hm.mark_zone(ev.limit, n, row=len(steps) - 1, label="waits ▸")
+        token = html.escape((ev.token.text.strip() or ev.token.text))
+        self.decision_label.setText(
+            f"AlignAtt's last wait, at {ev.audio_s:.1f} s: the next token “{token}” attends frame {ev.frame} "
+            f"({ev.frame * FRAME_S:.2f} s into the buffer), inside the last {n - ev.limit} frames (orange, too close "
+            f"to the end): it waits for audio. Rows: the {len(steps) - 1} tokens emitted in that decode, then it.")
+        hm.show()
 
     def _first_shown_word(self, left: float) -> int:
         """The first word committed inside the lane's window (commits come in time order)."""
