@@ -120,22 +120,30 @@ class _TransposedLinear:
 #: the decoder products whose float32 weights are kept transposed (``_TransposedLinear``): every
 #: one that reads a 256-wide input; ``ffn2`` (1536 -> 256) is faster with ``F.linear``
 TRANSPOSED_DECODER = ("ssru", "q", "o", "ffn1")
+#: the float32 products run on the file's exact int8 values (``_exact_int8_linear``) where
+#: possible: the encoder's big ones, where reading half the bytes wins over the extra scaling
+#: call (on its 256 x 256 one it does not). Not the decoder step's: its weights (8 MB) stay in
+#: the cache from step to step, and there float32 is faster (a step 586 us vs 651 us with the
+#: FFN's two on the int8 values, min of blocks, one thread)
+EXACT_INT8_ENCODER = ("qkv", "ffn1", "ffn2")
+EXACT_INT8_DECODER: tuple[str, ...] = ()
 
 
-def _exact_int8_projection(weight: torch.Tensor, bias: torch.Tensor) -> Callable[[torch.Tensor], torch.Tensor] | None:
+def _exact_int8_linear(weight: torch.Tensor, bias: torch.Tensor) -> Callable[[torch.Tensor], torch.Tensor] | None:
     """``x -> x W^T + b`` for a float32 ``weight`` (out, in) that is exactly ``Q / m``: integers Q
     in [-127, 127] over one scale m (an intgemm8 matrix of the file dequantised, as
-    ``read_marian_binary`` does: ``m = 127 / max |W|``). Q is stored as float16 (integers up to
-    2048 are exact there) in fbgemm's packed layout and the product runs as
-    ``quantized::linear_dynamic_fp16``: float32 activations times the exact weights, float32
-    accumulation, on ``x / m``. The same float32 product up to rounding (the scale is applied
-    to the 256 inputs instead of the weights; logits differ by ~1e-6 relative), from half the
-    bytes: Bergamot's 256 x 32,000 output projection takes 0.47 ms instead of 1.3 ms on one
-    thread here.
+    ``read_marian_binary`` does: ``m = 127 / max |W|``; all of tiny11's matrices are). Q is
+    stored as float16 (integers up to 2048 are exact there) in fbgemm's packed layout and the
+    product runs as ``quantized::linear_dynamic_fp16``: float32 activations times the exact
+    weights, float32 accumulation, on ``x / m``. The same float32 product up to rounding (the
+    scale is applied to the inputs instead of the weights; outputs differ by ~1e-6 relative),
+    from half the bytes, which is what these products wait for: Bergamot's 256 x 32,000 output
+    projection takes 0.47-0.61 ms instead of 1.3-1.6 ms on one thread here, the 256 x 1536 FFN
+    matrices 43-45 instead of 72-89 us on one row, 99 instead of 207 us on 8 rows.
 
     Returns:
-        the callable, float32 (rows, in) -> float32 (rows, out); None where ``weight`` is not
-        such a matrix or this CPU build has no fbgemm (then ``torch.addmm`` is used).
+        the callable, float32 (..., in) -> float32 (..., out); None where ``weight`` is not
+        such a matrix or this CPU build has no fbgemm (then the float32 weights are used).
     """
     import warnings
 
@@ -156,7 +164,13 @@ def _exact_int8_projection(weight: torch.Tensor, bias: torch.Tensor) -> Callable
             linear(torch.zeros(1, w.shape[1]), packed)
     except (RuntimeError, NotImplementedError):
         return None
-    return lambda x: linear(x * inv, packed)
+
+    def product(x: torch.Tensor) -> torch.Tensor:
+        if x.dim() == 2:
+            return linear(x * inv, packed)
+        return linear(x.reshape(-1, x.shape[-1]) * inv, packed).view(*x.shape[:-1], -1)
+
+    return product
 
 
 class _EncoderLayer:
@@ -177,7 +191,8 @@ class _EncoderLayer:
             "ffn2": (p[f"encoder_l{i}_ffn_W2"], p[f"encoder_l{i}_ffn_b2"]),
         }
         for name, (w, b) in self.weights.items():
-            setattr(self, name, _float_linear(w, b))
+            exact = _exact_int8_linear(w, b) if name in EXACT_INT8_ENCODER else None
+            setattr(self, name, exact or _float_linear(w, b))
         self.ln1 = (p[pre + "_Wo_ln_scale"], p[pre + "_Wo_ln_bias"])
         pre = f"encoder_l{i}_ffn"
         self.ln2 = (p[pre + "_ffn_ln_scale"], p[pre + "_ffn_ln_bias"])
@@ -203,7 +218,8 @@ class _DecoderLayer:
             "ffn1": (p[ffn + "_W1"], p[ffn + "_b1"]), "ffn2": (p[ffn + "_W2"], p[ffn + "_b2"]),
         }
         for name, (w, b) in self.weights.items():
-            setattr(self, name, _TransposedLinear(w, b) if name in TRANSPOSED_DECODER else _float_linear(w, b))
+            exact = _exact_int8_linear(w, b) if name in EXACT_INT8_DECODER else None
+            setattr(self, name, exact or (_TransposedLinear(w, b) if name in TRANSPOSED_DECODER else _float_linear(w, b)))
         self.ln0 = (p[pre + "_ffn_ln_scale"], p[pre + "_ffn_ln_bias"])
         self.ln1 = (p[ctx + "_Wo_ln_scale"], p[ctx + "_Wo_ln_bias"])
         self.ln2 = (p[ffn + "_ffn_ln_scale"], p[ffn + "_ffn_ln_bias"])
@@ -258,9 +274,9 @@ class MarianTinyModel:
             raise MarianFormatError(f"model file lacks weight {e.args[0]!r}: not a tiny11 model") from e
         self.vocab_size = int(emb.shape[0])
         #: the full output projection, (batch, 256) -> (batch, V): on the file's int8 values
-        #: (``_exact_int8_projection``) where it can, else ``torch.addmm`` on ``wemb_t``; int8 in
+        #: (``_exact_int8_linear``) where it can, else ``torch.addmm`` on ``wemb_t``; int8 in
         #: ``quantized``
-        self._full_projection = _exact_int8_projection(params["Wemb"], params["decoder_ff_logit_out_b"])
+        self._full_projection = _exact_int8_linear(params["Wemb"], params["decoder_ff_logit_out_b"])
         #: (256, V) copy of ``Wemb`` for ``torch.addmm`` where ``_full_projection`` is None
         self.wemb_t = params["Wemb"].t().contiguous() if self._full_projection is None else None
         self.emb_scale = math.sqrt(D_MODEL)
@@ -268,7 +284,8 @@ class MarianTinyModel:
         #: the compute type of the products: "float32", or "int8" (``quantized``)
         self.dtype = "float32"
         #: every decoder layer's cross-attention keys and values in one product (``_stacked_cross_kv``)
-        self._cross_kv: Callable[[torch.Tensor], torch.Tensor] = _float_linear(*_stacked_cross_kv(self.dec_layers))
+        stacked = _stacked_cross_kv(self.dec_layers)
+        self._cross_kv: Callable[[torch.Tensor], torch.Tensor] = _exact_int8_linear(*stacked) or _float_linear(*stacked)
 
     def quantized(self) -> "MarianTinyModel":
         """An int8 twin of this model (``dtype == "int8"``): the products named in
@@ -493,7 +510,7 @@ class MarianTinyModel:
         (batch, k) over the rows prepared by ``output_rows``.
 
         The full projection reads 32 MB of float32 weights per call: it runs on the file's
-        int8 values stored as float16 (16 MB, ``_exact_int8_projection``), or where that is not
+        int8 values stored as float16 (16 MB, ``_exact_int8_linear``), or where that is not
         possible on a (256, V) copy of ``Wemb`` laid out for ``addmm`` (about twice as fast as
         ``F.linear`` on one CPU thread). The shortlist's rows are a gathered float32 copy.
         """

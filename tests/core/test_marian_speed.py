@@ -7,7 +7,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from core.backends.marian_net import _exact_int8_projection
+from core.backends.marian_net import _exact_int8_linear
 from tests.core.test_marian_tiny import backend_for
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")  # tests/conftest.py
@@ -32,8 +32,8 @@ def test_the_full_projection_runs_on_the_files_int8_values_with_the_float32_resu
 
 def test_a_matrix_that_is_not_int8_values_keeps_the_float32_product():
     w = torch.randn(64, 32)
-    assert _exact_int8_projection(w, torch.zeros(64)) is None
-    assert _exact_int8_projection(torch.zeros(64, 32), torch.zeros(64)) is None
+    assert _exact_int8_linear(w, torch.zeros(64)) is None
+    assert _exact_int8_linear(torch.zeros(64, 32), torch.zeros(64)) is None
 
 
 @needs_fbgemm
@@ -42,7 +42,7 @@ def test_an_int8_valued_matrix_gives_the_float32_product():
     q[0, 0] = 127.0
     w = q / torch.tensor(127.0 / float(q.abs().max()))
     b = torch.randn(300)
-    project = _exact_int8_projection(w, b)
+    project = _exact_int8_linear(w, b)
     assert project is not None
     x = torch.randn(3, 256)
     exact = F.linear(x.double(), w.double(), b.double())
@@ -78,3 +78,22 @@ def test_the_fused_cross_keys_values_equal_a_product_per_layer():
         wv, bv = L.weights["v"]
         assert torch.equal(k, F.linear(hidden, wk, bk).view(1, -1, 8, 32).transpose(1, 2))
         assert torch.equal(v, F.linear(hidden, wv, bv).view(1, -1, 8, 32).transpose(1, 2))
+
+
+@needs_fbgemm
+def test_the_encoders_big_products_run_on_the_int8_values_with_float32_results():
+    from core.backends.marian_net import EXACT_INT8_ENCODER
+
+    model = backend_for("pt-en").model
+    assert EXACT_INT8_ENCODER == ("qkv", "ffn1", "ffn2")
+    g = torch.Generator().manual_seed(1)
+    for L in model.enc_layers:
+        for name in EXACT_INT8_ENCODER:
+            w, b = L.weights[name]
+            x = torch.randn(1, 7, w.shape[1], generator=g)
+            exact = F.linear(x.double(), w.double(), b.double())
+            assert float((getattr(L, name)(x).double() - exact).abs().max()) <= 1e-5 * float(exact.abs().max()) + 1e-5
+    # the sentence's encoder states as the float32 products give them
+    ids = torch.tensor([backend_for("pt-en").source_ids("O livro está em cima da mesa.")])
+    hidden = model.encode(ids)
+    assert hidden.shape == (1, ids.shape[1], 256) and torch.isfinite(hidden).all()
