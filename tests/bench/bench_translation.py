@@ -10,7 +10,8 @@ in the same run, prints:
     captured, top-10 report), and the encoder alone;
   - ours, shortlist, lean: no cross-attention, top-1 report;
   - ours, shortlist, bare: the backend alone in a plain greedy loop (encode, step, argmax),
-    no engine, no report: the model maths, like for like with the native engine's loop;
+    no engine, no report: the model maths, like for like with the native engine's loop; and
+    the same for the full softmax ("full bare": the model's share of the full-softmax rows);
   - ms per sentence (encode + decode) and ms per output token (incl. </s>), medians over
     ``--repeats`` passes that alternate the engines (these machines are noisy);
   - the ratio ours / native, how many outputs equal the native engine's, and for int8 how
@@ -59,9 +60,9 @@ CLOCK = time.perf_counter
 LABELS = {
     "native": "native (Rust, SL, int8)",
     "full": "ours full softmax", "shortlist": "ours shortlist", "lean": "ours shortlist lean",
-    "bare": "ours shortlist bare",
+    "bare": "ours shortlist bare", "fullbare": "ours full bare",
     "full8": "int8 full softmax", "shortlist8": "int8 shortlist", "lean8": "int8 shortlist lean",
-    "bare8": "int8 shortlist bare",
+    "bare8": "int8 shortlist bare", "fullbare8": "int8 full bare",
 }
 
 
@@ -161,6 +162,8 @@ def bench(direction: str, sentences: list[str], references: list[str], repeats: 
         "lean8": lambda: run_ours(short8, engines["shortlist8"][1], sentences, LEAN),
         "bare": lambda: run_bare(short, sentences),
         "bare8": lambda: run_bare(short8, sentences),
+        "fullbare": lambda: run_bare(full, sentences),
+        "fullbare8": lambda: run_bare(full8, sentences),
     }
     runs: dict[str, list] = {m: [] for m in LABELS}
     texts: dict[str, list[str]] = {}
