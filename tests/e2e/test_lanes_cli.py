@@ -28,20 +28,14 @@ ALONE = {"greedy": [], "beam:5": ["--strategy", "beam", "--beams", "5"],
 
 
 @pytest.fixture(scope="module")
-def speech_model():
-    from core.tasks.speech import SpeechModel
-
-    return SpeechModel.load("tiny.en")
+def speech_model(whisper_tiny_en):
+    return whisper_tiny_en  # loaded once per session
 
 
 @pytest.fixture
-def cli(capsys, monkeypatch, speech_model):
-    """Run the CLI in this process (``transcribe`` reuses the loaded tiny.en); the JSON or,
-    with ``text=True``, the printed lines."""
-    from core.tasks.speech import SpeechModel
-
-    monkeypatch.setattr(SpeechModel, "load", classmethod(lambda cls, name="tiny.en", progress=None: speech_model))
-
+def cli(capsys, cli_reuses_models):
+    """Run the CLI in this process (it reuses the session's loaded models, ``cli_reuses_models``);
+    the JSON or, with ``text=True``, the printed lines."""
     def run(*argv: str, text: bool = False):
         code = main(list(argv) + ([] if text else ["--json"]))
         out, err = capsys.readouterr()
