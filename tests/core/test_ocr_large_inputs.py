@@ -27,8 +27,8 @@ LINE = "The quick brown fox jumps over the lazy dog"
 
 
 @pytest.fixture(scope="module")
-def model() -> OCRModel:
-    return OCRModel.load("bundled")
+def model(ocr_bundled) -> OCRModel:
+    return ocr_bundled  # loaded once per session
 
 
 class CountingDetector:
