@@ -89,6 +89,43 @@ def whisper_special_tokens(tokenizer_json: Mapping[str, Any]) -> WhisperSpecialT
     )
 
 
+def whisper_special_tokens_of(tokenizer: Any) -> WhisperSpecialTokens:
+    """:func:`whisper_special_tokens` of a loaded transformers Whisper tokenizer, read from its
+    added tokens and vocabulary lookups, without serialising it: ``json.loads`` of
+    ``tokenizer.backend_tokenizer.to_str()`` (a 3.9 MB string) gives the same ids but holds the
+    GIL for 100 ms and more.
+
+    Raises:
+        CT2FormatError: a required special token is missing (not a Whisper tokenizer).
+    """
+    backend = tokenizer.backend_tokenizer
+    added = [{"content": tok.content, "id": int(i)} for i, tok in backend.get_added_tokens_decoder().items()]
+    return whisper_special_tokens({"added_tokens": added, "model": {"vocab": _VocabLookup(backend)}})
+
+
+class _VocabLookup(Mapping[str, int]):
+    """The backend tokenizer's ``token_to_id`` as a read-only mapping (membership and lookup;
+    iteration goes over the whole vocabulary)."""
+
+    def __init__(self, backend: Any) -> None:
+        self.backend = backend
+
+    def __getitem__(self, token: str) -> int:
+        token_id = self.backend.token_to_id(token)
+        if token_id is None:
+            raise KeyError(token)
+        return int(token_id)
+
+    def __contains__(self, token: object) -> bool:
+        return isinstance(token, str) and self.backend.token_to_id(token) is not None
+
+    def __iter__(self):
+        return iter(self.backend.get_vocab())
+
+    def __len__(self) -> int:
+        return self.backend.get_vocab_size()
+
+
 def build_whisper_tokenizer(tokenizer_json: Mapping[str, Any], vocab_size: int):
     """A ``transformers.WhisperTokenizer`` (tokenizers-backed) built from parsed JSON, in memory.
 

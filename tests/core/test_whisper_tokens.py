@@ -15,7 +15,12 @@ from pathlib import Path
 import pytest
 
 from core.backends import whisper_tokens
-from core.backends.whisper_tokens import build_whisper_tokenizer, parse_tokenizer_json
+from core.backends.whisper_tokens import (
+    build_whisper_tokenizer,
+    parse_tokenizer_json,
+    whisper_special_tokens,
+    whisper_special_tokens_of,
+)
 
 SENTENCES = [
     "The quick brown fox jumps over the lazy dog.",
@@ -180,3 +185,12 @@ def test_sentences_encode_the_same(pair):
         reference.set_prefix_tokens(**kwargs)
         assert ours.prefix_tokens == reference.prefix_tokens
         assert ours(SENTENCES[0]).input_ids == reference(SENTENCES[0]).input_ids
+
+
+def test_special_tokens_of_a_loaded_tokenizer_need_no_serialisation(pair):
+    """The ids read from the tokenizer's added tokens and lookups equal those read from its
+    serialised JSON (what whisper_models.complete_whisper_config parsed)."""
+    ours, reference, _ = pair
+    expected = whisper_special_tokens(json.loads(reference.backend_tokenizer.to_str()))
+    assert whisper_special_tokens_of(ours) == expected
+    assert whisper_special_tokens_of(reference) == expected
