@@ -44,8 +44,8 @@ CTC_MAX_CER = 0.05
 
 
 @pytest.fixture(scope="module")
-def model() -> OCRModel:
-    return OCRModel.load("bundled")
+def model(ocr_bundled) -> OCRModel:
+    return ocr_bundled  # loaded once per session
 
 
 @pytest.fixture(scope="module")
