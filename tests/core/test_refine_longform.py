@@ -125,7 +125,7 @@ def test_refine_a_long_form_run_within_each_windows_audio(long_clip, longform_ru
     assert len(plans) >= 2 and len(words) > 40
     seen = []
     refined = model.refine_words(long_clip, steps, words, options, longform=True,
-                                 refine=RefineOptions(precision=0.04, reach=0.4, outward=0.1),
+                                 refine=RefineOptions(precision=0.1, reach=0.3, outward=0.1),  # 2 rounds a kind
                                  progress=lambda d, n: seen.append((d, n)))
     assert [w.word for w in refined] == [w.word for w in words]
     assert seen[-1] == (len(words), len(words))
