@@ -109,16 +109,15 @@ needs_espeak = pytest.mark.skipif(not (shutil.which("espeak-ng") and shutil.whic
 
 
 @pytest.fixture(scope="module")
-def clip_run(tmp_path_factory):
+def clip_run(tmp_path_factory, whisper_tiny_en):
     """tiny.en, a 5-word clip with known word times, its run and DTW words."""
     from core.events import StepEvent
     from core.options import DecodingOptions
-    from core.tasks.speech import SpeechModel
     from tests.bench.bench_word_timing import make_clip
 
     audio, truth = make_clip(["open", "garden", "window", "yellow", "paper"], random.Random(3),
                              tmp_path_factory.mktemp("words"))
-    model = SpeechModel.load("tiny.en")
+    model = whisper_tiny_en
     options = DecodingOptions(capture_attention=True)
     steps = [ev for ev in model.decode(audio, options) if isinstance(ev, StepEvent)]
     words = model.words(steps, end_attention=model.end_attention(audio, steps, options))

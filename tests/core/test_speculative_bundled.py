@@ -29,10 +29,8 @@ def clip():
 
 
 @pytest.fixture(scope="module")
-def en_pt():
-    from core.tasks.translation import TranslationModel
-
-    return TranslationModel.load("en-pt")
+def en_pt(translation_en_pt):
+    return translation_en_pt  # loaded once per session
 
 
 def _decode(model, source, options, **settings):

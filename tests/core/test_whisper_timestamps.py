@@ -142,10 +142,8 @@ def test_tiny_random_whisper_greedy_equals_generate_with_timestamps():
 
 
 @pytest.fixture(scope="module")
-def tiny_en():
-    from core.tasks.speech import SpeechModel
-
-    return SpeechModel.load("tiny.en")
+def tiny_en(whisper_tiny_en):
+    return whisper_tiny_en  # loaded once per session
 
 
 def _sample():
