@@ -469,10 +469,8 @@ def _check_task_fork(events: list, fork) -> None:
 
 
 @pytest.fixture(scope="module")
-def bergamot_model():
-    from core.tasks.translation import TranslationModel
-
-    return TranslationModel.load("en-pt")
+def bergamot_model(translation_en_pt):
+    return translation_en_pt  # loaded once per session
 
 
 def test_translation_fork_reproduces_each_sentence(bergamot_model):

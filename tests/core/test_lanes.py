@@ -320,10 +320,8 @@ def test_interleave_wraps_whole_streams(setups):
 
 
 @pytest.fixture(scope="module")
-def bergamot_model():
-    from core.tasks.translation import TranslationModel
-
-    return TranslationModel.load("en-pt")
+def bergamot_model(translation_en_pt):
+    return translation_en_pt  # loaded once per session
 
 
 def test_translation_lanes_equal_decode(bergamot_model):

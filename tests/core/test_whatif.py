@@ -318,10 +318,8 @@ DOOR_SPAN = (0.50, 0.84)
 
 
 @pytest.fixture(scope="module")
-def tiny_en():
-    from core.tasks.speech import SpeechModel
-
-    return SpeechModel.load("tiny.en")
+def tiny_en(whisper_tiny_en):
+    return whisper_tiny_en  # loaded once per session
 
 
 @pytest.mark.e2e
@@ -360,10 +358,8 @@ def test_tiny_en_silencing_a_word_takes_its_probability_away(tiny_en):
 
 
 @pytest.fixture(scope="module")
-def bergamot():
-    from core.tasks.translation import TranslationModel
-
-    return TranslationModel.load("en-pt")
+def bergamot(translation_en_pt):
+    return translation_en_pt  # loaded once per session
 
 
 @pytest.mark.e2e
