@@ -163,6 +163,7 @@ class LiveView(QWidget):
         self.decision.setMinimumHeight(160)
         self.decision_label = QLabel("")
         self.decision_label.setWordWrap(True)
+        self.decision_label.setTextFormat(Qt.TextFormat.PlainText)  # a token's '&' / '<' shows as written
         self.decision_label.setStyleSheet("color: #c77700;")
         self.decision.add_below(self.decision_label)
         self.table = QTableWidget(0, 4)
@@ -479,7 +480,7 @@ class LiveView(QWidget):
         hm.set_columns("time in the buffer (s)", FRAME_S, n_columns=n)
         hm.append_steps(steps)
         hm.mark_zone(ev.limit, n, row=len(steps) - 1, label="waits ▸")
-        token = html.escape((ev.token.text.strip() or ev.token.text))
+        token = ev.token.text.strip() or ev.token.text  # plain text (the label's format)
         self.decision_label.setText(
             f"AlignAtt's last wait, at {ev.audio_s:.1f} s: the next token “{token}” attends frame {ev.frame} "
             f"({ev.frame * FRAME_S:.2f} s into the buffer), inside the last {n - ev.limit} frames (orange, too close "

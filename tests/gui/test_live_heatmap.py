@@ -83,3 +83,22 @@ def test_a_wait_without_rows_leaves_the_heatmap_alone(qtbot):
     view.take(Waited(w.token, w.frame, w.limit, w.audio_s))
     view.flush()
     assert view.decision.isHidden() and view.decision.row_count() == 0
+
+
+def test_the_decision_line_shows_the_waiting_token_as_written(qtbot):
+    """A token with '&' or '<' (" AT&T", "<b>") reads as written on the decision line, not as
+    an HTML entity ("&amp;") nor as markup (the line is plain text)."""
+    from PySide6.QtCore import Qt
+    from PySide6.QtGui import Qt as GuiQt
+
+    from gui.widgets.live_view import LiveView
+
+    view = LiveView()
+    qtbot.addWidget(view)
+    for token in (" AT&T", " <b>"):
+        view.take(_waited((" over", token), (10, 90)))
+        view.flush()
+        label = view.decision_label
+        shown = label.text() if label.textFormat() == Qt.TextFormat.PlainText or not GuiQt.mightBeRichText(
+            label.text()) else None
+        assert shown is not None and f"“{token.strip()}”" in shown, label.text()
