@@ -37,6 +37,7 @@ def speech_wav(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def tiny():
+    """tiny.en loaded for this module: test_redecode_... counts its encoder passes from 0."""
     from core.tasks.speech import SpeechModel
 
     return SpeechModel.load("tiny.en")
@@ -48,9 +49,21 @@ def _cli(*args, timeout=300):
     )
 
 
-def test_cli_transcribes_json_trace(speech_wav):
+def _main(capsys, *args) -> subprocess.CompletedProcess:
+    """The CLI run in this process (``core.cli.main``), its exit status and output as ``_cli``
+    gives them: a fresh interpreter costs seconds of imports, and these tests are about what
+    the CLI prints, not the process (``test_base_detects_english_and_transcribes`` keeps one
+    ``python -m core.cli`` run)."""
+    from core.cli import main
+
+    code = main(list(args))
+    out, err = capsys.readouterr()
+    return subprocess.CompletedProcess(list(args), code, out, err)
+
+
+def test_cli_transcribes_json_trace(speech_wav, capsys, cli_reuses_models):
     path, audio = speech_wav
-    out = _cli("transcribe", str(path), "--model", "tiny.en", "--json", "--attention")
+    out = _main(capsys, "transcribe", str(path), "--model", "tiny.en", "--json", "--attention")
     assert out.returncode == 0, out.stderr
     trace = json.loads(out.stdout)
     assert set(trace) >= {"task", "model", "options", "text", "tokens", "timing"}
@@ -77,16 +90,16 @@ def test_base_detects_english_and_transcribes(speech_wav):
     assert jiwer.wer(_norm(SENTENCE), _norm(out.stdout)) <= 0.2, out.stdout
 
 
-def test_bad_input_is_one_line_error(tmp_path):
+def test_bad_input_is_one_line_error(tmp_path, capsys):
     bad = tmp_path / "notes.wav"
     bad.write_text("this is not audio")
-    out = _cli("transcribe", str(bad), "--model", "tiny.en")
+    out = _main(capsys, "transcribe", str(bad), "--model", "tiny.en")
     assert out.returncode == 1
     lines = [l for l in out.stderr.splitlines() if l.strip()]
     assert len(lines) == 1 and "error" in lines[0] and "Traceback" not in out.stderr
-    out = _cli("transcribe", str(tmp_path / "missing.wav"))
+    out = _main(capsys, "transcribe", str(tmp_path / "missing.wav"))
     assert out.returncode == 1 and "missing.wav" in out.stderr
-    out = _cli("transcribe", str(bad), "--temperature", "0")
+    out = _main(capsys, "transcribe", str(bad), "--temperature", "0")
     assert out.returncode == 1 and "temperature" in out.stderr
 
 
