@@ -24,10 +24,8 @@ TEXT = "Flight LH 4021 leaves Lisbon at 10:45 on 12 March; flight LH 4022 return
 
 
 @pytest.fixture(scope="module")
-def speech_model():
-    from core.tasks.speech import SpeechModel
-
-    return SpeechModel.load("tiny.en")
+def speech_model(whisper_tiny_en):
+    return whisper_tiny_en  # loaded once per session
 
 
 @pytest.fixture
@@ -98,6 +96,7 @@ def test_transcribe_draft_branch(cli, tmp_path):
     assert "earlier run" in err and "decoding once plainly first" in err
 
 
+@pytest.mark.usefixtures("cli_reuses_models")
 def test_translate_draft_ngram_copies_from_the_source(capsys):
     greedy_code = main(["translate", TEXT, "--direction", "en-pt", "--json"])
     greedy = json.loads(capsys.readouterr().out)

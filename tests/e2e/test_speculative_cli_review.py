@@ -109,6 +109,7 @@ def test_branch_from_the_cli_decodes_plainly_first(cli, capsys, tmp_path):
     assert out["speculative"]["acceptance_rate"] == 1.0
 
 
+@pytest.mark.usefixtures("cli_reuses_models")
 def test_translate_branch_decodes_plainly_first(capsys):
     import json
 
