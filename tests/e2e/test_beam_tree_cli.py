@@ -9,7 +9,7 @@ import pytest
 
 from core.cli import main
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("cli_reuses_models")]  # the session's en-pt, loaded once
 
 FIELDS = {"id", "parent", "step", "token", "text", "logprob", "score", "status", "best"}
 
