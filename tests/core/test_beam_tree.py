@@ -230,7 +230,10 @@ def test_every_node_logprob_is_its_teacher_forced_processed_logprob(monkeypatch,
         path = tree.path(seg, node_id)
         prefix = [n.token for n in path[1:-1]]
         ref = reference_steps(tiny.model, tiny.inputs, tiny.prompt, prefix, options, with_eos=True)[-1]
-        assert node.logprob == pytest.approx(float(ref.beam_logp[node.token]), abs=2e-4)
+        # float32 rounding: the lean step and transformers' forward run different kernels (the
+        # fused q/k/v product, fc1 stored transposed); this random model's log-probabilities
+        # reach |30|, so they agree to ~3e-4, not 2e-4 (a wrong parent, row or token is off by O(1))
+        assert node.logprob == pytest.approx(float(ref.beam_logp[node.token]), abs=1e-3)
         report = tree.row_report(seg, node)
         prob = {t.id: t.prob for t in report.topk}[node.token]
         assert prob == pytest.approx(float(ref.processed[node.token]), rel=1e-3, abs=1e-6)
