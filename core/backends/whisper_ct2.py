@@ -38,6 +38,7 @@ from core.backends.ct2_format import (  # noqa: F401  (re-exported: the reader's
 from core.backends.whisper_tokens import (  # noqa: F401  (re-exported: the tokens' public names)
     WhisperSpecialTokens,
     build_whisper_tokenizer,
+    parse_tokenizer_json,
     whisper_special_tokens,
 )
 from core.catalog import SAMPLE_RATE
@@ -330,7 +331,7 @@ def load_ct2_whisper(
     report("reading CTranslate2 weights")
     ct2 = read_ct2_model_bin(model_bin)
     config_data = _as_json(ct2_config)
-    tok_data = _as_json(tokenizer_json)
+    tok_data = parse_tokenizer_json(tokenizer_json)  # vocab and merges parsed by separate calls
     special = whisper_special_tokens(tok_data)
     config = whisper_config_from_ct2(ct2, special)
     report("converting weights to float32")

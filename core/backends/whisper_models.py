@@ -15,7 +15,6 @@ local directory saved with ``save_pretrained``, loaded by
 from __future__ import annotations
 
 import importlib.util
-import json
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,8 +29,8 @@ from core.backends.whisper_ct2 import (
     load_ct2_whisper,
     transposed_storage,
     whisper_generation_config,
-    whisper_special_tokens,
 )
+from core.backends.whisper_tokens import whisper_special_tokens_of
 from core.catalog import WHISPER_BUNDLED as BUNDLED_WHISPER  # the names that load offline
 from core.catalog import WHISPER_DEFAULT as DEFAULT_WHISPER
 from core.catalog import WHISPER_MODELS
@@ -199,7 +198,7 @@ def complete_whisper_config(model, tokenizer) -> WhisperSpecialTokens:
     """A transformers Whisper checkpoint's special ids (from its tokenizer.json); fills the
     fields its generation config leaves unset (as the bundled conversion does), so that
     ``generate(language=..., task=...)`` works."""
-    special = whisper_special_tokens(json.loads(tokenizer.backend_tokenizer.to_str()))
+    special = whisper_special_tokens_of(tokenizer)  # no serialise + parse of the whole tokenizer
     gen, cfg = model.generation_config, model.config
     reference = whisper_generation_config(
         cfg,
