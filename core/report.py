@@ -59,34 +59,35 @@ def _numpy_row(probs: torch.Tensor) -> bool:
     return probs.device.type == "cpu" and probs.dim() == 1 and probs.dtype in (torch.float32, torch.float64)
 
 
-_TINY: dict[tuple[int, str], np.ndarray] = {}  # (length, dtype) -> a read-only row of the dtype's tiny
+_TINY: dict[str, np.ndarray] = {}  # dtype -> a read-only row of the dtype's tiny, the longest asked yet
+
+
+def _constant_row(cache: dict[str, np.ndarray], n: int, dtype: np.dtype, make) -> np.ndarray:
+    """A read-only row of ``n`` entries of ``make(length, dtype)``'s constant: one row per dtype,
+    grown to the longest length asked and sliced (a view), so rows of many lengths (sparse rows'
+    supports under top-k/top-p, shortlists) keep no array each."""
+    row = cache.get(dtype.str)
+    if row is None or row.shape[0] < n:
+        row = make(max(n, 2 * (0 if row is None else row.shape[0])), dtype)
+        row.flags.writeable = False
+        cache[dtype.str] = row
+    return row[:n]
 
 
 def _log_np(p: np.ndarray) -> np.ndarray:
     """log p with p clamped to the dtype's smallest normal (finite; p = 0 terms vanish). The
     clamp reads a constant row (numpy's maximum against a scalar is ~3x slower)."""
-    key = (p.shape[0], p.dtype.str)
-    tiny = _TINY.get(key)
-    if tiny is None:
-        tiny = np.full(p.shape[0], np.finfo(p.dtype).tiny, dtype=p.dtype)
-        tiny.flags.writeable = False
-        _TINY[key] = tiny
+    tiny = _constant_row(_TINY, p.shape[0], p.dtype, lambda n, dt: np.full(n, np.finfo(dt).tiny, dtype=dt))
     out = np.maximum(p, tiny)
     return np.log(out, out=out)
 
 
-_LOG_TINY: dict[tuple[int, str], np.ndarray] = {}  # (length, dtype) -> a read-only row of log(tiny)
+_LOG_TINY: dict[str, np.ndarray] = {}  # dtype -> a read-only row of log(tiny), the longest asked yet
 
 
 def _log_tiny(n: int, dtype: np.dtype) -> np.ndarray:
     """A read-only row of ``n`` times :func:`_log_np` of 0 (log of the dtype's tiny)."""
-    key = (n, np.dtype(dtype).str)
-    row = _LOG_TINY.get(key)
-    if row is None:
-        row = _log_np(np.zeros(n, dtype=dtype))
-        row.flags.writeable = False
-        _LOG_TINY[key] = row
-    return row
+    return _constant_row(_LOG_TINY, n, np.dtype(dtype), lambda m, dt: _log_np(np.zeros(m, dtype=dt)))
 
 
 def _moments(probs: torch.Tensor, log_p: np.ndarray, with_var: bool) -> tuple[float, float | None]:
