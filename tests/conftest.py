@@ -4,6 +4,12 @@
 - ``fake_mic``: a PulseAudio fake microphone (tests/helpers/pulse.py).
 - ``one_torch_thread``: torch on one thread for a module (small models; the machine's
   cores are shared). Use with ``pytestmark = pytest.mark.usefixtures("one_torch_thread")``.
+- ``whisper_base``, ``whisper_tiny_en``, ``ocr_bundled``, ``translation_en_pt``: the bundled
+  models, each loaded once per session; a module that counts a model's encoder passes from 0
+  or changes the model loads its own.
+- ``cli_reuses_models``: the CLI run in-process (``core.cli.main``) gets those session models
+  from its ``*.load`` calls instead of loading them again (1-6 s a load, and the encoder
+  cache is kept).
 """
 
 import os
