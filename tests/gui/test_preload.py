@@ -22,8 +22,11 @@ ROOT = Path(__file__).resolve().parents[2]
 def _run(code: str, **env) -> subprocess.CompletedProcess:
     import os
 
+    # the child starts from this process's environment less LD_LIBRARY_PATH (which cv2's import
+    # sets in-process when an OCR test ran first) unless the test names it
+    base = {k: v for k, v in os.environ.items() if k != "LD_LIBRARY_PATH"}
     return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], cwd=ROOT, capture_output=True, text=True,
-                          timeout=300, env={**os.environ, **env})
+                          timeout=300, env={**base, **env})
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux") or preload.torch_library_dir() is None,
