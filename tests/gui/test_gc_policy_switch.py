@@ -55,11 +55,16 @@ def full_collections():
     gc_policy.uninstall()
 
 
-def test_replacing_a_model_freed_by_reference_counting_runs_no_full_collection(qtbot, full_collections):
+def _with_policy(qtbot):
+    """(window, its tab) with the gc policy installed."""
     win = _Window()
     qtbot.addWidget(win.tabs)
     gc_policy.install(win)
-    tab = win.tab
+    return win, win.tab
+
+
+def test_replacing_a_model_freed_by_reference_counting_runs_no_full_collection(qtbot, full_collections):
+    win, tab = _with_policy(qtbot)
     tab.model = _Model()
     tab.modelReady.emit(tab.model)
     full_collections.clear()
@@ -69,10 +74,7 @@ def test_replacing_a_model_freed_by_reference_counting_runs_no_full_collection(q
 
 
 def test_replacing_a_model_the_tab_keeps_runs_no_full_collection(qtbot, full_collections):
-    win = _Window()
-    qtbot.addWidget(win.tabs)
-    gc_policy.install(win)
-    tab = win.tab
+    win, tab = _with_policy(qtbot)
     tab.model = _Model()
     tab.cache.append(tab.model)  # a collection would free nothing: the tab keeps it for a switch back
     tab.modelReady.emit(tab.model)
@@ -84,10 +86,7 @@ def test_replacing_a_model_the_tab_keeps_runs_no_full_collection(qtbot, full_col
 
 
 def test_replacing_a_model_something_else_still_holds_runs_one_full_collection(qtbot, full_collections):
-    win = _Window()
-    qtbot.addWidget(win.tabs)
-    gc_policy.install(win)
-    tab = win.tab
+    win, tab = _with_policy(qtbot)
     tab.model = _Model()
     held = [tab.model]  # (a reference cycle, or a holder the policy cannot tell from one)
     tab.modelReady.emit(tab.model)
