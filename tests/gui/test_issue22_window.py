@@ -13,6 +13,17 @@ from core.options import DecodingOptions
 from gui.main_window import MainWindow
 from gui.widgets.options_panel import OptionsPanel
 
+
+def _window_at(qtbot, settings, tab_name: str):
+    """(window at 1280x800, its tab ``tab_name``, the list the tab's errors go to)."""
+    w = MainWindow(settings=settings, autoload=False)
+    qtbot.addWidget(w)
+    w.resize(1280, 800)
+    tab = getattr(w, tab_name)
+    errors = []
+    tab.errorOccurred.connect(errors.append)
+    return w, tab, errors
+
 SLOW_MS = 240_000  # two shared CPU cores: a real load takes seconds
 
 
@@ -43,12 +54,7 @@ def test_the_speech_and_translation_tabs_have_a_dtype_picker_and_ocr_has_none(qt
 
 @pytest.mark.e2e
 def test_dtype_picker_reloads_tiny_en_in_int8_and_the_status_bar_says_int8(qtbot, settings):
-    w = MainWindow(settings=settings, autoload=False)
-    qtbot.addWidget(w)
-    w.resize(1280, 800)
-    tab = w.speech_tab
-    errors = []
-    tab.errorOccurred.connect(errors.append)
+    w, tab, errors = _window_at(qtbot, settings, "speech_tab")
     tab.model_combo.setCurrentText("tiny.en")
     with qtbot.waitSignal(tab.modelReady, timeout=SLOW_MS):
         tab.dtype_combo.setCurrentText("int8")  # picking int8 reloads the model named in the picker
@@ -129,12 +135,7 @@ def test_step_strip_hides_the_time_curve_for_events_without_one(qtbot):
 
 @pytest.mark.e2e
 def test_the_translation_picker_loads_en_pt_in_int8_and_the_status_bar_says_so(qtbot, settings):
-    w = MainWindow(settings=settings, autoload=False)
-    qtbot.addWidget(w)
-    w.resize(1280, 800)
-    tab = w.translation_tab
-    errors = []
-    tab.errorOccurred.connect(errors.append)
+    w, tab, errors = _window_at(qtbot, settings, "translation_tab")
     tab.model_combo.setCurrentText(tab.model_label("en-pt"))
     with qtbot.waitSignal(tab.modelReady, timeout=SLOW_MS):
         tab.dtype_combo.setCurrentText("int8")  # picking int8 reloads the direction named in the picker
