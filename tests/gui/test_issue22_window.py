@@ -24,6 +24,7 @@ def _window_at(qtbot, settings, tab_name: str):
     tab.errorOccurred.connect(errors.append)
     return w, tab, errors
 
+
 SLOW_MS = 240_000  # two shared CPU cores: a real load takes seconds
 
 
