@@ -6,7 +6,6 @@ decoding; the step strip shows each step's decoder time (``StepEvent.time_ms``).
 from __future__ import annotations
 
 import pytest
-from PySide6.QtCore import Qt
 
 from core.dtypes import DTYPES
 from core.options import DecodingOptions
