@@ -177,3 +177,30 @@ def test_a_cuda_build_with_ld_library_path_is_left_to_torchs_import():
     assert out.returncode == 0, out.stderr
     assert out.stdout.splitlines()[0].split() == ["[]", "False", "True"]
     assert "sum 6.0" in out.stdout
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux") or preload.torch_library_dir() is None,
+                    reason="the preload is for Linux with torch installed")
+def test_after_the_preload_torchs_import_dlopens_nothing_new_with_the_gil_held():
+    # a CUDA build's import of torch dlopens its wheels' libraries through ctypes.CDLL (the GIL
+    # held): libnvrtc-builtins and libcusolver are not among libtorch's dependencies, and read
+    # from disk (out of the page cache) the first took 78 ms; torch._C's own dependency
+    # libtorch_python (34 MB) is dlopened by the import system, the GIL held as well
+    out = _run("""
+        import ctypes, os, sys
+        from gui import preload
+        preload.load_libraries()
+        maps = {os.path.basename(line.split()[-1]) for line in open("/proc/self/maps") if "/" in line}
+        opened = []
+        init = ctypes.CDLL.__init__
+        def record(self, name, *args, **kwargs):
+            opened.append(os.path.basename(name or ""))
+            init(self, name, *args, **kwargs)
+        ctypes.CDLL.__init__ = record
+        import torch
+        print("new", sorted({n for n in opened if n and n not in maps}))
+        print("libtorch_python", "libtorch_python.so" in maps)
+    """)
+    assert out.returncode == 0, out.stderr
+    assert "new []" in out.stdout, out.stdout
+    assert "libtorch_python True" in out.stdout, out.stdout
