@@ -6,17 +6,31 @@ Whisper (Macháček et al. 2025; ``--frame_threshold``, 25 frames by default): d
 token by token, before each token the alignment heads' cross-attention is averaged and its most
 attended encoder frame (20 ms) found; if that frame is within the last ``frames`` frames of the
 buffer, the token would be about audio not fully heard yet, so it is not emitted and decoding
-waits for more audio. Every emitted token is final (committed); there are no tentative tokens.
-The committed tokens inside the buffer are forced at the start of the next decode. The buffer is
-trimmed at a committed sentence end once longer than ``trim_after_s``.
+waits for more audio. The emitted tokens are final (committed), but for the last word when it may
+be cut: SimulStreaming truncates the last decoded word unless its end-of-word model (CIF) fires
+(``simul_whisper.py``, ``infer``: without it "the last word is ALWAYS trimmed", because a word
+decoded at the buffer's end "is often wrong -- transcribing a word in the middle", "hill" of
+"hills"). Here the decode itself often says where the word ends: when the rule stopped it at a
+token that starts a new word or at closing punctuation, the word before is whole and is committed;
+when the decode ran to the end of the buffer (end-of-text) or stopped inside a word, the last word
+is held back (shown tentative) unless the buffer ends in ``silence_s`` of silence
+(``base.tail_silent``, as LocalAgreement). Session 12, tiny.en, 30 espeak sentences fed at fixed
+1 s steps: WER 12.2 -> 11.2, mean latency 0.88 -> 0.91 s. The committed tokens inside the buffer
+are forced at the start of the next decode. The buffer is trimmed at a committed sentence end once
+longer than ``trim_after_s``.
 """
 
 from __future__ import annotations
 
 import time
 
-from core.streaming.base import TRIM_S, BufferView, Decoder, Update, segment_trim
+from core.streaming.base import (SILENCE_S, TRIM_S, BufferView, Decoder, Hypothesis, Update, is_boundary,
+                                 last_word_start, segment_trim, tail_silent)
 from core.streaming.events import Waited
+
+#: punctuation that closes a word: a decode stopped at a token starting with one of these has a
+#: whole word before it (an apostrophe or hyphen may continue the word: "hill's", "Ship-")
+CLOSING = (".", ",", "?", "!", ";", ":", "。", "，", "？", "！", "、", "；", "：")
 
 
 class AlignAtt:
@@ -26,30 +40,50 @@ class AlignAtt:
         frames: the "too close to the end" zone in encoder frames (20 ms each; >= 1).
         step_s: seconds of new audio between decodes.
         trim_after_s: trim the buffer at a committed sentence end once it is longer than this.
+        last_word: False (default): a decode's last word is held back when it may be cut (see the
+            module docstring); True: every emitted token is committed.
+        silence_s: a buffer ending in this much silence (s) commits its last word; 0: never.
 
     Raises:
-        ValueError: ``frames`` < 1.
+        ValueError: ``frames`` < 1 or ``silence_s`` < 0.
     """
 
     name = "align-att"
 
-    def __init__(self, frames: int = 25, step_s: float = 1.0, trim_after_s: float = TRIM_S):
+    def __init__(self, frames: int = 25, step_s: float = 1.0, trim_after_s: float = TRIM_S,
+                 last_word: bool = False, silence_s: float = SILENCE_S):
         if frames < 1:
             raise ValueError(f"align-att:f needs f >= 1 frames (20 ms each), got {frames}")
+        if silence_s < 0:
+            raise ValueError(f"silence_s must be >= 0 seconds (0: off), got {silence_s}")
         self.frames, self.step_s, self.trim_after_s = frames, step_s, trim_after_s
+        self.last_word, self.silence_s = last_word, silence_s
 
     def update(self, view: BufferView, decoder: Decoder) -> Update:
         """Decode while the next token's most-attended frame is before ``n_frames - frames``;
-        commit what was emitted. ``view.final``: decode to the end without the rule."""
+        commit what was emitted but a last word that may be cut (tentative).
+        ``view.final``: decode to the end without the rule and commit it all."""
         stop = None if view.final else (lambda token, n_frames: token.frame >= n_frames - self.frames)
         hyp = decoder.decode(view.audio, view.start_s, view.previous, view.forced, stop=stop)
         waited = None
         if hyp.stopped is not None:
             waited = Waited(hyp.stopped, hyp.stopped.frame, view.n_frames - self.frames, view.end_s, view.n_frames,
                             hyp.rows)
+        k = len(hyp.tokens) if view.final or self._last_word_whole(hyp, view) else last_word_start(hyp.tokens)
         t0 = time.perf_counter()
-        commit = hyp.timed(len(hyp.tokens))  # word timing for what is committed
+        commit = hyp.timed(k)  # word timing for what is committed
         after = BufferView(view.audio, view.start_s, view.previous, view.committed + commit)
         trim = None if view.final else segment_trim(after, self.trim_after_s)
-        return Update(commit=commit, trim_s=trim, trim_reason="segment end", waited=waited,
+        return Update(commit=commit, tentative=hyp.tokens[k:], trim_s=trim, trim_reason="segment end", waited=waited,
                       decode_s=hyp.decode_s + time.perf_counter() - t0, decodes=hyp.attempts)
+
+    def _last_word_whole(self, hyp: Hypothesis, view: BufferView) -> bool:
+        """Whether the decode's last word is whole: the rule stopped it at a token that starts a
+        new word or at closing punctuation (the model has moved past the word), or the buffer ends in ``silence_s`` of
+        silence (``base.tail_silent``), or ``last_word`` is on."""
+        if self.last_word or not hyp.tokens:
+            return True
+        if hyp.stopped is not None:
+            return (hyp.stopped.text.startswith(CLOSING)
+                    or is_boundary(hyp.tokens + (hyp.stopped,), len(hyp.tokens)))
+        return self.silence_s > 0 and tail_silent(view.audio, self.silence_s)
