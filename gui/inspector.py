@@ -8,11 +8,15 @@ tab adds it here with one line (:meth:`InspectorTabs.add_view`).
 
 from __future__ import annotations
 
-from PySide6.QtWidgets import QTabWidget, QWidget
+from PySide6.QtWidgets import QWidget
+
+from .widgets.quiet_tabs import QuietTabWidget
 
 
-class InspectorTabs(QTabWidget):
-    """A ``QTabWidget`` (document mode) of views, some offered only when they apply."""
+class InspectorTabs(QuietTabWidget):
+    """A ``QTabWidget`` (document mode) of views, some offered only when they apply; a change
+    inside a view that leaves the tabs' layout as it was repaints only that view
+    (:class:`gui.widgets.quiet_tabs.QuietTabWidget`)."""
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)

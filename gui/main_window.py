@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from PySide6.QtCore import QSettings, QSize, Qt, QTimer
 from PySide6.QtGui import QAction, QKeySequence
-from PySide6.QtWidgets import QFileDialog, QLabel, QMainWindow, QProgressBar, QPushButton, QTabWidget, QWidget
+from PySide6.QtWidgets import QFileDialog, QLabel, QMainWindow, QProgressBar, QPushButton, QWidget
 
 from core.processors.stages import run_reports
 
@@ -22,6 +22,7 @@ from .tabs.base import DecodeTab
 from .tabs.ocr import OCRTab
 from .tabs.speech import SpeechTab
 from .tabs.translation import TranslationTab
+from .widgets.quiet_tabs import QuietTabWidget
 
 ORGANIZATION = "DecodingExplorer"
 APPLICATION = "DecodingExplorer"
@@ -89,7 +90,7 @@ class MainWindow(QMainWindow):
         self.resize(*first_size(self.screen().availableGeometry().size() if self.screen() else None))
 
         self._run_notes: dict = {}  # tab -> the last run's stage notes (the watermark's z-score)
-        self.tabs = QTabWidget()
+        self.tabs = QuietTabWidget()  # a change inside a tab repaints the window only where it shows
         self.tabs.setDocumentMode(True)
         self.setCentralWidget(self.tabs)
         self.speech_tab = SpeechTab()

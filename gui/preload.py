@@ -195,8 +195,8 @@ def loaded() -> list[str]:
 
 
 def also_loaded() -> list[str]:
-    """The other libraries :func:`load_libraries` loaded (or found loaded) after torch's own (the CUDA wheels'
-    that torch's import would load, libtorch_python), names in the order loaded."""
+    """The other libraries :func:`load_libraries` loaded (or found loaded) after torch's own
+    (the CUDA wheels' that torch's import would load, libtorch_python), in that order."""
     return list(_also)
 
 

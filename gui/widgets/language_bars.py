@@ -6,7 +6,12 @@
   candidate languages). :meth:`LanguageBars.follow` makes it a view over a ``RunState``:
   it shows the window of the current step (the selected one, else the newest) of the
   current branch, and empties when the run is cleared. Hidden while there is nothing to
-  show (English-only models have no language tokens), so the waveform keeps the room.
+  show (English-only models have no language tokens), so the waveform keeps the room. A
+  clear keeps the bars' room (hidden, not laid out again) until the next run's first frame
+  says whether it has language probabilities, or :data:`KEEP_ROOM_MS` pass: a re-decode
+  after a slider move hid them and showed them again ~50 ms later, and each time the
+  waveform beside them was resized (its plot laid out and its axes drawn again) in the
+  frames that must be quick (issue 22).
 - :class:`CandidatesEdit`: a line edit "en, de, fr" (empty = all languages); codes the
   loaded model does not know are marked and named in its tooltip (the decode refuses them
   with a one-line error too).
@@ -17,7 +22,7 @@ from __future__ import annotations
 import re
 from typing import Sequence
 
-from PySide6.QtCore import QRectF, QSize, Qt, Signal
+from PySide6.QtCore import QEvent, QRectF, QSize, Qt, QTimer, Signal
 from PySide6.QtGui import QColor, QFont, QFontMetrics, QPainter, QPen
 from PySide6.QtWidgets import QLineEdit, QSizePolicy, QWidget
 
@@ -25,6 +30,8 @@ from .colors import prob_color
 
 #: how many bars the view draws
 TOP_N = 5
+#: after a clear, the bars' room is kept at most this long (ms) for the next run's first frame
+KEEP_ROOM_MS = 1500
 _CANDIDATES_TIP = ("candidate languages: detect the spoken language among these codes only, e.g. \"en, de, fr\" "
                    "(the softmax runs over their language tokens, as whisper and faster-whisper users restrict it); "
                    "empty = all the model's languages. English-only models ignore it.")
@@ -103,6 +110,10 @@ class LanguageBars(QWidget):
         self._window: int | None = None
         self._restricted = False
         self._run = None
+        self._hint: QSize | None = None  # sizeHint, computed once per title and font
+        self._room_timer = QTimer(self)  # a clear's kept room goes when it fires
+        self._room_timer.setSingleShot(True)
+        self._room_timer.timeout.connect(lambda: self._keep_room(False))
         self.setSizePolicy(QSizePolicy.Policy.Fixed, QSizePolicy.Policy.Preferred)
         self.setMinimumHeight(self.sizeHint().height())
         self.setVisible(False)
@@ -112,11 +123,16 @@ class LanguageBars(QWidget):
         """Show ``probs`` ((code, probability) best first; lists from a saved exploration too)
         of window ``window``; ``restricted``: they are over candidate languages only."""
         probs = tuple((str(c), float(p)) for c, p in probs)
+        if probs:
+            self._keep_room(False)  # shown: the room is the bars' own again
         if (probs, window, restricted) == (self._probs, self._window, self._restricted):
             return
+        title = self.title()
         self._probs, self._window, self._restricted = probs, window, restricted
         self.setVisible(bool(probs))
-        self.updateGeometry()  # the title's width may have changed
+        if self.title() != title:
+            self._hint = None
+            self.updateGeometry()  # the title's width may have changed
         lines = [f"{c}: {p:.4f}" for c, p in probs]
         self.setToolTip("Whisper's language probabilities at <|startoftranscript|>"
                         + (f" (window {window + 1})" if window is not None else "")
@@ -141,13 +157,37 @@ class LanguageBars(QWidget):
         run.stepsAdded.connect(lambda _branch, _steps: self.refresh())  # once per frame
         run.selectionChanged.connect(lambda _s: self.refresh())
         run.currentBranchChanged.connect(lambda _b: self.refresh())
-        run.cleared.connect(self.refresh)
+        run.cleared.connect(self._cleared)
+
+    def _cleared(self) -> None:
+        """The run was cleared: empty and hidden, but the room kept (see the module docstring)."""
+        if not self.isHidden():
+            self._keep_room(True)
+        self.refresh()
+
+    def _keep_room(self, keep: bool) -> None:
+        """Keep the bars' room in the layout while hidden (``keep``), or give it back."""
+        if keep:
+            self._room_timer.start(KEEP_ROOM_MS)
+        else:
+            self._room_timer.stop()
+        policy = self.sizePolicy()
+        if policy.retainSizeWhenHidden() != keep:
+            policy.setRetainSizeWhenHidden(keep)
+            self.setSizePolicy(policy)
+
+    def keeps_room(self) -> bool:
+        """Whether the bars' room is kept while they are hidden (after a clear, for the next run)."""
+        return self.sizePolicy().retainSizeWhenHidden()
 
     def refresh(self) -> None:
-        """Re-read the followed RunState (cheap: a few dict look-ups)."""
+        """Re-read the followed RunState (cheap: a few dict look-ups). A frame whose step has no
+        language probabilities gives the room kept at a clear to the waveform."""
         run = self._run
         if run is None:
             return
+        if self.keeps_room() and run.step(run.current()) is not None:
+            self._keep_room(False)  # the new run's first frame has come: it decides
         segs = {s.segment: s for s in run.segments()}
         ev = run.step(run.current())
         window = ev.segment if ev is not None else min(segs, default=None)
@@ -158,11 +198,20 @@ class LanguageBars(QWidget):
 
     # ------------------------------------------------------------ painting
     def sizeHint(self) -> QSize:  # noqa: N802
-        lh = self.fontMetrics().height()
-        bold = QFont(self.font())
-        bold.setBold(True)
-        title_w = QFontMetrics(bold).horizontalAdvance(self.title()) + 8
-        return QSize(min(240, max(150, title_w)), 6 + (lh + 2) + TOP_N * (lh + 3))
+        """The title's width (150-240 px) by the bars' height; computed once per title and font
+        (layouts ask for it many times per frame)."""
+        if self._hint is None:
+            lh = self.fontMetrics().height()
+            bold = QFont(self.font())
+            bold.setBold(True)
+            title_w = QFontMetrics(bold).horizontalAdvance(self.title()) + 8
+            self._hint = QSize(min(240, max(150, title_w)), 6 + (lh + 2) + TOP_N * (lh + 3))
+        return QSize(self._hint)
+
+    def changeEvent(self, e) -> None:  # noqa: N802
+        if e.type() in (QEvent.Type.FontChange, QEvent.Type.StyleChange):
+            self._hint = None
+        super().changeEvent(e)
 
     def paintEvent(self, _e) -> None:  # noqa: N802
         p = QPainter(self)
