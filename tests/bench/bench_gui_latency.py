@@ -12,7 +12,9 @@ Per move it records, on the GUI thread:
   - ``first token``: the first ``RunState.stepsAdded`` after the move (the frame that shows the
     new run's first token);
   - the longest gap between the ticks of a 10 ms QTimer from the move to the run's end (the
-    stall probe of ``tests/bench/bench_gui_stall.py``, imported).
+    stall probe of ``tests/bench/bench_gui_stall.py``, imported);
+  - "turn CPU": the GUI thread's own CPU (``time.thread_time``) in its longest event-loop turn
+    (one ``processEvents``): what a stall costs the app itself, whatever else loads the machine.
 Prints each move and the medians: slider -> first token (the user's wait, debounce included),
 optionsChanged -> first token (the decode side), and the longest stall, also less the GUI
 thread's wait for a CPU (the kernel's schedstat: other processes' load, not the app). Then the
@@ -44,6 +46,7 @@ import numpy as np  # noqa: E402
 from PySide6.QtCore import QSettings  # noqa: E402
 from PySide6.QtWidgets import QAbstractSlider, QApplication  # noqa: E402
 
+from tests.bench import bench_gui_stall  # noqa: E402
 from tests.bench.bench_gui_stall import StallMeter, measure_load, pump_until  # noqa: E402
 
 
@@ -84,12 +87,18 @@ def main() -> int:
     ap.add_argument("--stall-ms", type=float, default=50.0, help="explain the worst move's stalls over this (default 50)")
     ap.add_argument("--no-switch", action="store_true", help="skip the model switches after the moves")
     ap.add_argument("--switch-to", default="tiny.en", help="the Speech tab's other model for the switch (default tiny.en)")
+    ap.add_argument("--profile-gui", type=int, default=0, metavar="N",
+                    help="profile the GUI thread's CPU time over the moves (cProfile with time.thread_time) and "
+                         "print the N costliest functions by total time")
+    ap.add_argument("--gc-pauses", action="store_true",
+                    help="time every garbage collection (gc.callbacks); the worst move's report says which long gaps hold one")
     ap.add_argument("--switch-interval", type=float, default=None,
                     help="sys.setswitchinterval(S) first (the app's own setting otherwise; Python's default 0.005 s)")
     args = ap.parse_args()
     if args.switch_interval is not None:
         sys.setswitchinterval(args.switch_interval)
     StallMeter.sampler_every = 0.005  # sample the GUI thread (and the others) to name a stall's cause
+    StallMeter.gc_pauses = args.gc_pauses
     import torch
 
     torch.set_num_threads(1)
@@ -126,12 +135,21 @@ def main() -> int:
     times = MoveTimes(speech)
     rows, meters = [], []
     print(f"{'move':>4} {args.slider:>12} {'options ms':>11} {'cleared ms':>11} {'1st token ms':>13} "
-          f"{'opt->token':>11} {'longest stall':>14} {'less CPU wait':>14} {'tokens':>7}", flush=True)
+          f"{'opt->token':>11} {'longest stall':>14} {'less CPU wait':>14} {'turn CPU':>9} {'tokens':>7}",
+          flush=True)
+    profile = None
+    if args.profile_gui:
+        import cProfile
+
+        profile = cProfile.Profile(time.thread_time)
     for i in range(args.moves):
         step = 1 if i % 2 == 0 else -1
         if not slider.minimum() <= slider.value() + step <= slider.maximum():
             step = -step
         pump_until(app, lambda: False, 0.3)  # a quiet moment between moves
+        bench_gui_stall.TURN_CPU = turns = []
+        if profile is not None:
+            profile.enable()
         with StallMeter() as meter:
             times.arm()
             # the user's keyboard step (a value set by code waits the panel's debounce)
@@ -139,22 +157,33 @@ def main() -> int:
                                  else QAbstractSlider.SliderAction.SliderSingleStepSub)
             pump_until(app, lambda: times.first is not None, 60)
             pump_until(app, lambda: not speech.is_decoding() and speech.workers_idle(), 300)
+        if profile is not None:
+            profile.disable()
+        bench_gui_stall.TURN_CPU = None
         gaps = np.diff(meter.ticks) * 1000.0
         sched = np.array(meter.sched) * 1000.0
         own = gaps - np.diff(sched[:, 1]) if len(sched) == len(meter.ticks) else gaps  # less the run-queue wait
         row = (times.ms(times.options), times.ms(times.cleared), times.ms(times.first),
                1000.0 * (times.first - times.options) if times.first and times.options else float("nan"),
-               float(gaps.max()) if len(gaps) else float("nan"), float(own.max()) if len(own) else float("nan"))
+               float(gaps.max()) if len(gaps) else float("nan"), float(own.max()) if len(own) else float("nan"),
+               max((c for _t, c in turns), default=float("nan")))
         rows.append(row)
         meters.append(meter)
         print(f"{i + 1:>4} {control.value():>12.2f} {row[0]:>11.0f} {row[1]:>11.0f} {row[2]:>13.0f} {row[3]:>11.0f} "
-              f"{row[4]:>14.0f} {row[5]:>14.0f} {speech.stream.token_count():>7}", flush=True)
-    med = [statistics.median(r[i] for r in rows) for i in range(6)]
+              f"{row[4]:>14.0f} {row[5]:>14.0f} {row[6]:>9.0f} {speech.stream.token_count():>7}", flush=True)
+    med = [statistics.median(r[i] for r in rows) for i in range(7)]
     print(f"median over {len(rows)} moves: slider -> first token shown {med[2]:.0f} ms (slider -> "
           f"optionsChanged {med[0]:.0f} ms included) · optionsChanged -> first token {med[3]:.0f} ms · "
           f"longest GUI stall while decoding {med[4]:.0f} ms (max {max(r[4] for r in rows):.0f} ms; less the GUI "
-          f"thread's wait for a CPU: median {med[5]:.0f}, max {max(r[5] for r in rows):.0f} ms) · "
+          f"thread's wait for a CPU: median {med[5]:.0f}, max {max(r[5] for r in rows):.0f} ms) · the GUI thread's "
+          f"longest event-loop turn, its own CPU: median {med[6]:.0f}, max {max(r[6] for r in rows):.0f} ms · "
           f"load average {os.getloadavg()[0]:.2f}", flush=True)
+    if profile is not None:
+        import pstats
+
+        stats = pstats.Stats(profile)
+        print(f"GUI thread CPU over the {len(rows)} moves: {stats.total_tt * 1000:.0f} ms; costliest (total time):")
+        stats.sort_stats("cumulative").print_stats(args.profile_gui)
     worst = max(range(len(rows)), key=lambda k: rows[k][5])
     StallMeter.stall_ms = args.stall_ms
     meters[worst].report(f"worst move ({worst + 1})", "while decoding; the stalls' causes:")

@@ -412,11 +412,21 @@ class StallMeter:
         return lines
 
 
+#: the GUI thread's CPU milliseconds per event-loop turn (``app.processEvents`` in
+#: :func:`pump_until`), with the turn's start (perf_counter s), while a list is set here
+TURN_CPU: list[tuple[float, float]] | None = None
+
+
 def pump_until(app: QApplication, done, timeout_s: float, tick=None) -> bool:
     t = QElapsedTimer()
     t.start()
     while not done():
-        app.processEvents()
+        if TURN_CPU is not None:  # the turn's own CPU: neither other load's CPU waits nor GIL waits count
+            t0, c0 = time.perf_counter(), time.thread_time()
+            app.processEvents()
+            TURN_CPU.append((t0, 1000.0 * (time.thread_time() - c0)))
+        else:
+            app.processEvents()
         if tick is not None:
             tick()
         time.sleep(0.001)
