@@ -193,7 +193,7 @@ class StackSampler:
             tids = [int(t) for t in os.listdir("/proc/self/task")]
         except OSError:
             tids = []
-        out.append(("(all other threads)", {t: thread_cpu_s(t) for t in tids if t not in skip}, "", "", ""))
+        out.append(("(all other threads)", {t: thread_sched_s(t) for t in tids if t not in skip}, "", "", ""))
         return out
 
     def during(self, t0: float, t1: float) -> list[tuple[float, str, str, str]]:
@@ -208,6 +208,17 @@ class StackSampler:
         i = max(0, bisect.bisect_right(ts, t0) - 1)
         j = min(len(ts), bisect.bisect_left(ts, t1) + 1)
         return self.others[i:j]
+
+
+def thread_sched_s(native_id: int | None) -> tuple[float, float]:
+    """A thread's (seconds on a CPU, seconds waiting on the run queue for one) so far
+    (/proc/self/task/<tid>/schedstat), NaNs where unknown."""
+    try:
+        with open(f"/proc/self/task/{native_id}/schedstat") as f:
+            run, wait, _n = f.read().split()
+        return int(run) / 1e9, int(wait) / 1e9
+    except (OSError, ValueError, TypeError):
+        return float("nan"), float("nan")
 
 
 def thread_cpu_s(native_id: int | None) -> float:
@@ -396,15 +407,20 @@ class StallMeter:
         every = "(all other threads)"
         if every in first and every in last:  # per thread id: only the threads alive at both ends
             a, b = first.pop(every), last.pop(every)
-            cpu = {every: 1000 * sum(b[t] - a[t] for t in b if t in a)}
+            cpu = {every: 1000 * sum(b[t][0] - a[t][0] for t in b if t in a)}
+            # their wait for a CPU: a GUI thread "blocked" on the GIL while its holder waits for a
+            # CPU is the machine's load, not the holder's work
+            queued = 1000 * sum(b[t][1] - a[t][1] for t in b if t in a)
         else:
-            cpu = {}
+            cpu, queued = {}, float("nan")
         cpu.update({n: 1000 * (last[n] - first[n]) for n in last if n in first})
         lines = []
         for name in sorted(where, key=lambda n: -np.nan_to_num(cpu.get(n, 0.0)))[:4]:
             (inner, own, outer), n = where[name].most_common(1)[0]
             if name == "(all other threads)":
-                lines.append(f"all other threads: CPU {cpu.get(name, float('nan')):.0f} ms")
+                lines.append(f"all other threads: CPU {cpu.get(name, float('nan')):.0f} ms · waiting for a CPU "
+                             f"{queued:.0f} ms (from {1000 * (samples[0][0] - t0):+.0f} to "
+                             f"{1000 * (samples[-1][0] - t1):+.0f} ms around the gap)")
                 continue
             lines.append(f"{name}: CPU {cpu.get(name, float('nan')):.0f} ms in [{1000 * (samples[0][0] - t0):+.0f}, "
                          f"{1000 * (samples[-1][0] - t1):+.0f} ms] around the gap; at {inner} < {own or '-'} < {outer or '-'} "
