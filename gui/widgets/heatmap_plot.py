@@ -124,6 +124,7 @@ class HeatmapPlot:
         self.col_seps: list[int] = []
         self.row_lines: list[pg.InfiniteLine] = []  # lines between segments' rows
         self.marks: list[QGraphicsRectItem] = []  # mark_columns' bands and box
+        self._drawn = False  # rows have been drawn (their columns are on the x axis)
 
     def set_waveform(self, audio: np.ndarray | None, sample_rate: int = 16000) -> None:
         """Show ``audio`` (float32 (n_samples,)) in the strip above (None hides it)."""
@@ -141,14 +142,22 @@ class HeatmapPlot:
 
     def draw(self, image: np.ndarray, col0: int, scale: float, n_cols: int, selected_row: int | None) -> None:
         """Show ``image`` (float32 rows x columns, 0..1) from input column ``col0`` on; an
-        empty one shows ``n_cols`` columns (at least 50) and 8 rows of nothing."""
+        empty one shows ``n_cols`` columns (at least 50) and 8 rows of nothing. An empty one
+        with no columns known (``n_cols`` 0: a new run's events will size them) after rows
+        were drawn keeps the columns shown: a re-decode of the same input (a slider move)
+        comes back to them at its first frame, and a zoom out and back in between drew both
+        plots' axes and the waveform strip twice in the frames that must be quick."""
         n_rows, width_cols = image.shape if image.ndim == 2 else (0, 0)
         x0 = col0 * scale
         if n_rows == 0 or width_cols == 0:
             self.image.clear()
+            if n_cols == 0 and width_cols == 0 and self._drawn:
+                self.plot.setRange(yRange=(0.0, 8.0), padding=0)
+                return
             self.plot.setRange(xRange=(x0, x0 + float(max(width_cols, n_cols - col0, 50)) * scale),
                                yRange=(0.0, 8.0), padding=0)
             return
+        self._drawn = True
         self.image.setImage(image, levels=(0.0, 1.0), autoLevels=False)
         width = float(width_cols) * scale
         self.image.setRect(QRectF(x0, 0.0, width, float(n_rows)))
