@@ -20,6 +20,7 @@ import torch.nn.functional as F
 
 from core.backends.base import StepOutput
 from core.backends.int8 import Int8Linear
+from core.backends.step_threads import StepThreads, column_edges, parallel
 
 
 @dataclass
@@ -132,6 +133,8 @@ class WhisperLeanDecoder:
         # float layers: q, k, v in one product over one (d_model, 3 d_model) matrix (see fast_layout)
         self._qkv = [fast_layout(layer) for layer in self.layers]
         self._exact_scaling = [_power_of_two(layer.self_attn.scaling) for layer in self.layers]
+        self._edges: dict[int, list[int]] = {}  # column edges of the head per thread count
+        self._int8_blocks: dict[int, list[Int8Linear]] = {}  # int8 head in row blocks per thread count
 
     def _split(self, x: torch.Tensor) -> torch.Tensor:
         """(batch, len, d_model) -> (batch, heads, len, head_dim)."""
@@ -181,6 +184,11 @@ class WhisperLeanDecoder:
         Several tokens may be fed to a non-empty cache: position ``start + j`` attends to the
         cache and to the fed positions up to itself (a causal mask with the cache's offset).
 
+        With more than one torch thread and at most ``step_threads.MAX_ROWS`` rows (batch x
+        new_len), torch runs the step on one thread and the output projection and the
+        cross-attention are split across the threads (``core.backends.step_threads``); for one
+        row the results are bit-identical to a one-thread step.
+
         Args:
             all_positions: also return ``position_logits`` float32 (batch, new_len, vocab),
                 the logits after every fed position (the last row is ``logits``), and with
@@ -197,6 +205,15 @@ class WhisperLeanDecoder:
             ValueError: more than ``max_target_positions`` positions, ``exit_layer`` outside
                 ``[1, decoder layers]``, or ``capture_lens`` with ``exit_layer``/``head_ids``.
         """
+        # with several torch threads, a step over few rows runs torch on one thread and splits the
+        # output projection and the cross-attention across threads itself (core.backends.step_threads)
+        with StepThreads(input_ids.shape[0] * input_ids.shape[1], cpu=self.proj_out_t.device.type == "cpu") as parts:
+            return self._step(input_ids, cache, output_attentions, capture_lens, all_positions, exit_layer,
+                              head_ids, parts)
+
+    def _step(self, input_ids: torch.Tensor, cache: LeanCache, output_attentions: bool, capture_lens: bool,
+              all_positions: bool, exit_layer: int | None, head_ids: torch.Tensor | None, parts: int) -> StepOutput:
+        """``step``'s work; ``parts``: how many threads the big products are split across (1: none)."""
         start, new_len = cache.length, input_ids.shape[1]
         end = start + new_len
         if end > self.max_len:
@@ -260,8 +277,11 @@ class WhisperLeanDecoder:
                 # as the matmul ran
                 b, n = h.shape[0], h.shape[1]
                 qh = (ca.q_proj(h) * ca.scaling).view(b * n, heads, hd).transpose(0, 1)  # (heads, b*n, hd)
-                w = torch.softmax(torch.bmm(qh, ck[0].transpose(1, 2)), dim=-1)  # (heads, b*n, src)
-                a = torch.bmm(w, cv[0])  # (heads, b*n, hd)
+                if parts > 1:  # heads in groups, one per thread (each group's numbers as in the whole)
+                    w, a = self._cross_parts(qh, ck[0], cv[0], parts)
+                else:
+                    w = torch.softmax(torch.bmm(qh, ck[0].transpose(1, 2)), dim=-1)  # (heads, b*n, src)
+                    a = torch.bmm(w, cv[0])  # (heads, b*n, hd)
                 weights = w.view(heads, b, n, -1).transpose(0, 1)  # (batch, heads, new_len, src)
                 cross_rows.append(weights if all_positions or n == 1 else weights[:, :, -1:].clone())
                 a = a.transpose(0, 1).reshape(x.shape)
@@ -285,27 +305,31 @@ class WhisperLeanDecoder:
         hidden = dec.layer_norm(x)  # (batch, new_len, d_model): what proj_out is applied to
         positions = None
         if all_positions:
-            positions = self._head(hidden, head_ids).float()
+            positions = self._head(hidden, head_ids, parts).float()
             logits = positions[:, -1]
         else:
-            logits = self._head(hidden[:, -1], head_ids).float()
+            logits = self._head(hidden[:, -1], head_ids, parts).float()
         cross = cross_all = None
         if output_attentions:
             every = torch.stack(cross_rows, dim=1)  # (batch, layers, heads, new_len, src)
             cross = every[:, :, :, -1]
             if all_positions:
                 cross_all = every.permute(0, 3, 1, 2, 4)
-        lens = self._lens(layer_out[:-1], logits) if capture_lens else None
+        lens = self._lens(layer_out[:-1], logits, parts) if capture_lens else None
         return StepOutput(logits=logits, cross_attention=cross, cache=cache, hidden_states=hidden.float(),
                           lens_logits=lens, position_logits=positions, position_cross_attention=cross_all)
 
-    def _head(self, h: torch.Tensor, head_ids: torch.Tensor | None = None) -> torch.Tensor:
+    def _head(self, h: torch.Tensor, head_ids: torch.Tensor | None = None, parts: int = 1) -> torch.Tensor:
         """``proj_out`` of ``h`` (..., d_model) -> (..., vocab); with ``head_ids`` (int64
-        (k,)) only those rows of the projection, the other logits ``-inf``."""
+        (k,)) only those rows of the projection, the other logits ``-inf``. ``parts`` > 1: the
+        full projection runs as that many blocks of vocabulary columns at once (``parallel``)."""
         if self._head_q is not None:
-            return self._head_int8(h, head_ids)
+            return self._head_int8(h, head_ids, parts)
         if head_ids is None:
-            out = h @ self.proj_out_t
+            if parts > 1:
+                out = self._head_parts(h, parts)
+            else:
+                out = h @ self.proj_out_t
             return out + self.proj_out_b if self.proj_out_b is not None else out
         weight, bias = self._narrow_head(head_ids)
         narrow = h @ weight
@@ -316,10 +340,22 @@ class WhisperLeanDecoder:
         full[..., head_ids] = narrow
         return full
 
-    def _head_int8(self, h: torch.Tensor, head_ids: torch.Tensor | None) -> torch.Tensor:
+    def _head_int8(self, h: torch.Tensor, head_ids: torch.Tensor | None, parts: int = 1) -> torch.Tensor:
         """``_head`` with the int8 projection; a shortlist's rows are packed once per
-        ``head_ids`` tensor (as ``_narrow_head`` keeps them)."""
+        ``head_ids`` tensor (as ``_narrow_head`` keeps them). ``parts`` > 1: the projection's
+        rows in that many blocks, each packed on first use (the int8 head a second time: tiny.en
+        20 MB, base 27 MB), run at once and joined; bit-identical to the whole (per-row weight
+        scales, and each block quantises the same activations the same way)."""
         if head_ids is None:
+            if parts > 1:
+                blocks = self._int8_blocks.get(parts)
+                if blocks is None:
+                    w = self.proj_out.weight.detach()
+                    edges = column_edges(w.shape[0], parts)
+                    b = self.proj_out_b
+                    blocks = self._int8_blocks[parts] = [
+                        Int8Linear(w[lo:hi], None if b is None else b[lo:hi]) for lo, hi in zip(edges, edges[1:])]
+                return torch.cat(parallel([lambda q=q: q(h) for q in blocks]), dim=-1)
             return self._head_q(h)
         kept = getattr(self, "_narrow_q", None)
         if kept is None or kept[0] is not head_ids:
@@ -332,6 +368,37 @@ class WhisperLeanDecoder:
         full[..., head_ids] = narrow
         return full
 
+    def _head_parts(self, h: torch.Tensor, parts: int) -> torch.Tensor:
+        """``h @ proj_out_t`` (..., d_model) -> (..., vocab) as ``parts`` blocks of vocabulary
+        columns computed at once, each an ``mm`` of a column slice of the same matrix into its
+        slice of one output (slices start 64-byte aligned: ``column_edges``); no weight is copied."""
+        rows = h.reshape(-1, h.shape[-1])
+        vocab = self.proj_out_t.shape[1]
+        out = torch.empty(rows.shape[0], vocab, dtype=rows.dtype, device=rows.device)
+        edges = self._edges.get(parts)
+        if edges is None:
+            edges = self._edges[parts] = column_edges(vocab, parts)
+        w = self.proj_out_t
+        parallel([lambda lo=lo, hi=hi: torch.mm(rows, w[:, lo:hi], out=out[:, lo:hi])
+                  for lo, hi in zip(edges, edges[1:])])
+        return out.view(h.shape[:-1] + (vocab,))
+
+    def _cross_parts(self, qh: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                     parts: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Cross-attention of queries ``qh`` (heads, rows, head_dim) over one input's keys and
+        values ``k``, ``v`` (heads, src, head_dim), the heads in ``parts`` groups computed at once:
+        (softmax weights (heads, rows, src), output (heads, rows, head_dim)), each group's numbers
+        as the whole product gives them."""
+        heads = qh.shape[0]
+        edges = [round(heads * i / parts) for i in range(parts + 1)]
+
+        def group(lo: int, hi: int) -> tuple[torch.Tensor, torch.Tensor]:
+            w = torch.softmax(torch.bmm(qh[lo:hi], k[lo:hi].transpose(1, 2)), dim=-1)
+            return w, torch.bmm(w, v[lo:hi])
+
+        done = parallel([lambda lo=lo, hi=hi: group(lo, hi) for lo, hi in zip(edges, edges[1:]) if hi > lo])
+        return torch.cat([w for w, _ in done]), torch.cat([a for _, a in done])
+
     def _narrow_head(self, head_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
         """The projection's columns of ``head_ids``, (d_model, k) contiguous, and their bias;
         kept for the last ``head_ids`` tensor seen (a draft passes the same one every step)."""
@@ -342,13 +409,13 @@ class WhisperLeanDecoder:
             kept = self._narrow = (head_ids, weight, bias)
         return kept[1], kept[2]
 
-    def _lens(self, inner: list[torch.Tensor], logits: torch.Tensor) -> torch.Tensor:
+    def _lens(self, inner: list[torch.Tensor], logits: torch.Tensor, parts: int = 1) -> torch.Tensor:
         """(batch, layers, vocab): ``proj_out(layer_norm(h))`` of the inner layers' outputs
         ``inner`` (each (batch, d_model)), then the output layer's ``logits``."""
         if not inner:
             return logits[:, None]
         h = self.decoder.layer_norm(torch.stack(inner, dim=1))  # (batch, layers - 1, d_model)
-        lens = self._head(h)
+        lens = self._head(h, None, parts)
         return torch.cat([lens.float(), logits[:, None]], dim=1)
 
     @staticmethod

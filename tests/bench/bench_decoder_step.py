@@ -3,13 +3,20 @@ bundled sample's ids, one row, cross-attention captured. Prints ms per step (med
 steps, min over repeats) for each model and dtype, plus the full run per token; with
 ``--profile`` a torch.profiler table of one run.
 
+``--ab`` alternates, in the same process and minute, the step as it runs now with the step
+before ``core.backends.step_threads`` (torch's own threads for every operation: "omp"), and
+prints both, with the load average (on a shared machine, compare the thread CPU and the
+alternating minima, not one wall figure).
+
     .venv/bin/python tests/bench/bench_decoder_step.py [--models tiny.en,base] [--dtypes float32,int8]
-        [--threads 1] [--repeats 5] [--profile]
+        [--threads 1] [--repeats 5] [--profile] [--ab]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
 import pathlib
 import statistics
 import sys
@@ -41,6 +48,33 @@ def run_once(sm, encoded, prompt_ids, steps: int, attn: bool = True):
     return times, out_ids
 
 
+class _TorchThreads:
+    """The step as it ran before ``core.backends.step_threads``: torch's threads for every operation."""
+
+    def __init__(self, rows: int, cpu: bool = True):
+        self.parts = 1
+
+    def __enter__(self) -> int:
+        return 1
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+@contextlib.contextmanager
+def variant(name: str):
+    """``name`` "split" (the step as it is) or "omp" (``_TorchThreads`` in its place)."""
+    import core.backends.whisper_lean as lean
+
+    kept = lean.StepThreads
+    if name == "omp":
+        lean.StepThreads = _TorchThreads
+    try:
+        yield
+    finally:
+        lean.StepThreads = kept
+
+
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--models", default="tiny.en,base")
@@ -49,6 +83,7 @@ def main() -> None:
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--steps", type=int, default=60)
     p.add_argument("--profile", action="store_true")
+    p.add_argument("--ab", action="store_true", help="alternate the step now (split) and before (omp)")
     a = p.parse_args()
     torch.set_num_threads(a.threads)
     clip = sorted((ROOT / "assets" / "samples").glob("*.wav"))[0]
@@ -59,15 +94,25 @@ def main() -> None:
             feats = sm._loaded.feature_extractor(audio, sampling_rate=SAMPLE_RATE, return_tensors="pt").input_features
             encoded = sm.backend.encode({"input_features": feats})
             prompt = list(sm.prompt("en", "transcribe").prompt_ids)
-            meds, cpu, ids = [], [], None
+            variants = ("omp", "split") if a.ab else ("split",)
+            meds: dict = {v: [] for v in variants}
+            cpu: dict = {v: [] for v in variants}
+            ids: dict = {}
             run_once(sm, encoded, prompt, 5)
+            load = os.getloadavg()[0]
             for _ in range(a.repeats):
-                t, ids = run_once(sm, encoded, prompt, a.steps)
-                meds.append(statistics.median(w for w, _ in t))
-                cpu.append(statistics.median(c for _, c in t))
-            print(f"{name:8} {dt:8} {a.threads}t step ms: wall min-of-medians {1000 * min(meds):6.2f}  "
-                  f"median {1000 * statistics.median(meds):6.2f}; thread CPU min {1000 * min(cpu):6.2f}  "
-                  f"ids[:8] {ids[:8]}", flush=True)
+                for v in variants:
+                    with variant(v):
+                        t, ids[v] = run_once(sm, encoded, prompt, a.steps)
+                    meds[v].append(statistics.median(w for w, _ in t))
+                    cpu[v].append(statistics.median(c for _, c in t))
+            for v in variants:
+                label = f" {v:5}" if a.ab else ""
+                print(f"{name:8} {dt:8} {a.threads}t{label} step ms: wall min-of-medians {1000 * min(meds[v]):6.2f}  "
+                      f"median {1000 * statistics.median(meds[v]):6.2f}; thread CPU min {1000 * min(cpu[v]):6.2f}  "
+                      f"ids[:8] {ids[v][:8]}  load {load:.1f}-{os.getloadavg()[0]:.1f}", flush=True)
+            if a.ab:
+                print(f"  same ids: {ids['omp'] == ids['split']}", flush=True)
             if a.profile:
                 from torch.profiler import ProfilerActivity, profile
 

@@ -1,0 +1,147 @@
+"""Several threads for a decoder step over few rows, without OpenMP's cost per operation.
+
+A one-token decoder step is a chain of ~200 small operations (layer norms, one-row products,
+softmaxes, GELU over 1,536 values, ...) and a few that stream tens of megabytes (the output
+projection: 384 x 51,865 floats for tiny.en, 80 MB). With two intra-op threads torch opens an
+OpenMP parallel region in about 25 of the small operations per step (tiny.en float32; 45 with
+int8, where each of fbgemm's one-row int8 products opens one), each waking the second thread
+for a few microseconds of work (GELU over 1,536 values: 8 us on one thread, 43 us on two),
+while MKL runs the one-row products (the big ones included) on one thread anyway: a one-row
+``mm`` opens no parallel region at any thread count. So a second thread made the step slower
+(tiny.en 10.3 -> 11.3 ms on a quiet machine), and on a machine whose other core is busy each
+region waits for that core (the step took 170 ms).
+
+``StepThreads`` turns that around for a step over at most ``MAX_ROWS`` rows: torch runs the step
+on one thread (``torch.set_num_threads(1)`` on entry, the previous count back on exit: 0.2 us
+for the pair), and the products that stream the most memory are cut into parts that run at
+the same time, one on the calling thread and the others on worker threads (``parallel``): the
+output projection by blocks of vocabulary columns, the cross-attention by heads. Each part
+is the same kernel on a slice of the same matrix, writing its slice of the output: the
+results are bit-identical to the one-thread step (column blocks must start on a 16-float
+boundary for that, see ``column_edges``; the tests check it). Per step this costs one
+hand-over per split product instead of a parallel region per operation.
+
+Steps over more rows (a prompt, a re-fed prefix, the KV cache off) keep torch's threads: their
+products are matrix-matrix products that MKL and oneDNN split well.
+
+The worker threads are daemon threads, started on first use and kept (one fewer than the
+largest thread count seen); each runs its parts with one torch thread, in the caller's
+inference/grad mode.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+from typing import Any, Callable, Sequence
+
+import torch
+
+__all__ = ["MAX_ROWS", "StepThreads", "column_edges", "parallel"]
+
+#: steps over at most this many rows (batch x new positions) run as described above; more rows
+#: keep torch's own threads
+MAX_ROWS = 8
+#: column blocks start on multiples of this many floats (64 bytes): MKL then writes each block's
+#: slice of the output with the kernel, and the rounding, of the whole product (an unaligned
+#: slice of the output changed the last bit of some sums)
+ALIGN = 16
+
+_inbox: "queue.SimpleQueue[tuple]" = queue.SimpleQueue()
+_workers: list[threading.Thread] = []
+_start_lock = threading.Lock()
+
+
+def _work() -> None:
+    """A worker thread's loop: run parts from the inbox, reply with (ok, result or exception)."""
+    # this thread's OpenMP/MKL count: first torch's lazy per-thread set-up (which would otherwise
+    # run at the first parallel operation and set the process-wide count), then 1; the caller
+    # restores the process-wide count, which set_num_threads also sets
+    torch.get_num_threads()
+    torch.set_num_threads(1)
+    while True:
+        fn, reply, inference, grad, index = _inbox.get()
+        try:
+            with torch.inference_mode(inference), torch.set_grad_enabled(grad):
+                reply.put((index, True, fn()))
+        except BaseException as e:  # noqa: BLE001 - handed to the caller, who re-raises it
+            reply.put((index, False, e))
+
+
+def _ensure_workers(n: int) -> None:
+    """At least ``n`` worker threads are running (started here if not)."""
+    if len(_workers) >= n:
+        return
+    with _start_lock:
+        before = torch.get_num_threads()
+        while len(_workers) < n:
+            t = threading.Thread(target=_work, name=f"decoder-step-{len(_workers) + 1}", daemon=True)
+            t.start()
+            _workers.append(t)
+            # wait until the worker has set its own count: torch.set_num_threads also sets the
+            # process-wide count new threads start with, put back below
+            done: queue.SimpleQueue = queue.SimpleQueue()
+            _inbox.put((lambda: None, done, False, False, 0))
+            done.get()
+        torch.set_num_threads(before)
+
+
+def parallel(parts: Sequence[Callable[[], Any]]) -> list[Any]:
+    """Run ``parts`` at the same time: ``parts[0]`` on the calling thread, the others on worker
+    threads (each with one torch thread, in the caller's inference and grad mode); returns their
+    results in order once all have finished.
+
+    The parts must be independent (e.g. each writes its own slice of an output tensor).
+
+    Raises:
+        whatever a part raised (the first in ``parts`` order), after every part has finished.
+    """
+    if len(parts) == 1:
+        return [parts[0]()]
+    _ensure_workers(len(parts) - 1)
+    reply: queue.SimpleQueue = queue.SimpleQueue()
+    inference, grad = torch.is_inference_mode_enabled(), torch.is_grad_enabled()
+    for index, fn in enumerate(parts[1:], 1):
+        _inbox.put((fn, reply, inference, grad, index))
+    try:
+        first = (0, True, parts[0]())
+    except BaseException as e:  # noqa: BLE001 - re-raised once the others have finished
+        first = (0, False, e)
+    results = sorted([first] + [reply.get() for _ in parts[1:]], key=lambda r: r[0])  # replies come in any order
+    for _, ok, value in results:
+        if not ok:
+            raise value
+    return [value for _, _, value in results]
+
+
+def column_edges(n: int, parts: int) -> list[int]:
+    """``parts + 1`` edges cutting ``n`` columns into ``parts`` blocks of about equal width, every
+    inner edge a multiple of ``ALIGN`` (so each block's output slice starts 64-byte aligned)."""
+    if parts < 1:
+        raise ValueError(f"parts must be >= 1, got {parts}")
+    inner = [min(n, ALIGN * round(n * i / parts / ALIGN)) for i in range(1, parts)]
+    return [0] + inner + [n]
+
+
+class StepThreads:
+    """``with StepThreads(rows) as parts:`` around a decoder step over ``rows`` rows (batch x new
+    positions). With more than one torch thread, ``rows <= MAX_ROWS`` and ``cpu`` (the step's
+    tensors are on the CPU), torch runs one thread inside the block and ``parts`` is the thread
+    count the big products may be split into (by ``parallel``); otherwise nothing changes and
+    ``parts`` is 1. The previous thread count is restored on exit, also when the step raises."""
+
+    __slots__ = ("parts", "_restore")
+
+    def __init__(self, rows: int, cpu: bool = True):
+        threads = torch.get_num_threads()
+        self._restore = threads if threads > 1 and rows <= MAX_ROWS and cpu else 0
+        self.parts = threads if self._restore else 1
+
+    def __enter__(self) -> int:
+        if self._restore:
+            torch.set_num_threads(1)
+        return self.parts
+
+    def __exit__(self, *exc: object) -> None:
+        if self._restore:
+            torch.set_num_threads(self._restore)

@@ -1,0 +1,186 @@
+"""A Whisper decoder step on several threads (``core.backends.step_threads``): torch runs the
+step's small operations on one thread, the output projection and the cross-attention are split
+across threads, and the numbers are bit-identical to a one-thread step."""
+
+from __future__ import annotations
+
+import pathlib
+import threading
+
+import pytest
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from core.backends import step_threads
+from core.backends.step_threads import ALIGN, MAX_ROWS, StepThreads, column_edges, parallel
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def two_threads():
+    """torch on two threads for the test, the count before restored after."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="module")
+def tiny_int8():
+    from core.tasks.speech import SpeechModel
+
+    return SpeechModel.load("tiny.en", dtype="int8")
+
+
+class _Threads(TorchDispatchMode):
+    """Records ``torch.get_num_threads()`` at every operation run on this thread."""
+
+    def __init__(self):
+        super().__init__()
+        self.seen: set[int] = set()
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.seen.add(torch.get_num_threads())
+        return func(*args, **(kwargs or {}))
+
+
+def _encoded(sm):
+    from core.inputs.audio import load_audio
+    from core.tasks.speech import SAMPLE_RATE
+
+    audio = load_audio(sorted((ROOT / "assets" / "samples").glob("*.wav"))[0])
+    feats = sm._loaded.feature_extractor(audio, sampling_rate=SAMPLE_RATE, return_tensors="pt").input_features
+    with torch.inference_mode():
+        return sm.backend.encode({"input_features": feats})
+
+
+def _steps(sm, encoded, threads: int, n: int = 6, mode: TorchDispatchMode | None = None):
+    """Greedy ``n`` one-token steps at ``threads`` torch threads, capture and logit lens on:
+    [(logits, cross-attention, lens)] and the thread count after."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        be = sm.backend
+        prompt = list(sm.prompt("en", "transcribe").prompt_ids)
+        got = []
+        with torch.inference_mode():
+            out = be.step(torch.tensor([prompt]), be.init_cache(encoded, 1), True)
+            for _ in range(n):
+                ids = torch.tensor([[int(out.logits[0].argmax())]])
+                if mode is not None:
+                    with mode:
+                        out = be.step(ids, out.cache, True, capture_lens=True)
+                else:
+                    out = be.step(ids, out.cache, True, capture_lens=True)
+                got.append((out.logits.clone(), out.cross_attention.clone(), out.lens_logits.clone()))
+        return got, torch.get_num_threads()
+    finally:
+        torch.set_num_threads(before)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "int8"])
+def test_a_two_thread_step_runs_torch_on_one_thread_and_equals_the_one_thread_step(dtype, request):
+    """Before: every operation of a two-thread step ran with torch's two threads (an OpenMP
+    parallel region in ~25 of them, 45 with int8), slower than one thread. Now torch sees one
+    thread inside the step, two after it, and logits, cross-attention and logit lens are
+    bit-identical to the one-thread step's."""
+    sm = request.getfixturevalue("whisper_tiny_en" if dtype == "float32" else "tiny_int8")
+    encoded = _encoded(sm)
+    one, _ = _steps(sm, encoded, 1)
+    mode = _Threads()
+    two, after = _steps(sm, encoded, 2, mode=mode)
+    assert mode.seen == {1}
+    assert after == 2
+    for (a1, c1, l1), (a2, c2, l2) in zip(one, two):
+        assert torch.equal(a1, a2) and torch.equal(c1, c2) and torch.equal(l1, l2)
+
+
+def test_the_head_and_the_cross_attention_are_split_across_the_threads(whisper_tiny_en, monkeypatch, two_threads):
+    """A one-row step on two threads hands two parts to ``parallel`` for the output projection
+    and for each layer's cross-attention (one row: a split head is the same numbers)."""
+    import core.backends.whisper_lean as lean
+
+    calls = []
+
+    def counting(parts):
+        calls.append(len(parts))
+        return parallel(parts)
+
+    monkeypatch.setattr(lean, "parallel", counting)
+    encoded = _encoded(whisper_tiny_en)
+    _steps(whisper_tiny_en, encoded, 2, n=1)
+    layers = whisper_tiny_en._loaded.model.config.decoder_layers
+    # the prompt step (4 rows): every layer's cross-attention and the head; the one-token step:
+    # the same and the logit lens' head
+    assert calls == [2] * (2 * layers + 3)
+
+
+def test_a_step_over_many_rows_keeps_torchs_threads(two_threads):
+    """A prompt, a re-fed prefix or the KV cache off feed many rows: matrix-matrix products
+    that MKL splits itself; nothing changes for them."""
+    with StepThreads(MAX_ROWS + 1) as parts:
+        assert parts == 1 and torch.get_num_threads() == 2
+    with StepThreads(1) as parts:
+        assert parts == 2 and torch.get_num_threads() == 1
+    assert torch.get_num_threads() == 2
+    with StepThreads(1, cpu=False) as parts:  # a CUDA step: no worker threads
+        assert parts == 1 and torch.get_num_threads() == 2
+    with pytest.raises(RuntimeError):
+        with StepThreads(1):
+            raise RuntimeError("a failing step")
+    assert torch.get_num_threads() == 2
+
+
+def test_one_thread_changes_nothing():
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        with StepThreads(1) as parts:
+            assert parts == 1 and torch.get_num_threads() == 1
+    finally:
+        torch.set_num_threads(before)
+
+
+def test_parallel_returns_in_order_runs_workers_on_one_thread_and_reraises(two_threads):
+    def where():
+        return threading.current_thread().name, torch.get_num_threads(), torch.is_inference_mode_enabled()
+
+    with torch.inference_mode():
+        got = parallel([where, where, where])
+    assert got[0][0] == threading.current_thread().name
+    assert {name for name, _, _ in got[1:]} <= {t.name for t in step_threads._workers}
+    assert [n for _, n, _ in got[1:]] == [1, 1] and all(inf for _, _, inf in got)
+    assert [r for r in parallel([lambda i=i: i for i in range(4)])] == [0, 1, 2, 3]
+    # the process-wide count new threads start with is the caller's, not the workers' 1
+    seen = []
+    t = threading.Thread(target=lambda: seen.append(torch.get_num_threads()))
+    t.start()
+    t.join()
+    assert seen == [2]
+
+    finished = []
+
+    def slow_ok():
+        import time
+
+        time.sleep(0.05)
+        finished.append(True)
+
+    def fails():
+        raise ValueError("part failed")
+
+    with pytest.raises(ValueError, match="part failed"):
+        parallel([fails, slow_ok])
+    assert finished == [True]  # the caller re-raises once every part is done
+
+
+def test_column_edges_are_aligned_and_cover_the_columns():
+    for n in (51865, 1536, 17, 0):
+        for parts in (1, 2, 3, 4, 16):
+            e = column_edges(n, parts)
+            assert e[0] == 0 and e[-1] == n and len(e) == parts + 1
+            assert e == sorted(e)
+            assert all(x % ALIGN == 0 for x in e[1:-1])
+    with pytest.raises(ValueError):
+        column_edges(10, 0)
