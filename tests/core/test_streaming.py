@@ -114,7 +114,7 @@ def test_align_att_waits_when_the_next_tokens_attention_reaches_the_buffer_end()
             [("a", 5), ("b", 20), ("c", 45), ("d", 70), ("e", 95)],   # 2 s = 100 frames: limit 90
             [("a", 5), ("b", 20), ("c", 45), ("d", 70), ("e", 95), ("f", 99)]]  # final: no rule
     dec = Scripted(hyps)
-    _, events = run_all(AlignAtt(frames=10, step_s=1.0), dec, chunks(2.0, 1.0)[1])
+    _, events = run_all(AlignAtt(frames=10, step_s=1.0, min_buffer_s=0), dec, chunks(2.0, 1.0)[1])
     assert committed_texts(events) == [" a b", " c d", " e f"]
     waited = [e for e in events if isinstance(e, Waited)]
     assert [(w.token.text, w.frame, w.limit) for w in waited] == [(" c", 45, 40), (" e", 95, 90)]
@@ -124,7 +124,7 @@ def test_align_att_waits_when_the_next_tokens_attention_reaches_the_buffer_end()
 
 def test_align_att_with_a_wider_zone_waits_earlier():
     hyps = [[("a", 5), ("b", 20), ("c", 45)]]
-    _, events = run_all(AlignAtt(frames=35, step_s=1.0), Scripted(hyps), chunks(1.0, 1.0)[1][:1])
+    _, events = run_all(AlignAtt(frames=35, step_s=1.0, min_buffer_s=0), Scripted(hyps), chunks(1.0, 1.0)[1][:1])
     assert committed_texts(events)[0] == " a"  # b attends frame 20 >= 50 - 35
 
 

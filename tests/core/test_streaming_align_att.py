@@ -60,7 +60,7 @@ def test_a_decode_that_ran_to_the_buffer_end_keeps_its_last_word_back():
     hyps = [[(" over", 5), (" the", 15), (" hill", 30)],                       # 1 s: ends, no stop
             [(" over", 5), (" the", 15), (" hills", 30), (" and", 60), (" dales", 95)],  # 2 s: stops at dales
             [(" over", 5), (" the", 15), (" hills", 30), (" and", 60), (" dales", 95)]]  # final
-    events = _run(AlignAtt(frames=10, step_s=1.0), Fake(hyps), _noise(2.0))
+    events = _run(AlignAtt(frames=10, step_s=1.0, min_buffer_s=0), Fake(hyps), _noise(2.0))
     assert _commits(events) == [" over the", " hills and", " dales"]
     assert [e.text for e in events if isinstance(e, Tentative)][0] == " hill"  # shown, not final
     assert events[-1].text == "over the hills and dales"
@@ -72,7 +72,7 @@ def test_a_decode_stopped_inside_a_word_keeps_that_word_back():
     leaves the word before it whole."""
     hyps = [[(" the", 5), (" hill", 30), ("s", 42)],   # 1 s = 50 frames, limit 40: stops at "s"
             [(" the", 5), (" hill", 30), ("s", 42), (" rise", 70)]]
-    events = _run(AlignAtt(frames=10, step_s=1.0), Fake(hyps), _noise(1.0))
+    events = _run(AlignAtt(frames=10, step_s=1.0, min_buffer_s=0), Fake(hyps), _noise(1.0))
     assert _commits(events) == [" the", " hills rise"]
 
 
@@ -81,7 +81,7 @@ def test_a_buffer_ending_in_silence_commits_its_last_word():
     word is committed at once, as LocalAgreement does."""
     audio = np.concatenate([_noise(0.6), np.zeros(int(0.4 * SR), np.float32)])
     hyps = [[(" over", 5), (" the", 15), (" hills", 25)]]
-    driver = StreamDriver(AlignAtt(frames=10, step_s=1.0), Fake(hyps), max_lag_s=None)
+    driver = StreamDriver(AlignAtt(frames=10, step_s=1.0, min_buffer_s=0), Fake(hyps), max_lag_s=None)
     events = driver.feed(audio)
     assert _commits(events) == [" over the hills"]
 
@@ -91,5 +91,29 @@ def test_a_decode_stopped_at_punctuation_commits_the_word_before_it():
     punctuation is whole, and a sentence's last word does not wait a step for the next sentence."""
     hyps = [[(" the", 5), (" hills", 30), (".", 45)],   # 1 s = 50 frames, limit 40: stops at "."
             [(" the", 5), (" hills", 30), (".", 45), (" A", 70)]]
-    events = _run(AlignAtt(frames=10, step_s=1.0), Fake(hyps), _noise(1.0))
+    events = _run(AlignAtt(frames=10, step_s=1.0, min_buffer_s=0), Fake(hyps), _noise(1.0))
     assert _commits(events) == [" the hills", ". A"]
+
+
+def test_nothing_is_committed_before_the_stream_has_min_buffer_s_of_audio():
+    """tiny.en read the first 1.5 s of "The old lighthouse keeper" as "The old I'd" and AlignAtt
+    committed it (its attention was well before the buffer's end). SimulStreaming decodes nothing
+    before ``--audio_min_len`` / ``--min-chunk-size`` (1.2 s) of audio; here a stream's first
+    buffer shorter than ``min_buffer_s`` is decoded and shown (tentative) but nothing is
+    committed from it."""
+    hyps = [[(" The", 5), (" old", 20), (" I", 30)],                       # 1 s: shown only
+            [(" The", 5), (" old", 20), (" light", 30), (" house", 60), (" keeper", 95)],  # 2 s: stops at keeper
+            [(" The", 5), (" old", 20), (" light", 30), (" house", 60), (" keeper", 95)]]
+    events = _run(AlignAtt(frames=10, step_s=1.0, min_buffer_s=2.0), Fake(hyps), _noise(2.0))
+    assert _commits(events) == [" The old light house", " keeper"]
+    assert [e.text for e in events if isinstance(e, Tentative)][0] == " The old I"
+
+
+def test_min_buffer_s_holds_only_the_streams_first_buffer():
+    """After committed text (a trim moved it into the prompt) a short buffer commits as usual."""
+    hyps = [[(" The", 5), (" old", 20), (" light", 30)]]
+    dec = Fake(hyps)
+    policy = AlignAtt(frames=10, step_s=1.0, min_buffer_s=2.0)
+    from core.streaming.base import BufferView
+    update = policy.update(BufferView(_noise(1.0), 5.0, (1, 2, 3), ()), dec)
+    assert "".join(t.text for t in update.commit) == " The old"
