@@ -17,7 +17,8 @@ live microphone would). For each model, thread count and policy it prints:
   - decodes done again because they looped (``fallbacks``),
 for each encoder span (``--encoders``: "window", the padded 30 s window as offline; "buffer",
 only the buffer's frames + 3 s of padding, whisper.cpp's audio_ctx: ``core.streaming.short_encoder``)
-and step (``--steps``; "default": each policy's own, ``core.streaming.policies.default_step``).
+and step (``--steps``; "default": each policy's own, ``core.streaming.policies.default_step``;
+``SPEC@STEP`` in ``--policies`` gives one policy its own step, e.g. ``align-att:25@0.5``).
 After each model and thread count it prints AlignAtt's latency against LocalAgreement's with
 both WERs (issue 23: "AlignAtt's mean latency is lower than LocalAgreement's at a comparable
 WER") and LocalAgreement-2's targets (keeps up, mean latency <= 2.5 s, within 1 WER point).
@@ -27,7 +28,7 @@ core would give, reproducible under load, and nothing sleeps; meaningful with on
 Not a pass/fail test: it prints figures.
 
     .venv/bin/python tests/bench/bench_streaming.py [--models tiny.en,base] [--threads 1,2]
-        [--policies local-agreement:2,align-att:25,fixed-window] [--steps default,1.0] [--speed 1|max]
+        [--policies local-agreement:2,align-att:25,fixed-window,align-att:15@0.5] [--steps default,1.0] [--speed 1|max]
         [--encoders buffer,window] [--clock wall|cpu] [--sentences N]
 """
 
@@ -129,7 +130,8 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--models", default="tiny.en,base")
     p.add_argument("--threads", default="1,2")
-    p.add_argument("--policies", default=",".join(POLICIES))
+    p.add_argument("--policies", default=",".join(POLICIES),
+                   help="comma-separated specs; SPEC@STEP gives one policy its own step (align-att:25@0.5)")
     p.add_argument("--steps", default="default",
                    help="seconds of new audio between decodes, comma-separated; default: each policy's own")
     p.add_argument("--encoders", default="buffer", help="buffer (audio_ctx, the default) | window (30 s padded)")
@@ -160,8 +162,10 @@ def main() -> int:
                   f"{'lat p90':>8}{'RTF':>6}{'CPU RTF':>8}{'revised':>8}{'behind':>7}{'skipped s':>10}{'commits':>8}"
                   f"{'fallbk':>7}")
             rows = []
-            for spec in args.policies.split(","):
-                for step in (None if x == "default" else float(x) for x in args.steps.split(",")):
+            for item in args.policies.split(","):
+                spec, _, own = item.partition("@")  # "align-att:25@0.5": this policy's own step
+                for step in ([float(own)] if own else
+                             [None if x == "default" else float(x) for x in args.steps.split(",")]):
                     for encoder in args.encoders.split(","):
                         r = run_policy(model, audio, spec, step, speed, text, offline, encoder, args.clock)
                         rows.append(r)
