@@ -288,7 +288,7 @@ class _Dist:
             nonzero = self._sub
         else:
             row = self.probs.detach().contiguous().numpy()
-            nonzero = row[np.flatnonzero(row > 0)]
+            nonzero = row[row > 0]  # the same array as row[support]: the entries > 0, in index order
         self._entropy, self._varentropy = _nonzero_moments(nonzero, with_var)
 
 
