@@ -400,11 +400,26 @@ class TokenRecord:
     forced: bool = False
 
 
+def _remembered(token_text: Callable[[int], str]) -> Callable[[int], str]:
+    """``token_text`` that asks once per id and then answers from a dict (a run's top-k lists
+    name the same ids again and again: ~11 tokenizer calls a step otherwise)."""
+    texts: dict[int, str] = {}
+
+    def text(token_id: int) -> str:
+        found = texts.get(token_id)
+        if found is None:
+            found = texts[token_id] = token_text(token_id)
+        return found
+
+    return text
+
+
 class StepReporter:
     """Builds StepEvents and BeamEvents for one ``Engine.run``.
 
     Args:
-        token_text: id -> display text (e.g. " fox").
+        token_text: id -> display text (e.g. " fox"); each id's text is asked for once per
+            reporter (a run's top-k lists name the same few hundred ids step after step).
         decode: ids -> text (special tokens skipped), for beam hypotheses.
         top_k_report: how many tokens each top-k list holds (>= 1).
         capture_attention: whether events carry the cross-attention row.
@@ -423,7 +438,7 @@ class StepReporter:
         source_len: int,
         place: Placement = Placement(),
     ):
-        self.token_text = token_text
+        self.token_text = _remembered(token_text)
         self.decode = decode
         self.top_k_report = top_k_report
         self.capture_attention = capture_attention
