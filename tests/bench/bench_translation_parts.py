@@ -7,7 +7,7 @@ per part, by this thread's CPU time unless ``--clock wall``: the machine is shar
 The wrappers cost ~1 us a call, counted in the parts. Not a pass/fail test.
 
     .venv/bin/python tests/bench/bench_translation_parts.py [--direction en-pt] [--mode shortlist|full]
-        [--dtype float32|int8] [--repeats 5] [--lean] [--clock cpu|wall]
+        [--dtype float32|int8] [--repeats 5] [--lean] [--no-report] [--clock cpu|wall]
 """
 
 from __future__ import annotations
@@ -100,6 +100,9 @@ def main() -> None:
     ap.add_argument("--dtype", default="float32", choices=("float32", "int8"))
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--lean", action="store_true", help="no cross-attention, top-1 report")
+    ap.add_argument("--no-report", action="store_true",
+                    help="build no events (RunEvents.step yields nothing): the report's cost, directly and "
+                         "through what it evicts from the caches (the other parts' times change too)")
     ap.add_argument("--clock", choices=("wall", "cpu"), default="cpu",
                     help="this thread's CPU time (default: a shared machine) or the wall clock")
     args = ap.parse_args()
@@ -110,6 +113,8 @@ def main() -> None:
     eng = Engine(backend)
     sentences = EN if args.direction == "en-pt" else PT
     options = LEAN if args.lean else OPTIONS
+    if args.no_report:
+        report.RunEvents.step = lambda self, t, update, current, time_ms=0.0: iter(())
     for owner, name, label in PARTS:
         timed(owner, name, label)
     one_pass(backend, eng, sentences[:3], options)
@@ -122,7 +127,7 @@ def main() -> None:
             best[k] = min(best.get(k, float("inf")), v)
         best_run, best_total = min(best_run, run_s), min(best_total, total)
     n = len(sentences)
-    print(f"{args.direction} {args.mode} {args.dtype}{' lean' if args.lean else ''}: {n} sentences, {steps} decoder "
+    print(f"{args.direction} {args.mode} {args.dtype}{' lean' if args.lean else ''}{' no report' if args.no_report else ''}: {n} sentences, {steps} decoder "
           f"steps ({steps / n:.1f} a sentence), best of {args.repeats} passes per part, "
           f"{'thread CPU time' if args.clock == 'cpu' else 'wall clock'}, one thread")
     print(f"{'part':<36}{'ms/sentence':>12}{'us/step':>10}")
