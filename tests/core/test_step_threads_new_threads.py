@@ -1,0 +1,49 @@
+"""R1 review of 3226a17 (core.backends.step_threads): a thread whose first torch call falls while
+another thread is inside ``StepThreads`` must still get the process's thread count.
+
+torch's per-thread OpenMP count is set lazily, at a thread's first torch call, from the
+process-wide count that ``torch.set_num_threads`` also sets; ``StepThreads.__enter__`` sets it
+to 1 for the length of the step. The GUI starts a new QThread per run and aborts the old one
+without waiting (``RunController.start``: a slider move), so the re-decode's first torch call
+usually falls inside the old run's last step, and that run then decodes on one thread: its
+encoder and prompt on one thread, its steps unsplit (``StepThreads`` sees 1 thread).
+Proof script: /work/notes/s12/r1/new_run_thread_at_one.py (gui.worker.start_worker)."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+import torch
+
+from core.backends.step_threads import StepThreads
+
+
+@pytest.fixture
+def two_threads():
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.mark.xfail(strict=True, reason="R1 finding 1 (open): a thread started during another thread's step "
+                                       "inherits StepThreads' 1 thread for good")
+def test_a_thread_whose_first_torch_call_falls_inside_another_threads_step_gets_the_process_count(two_threads):
+    inside, release = threading.Event(), threading.Event()
+
+    def decode():  # a run whose step is running (the old run of a slider move)
+        with StepThreads(1):
+            inside.set()
+            release.wait(5)
+
+    old = threading.Thread(target=decode)
+    old.start()
+    assert inside.wait(5)
+    seen = []
+    new = threading.Thread(target=lambda: seen.append(torch.get_num_threads()))  # the re-decode's thread
+    new.start()
+    new.join()
+    release.set()
+    old.join()
+    assert seen == [2]
