@@ -15,7 +15,9 @@ region waits for that core (the step took 170 ms).
 on one thread (``torch.set_num_threads(1)`` on entry, the previous count back on exit: 0.2 us
 for the pair), and the products that stream the most memory are cut into parts that run at
 the same time, one on the calling thread and the others on worker threads (``parallel``): the
-output projection by blocks of vocabulary columns, the cross-attention by heads. Each part
+output projection by blocks of vocabulary columns, the cross-attention by heads, and the float
+products over at least ``SPLIT_MIN_BYTES`` of weights (fc1, fc2, the fused q/k/v) by blocks of
+output columns. Each part
 is the same kernel on a slice of the same matrix, writing its slice of the output: the
 results are bit-identical to the one-thread step (column blocks must start on a 16-float
 boundary for that, see ``column_edges``; the tests check it). Per step this costs one
@@ -37,11 +39,20 @@ from typing import Any, Callable, Sequence
 
 import torch
 
-__all__ = ["MAX_ROWS", "StepThreads", "column_edges", "parallel"]
+__all__ = ["MAX_ROWS", "SPLIT_MIN_BYTES", "StepThreads", "column_edges", "parallel"]
 
 #: steps over at most this many rows (batch x new positions) run as described above; more rows
 #: keep torch's own threads
 MAX_ROWS = 8
+#: a float product inside the layers is split across threads when its weight has at least this
+#: many bytes (read at each step): a hand-over to a worker costs 11-20 us (``parallel`` of two
+#: empty parts, on a loaded machine) plus a chance of waiting for a busy core. Measured on this
+#: 2-core machine at load 6-7 (``bench_decoder_step.py --ab --variants split,split-layers``, three
+#: runs), splitting base's fc1/fc2 (4.2 MB) and q/k/v (3.1 MB) as well made the step slower on the
+#: wall clock every time (min 16.4 -> 28.1, 35.0 -> 40.7, 18.8 -> 30.6 ms) for a step-thread CPU
+#: time that moved by -0.7, -1.4 and +0.6 ms; tiny.en's (2.4 and 1.8 MB) cost CPU time too (6.56 ->
+#: 6.98 ms). So only bigger layers are split (whisper-small's fc1: 9.4 MB); 0 splits every one
+SPLIT_MIN_BYTES = 8_000_000
 #: column blocks start on multiples of this many floats (64 bytes): MKL then writes each block's
 #: slice of the output with the kernel, and the rounding, of the whole product (an unaligned
 #: slice of the output changed the last bit of some sums)
@@ -53,14 +64,17 @@ _start_lock = threading.Lock()
 
 
 def _work() -> None:
-    """A worker thread's loop: run parts from the inbox, reply with (ok, result or exception)."""
+    """A worker thread's loop: claim a part from the inbox (unless its caller ran it already), run
+    it, reply with (index, ok, result or exception)."""
     # this thread's OpenMP/MKL count: first torch's lazy per-thread set-up (which would otherwise
     # run at the first parallel operation and set the process-wide count), then 1; the caller
     # restores the process-wide count, which set_num_threads also sets
     torch.get_num_threads()
     torch.set_num_threads(1)
     while True:
-        fn, reply, inference, grad, index = _inbox.get()
+        fn, claim, reply, inference, grad, index = _inbox.get()
+        if not claim.acquire(blocking=False):
+            continue  # the caller ran this part itself
         try:
             with torch.inference_mode(inference), torch.set_grad_enabled(grad):
                 reply.put((index, True, fn()))
@@ -81,15 +95,27 @@ def _ensure_workers(n: int) -> None:
             # wait until the worker has set its own count: torch.set_num_threads also sets the
             # process-wide count new threads start with, put back below
             done: queue.SimpleQueue = queue.SimpleQueue()
-            _inbox.put((lambda: None, done, False, False, 0))
+            _inbox.put((lambda: None, threading.Lock(), done, False, False, 0))
             done.get()
         torch.set_num_threads(before)
+
+
+def _call(fn: Callable[[], Any], index: int) -> tuple[int, bool, Any]:
+    try:
+        return index, True, fn()
+    except BaseException as e:  # noqa: BLE001 - re-raised once the others have finished
+        return index, False, e
 
 
 def parallel(parts: Sequence[Callable[[], Any]]) -> list[Any]:
     """Run ``parts`` at the same time: ``parts[0]`` on the calling thread, the others on worker
     threads (each with one torch thread, in the caller's inference and grad mode); returns their
     results in order once all have finished.
+
+    A part no worker has started by the time the caller has run ``parts[0]`` is run by the caller
+    (each part is claimed once, by whoever comes first): on a machine whose other cores are busy
+    the caller does not wait for a worker to be scheduled, the step then takes about its
+    one-thread time.
 
     The parts must be independent (e.g. each writes its own slice of an output tensor).
 
@@ -101,13 +127,15 @@ def parallel(parts: Sequence[Callable[[], Any]]) -> list[Any]:
     _ensure_workers(len(parts) - 1)
     reply: queue.SimpleQueue = queue.SimpleQueue()
     inference, grad = torch.is_inference_mode_enabled(), torch.is_grad_enabled()
-    for index, fn in enumerate(parts[1:], 1):
-        _inbox.put((fn, reply, inference, grad, index))
-    try:
-        first = (0, True, parts[0]())
-    except BaseException as e:  # noqa: BLE001 - re-raised once the others have finished
-        first = (0, False, e)
-    results = sorted([first] + [reply.get() for _ in parts[1:]], key=lambda r: r[0])  # replies come in any order
+    claims = [threading.Lock() for _ in parts]
+    for index in range(1, len(parts)):
+        _inbox.put((parts[index], claims[index], reply, inference, grad, index))
+    results = [_call(parts[0], 0)]
+    for index in range(1, len(parts)):
+        if claims[index].acquire(blocking=False):  # not started by a worker: run it here
+            results.append(_call(parts[index], index))
+    results += [reply.get() for _ in range(len(parts) - len(results))]  # the workers' replies, in any order
+    results.sort(key=lambda r: r[0])
     for _, ok, value in results:
         if not ok:
             raise value

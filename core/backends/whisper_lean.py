@@ -20,6 +20,7 @@ import torch.nn.functional as F
 
 from core.backends.base import StepOutput
 from core.backends.int8 import Int8Linear
+from core.backends import step_threads
 from core.backends.step_threads import StepThreads, column_edges, parallel
 
 
@@ -134,6 +135,13 @@ class WhisperLeanDecoder:
         self._qkv = [fast_layout(layer) for layer in self.layers]
         self._exact_scaling = [_power_of_two(layer.self_attn.scaling) for layer in self.layers]
         self._edges: dict[int, list[int]] = {}  # column edges of the head per thread count
+        # several threads: the float products that may be split, by their weights' bytes (split
+        # from step_threads.SPLIT_MIN_BYTES on, read at each step): fc1 (stored transposed by
+        # fast_layout) and fc2 (0: int8, not split), the fused q/k/v
+        self._ffn_bytes = [layer.fc1.weight.numel() * layer.fc1.weight.element_size()
+                           if type(layer.fc1) is torch.nn.Linear and type(layer.fc2) is torch.nn.Linear
+                           and layer.fc1.weight.t().is_contiguous() else 0 for layer in self.layers]
+        self._qkv_bytes = [0 if t is None else t[0].numel() * t[0].element_size() for t in self._qkv]
         self._int8_blocks: dict[int, list[Int8Linear]] = {}  # int8 head in row blocks per thread count
 
     def _split(self, x: torch.Tensor) -> torch.Tensor:
@@ -250,6 +258,8 @@ class WhisperLeanDecoder:
             if qkv is not None or fused_t is not None:
                 if qkv is not None:
                     both = qkv(h)
+                elif parts > 1 and self._qkv_bytes[i] >= step_threads.SPLIT_MIN_BYTES:  # float, split
+                    both = self._linear_parts(h, fused_t[0], fused_t[1], parts)
                 else:  # float: one (rows, d) x (d, 3d) product, the bias of k is 0
                     both = torch.addmm(fused_t[1], h.reshape(-1, self.d_model), fused_t[0]).view(
                         h.shape[:-1] + (3 * self.d_model,))
@@ -298,7 +308,12 @@ class WhisperLeanDecoder:
             x = x + ca.out_proj(a)
             # feed-forward
             h = layer.final_layer_norm(x)
-            x = x + layer.fc2(layer.activation_fn(layer.fc1(h)))
+            if parts > 1 and self._ffn_bytes[i] >= step_threads.SPLIT_MIN_BYTES:  # fc1, then fc2, in column blocks
+                fc1, fc2 = layer.fc1, layer.fc2
+                g = layer.activation_fn(self._linear_parts(h, fc1.weight.t(), fc1.bias, parts))
+                x = x + self._linear_parts(g, fc2.weight.t(), fc2.bias, parts)
+            else:
+                x = x + layer.fc2(layer.activation_fn(layer.fc1(h)))
             if capture_lens:
                 layer_out.append(x[:, -1])
         cache.length = end
@@ -382,6 +397,25 @@ class WhisperLeanDecoder:
         parallel([lambda lo=lo, hi=hi: torch.mm(rows, w[:, lo:hi], out=out[:, lo:hi])
                   for lo, hi in zip(edges, edges[1:])])
         return out.view(h.shape[:-1] + (vocab,))
+
+    def _linear_parts(self, x: torch.Tensor, weight_t: torch.Tensor, bias: torch.Tensor | None,
+                      parts: int) -> torch.Tensor:
+        """``x @ weight_t + bias``, x (..., in), weight_t (in, out) (a transposed view or a
+        contiguous matrix), in ``parts`` blocks of output columns at once, each an ``addmm`` of
+        a column slice into its slice of one output (64-byte aligned: ``column_edges``): the
+        numbers ``nn.Linear`` gives for one row."""
+        rows = x.reshape(-1, x.shape[-1])
+        width = weight_t.shape[1]
+        out = torch.empty(rows.shape[0], width, dtype=rows.dtype, device=rows.device)
+        edges = column_edges(width, parts)
+        if bias is None:
+            fns = [lambda lo=lo, hi=hi: torch.mm(rows, weight_t[:, lo:hi], out=out[:, lo:hi])
+                   for lo, hi in zip(edges, edges[1:])]
+        else:
+            fns = [lambda lo=lo, hi=hi: torch.addmm(bias[lo:hi], rows, weight_t[:, lo:hi], out=out[:, lo:hi])
+                   for lo, hi in zip(edges, edges[1:])]
+        parallel(fns)
+        return out.view(x.shape[:-1] + (width,))
 
     def _cross_parts(self, qh: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                      parts: int) -> tuple[torch.Tensor, torch.Tensor]:

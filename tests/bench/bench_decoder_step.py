@@ -3,13 +3,14 @@ bundled sample's ids, one row, cross-attention captured. Prints ms per step (med
 steps, min over repeats) for each model and dtype, plus the full run per token; with
 ``--profile`` a torch.profiler table of one run.
 
-``--ab`` alternates, in the same process and minute, the step as it runs now with the step
-before ``core.backends.step_threads`` (torch's own threads for every operation: "omp"), and
-prints both, with the load average (on a shared machine, compare the thread CPU and the
+``--ab`` alternates, in the same process and minute, the step as it runs now ("split") with the
+step before ``core.backends.step_threads`` (torch's own threads for every operation: "omp") and,
+with ``--variants omp,split,split-layers``, with the products inside the layers split too, and
+prints each, with the load average (on a shared machine, compare the thread CPU and the
 alternating minima, not one wall figure).
 
     .venv/bin/python tests/bench/bench_decoder_step.py [--models tiny.en,base] [--dtypes float32,int8]
-        [--threads 1] [--repeats 5] [--profile] [--ab]
+        [--threads 1] [--repeats 5] [--profile] [--ab [--variants omp,split,split-layers]]
 """
 
 from __future__ import annotations
@@ -61,18 +62,29 @@ class _TorchThreads:
         return None
 
 
+#: the ways a step may use several threads: "split" (as shipped), "split-layers" (also the float
+#: products inside the layers from 2 MB of weights: tiny.en's and base's fc1/fc2, base's q/k/v),
+#: "omp" (before core.backends.step_threads: torch's threads for every operation)
+VARIANTS = ("omp", "split", "split-layers")
+
+
 @contextlib.contextmanager
 def variant(name: str):
-    """``name`` "split" (the step as it is) or "omp" (``_TorchThreads`` in its place)."""
+    """The step as ``name`` (one of ``VARIANTS``) runs it, inside the block."""
     import core.backends.whisper_lean as lean
+    from core.backends import step_threads
 
-    kept = lean.StepThreads
+    if name not in VARIANTS:
+        raise ValueError(f"unknown step variant {name!r}: pick one of {', '.join(VARIANTS)}")
+    kept = lean.StepThreads, step_threads.SPLIT_MIN_BYTES
     if name == "omp":
         lean.StepThreads = _TorchThreads
+    elif name == "split-layers":
+        step_threads.SPLIT_MIN_BYTES = 2_000_000
     try:
         yield
     finally:
-        lean.StepThreads = kept
+        lean.StepThreads, step_threads.SPLIT_MIN_BYTES = kept
 
 
 def main() -> None:
@@ -83,7 +95,9 @@ def main() -> None:
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--steps", type=int, default=60)
     p.add_argument("--profile", action="store_true")
-    p.add_argument("--ab", action="store_true", help="alternate the step now (split) and before (omp)")
+    p.add_argument("--ab", action="store_true", help="alternate the step variants (--variants) in one run")
+    p.add_argument("--variants", default="omp,split",
+                   help=f"with --ab: which of {', '.join(VARIANTS)} (default omp,split)")
     a = p.parse_args()
     torch.set_num_threads(a.threads)
     clip = sorted((ROOT / "assets" / "samples").glob("*.wav"))[0]
@@ -94,7 +108,7 @@ def main() -> None:
             feats = sm._loaded.feature_extractor(audio, sampling_rate=SAMPLE_RATE, return_tensors="pt").input_features
             encoded = sm.backend.encode({"input_features": feats})
             prompt = list(sm.prompt("en", "transcribe").prompt_ids)
-            variants = ("omp", "split") if a.ab else ("split",)
+            variants = tuple(a.variants.split(",")) if a.ab else ("split",)
             meds: dict = {v: [] for v in variants}
             cpu: dict = {v: [] for v in variants}
             ids: dict = {}
@@ -107,12 +121,12 @@ def main() -> None:
                     meds[v].append(statistics.median(w for w, _ in t))
                     cpu[v].append(statistics.median(c for _, c in t))
             for v in variants:
-                label = f" {v:5}" if a.ab else ""
+                label = f" {v:10}" if a.ab else ""
                 print(f"{name:8} {dt:8} {a.threads}t{label} step ms: wall min-of-medians {1000 * min(meds[v]):6.2f}  "
                       f"median {1000 * statistics.median(meds[v]):6.2f}; thread CPU min {1000 * min(cpu[v]):6.2f}  "
                       f"ids[:8] {ids[v][:8]}  load {load:.1f}-{os.getloadavg()[0]:.1f}", flush=True)
             if a.ab:
-                print(f"  same ids: {ids['omp'] == ids['split']}", flush=True)
+                print(f"  same ids: {len({tuple(i) for i in ids.values()}) == 1}", flush=True)
             if a.profile:
                 from torch.profiler import ProfilerActivity, profile
 

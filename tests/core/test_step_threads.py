@@ -96,6 +96,29 @@ def test_a_two_thread_step_runs_torch_on_one_thread_and_equals_the_one_thread_st
         assert torch.equal(a1, a2) and torch.equal(c1, c2) and torch.equal(l1, l2)
 
 
+def test_split_layer_products_equal_the_one_thread_step(whisper_tiny_en, monkeypatch):
+    """Products inside the layers (fc1, fc2, the fused q/k/v) split when their weights reach
+    ``SPLIT_MIN_BYTES`` (bigger models than the bundled ones): forced here, bit-identical too."""
+    import core.backends.whisper_lean as lean
+
+    encoded = _encoded(whisper_tiny_en)
+    one, _ = _steps(whisper_tiny_en, encoded, 1)
+    widths = []
+
+    def linear_parts(self, x, weight_t, bias, parts, _real=lean.WhisperLeanDecoder._linear_parts):
+        widths.append(weight_t.shape[1])
+        return _real(self, x, weight_t, bias, parts)
+
+    monkeypatch.setattr(step_threads, "SPLIT_MIN_BYTES", 0)
+    monkeypatch.setattr(lean.WhisperLeanDecoder, "_linear_parts", linear_parts)
+    two, _ = _steps(whisper_tiny_en, encoded, 2)
+    d = whisper_tiny_en._loaded.model.config.d_model
+    ffn = whisper_tiny_en._loaded.model.config.decoder_ffn_dim
+    assert {3 * d, ffn, d} <= set(widths)
+    for (a1, c1, l1), (a2, c2, l2) in zip(one, two):
+        assert torch.equal(a1, a2) and torch.equal(c1, c2) and torch.equal(l1, l2)
+
+
 def test_the_head_and_the_cross_attention_are_split_across_the_threads(whisper_tiny_en, monkeypatch, two_threads):
     """A one-row step on two threads hands two parts to ``parallel`` for the output projection
     and for each layer's cross-attention (one row: a split head is the same numbers)."""
@@ -146,11 +169,25 @@ def test_parallel_returns_in_order_runs_workers_on_one_thread_and_reraises(two_t
     def where():
         return threading.current_thread().name, torch.get_num_threads(), torch.is_inference_mode_enabled()
 
+    started = threading.Event()
+
+    def first():  # waits until a worker runs the second part (the caller is busy here)
+        assert started.wait(10)
+        return where()
+
+    def second():
+        started.set()
+        return where()
+
     with torch.inference_mode():
-        got = parallel([where, where, where])
+        got = parallel([first, second])
     assert got[0][0] == threading.current_thread().name
-    assert {name for name, _, _ in got[1:]} <= {t.name for t in step_threads._workers}
-    assert [n for _, n, _ in got[1:]] == [1, 1] and all(inf for _, _, inf in got)
+    assert got[1][0] in {t.name for t in step_threads._workers}
+    assert got[1][1] == 1 and got[0][2] and got[1][2]
+    # a part no worker has started yet is run by the caller: every part runs once
+    ran = []
+    assert parallel([lambda i=i: ran.append(i) or i for i in range(6)]) == list(range(6))
+    assert sorted(ran) == list(range(6))
     assert [r for r in parallel([lambda i=i: i for i in range(4)])] == [0, 1, 2, 3]
     # the process-wide count new threads start with is the caller's, not the workers' 1
     seen = []
