@@ -47,3 +47,47 @@ def test_a_thread_whose_first_torch_call_falls_inside_another_threads_step_gets_
     release.set()
     old.join()
     assert seen == [2]
+
+
+@pytest.mark.xfail(strict=True, reason="R1 finding 2 (open): a late worker start-up sets the process-wide "
+                                       "count to 1 after StepThreads put it back")
+def test_a_late_worker_start_up_does_not_leave_the_process_at_one_thread(monkeypatch):
+    """``_ensure_workers`` waits for a hand-shake on the shared inbox, which an idle older worker
+    may answer; the new worker's ``torch.set_num_threads(1)`` (which also sets the process-wide
+    count) then runs whenever the scheduler gets to it, possibly after the step. The scheduler's
+    delay is simulated (50 ms before the new workers' first torch call)."""
+    import time
+    import types
+
+    from core.backends import step_threads as st
+
+    real = torch
+    known = {t.name for t in st._workers}
+    late = threading.local()
+
+    class LateStart(types.ModuleType):
+        def __getattr__(self, name):
+            return getattr(real, name)
+
+        def get_num_threads(self):
+            name = threading.current_thread().name
+            if name.startswith("decoder-step-") and name not in known and not getattr(late, "done", False):
+                late.done = True
+                time.sleep(0.05)
+            return real.get_num_threads()
+
+    before = real.get_num_threads()
+    threads = len(st._workers) + 3  # two or more new workers beside an older (or the first) one
+    monkeypatch.setattr(st, "torch", LateStart("torch"))
+    real.set_num_threads(threads)
+    try:
+        with st.StepThreads(1) as parts:
+            st.parallel([lambda: None] * parts)
+        time.sleep(0.3)  # every new worker has started by now
+        seen = []
+        t = threading.Thread(target=lambda: seen.append(real.get_num_threads()))
+        t.start()
+        t.join()
+        assert seen == [threads]
+    finally:
+        real.set_num_threads(before)
