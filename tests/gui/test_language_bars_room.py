@@ -112,4 +112,5 @@ def test_the_size_hint_is_computed_once_per_title(qtbot, monkeypatch):
     assert len(calls) <= 1
     bars.set_probs(PROBS, window=0, restricted=True)  # a longer title
     assert bars.sizeHint().width() >= first.width()
+    assert bars.sizeHint().width() > first.width()  # the longer title's hint (150 -> 237 px), not the cached one
     assert np.isfinite(bars.sizeHint().height())
