@@ -63,14 +63,15 @@ _workers: list[threading.Thread] = []
 _start_lock = threading.Lock()
 
 
-def _work() -> None:
+def _work(ready: threading.Event) -> None:
     """A worker thread's loop: claim a part from the inbox (unless its caller ran it already), run
-    it, reply with (index, ok, result or exception)."""
+    it, reply with (index, ok, result or exception). ``ready`` is set once its count is set."""
     # this thread's OpenMP/MKL count: first torch's lazy per-thread set-up (which would otherwise
     # run at the first parallel operation and set the process-wide count), then 1; the caller
     # restores the process-wide count, which set_num_threads also sets
     torch.get_num_threads()
     torch.set_num_threads(1)
+    ready.set()
     while True:
         fn, claim, reply, inference, grad, index = _inbox.get()
         if not claim.acquire(blocking=False):
@@ -89,14 +90,15 @@ def _ensure_workers(n: int) -> None:
     with _start_lock:
         before = torch.get_num_threads()
         while len(_workers) < n:
-            t = threading.Thread(target=_work, name=f"decoder-step-{len(_workers) + 1}", daemon=True)
+            ready = threading.Event()
+            t = threading.Thread(target=_work, args=(ready,), name=f"decoder-step-{len(_workers) + 1}", daemon=True)
             t.start()
             _workers.append(t)
-            # wait until the worker has set its own count: torch.set_num_threads also sets the
-            # process-wide count new threads start with, put back below
-            done: queue.SimpleQueue = queue.SimpleQueue()
-            _inbox.put((lambda: None, threading.Lock(), done, False, False, 0))
-            done.get()
+            # wait until THIS worker has set its own count (torch.set_num_threads also sets the
+            # process-wide count new threads start with, put back below): a hand-shake through the
+            # shared inbox could be answered by an older idle worker, and a late start-up would
+            # then set the process-wide count to 1 after the step put it back
+            ready.wait()
         torch.set_num_threads(before)
 
 

@@ -49,8 +49,6 @@ def test_a_thread_whose_first_torch_call_falls_inside_another_threads_step_gets_
     assert seen == [2]
 
 
-@pytest.mark.xfail(strict=True, reason="R1 finding 2 (open): a late worker start-up sets the process-wide "
-                                       "count to 1 after StepThreads put it back")
 def test_a_late_worker_start_up_does_not_leave_the_process_at_one_thread(monkeypatch):
     """``_ensure_workers`` waits for a hand-shake on the shared inbox, which an idle older worker
     may answer; the new worker's ``torch.set_num_threads(1)`` (which also sets the process-wide
