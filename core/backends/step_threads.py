@@ -33,6 +33,7 @@ inference/grad mode.
 
 from __future__ import annotations
 
+import os
 import queue
 import threading
 from typing import Any, Callable, Sequence
@@ -61,6 +62,18 @@ ALIGN = 16
 _inbox: "queue.SimpleQueue[tuple]" = queue.SimpleQueue()
 _workers: list[threading.Thread] = []
 _start_lock = threading.Lock()
+
+
+def _forget_workers() -> None:
+    """In a forked child: the parent's worker threads do not exist there; start afresh."""
+    global _inbox, _start_lock
+    _inbox = queue.SimpleQueue()
+    _workers.clear()
+    _start_lock = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_workers)
 
 
 def _work(ready: threading.Event) -> None:

@@ -31,7 +31,14 @@ ms for the steps 1, 8, 16, ... with and without the cache (the gap between StepE
 machine other jobs share, the wall clock also counts the waits for a core. Ours is then the
 whole ``engine.run`` (cache set-up and prompt step included, as CT2's ``generate``) per token.
 
+``--step omp|split|split-layers`` picks how our decoder step uses several threads
+(``bench_decoder_step.VARIANTS``; default "split", as shipped: torch on one thread inside the
+step, the output projection and cross-attention split across threads by
+``core.backends.step_threads``; "omp": as before it, torch's threads for every operation). With
+one thread all three are the same step.
+
     .venv/bin/python tests/bench/bench_speech.py [clip.wav] [--threads N] [--no-ct2] [--no-espeak] [--clock cpu]
+        [--step split]
 """
 
 from __future__ import annotations
@@ -275,7 +282,17 @@ def main() -> None:
     p.add_argument("--kv-cache-off", action="store_true", help="print step times with the KV cache off")
     p.add_argument("--clock", choices=("wall", "cpu"), default="wall",
                    help="the CTranslate2 table's clock: wall (default) or this process's CPU time (a busy machine)")
+    from bench_decoder_step import VARIANTS, variant
+
+    p.add_argument("--step", choices=VARIANTS, default="split",
+                   help="how our decoder step uses several threads (default split, as shipped; omp: as before)")
     args = p.parse_args()
+    with variant(args.step):
+        run(args)
+
+
+def run(args) -> None:
+    """The benchmark ``main`` parsed ``args`` for."""
     global CLOCK
     CLOCK = time.process_time if args.clock == "cpu" else time.perf_counter
     import logging, warnings
@@ -290,7 +307,7 @@ def main() -> None:
     clip = args.clip or sorted((ROOT / "assets" / "samples").glob("*.wav"))[0]
     audio = load_audio(clip)
     print(f"clip {pathlib.Path(clip).name}: {len(audio) / SAMPLE_RATE:.2f} s; torch {torch.__version__}, "
-          f"{torch.get_num_threads()} threads; medians of {args.repeats} alternating runs")
+          f"{torch.get_num_threads()} threads (decoder step: {args.step}); medians of {args.repeats} alternating runs")
     if not args.no_generate:
         print(f"{'model':18} {'tok':>4} {'same':>5} {'encode ms':>10} {'ours ms/tok':>12} {'generate ms/tok':>16} "
               f"{'ratio':>6} {'re-decode ms/tok':>17} {'ratio':>6} {'RTF':>6}")

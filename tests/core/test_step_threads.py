@@ -221,3 +221,28 @@ def test_column_edges_are_aligned_and_cover_the_columns():
             assert all(x % ALIGN == 0 for x in e[1:-1])
     with pytest.raises(ValueError):
         column_edges(10, 0)
+
+
+@pytest.mark.skipif(not hasattr(__import__("os"), "fork"), reason="no fork on this platform")
+def test_a_forked_child_starts_its_own_workers(two_threads):
+    """The parent's worker threads do not exist in a forked child: the child starts its own
+    (before, its list held the parent's dead threads, and each part handed to them stayed in
+    the inbox, with the tensors it refers to, until the caller ran it itself)."""
+    import os
+
+    parallel([lambda: None, lambda: None])  # the parent has a worker
+    pid = os.fork()
+    if pid == 0:  # the child: exit 0 if parallel() runs both parts
+        code = 1
+        try:
+            import signal
+
+            signal.alarm(20)
+            ran = []
+            parallel([lambda: ran.append(0), lambda: ran.append(1)])
+            alive = step_threads._workers and all(t.is_alive() for t in step_threads._workers)
+            code = 0 if sorted(ran) == [0, 1] and alive else 1
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
