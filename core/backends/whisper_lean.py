@@ -258,7 +258,7 @@ class WhisperLeanDecoder:
             if qkv is not None or fused_t is not None:
                 if qkv is not None:
                     both = qkv(h)
-                elif parts > 1 and self._qkv_bytes[i] >= step_threads.SPLIT_MIN_BYTES:  # float, split
+                elif parts > 1 and 0 < self._qkv_bytes[i] >= step_threads.SPLIT_MIN_BYTES:  # float, split
                     both = self._linear_parts(h, fused_t[0], fused_t[1], parts)
                 else:  # float: one (rows, d) x (d, 3d) product, the bias of k is 0
                     both = torch.addmm(fused_t[1], h.reshape(-1, self.d_model), fused_t[0]).view(
@@ -308,7 +308,7 @@ class WhisperLeanDecoder:
             x = x + ca.out_proj(a)
             # feed-forward
             h = layer.final_layer_norm(x)
-            if parts > 1 and self._ffn_bytes[i] >= step_threads.SPLIT_MIN_BYTES:  # fc1, then fc2, in column blocks
+            if parts > 1 and 0 < self._ffn_bytes[i] >= step_threads.SPLIT_MIN_BYTES:  # fc1, then fc2, in column blocks
                 fc1, fc2 = layer.fc1, layer.fc2
                 g = layer.activation_fn(self._linear_parts(h, fc1.weight.t(), fc1.bias, parts))
                 x = x + self._linear_parts(g, fc2.weight.t(), fc2.bias, parts)

@@ -89,3 +89,21 @@ def test_a_late_worker_start_up_does_not_leave_the_process_at_one_thread(monkeyp
         assert seen == [threads]
     finally:
         real.set_num_threads(before)
+
+
+def test_split_min_bytes_zero_leaves_an_int8_models_layers_alone(monkeypatch, two_threads):
+    """``SPLIT_MIN_BYTES`` 0 ("splits every one") must split the float products only: an int8
+    model's fc1/fc2 are ``Int8Linear`` (``_ffn_bytes`` 0, "not split"); 0 >= 0 took the float
+    split, which read ``Int8Linear.weight`` (AttributeError). R1 review of f79e409."""
+    from core.backends import step_threads
+    from core.tasks.speech import SpeechModel
+
+    sm = SpeechModel.load("tiny.en", dtype="int8")
+    be = sm.backend
+    prompt = list(sm.prompt("en", "transcribe").prompt_ids)
+    encoded = be.encode({"input_features": torch.zeros(1, 80, 3000)})
+    monkeypatch.setattr(step_threads, "SPLIT_MIN_BYTES", 0)
+    with torch.inference_mode():
+        out = be.step(torch.tensor([prompt]), be.init_cache(encoded, 1), True)
+        out = be.step(torch.tensor([[int(out.logits[0].argmax())]]), out.cache, True)
+    assert out.logits.shape[-1] == sm._loaded.model.config.vocab_size
