@@ -96,6 +96,18 @@ def test_a_two_thread_step_runs_torch_on_one_thread_and_equals_the_one_thread_st
         assert torch.equal(a1, a2) and torch.equal(c1, c2) and torch.equal(l1, l2)
 
 
+def test_the_encoder_and_the_cross_keys_keep_all_threads(whisper_tiny_en, two_threads):
+    """Only the decoder step runs torch on one thread: the encoder pass and the cross-attention
+    keys/values (init_cache) are matrix-matrix products and keep every thread."""
+    be = whisper_tiny_en.backend
+    mode = _Threads()
+    with mode:
+        encoded = _encoded(whisper_tiny_en)
+        with torch.inference_mode():
+            be.init_cache(encoded, 1)
+    assert mode.seen == {2}
+
+
 def test_split_layer_products_equal_the_one_thread_step(whisper_tiny_en, monkeypatch):
     """Products inside the layers (fc1, fc2, the fused q/k/v) split when their weights reach
     ``SPLIT_MIN_BYTES`` (bigger models than the bundled ones): forced here, bit-identical too."""
