@@ -14,8 +14,12 @@ POLICIES = ("local-agreement", "align-att", "fixed-window")
 
 def default_step(spec: str) -> float:
     """The step (s) a policy takes when none is given: 0.5 s for local-agreement (its latency is
-    about 1.5 steps plus a decode), 1.0 s for align-att (a shorter step made tiny.en's text
-    worse: WER 13.5-16.5 against 9.8-11.3) and fixed-window.
+    about 1.5 steps plus a decode), 1.0 s for align-att and fixed-window. (Session 11: a 0.5 s
+    step made align-att's text worse on tiny.en, WER 13.5-16.5 against 9.8-11.3 on 10 sentences;
+    session 12, once AlignAtt held back a last word that may be cut and waited for 2 s of audio
+    at the start, 30 sentences at real time on CPU time: align-att:25 step 0.5 mean latency
+    0.96 s at WER 9.4, step 1 1.25 s at WER 9.2, one run each: ``--step 0.5`` gives the lower
+    latency at about the same text.)
 
     Raises:
         ValueError: an unknown policy.
