@@ -356,12 +356,13 @@ class LiveView(QWidget):
 
     def spans(self) -> list[tuple[str, str]]:
         """What the transcript shows, in order: ("committed", text) per commit, then
-        ("waited", token) and ("tentative", text) when there are any."""
+        ("tentative", text) and ("waited", token) when there are any (AlignAtt's waiting token
+        follows the last word it holds back)."""
         out = [("committed", t) for t, _s in self.commits]
-        if self.waited is not None:
-            out.append(("waited", self.waited[0].token.text))
         if self.tentative:
             out.append(("tentative", self.tentative))
+        if self.waited is not None:
+            out.append(("waited", self.waited[0].token.text))
         return out
 
     def stats(self) -> dict:
@@ -408,10 +409,10 @@ class LiveView(QWidget):
         for text, at in self.commits[-SHOWN_COMMITS:]:
             parts.append(f'<span style="{COMMITTED_STYLE}">{html.escape(text)}</span>'
                          f'<sub style="{COMMIT_TIME_STYLE}">@{at:.1f}s</sub>')
+        if self.tentative:  # AlignAtt's held-back last word, then the token it waited at
+            parts.append(f'<span style="{TENTATIVE_STYLE}">{html.escape(self.tentative)}</span>')
         if self.waited is not None:
             parts.append(f' <span style="{WAITED_STYLE}">[waits:{html.escape(self.waited[0].token.text)}]</span>')
-        if self.tentative:
-            parts.append(f'<span style="{TENTATIVE_STYLE}">{html.escape(self.tentative)}</span>')
         if not parts:
             parts.append(f'<span style="{TENTATIVE_STYLE}">listening…</span>' if self.heard_s > 0 else "")
         return f'<div style="font-size:large;">{"".join(parts)}</div>'
