@@ -285,6 +285,9 @@ class MarianTinyModel:
         self.wemb_t = params["Wemb"].t().contiguous() if self._full_projection is None else None
         self.emb_scale = math.sqrt(D_MODEL)
         self._positions = sinusoid_positions(torch.arange(1024))  # grown on demand
+        #: (cross_keys, cross_values, per layer (keys[0]^T, values[0])) of the last one-hypothesis
+        #: step: the same views every step of a sentence, made once (``_cross_views``)
+        self._cross_memo: tuple = (None, None, ())
         #: the compute type of the products: "float32", or "int8" (``quantized``)
         self.dtype = "float32"
         #: every decoder layer's cross-attention keys and values in one product (``_stacked_cross_kv``)
@@ -417,30 +420,31 @@ class MarianTinyModel:
         new_state = []
         attentions = []
         run = DECODER_LAYERS if n_layers is None else n_layers
-        one = x.shape[0] == 1  # one hypothesis (greedy, sampling): the attention as two bmm calls
+        # one hypothesis (greedy, sampling): the attention as two bmm calls on per-sentence views
+        views = self._cross_views(cross_keys, cross_values) if x.shape[0] == 1 else None
         layer_norm, D = torch.layer_norm, D_MODEL
         for li in range(run):
             L = self.dec_layers[li]
             # SSRU (Kim et al. 2019): c = f*c_prev + (1-f)*(x W), h = relu(c); W and Wf in one product.
-            both = L.ssru(x)
-            f = torch.sigmoid(both[:, D:])
-            c = f * ssru_state[li] + (1.0 - f) * both[:, :D]
+            xw, fz = L.ssru(x).split(D, dim=1)
+            f = torch.sigmoid(fz)
+            c = f * ssru_state[li] + (1.0 - f) * xw
             new_state.append(c)
             x = layer_norm(x + torch.relu(c), (D,), *L.ln0, LN_EPS)
             # Cross-attention over the encoder hidden states (its keys/values computed once per input).
-            keys, values = cross_keys[li], cross_values[li]
-            if one and keys.shape[0] == 1:
+            if views is not None:
                 # what ``_attention``'s matmul runs for batch 1 (the same bmm on the same strides:
                 # the same bits), without its broadcasting and reshapes
-                scores = torch.bmm((L.q(x) * _SCALE).view(N_HEADS, 1, HEAD_DIM), keys[0].transpose(1, 2))
+                keys_t, values_0 = views[li]
+                scores = torch.bmm((L.q(x) * _SCALE).view(N_HEADS, 1, HEAD_DIM), keys_t)
                 if cross_bias is not None:
                     scores = scores + cross_bias[0]
                 w = torch.softmax(scores, dim=-1)  # (heads, 1, src)
-                ctx = torch.bmm(w, values[0]).view(1, D)
+                ctx = torch.bmm(w, values_0).view(1, D)
                 attentions.append(w.view(1, N_HEADS, -1))
             else:
                 q = L.q(x).view(-1, N_HEADS, 1, HEAD_DIM)
-                ctx, w = _attention(q, keys, values, cross_bias)
+                ctx, w = _attention(q, cross_keys[li], cross_values[li], cross_bias)
                 attentions.append(w[:, :, 0, :])
                 ctx = ctx.reshape(-1, D)
             x = layer_norm(x + L.o(ctx), (D,), *L.ln1, LN_EPS)
@@ -450,6 +454,20 @@ class MarianTinyModel:
                 layer_outputs.append(x)
         new_state.extend(ssru_state[run:])
         return x, new_state, torch.stack(attentions, dim=1)
+
+    def _cross_views(self, cross_keys: list[torch.Tensor], cross_values: list[torch.Tensor]) -> tuple | None:
+        """Per decoder layer (keys[0] transposed (heads, head_dim, src), values[0] (heads, src,
+        head_dim)): views of one sentence's batch-1 cross keys/values for the one-hypothesis
+        attention, made once per sentence (the cache hands the same lists to every step) instead
+        of three view calls per layer and step; None where the keys are not batch 1."""
+        memo = self._cross_memo  # read once: another thread's step may replace it
+        if memo[0] is cross_keys and memo[1] is cross_values:
+            return memo[2]
+        if any(k.shape[0] != 1 for k in cross_keys):
+            return None
+        views = tuple((k[0].transpose(1, 2), v[0]) for k, v in zip(cross_keys, cross_values))
+        self._cross_memo = (cross_keys, cross_values, views)
+        return views
 
     @torch.no_grad()
     def decode_positions(
