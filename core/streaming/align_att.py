@@ -51,6 +51,9 @@ class AlignAtt:
         last_word: False (default): a decode's last word is held back when it may be cut (see the
             module docstring); True: every emitted token is committed.
         silence_s: a buffer ending in this much silence (s) commits its last word; 0: never.
+        trust_stop: True (default): a decode the rule stopped at a word start or closing
+            punctuation commits its last word; False: only a silent tail does (SimulStreaming's
+            "the last word is ALWAYS trimmed", the silence standing in for its CIF model).
         min_buffer_s: nothing is committed from the stream's first buffer (no text committed
             yet) while it is shorter than this (s, default :data:`MIN_BUFFER_S`): its decode
             is shown, tentative.
@@ -62,7 +65,8 @@ class AlignAtt:
     name = "align-att"
 
     def __init__(self, frames: int = 25, step_s: float = 1.0, trim_after_s: float = TRIM_S,
-                 last_word: bool = False, silence_s: float = SILENCE_S, min_buffer_s: float = MIN_BUFFER_S):
+                 last_word: bool = False, silence_s: float = SILENCE_S, min_buffer_s: float = MIN_BUFFER_S,
+                 trust_stop: bool = True):
         if frames < 1:
             raise ValueError(f"align-att:f needs f >= 1 frames (20 ms each), got {frames}")
         if silence_s < 0:
@@ -71,6 +75,7 @@ class AlignAtt:
             raise ValueError(f"min_buffer_s must be >= 0 seconds, got {min_buffer_s}")
         self.frames, self.step_s, self.trim_after_s = frames, step_s, trim_after_s
         self.last_word, self.silence_s, self.min_buffer_s = last_word, silence_s, min_buffer_s
+        self.trust_stop = trust_stop
 
     def update(self, view: BufferView, decoder: Decoder) -> Update:
         """Decode while the next token's most-attended frame is before ``n_frames - frames``;
@@ -99,7 +104,7 @@ class AlignAtt:
         silence (``base.tail_silent``), or ``last_word`` is on."""
         if self.last_word or not hyp.tokens:
             return True
-        if hyp.stopped is not None:
+        if hyp.stopped is not None and self.trust_stop:
             return (hyp.stopped.text.startswith(CLOSING)
                     or is_boundary(hyp.tokens + (hyp.stopped,), len(hyp.tokens)))
         return self.silence_s > 0 and tail_silent(view.audio, self.silence_s)

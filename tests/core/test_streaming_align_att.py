@@ -117,3 +117,12 @@ def test_min_buffer_s_holds_only_the_streams_first_buffer():
     from core.streaming.base import BufferView
     update = policy.update(BufferView(_noise(1.0), 5.0, (1, 2, 3), ()), dec)
     assert "".join(t.text for t in update.commit) == " The old"
+
+
+def test_without_trusting_the_stop_the_last_word_waits_for_a_silence_or_the_end():
+    """``trust_stop=False`` (SimulStreaming: the last word is always trimmed): base read the cut
+    "gar|den" as "guard" and stopped at " and", a word start; "guard" is held back."""
+    hyps = [[(" the", 5), (" guard", 30), (" and", 42)],
+            [(" the", 5), (" garden", 30), (" gate", 70)]]
+    events = _run(AlignAtt(frames=10, step_s=1.0, min_buffer_s=0, trust_stop=False), Fake(hyps), _noise(1.0))
+    assert _commits(events) == [" the", " garden gate"]
