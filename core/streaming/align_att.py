@@ -99,9 +99,10 @@ class AlignAtt:
                       decode_s=hyp.decode_s + time.perf_counter() - t0, decodes=hyp.attempts)
 
     def _last_word_whole(self, hyp: Hypothesis, view: BufferView) -> bool:
-        """Whether the decode's last word is whole: the rule stopped it at a token that starts a
-        new word or at closing punctuation (the model has moved past the word), or the buffer ends in ``silence_s`` of
-        silence (``base.tail_silent``), or ``last_word`` is on."""
+        """Whether the decode's last word is whole: ``last_word`` is on; or (``trust_stop``) the
+        rule stopped the decode at a token that starts a new word or at closing punctuation (the
+        model has moved past the word); or the buffer ends in ``silence_s`` of silence
+        (``base.tail_silent``)."""
         if self.last_word or not hyp.tokens:
             return True
         if hyp.stopped is not None and self.trust_stop:
