@@ -152,3 +152,29 @@ def test_align_atts_wait_carries_the_rows_it_decided_on(whisper_tiny_en, clip):
         assert int(last.cross_attention.argmax()) == w.frame >= w.limit  # the row the rule stopped on
         assert all(int(s.cross_attention.argmax()) < w.limit for s in w.steps[:-1])  # emitted: before the zone
         assert len({s.step for s in w.steps}) == len(w.steps)
+
+
+def test_a_decode_that_loops_stops_at_the_third_repeat_not_at_the_token_limit(whisper_tiny_en, clip, monkeypatch):
+    """Session 12: whisper-base looped on a 16 s buffer; each attempt of the fallback ladder ran
+    to the token limit (10 + 12 per second: ~190 tokens), the decode took 12 s of CPU and the
+    stream skipped 11.6 s of audio (25 words lost). A decode whose last tokens repeat a phrase
+    three times (9 tokens at least) stops there and is done again."""
+    from core.events import StepEvent
+
+    backend = whisper_tiny_en.backend
+    loop = backend.tokenize(" the roof of the house.")
+    per_attempt = []
+
+    def looping(encoded, prompt, options, reuse_cache=False):  # the model repeats one sentence to the limit
+        per_attempt.append(0)
+        for i in range(prompt.max_new_tokens):
+            per_attempt[-1] += 1
+            tid = loop[i % len(loop)]
+            yield StepEvent(step=i, token_id=tid, text=backend.token_text(tid), prob=1.0, raw_prob=1.0, topk=[],
+                            raw_topk=[], entropy=0.0)
+
+    monkeypatch.setattr(whisper_tiny_en.engine, "run", looping)
+    dec = WhisperDecoder(whisper_tiny_en, DecodingOptions(), encoder="buffer")
+    hyp = dec.decode(clip[: 6 * 16000], 0.0)
+    assert len(per_attempt) == hyp.attempts > 1 and dec.fallbacks == hyp.attempts - 1
+    assert max(per_attempt) <= 3 * len(loop), per_attempt  # not 10 + 12 * 6 = 82 tokens each
