@@ -12,8 +12,8 @@ while MKL runs the one-row products (the big ones included) on one thread anyway
 region waits for that core (the step took 170 ms).
 
 ``StepThreads`` turns that around for a step over at most ``MAX_ROWS`` rows: torch runs the step
-on one thread (``torch.set_num_threads(1)`` on entry, the previous count back on exit: 0.2 us
-for the pair), and the products that stream the most memory are cut into parts that run at
+on one thread (the calling thread's OpenMP count 1 on entry, the previous count back on exit:
+0.2 us for the pair), and the products that stream the most memory are cut into parts that run at
 the same time, one on the calling thread and the others on worker threads (``parallel``): the
 output projection by blocks of vocabulary columns, the cross-attention by heads, and the float
 products over at least ``SPLIT_MIN_BYTES`` of weights (fc1, fc2, the fused q/k/v) by blocks of
@@ -76,14 +76,80 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_forget_workers)
 
 
+def _find_thread_setter() -> Callable[[int], int] | None:
+    """A function setting torch's thread count for the calling thread only: the OpenMP runtime's
+    ``omp_set_num_threads`` and MKL's ``MKL_Set_Num_Threads_Local`` (MKL's own count, which its
+    batched products use: with OpenMP's alone, ``bmm`` still opened parallel regions inside the
+    step), as ``torch.set_num_threads`` sets them; it returns MKL's previous
+    thread-local count (0: MKL's process-wide one) for the restore. None where either is not at
+    hand (another platform's build) or setting it does not change ``torch.get_num_threads()`` on
+    the calling thread.
+
+    ``torch.set_num_threads`` also sets the process-wide count a thread gets at its first torch
+    call: with it, a thread started during another thread's step (the GUI starts a thread per
+    run) kept one thread for good.
+    """
+    try:
+        import ctypes
+
+        omp = ctypes.CDLL(None).omp_set_num_threads
+        torch_cpu = os.path.join(os.path.dirname(torch.__file__), "lib", "libtorch_cpu.so")
+        cpu = ctypes.CDLL(torch_cpu)  # the library torch loaded (the same handle: no second copy)
+        # MKL's C interface (by value); the lower-case names are its Fortran one (by reference)
+        mkl, mkl_max = cpu.MKL_Set_Num_Threads_Local, cpu.MKL_Get_Max_Threads
+        omp.argtypes, omp.restype = [ctypes.c_int], None
+        mkl.argtypes, mkl.restype = [ctypes.c_int], ctypes.c_int
+        mkl_max.argtypes, mkl_max.restype = [], ctypes.c_int
+    except (OSError, AttributeError, ImportError):
+        return None
+
+    def setter(n: int, mkl_count: int | None = None) -> int:
+        omp(n)
+        return mkl(n if mkl_count is None else mkl_count)
+
+    seen: list = []
+
+    def probe() -> None:  # on a throwaway thread: its count only
+        try:
+            before = torch.get_num_threads()  # torch's lazy per-thread set-up first
+            kept = setter(before + 1)
+            seen.append(torch.get_num_threads() == before + 1 and mkl_max() == before + 1)
+            setter(before, kept)
+        except Exception:  # noqa: BLE001 - any failure: not usable
+            seen.append(False)
+
+    t = threading.Thread(target=probe, name="decoder-step-probe", daemon=True)
+    t.start()
+    t.join()
+    return setter if seen == [True] else None
+
+
+_UNSET = object()
+_thread_setter: Any = _UNSET
+
+
+def _set_this_threads_count(n: int, mkl_count: int | None = None) -> int:
+    """torch's thread count ``n`` for the calling thread only (``_find_thread_setter``; MKL's
+    thread-local count ``mkl_count`` if given, else ``n``) where the runtimes allow it, else
+    ``torch.set_num_threads(n)`` (process-wide as well). Returns MKL's previous thread-local
+    count (-1 with ``torch.set_num_threads``)."""
+    global _thread_setter
+    if _thread_setter is _UNSET:
+        _thread_setter = _find_thread_setter()
+    if _thread_setter is not None:
+        return _thread_setter(n, mkl_count)
+    torch.set_num_threads(n)
+    return -1
+
+
 def _work(ready: threading.Event) -> None:
     """A worker thread's loop: claim a part from the inbox (unless its caller ran it already), run
     it, reply with (index, ok, result or exception). ``ready`` is set once its count is set."""
-    # this thread's OpenMP/MKL count: first torch's lazy per-thread set-up (which would otherwise
-    # run at the first parallel operation and set the process-wide count), then 1; the caller
-    # restores the process-wide count, which set_num_threads also sets
+    # this thread's OpenMP count: first torch's lazy per-thread set-up (which would otherwise run
+    # at the first parallel operation), then 1 (without omp_set_num_threads at hand,
+    # torch.set_num_threads, which also sets the process-wide count: the caller restores it)
     torch.get_num_threads()
-    torch.set_num_threads(1)
+    _set_this_threads_count(1)
     ready.set()
     while True:
         fn, claim, reply, inference, grad, index = _inbox.get()
@@ -112,7 +178,8 @@ def _ensure_workers(n: int) -> None:
             # shared inbox could be answered by an older idle worker, and a late start-up would
             # then set the process-wide count to 1 after the step put it back
             ready.wait()
-        torch.set_num_threads(before)
+        if _thread_setter is None:  # the workers set the process-wide count too: put it back
+            torch.set_num_threads(before)
 
 
 def _call(fn: Callable[[], Any], index: int) -> tuple[int, bool, Any]:
@@ -171,20 +238,23 @@ class StepThreads:
     positions). With more than one torch thread, ``rows <= MAX_ROWS`` and ``cpu`` (the step's
     tensors are on the CPU), torch runs one thread inside the block and ``parts`` is the thread
     count the big products may be split into (by ``parallel``); otherwise nothing changes and
-    ``parts`` is 1. The previous thread count is restored on exit, also when the step raises."""
+    ``parts`` is 1. The previous thread count is restored on exit, also when the step raises.
+    Only the calling thread's count changes (``omp_set_num_threads``; where that is not at
+    hand, ``torch.set_num_threads``, which sets the count new threads start with too)."""
 
-    __slots__ = ("parts", "_restore")
+    __slots__ = ("parts", "_restore", "_mkl")
 
     def __init__(self, rows: int, cpu: bool = True):
         threads = torch.get_num_threads()
         self._restore = threads if threads > 1 and rows <= MAX_ROWS and cpu else 0
         self.parts = threads if self._restore else 1
+        self._mkl = -1
 
     def __enter__(self) -> int:
         if self._restore:
-            torch.set_num_threads(1)
+            self._mkl = _set_this_threads_count(1)
         return self.parts
 
     def __exit__(self, *exc: object) -> None:
         if self._restore:
-            torch.set_num_threads(self._restore)
+            _set_this_threads_count(self._restore, self._mkl if self._mkl >= 0 else None)

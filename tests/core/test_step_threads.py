@@ -258,3 +258,27 @@ def test_a_forked_child_starts_its_own_workers(two_threads):
             os._exit(code)
     _, status = os.waitpid(pid, 0)
     assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
+
+
+def test_without_omp_set_num_threads_the_step_falls_back_to_torchs_setter(monkeypatch, two_threads):
+    """Where the OpenMP runtime's ``omp_set_num_threads`` is not at hand, ``torch.set_num_threads``
+    does the same for the step (process-wide as well), and the count is restored after."""
+    monkeypatch.setattr(step_threads, "_thread_setter", None)
+    with StepThreads(1) as parts:
+        assert parts == 2 and torch.get_num_threads() == 1
+        assert parallel([lambda: torch.get_num_threads(), lambda: 7])[1] == 7
+    assert torch.get_num_threads() == 2
+
+
+def test_the_step_changes_only_its_own_threads_count(two_threads):
+    """With ``omp_set_num_threads`` (Linux builds of torch): a thread started inside a step gets the
+    process's count, not the step's 1."""
+    if step_threads._find_thread_setter() is None:
+        pytest.skip("this torch build's OpenMP runtime has no omp_set_num_threads in the global symbols")
+    seen = []
+    with StepThreads(1):
+        t = threading.Thread(target=lambda: seen.append(torch.get_num_threads()))
+        t.start()
+        t.join()
+        assert torch.get_num_threads() == 1
+    assert seen == [2]

@@ -27,8 +27,6 @@ def two_threads():
     torch.set_num_threads(before)
 
 
-@pytest.mark.xfail(strict=True, reason="R1 finding 1 (open): a thread started during another thread's step "
-                                       "inherits StepThreads' 1 thread for good")
 def test_a_thread_whose_first_torch_call_falls_inside_another_threads_step_gets_the_process_count(two_threads):
     inside, release = threading.Event(), threading.Event()
 
