@@ -12,19 +12,21 @@ while MKL runs the one-row products (the big ones included) on one thread anyway
 region waits for that core (the step took 170 ms).
 
 ``StepThreads`` turns that around for a step over at most ``MAX_ROWS`` rows: torch runs the step
-on one thread (the calling thread's OpenMP count 1 on entry, the previous count back on exit:
-0.2 us for the pair), and the products that stream the most memory are cut into parts that run at
+on one thread (the calling thread's OpenMP and MKL counts 1 on entry, the previous counts back
+on exit, for that thread only: 1.7 us for the pair), and the products that stream the most memory are cut into parts that run at
 the same time, one on the calling thread and the others on worker threads (``parallel``): the
 output projection by blocks of vocabulary columns, the cross-attention by heads, and the float
 products over at least ``SPLIT_MIN_BYTES`` of weights (fc1, fc2, the fused q/k/v) by blocks of
 output columns. Each part
 is the same kernel on a slice of the same matrix, writing its slice of the output: the
 results are bit-identical to the one-thread step (column blocks must start on a 16-float
-boundary for that, see ``column_edges``; the tests check it). Per step this costs one
-hand-over per split product instead of a parallel region per operation.
+boundary for that, see ``column_edges``; the tests check it; for several rows MKL may round the
+split product differently, as its own threading did before). Per step this costs one hand-over
+per split product (11-20 us) instead of a parallel region per operation, and a part no worker has
+started when the caller has finished its own is run by the caller.
 
-Steps over more rows (a prompt, a re-fed prefix, the KV cache off) keep torch's threads: their
-products are matrix-matrix products that MKL and oneDNN split well.
+Steps over more than ``MAX_ROWS`` rows (a long re-fed prefix, the KV cache off) keep torch's
+threads: their products are matrix-matrix products that MKL splits well.
 
 The worker threads are daemon threads, started on first use and kept (one fewer than the
 largest thread count seen); each runs its parts with one torch thread, in the caller's
