@@ -7,8 +7,7 @@ simultaneous translation). Every ``step_s`` seconds the whole buffer is decoded 
 text committed before it as the prompt; the longest prefix on which the last ``n`` hypotheses
 agree is committed (``flush``), the rest stays tentative. The buffer is trimmed at the end of a
 committed sentence once it is longer than ``trim_after_s`` (whisper_streaming's "segment"
-trimming; 8 s here, :data:`TRIM_AFTER_S`, where whisper_streaming waits for 15 s on a GPU), its
-text going into the prompt. Committed tokens inside the buffer are forced
+trimming, 15 s), its text going into the prompt. Committed tokens inside the buffer are forced
 as the start of each decode, so a new hypothesis can only extend them (whisper_streaming matches
 them by time instead; forcing makes the decode cheaper and the agreement exact).
 
@@ -34,6 +33,13 @@ Latency is counted from each word's end by word timing (DTW over the alignment h
 kept across re-decodes: the buffer's encoding changes with every step (the encoder attends over
 all frames), so the prefix's cross-attention keys and values, and its self-attention states
 after them, change too; the prefix goes in as the prompt, one decoder call.
+
+The buffer is trimmed after 15 s, as whisper_streaming does, although every step re-encodes it
+(whisper-base, one thread: 0.36 s of CPU for 8 s, 0.63 s for 15 s). Session 12, bench_streaming
+--clock cpu --sentences 30 (138 s), LA-2 step 0.5, base, two runs side by side: trimming after
+8 s cut the mean latency 2.19 -> 1.76 s (fell behind 12 -> 4 times) but raised the WER against
+the text 4.3 -> 5.6 (offline 3.1; 8 s in five runs: 5.3-6.1): a shorter buffer gives each word
+less audio around it, and the goal is the offline transcript.
 """
 
 from __future__ import annotations
@@ -41,7 +47,7 @@ from __future__ import annotations
 import time
 from collections import deque
 
-from core.streaming.base import (SILENCE_S, BufferView, Decoder, Update, common_prefix, last_word_start,
+from core.streaming.base import (SILENCE_S, TRIM_S, BufferView, Decoder, Update, common_prefix, last_word_start,
                                  segment_trim, tail_silent, whole_words)
 
 #: the default step (s): session 11's bench (tiny.en, espeak at real time, one thread, on CPU
@@ -49,15 +55,6 @@ from core.streaming.base import (SILENCE_S, BufferView, Decoder, Update, common_
 STEP_S = 0.5
 #: a hypothesis of a shorter buffer (s) takes no part in the agreement (see the module docstring)
 MIN_BUFFER_S = 2.0
-#: trim the buffer at a committed sentence end once it is longer than this (s). Every step
-#: re-encodes the whole buffer (whisper-base, one thread, CPU s per encode: 0.22 for 4 s, 0.36 for
-#: 8 s, 0.63 for 15 s): with whisper_streaming's 15 s (``base.TRIM_S``) base fell behind real
-#: time at every 5th step. Session 12, bench_streaming --clock cpu --sentences 30 (139 s), LA-2
-#: step 0.5, two runs each, 15 s -> 8 s: base fell behind 27, 24 -> 6, 4 times, mean latency
-#: 2.66, 2.64 -> 2.00, 1.92 s (one 15 s run skipped 11.6 s of audio after a 12 s fallback decode
-#: of a 16 s buffer: WER 12.0), WER against the text 4.8, 12.0 -> 6.1, 5.3 (offline 3.1);
-#: tiny.en 10.4 -> 10.2 (offline 7.9), latency 1.24 -> 1.18 s, CPU RTF 0.63 -> 0.54
-TRIM_AFTER_S = 8.0
 
 
 class LocalAgreement:
@@ -66,8 +63,7 @@ class LocalAgreement:
     Args:
         n: how many consecutive hypotheses must agree (>= 1; 1 commits every decode).
         step_s: seconds of new audio between decodes (default :data:`STEP_S`).
-        trim_after_s: trim the buffer at a committed sentence end once it is longer than this
-            (s, default :data:`TRIM_AFTER_S`).
+        trim_after_s: trim the buffer at a committed sentence end once it is longer than this.
         min_buffer_s: a hypothesis of a shorter buffer takes no part in the agreement (s, >= 0).
         last_word: False (default): the last word of a non-final hypothesis is never agreed on
             (SimulStreaming) unless the buffer ends in ``silence_s`` of silence; True: it may be
@@ -81,7 +77,7 @@ class LocalAgreement:
 
     name = "local-agreement"
 
-    def __init__(self, n: int = 2, step_s: float = STEP_S, trim_after_s: float = TRIM_AFTER_S,
+    def __init__(self, n: int = 2, step_s: float = STEP_S, trim_after_s: float = TRIM_S,
                  min_buffer_s: float = MIN_BUFFER_S, last_word: bool = False, silence_s: float = SILENCE_S):
         if n < 1:
             raise ValueError(f"local-agreement:n needs n >= 1 hypotheses, got {n}")

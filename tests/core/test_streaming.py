@@ -408,26 +408,3 @@ def test_a_quiet_tail_is_silence_relative_to_the_buffers_speech():
     assert not tail_silent(audio[: SR], 0.2)  # speech to the end
     assert not tail_silent(np.zeros(SR, np.float32), 0.2)  # nothing said: no word to end
     assert not tail_silent(audio[: SR // 20], 0.2)  # shorter than the tail asked
-
-
-# ---------------------------------------------------------------- issue 23, keeping up (session 12)
-
-
-def test_local_agreement_trims_a_buffer_longer_than_eight_seconds_at_its_committed_sentence_end():
-    """Every step re-encodes the whole buffer (whisper-base on one thread: 0.36 s of CPU for 8 s,
-    0.63 s for 15 s): with whisper_streaming's 15 s before a trim, base at a 0.5 s step fell
-    behind real time 27 times in 139 s of speech. LocalAgreement trims at a committed sentence
-    end once the buffer is longer than 8 s."""
-    words = ["one.", "two", "three", "four", "five", "six"]
-
-    class AfterPrompt(Scripted):  # after a trim the prompt holds the first words: script the rest
-        def decode(self, audio, start_s, previous=(), forced=(), stop=None):
-            self.hyps = [[(w, i * 10 + 5) for i, w in enumerate(words)][len(previous):]]
-            return Scripted.decode(self, audio, start_s, previous, forced, stop)
-
-    audio, pieces = chunks(10.0, 1.0, seed=5)
-    driver, events = run_all(LocalAgreement(n=2, step_s=1.0), AfterPrompt([]), pieces)
-    trims = [e for e in events if isinstance(e, Trimmed)]
-    assert [(t.reason, t.start_s) for t in trims] == [("segment end", pytest.approx(0.2))]
-    assert np.array_equal(np.concatenate([t.audio for t in trims] + [driver.audio]), audio)
-    assert events[-1].text == "one. two three four five six"
