@@ -3,18 +3,16 @@
 the nonzero entries with numpy while ``entropy_nats``/``varentropy_nats`` still sum the whole
 row with torch.dot: the last bits differ (171 of 200 random Whisper-sized rows here; the report's
 numbers also changed against the session's start, which the commit does not say).
-Proof script: /work/notes/s12/r1/entropy_bits.py. Fix: ``entropy_nats``/``varentropy_nats``
+Proof script: /work/notes/s12/r1/entropy_bits.py. Fixed: ``entropy_nats``/``varentropy_nats``
 on a numpy row through ``_nonzero_moments`` (one code path)."""
 
 from __future__ import annotations
 
-import pytest
 import torch
 
 from core import report
 
 
-@pytest.mark.xfail(strict=True, reason="R1 finding (open): report entropy != entropy_nats in the last bits")
 def test_the_reports_entropy_of_a_dense_row_is_entropy_nats():
     g = torch.Generator().manual_seed(0)
     differ = 0
