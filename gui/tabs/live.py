@@ -60,7 +60,9 @@ POLICY_TIP = (
     "Streaming policy. local-agreement:2 (ufal/whisper_streaming, Macháček et al. 2023): re-decode the buffer, "
     "commit the prefix two consecutive decodes agree on. align-att (ufal/SimulStreaming, AlignAtt, Papi et al. "
     "2023): emit a token only while the alignment heads do not attend the last 25 frames (0.5 s); else wait "
-    "for audio. fixed-window (whisper.cpp stream): decode a sliding window, commit what falls out of it."
+    "for audio. A last word that may be cut stays tentative until the next decode (unless the decode stopped "
+    "at a word start or punctuation, or the audio ends in silence). Both commit nothing before 2 s of audio. "
+    "fixed-window (whisper.cpp stream): decode a sliding window, commit what falls out of it."
 )
 
 
