@@ -63,6 +63,9 @@ class AttentionHeatmap(QWidget):
         #: with other views (the tab makes it; a heatmap alone makes its own)
         self.axis = axis if axis is not None else ColumnAxis()
         self._steps: list[int] = []
+        #: the columns set_columns gave the coming input (its n_columns, with no rows shown): a
+        #: clear(columns=True) before that input's first row keeps them (0: none)
+        self._input_columns = 0
         self._row_of: dict[int, int] = {}
         self._texts: list[str] = []
         self._atts: list[tuple[int, StepEvent | None]] = []  # (column offset, the event if it has attention)
@@ -129,6 +132,7 @@ class AttentionHeatmap(QWidget):
         if not self._steps and n_columns and n_columns != self.axis.count:
             self.axis.count = 0
             self._img = RowImage()
+        self._input_columns = n_columns if not self._steps else 0
         self.axis.unit, self.axis.scale, self.axis.labels = unit, float(scale), labels
         self.plot.setLabel("bottom", unit)
         ax = self.plot.getAxis("bottom")
@@ -175,7 +179,11 @@ class AttentionHeatmap(QWidget):
                 run's events size them to its own input (a new run on a shorter input).
         """
         if columns:
-            self.axis.count = len(self.axis.labels or [])
+            # a new input's columns (set_columns before its first row) stay: its run's clear then
+            # shows the new input's axis, not the old input's; after rows the run's events size them
+            keep = self._input_columns if not self._steps else 0
+            self._input_columns = keep
+            self.axis.count = max(len(self.axis.labels or []), keep)
             self._seg_span.clear()
         self._steps.clear()
         self._index.clear()

@@ -154,8 +154,9 @@ class HeatmapPlot:
             if n_cols == 0 and width_cols == 0 and self._drawn:
                 self.plot.setRange(yRange=(0.0, 8.0), padding=0)
                 return
-            self.plot.setRange(xRange=(x0, x0 + float(max(width_cols, n_cols - col0, 50)) * scale),
-                               yRange=(0.0, 8.0), padding=0)
+            x1 = x0 + float(max(width_cols, n_cols - col0, 50)) * scale
+            self.plot.setLimits(xMin=x0, xMax=x1, yMin=0.0, yMax=8.0)  # the last rows' limits would clamp a longer input
+            self.plot.setRange(xRange=(x0, x1), yRange=(0.0, 8.0), padding=0)
             return
         self._drawn = True
         self.image.setImage(image, levels=(0.0, 1.0), autoLevels=False)

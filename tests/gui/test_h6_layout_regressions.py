@@ -57,9 +57,6 @@ def speech(qtbot):
     yield from speech_tab(qtbot, FakeSpeechModel(n_frames=1500))
 
 
-@pytest.mark.xfail(strict=True, reason="H6 finding 2: the run's clear(columns=True) drops the new input's columns "
-                   "that set_audio set, so until the first frame the heatmap shows the old input's seconds axis "
-                   "(since c50cff4; 0-1 s before it); not fixed here (attention_heatmap/heatmap_plot are not H6's)")
 def test_a_new_input_shows_its_own_time_axis_from_its_clear(qtbot, speech):
     """Finding 2: from a NEW input's clear to its run's first frame the heatmap keeps the old
     input's seconds axis, and the strip above it shows the new waveform cut to that axis (base,
