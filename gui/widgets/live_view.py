@@ -35,9 +35,11 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
+    QFrame,
     QHBoxLayout,
     QLabel,
     QPushButton,
+    QScrollArea,
     QSizePolicy,
     QTableWidget,
     QTableWidgetItem,
@@ -192,7 +194,17 @@ class LiveView(QWidget):
         left.addWidget(self.lane, 2)
         left.addWidget(self.legend)
         left.addWidget(self.decision, 3)
-        body.addLayout(left, 3)
+        # the column scrolls when the view is shorter than its parts' minimums (text, lane, and
+        # AlignAtt's decision heatmap: ~380 px), instead of raising the window's minimum height
+        # (a 1280x800 window grew to 882 px once a wait showed)
+        column = QWidget()
+        column.setLayout(left)
+        self.column_scroll = QScrollArea()
+        self.column_scroll.setWidget(column)
+        self.column_scroll.setWidgetResizable(True)
+        self.column_scroll.setFrameShape(QFrame.Shape.NoFrame)
+        self.column_scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        body.addWidget(self.column_scroll, 3)
         body.addWidget(self.table, 1)
         lay = QVBoxLayout(self)
         lay.setContentsMargins(4, 4, 4, 4)
