@@ -37,7 +37,9 @@ def test_installed_it_freezes_what_is_alive_and_the_survivors_of_each_full_colle
     frozen = gc.get_freeze_count()
     assert frozen > 1000  # the interpreter's and the test session's objects
     alive = [_Node() for _ in range(5000)]
-    assert gc.get_freeze_count() == frozen
+    # not frozen by being made (<=: a frozen object freed meanwhile by reference counting, e.g. a
+    # finished background thread's, lowers the count; the full suite once saw 2 fewer)
+    assert gc.get_freeze_count() <= frozen
     gc.collect()  # a full collection: its survivors (the 5000 nodes among them) are frozen after it
     assert gc.get_freeze_count() >= frozen + 5000
     assert all(gc.is_tracked(n) for n in alive[:3])
