@@ -13,18 +13,11 @@ from __future__ import annotations
 
 import threading
 
-import pytest
 import torch
 
 from core.backends.step_threads import StepThreads
 
-
-@pytest.fixture
-def two_threads():
-    before = torch.get_num_threads()
-    torch.set_num_threads(2)
-    yield
-    torch.set_num_threads(before)
+from .test_step_threads import two_threads  # noqa: F401  (the fixture: torch on two threads, restored after)
 
 
 def test_a_thread_whose_first_torch_call_falls_inside_another_threads_step_gets_the_process_count(two_threads):
