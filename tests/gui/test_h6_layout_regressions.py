@@ -7,12 +7,10 @@ last wait shows in the Live tab (the decision heatmap, minimum 160 px, and its n
 view's minimum height grows from ~220 to ~380 px and the window's from ~720 to 882 px: the
 window outgrows an 800 px screen and the splitter squeezes the token stream's entropy strip to
 a 4 px sliver (tiny.en, speech_en.wav played as live input: after3/03_live_end_align-att.png,
-1280x882; before3/03 the same)."""
+1280x882; before3/03 the same). Fixed: the Live view's column scrolls. Finding 2 (a new input's
+time axis) is in test_heatmap_rerun_range.py."""
 
 from __future__ import annotations
-
-import numpy as np
-import pytest
 
 from core.streaming import StreamToken, Waited
 from gui.main_window import MainWindow
@@ -40,33 +38,3 @@ def test_an_align_att_wait_in_the_live_tab_keeps_the_window_within_1280x800(qtbo
     assert view.decision.isVisible()
     assert w.minimumSizeHint().height() <= 800, w.minimumSizeHint().height()
     assert w.height() <= 800, w.height()
-
-
-def _tone(seconds: float) -> np.ndarray:
-    t = np.arange(int(16000 * seconds), dtype=np.float32) / 16000
-    return (0.3 * np.sin(2 * np.pi * 220 * t)).astype(np.float32)
-
-
-@pytest.fixture
-def speech(qtbot):
-    from .fakes import FakeSpeechModel
-    from .tab_helpers import speech_tab
-    yield from speech_tab(qtbot, FakeSpeechModel(n_frames=1500))
-
-
-def test_a_new_input_shows_its_own_time_axis_from_its_clear(qtbot, speech):
-    """Finding 2: from a NEW input's clear to its run's first frame the heatmap keeps the old
-    input's seconds axis, and the strip above it shows the new waveform cut to that axis (base,
-    the sample then the sample twice, 15 s: a 0-7.6 s axis, after4/03_base_twice_early.png;
-    77a966d zoomed to 0-1 s instead, before4/03). set_audio knows the new input's columns
-    (``set_columns(n_columns=...)``); c50cff4's docstring says a new input gets its own axis."""
-    tab = speech
-    with qtbot.waitSignal(tab.decodeFinished, timeout=5000):
-        tab.set_audio(_tone(3.0), "short")
-    qtbot.waitUntil(lambda: not tab.is_decoding() and tab.workers_idle(), timeout=5000)
-    tab.set_audio(_tone(6.0), "longer")  # a new input: cleared now, its first frame comes later
-    try:
-        assert tab.heatmap.plot.vb.viewRange()[0] == pytest.approx([0.0, 6.0], abs=0.05)
-    finally:
-        with qtbot.waitSignal(tab.decodeFinished, timeout=5000):
-            pass

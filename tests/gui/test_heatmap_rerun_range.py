@@ -3,7 +3,7 @@ the clear to the new run's first frame (issue 22: the frames after a move must b
 The clear drops the columns so that the run's events size them to its input; the empty plot
 then zoomed to 50 columns (1 s) and the first frame zoomed back out, which drew both plots'
 axes and the waveform strip again. A new input still gets its own axis (test_window_state's
-test_heatmap_time_axis_fits_each_input)."""
+test_heatmap_time_axis_fits_each_input), from its run's clear on (H6, session 12)."""
 
 from __future__ import annotations
 
@@ -36,3 +36,20 @@ def test_a_rerun_keeps_the_heatmaps_time_axis_until_its_first_frame(qtbot, tab):
     with qtbot.waitSignal(tab.decodeFinished, timeout=5000):
         pass
     assert tab.heatmap.plot.vb.viewRange()[0] == pytest.approx(before, abs=0.05)
+
+
+def test_a_new_input_shows_its_own_time_axis_from_its_clear(qtbot, tab):
+    """H6 finding 2 (session 12): from a NEW input's clear to its run's first frame the heatmap keeps the old
+    input's seconds axis, and the strip above it shows the new waveform cut to that axis (base,
+    the sample then the sample twice, 15 s: a 0-7.6 s axis, after4/03_base_twice_early.png;
+    77a966d zoomed to 0-1 s instead, before4/03). set_audio knows the new input's columns
+    (``set_columns(n_columns=...)``); c50cff4's docstring says a new input gets its own axis."""
+    with qtbot.waitSignal(tab.decodeFinished, timeout=5000):
+        tab.set_audio(tone(3.0), "short")
+    qtbot.waitUntil(lambda: not tab.is_decoding() and tab.workers_idle(), timeout=5000)
+    tab.set_audio(tone(6.0), "longer")  # a new input: cleared now, its first frame comes later
+    try:
+        assert tab.heatmap.plot.vb.viewRange()[0] == pytest.approx([0.0, 6.0], abs=0.05)
+    finally:
+        with qtbot.waitSignal(tab.decodeFinished, timeout=5000):
+            pass
