@@ -1,6 +1,6 @@
 """What the GUI test files that drive a speech tab with a fake model share: the tone
-input, a tab at 1280x800 that records its errors and status messages, and a decode that
-waits until the run has ended."""
+input, a tab at 1280x800 that records its errors and status messages, a decode that
+waits until the run has ended, and the main window shown at 1280x800."""
 
 from __future__ import annotations
 
@@ -36,3 +36,15 @@ def decoded(qtbot, tab, audio=TONE, name="tone") -> None:
     with qtbot.waitSignal(tab.decodeFinished, timeout=5000):
         tab.set_audio(audio, name)
     qtbot.waitUntil(lambda: not tab.is_decoding(), timeout=5000)
+
+
+def shown_window(qtbot, settings):
+    """The main window (no model loaded, ``settings`` its QSettings) resized to 1280x800 and
+    shown; closed with the test."""
+    from gui.main_window import MainWindow
+
+    w = MainWindow(settings=settings, autoload=False)
+    qtbot.addWidget(w)
+    w.resize(1280, 800)
+    w.show()
+    return w

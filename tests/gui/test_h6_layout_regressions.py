@@ -13,16 +13,13 @@ time axis) is in test_heatmap_rerun_range.py."""
 from __future__ import annotations
 
 from core.streaming import StreamToken, Waited
-from gui.main_window import MainWindow
 
 from .fakes import make_step
+from .tab_helpers import shown_window
 
 
 def test_an_align_att_wait_in_the_live_tab_keeps_the_window_within_1280x800(qtbot, settings):
-    w = MainWindow(settings=settings, autoload=False)
-    qtbot.addWidget(w)
-    w.resize(1280, 800)
-    w.show()
+    w = shown_window(qtbot, settings)
     tab = w.speech_tab
     w.tabs.setCurrentWidget(tab)
     view = tab.live_mode.view

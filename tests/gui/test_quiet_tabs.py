@@ -12,8 +12,9 @@ from PySide6.QtCore import QEvent, QObject
 from PySide6.QtWidgets import QApplication, QLabel, QVBoxLayout, QWidget
 
 from gui.inspector import InspectorTabs
-from gui.main_window import MainWindow
 from gui.widgets.quiet_tabs import QuietTabWidget
+
+from .tab_helpers import shown_window
 
 
 class Paints(QObject):
@@ -41,10 +42,7 @@ def settle(qtbot, ms: int = 60) -> None:
 
 
 def test_a_size_neutral_change_deep_in_the_speech_tab_does_not_repaint_the_rest_of_the_window(qtbot, settings):
-    w = MainWindow(settings=settings, autoload=False)
-    qtbot.addWidget(w)
-    w.resize(1280, 800)
-    w.show()
+    w = shown_window(qtbot, settings)
     qtbot.waitExposed(w)
     tab = w.speech_tab
     far = [tab.options_panel, tab.model_combo, w.tabs.tabBar()]  # nowhere near the token stream
