@@ -13,6 +13,15 @@ One metric per task, the one its field reports:
 
 :func:`score` is what the CLI's ``--reference`` and the GUI's reference box show. Both
 libraries are imported when first used (the GUI imports this module at start).
+
+WER's text normaliser (``normaliser=``): "basic" (the default: lower case, no punctuation,
+single spaces) or "whisper-en", openai/whisper's ``EnglishTextNormalizer`` (the one its English
+WER figures use: British -> American spellings from its ``english.json`` map, "harbour" ->
+"harbor"; spelled-out numbers -> digits; contractions expanded; "hmm"/"uh" fillers and
+bracketed text dropped), from the ``whisper-normalizer`` package (a copy of openai/whisper's
+``normalizers``, with the spelling map; transformers ships the class but not the map, which
+comes with a checkpoint's ``normalizer.json``, and the bundled models have none). Apply the
+same normaliser to every transcript compared (streamed, offline, reference).
 """
 
 from __future__ import annotations
@@ -23,6 +32,8 @@ from dataclasses import dataclass
 TASK_METRICS = {"transcribe": "wer", "ocr": "cer", "translate": "chrf"}
 #: metric -> (display name, higher is better)
 METRICS = {"wer": ("WER", False), "cer": ("CER", False), "chrf": ("chrF", True)}
+#: WER's text normalisers (see the module docstring)
+NORMALISERS = ("basic", "whisper-en")
 
 
 @dataclass(frozen=True)
@@ -84,27 +95,60 @@ def _cer_transform():
     return jiwer.Compose([jiwer.RemoveMultipleSpaces(), jiwer.Strip(), jiwer.ReduceToListOfListOfChars()])
 
 
-def normalise(metric: str, text: str) -> str:
-    """``text`` as the metric compares it (WER: lower case, no punctuation, single spaces;
-    CER: single spaces, stripped; chrF: unchanged)."""
+_english = None
+
+
+def _whisper_english(text: str) -> str:
+    """openai/whisper's EnglishTextNormalizer (one instance, built when first used: it reads
+    the 1,700-entry spelling map)."""
+    global _english
+    if _english is None:
+        from whisper_normalizer.english import EnglishTextNormalizer
+
+        _english = EnglishTextNormalizer()
+    return _english(text)
+
+
+def _check_normaliser(metric: str, normaliser: str) -> None:
+    if normaliser not in NORMALISERS:
+        raise ValueError(f"unknown text normaliser {normaliser!r}; use one of {', '.join(NORMALISERS)}")
+    if normaliser != "basic" and metric != "wer":
+        raise ValueError(f"the {normaliser!r} normaliser is for wer (English words), not {metric!r}")
+
+
+def normalise(metric: str, text: str, normaliser: str = "basic") -> str:
+    """``text`` as the metric compares it (WER: lower case, no punctuation, single spaces,
+    after Whisper's English normaliser with ``normaliser="whisper-en"``; CER: single spaces,
+    stripped; chrF: unchanged).
+
+    Raises:
+        ValueError: an unknown normaliser, or "whisper-en" for a metric other than wer.
+    """
     import jiwer
 
+    _check_normaliser(metric, normaliser)
     if metric == "wer":
+        if normaliser == "whisper-en":
+            text = _whisper_english(text)
         return " ".join(w for words in _wer_transform()(text) for w in words)
     if metric == "cer":
         return jiwer.Compose([jiwer.RemoveMultipleSpaces(), jiwer.Strip()])(text)
     return text
 
 
-def score(metric: str, hypothesis: str, reference: str) -> Score:
-    """Score ``hypothesis`` against ``reference`` with ``metric`` (see the module docstring).
+def score(metric: str, hypothesis: str, reference: str, normaliser: str = "basic") -> Score:
+    """Score ``hypothesis`` against ``reference`` with ``metric`` (see the module docstring);
+    ``normaliser`` ("basic" | "whisper-en", WER only) is applied to both texts.
 
     Raises:
-        ValueError: an unknown metric, or a reference with nothing to compare against
-            (empty after normalisation).
+        ValueError: an unknown metric or normaliser, or a reference with nothing to compare
+            against (empty after normalisation).
     """
     if metric not in METRICS:
         raise ValueError(f"unknown metric {metric!r}; use one of {', '.join(METRICS)}")
+    _check_normaliser(metric, normaliser)
+    if normaliser == "whisper-en":
+        hypothesis, reference = _whisper_english(hypothesis), _whisper_english(reference)
     if not normalise(metric, reference).strip():
         raise ValueError("the reference text is empty (or only punctuation); type or load the text you expected")
     if metric == "chrf":

@@ -29,12 +29,17 @@ Not a pass/fail test: it prints figures.
 
     .venv/bin/python tests/bench/bench_streaming.py [--models tiny.en,base] [--threads 1,2]
         [--policies local-agreement:2,align-att:25,fixed-window,align-att:15@0.5] [--steps default,1.0] [--speed 1|max]
-        [--encoders buffer,window] [--clock wall|cpu] [--sentences N]
+        [--encoders buffer,window] [--clock wall|cpu] [--sentences N] [--settings JSON] [--json FILE]
+
+``--settings '{"right_context_s": 0.5}'`` passes settings to every policy of the run
+(``parse_policy``); ``--json FILE`` writes every row with both transcripts (streamed and
+offline) and the reference, so a run can be scored again (another normaliser) without decoding.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import pathlib
 import sys
@@ -139,7 +144,11 @@ def main() -> int:
                    help="wall: the real clock | cpu: this process's CPU time (an unloaded core; one thread)")
     p.add_argument("--speed", default="1", help="1 (real time), a factor, or max")
     p.add_argument("--sentences", type=int, default=10)
+    p.add_argument("--settings", default="{}", help='JSON settings for every policy, e.g. {"right_context_s": 0.5}')
+    p.add_argument("--json", default=None, help="write every row (both transcripts, figures) to this file")
     args = p.parse_args()
+    settings = json.loads(args.settings)
+    dump: list[dict] = []
     from core.tasks.speech import SpeechModel
 
     speed = None if args.speed == "max" else float(args.speed)
@@ -167,8 +176,16 @@ def main() -> int:
                 for step in ([float(own)] if own else
                              [None if x == "default" else float(x) for x in args.steps.split(",")]):
                     for encoder in args.encoders.split(","):
-                        r = run_policy(model, audio, spec, step, speed, text, offline, encoder, args.clock)
+                        r = run_policy(model, audio, spec, step, speed, text, offline, encoder, args.clock, **settings)
                         rows.append(r)
+                        dump.append({"model": model.name, "threads": threads, "encoder": encoder, "settings": settings,
+                                     "offline": offline, "reference": text, "offline_wer": offline_wer,
+                                     **{k: r[k] for k in ("spec", "step_s", "text", "wer_ref", "wer_offline", "latency",
+                                                          "rtf", "cpu_rtf", "revised_fraction", "fallbacks",
+                                                          "skipped_s", "commits")},
+                                     "fell_behind": len(r["fell_behind"])})
+                        if args.json:
+                            pathlib.Path(args.json).write_text(json.dumps(dump, indent=1))
                         lat = r["latency"]
                         print(f"{spec:<20}{encoder:>8}{r['step_s']:>5g}{100 * r['wer_ref']:>8.1f}"
                               f"{100 * (r['wer_ref'] - offline_wer):>+8.1f}{100 * r['wer_offline']:>8.1f}"
