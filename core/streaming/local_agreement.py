@@ -55,6 +55,8 @@ from core.streaming.base import (SILENCE_S, TRIM_S, BufferView, Decoder, Update,
 STEP_S = 0.5
 #: a hypothesis of a shorter buffer (s) takes no part in the agreement (see the module docstring)
 MIN_BUFFER_S = 2.0
+#: the right-context guard (s): an agreed word is committed once this much audio follows its end
+RIGHT_CONTEXT_S = 0.0
 
 
 class LocalAgreement:
@@ -70,15 +72,19 @@ class LocalAgreement:
             committed like the others.
         silence_s: a buffer ending in this much silence (s) lets its last word take part in the
             agreement (``base.tail_silent``); 0: never.
+        right_context_s: an agreed word is committed only once at least this much audio (s)
+            follows its end (word timing) in the buffer; it stays tentative until then. 0: off.
 
     Raises:
-        ValueError: ``n`` < 1, ``trim_after_s`` <= 0, ``min_buffer_s`` < 0 or ``silence_s`` < 0.
+        ValueError: ``n`` < 1, ``trim_after_s`` <= 0, ``min_buffer_s`` < 0, ``silence_s`` < 0 or
+            ``right_context_s`` < 0.
     """
 
     name = "local-agreement"
 
     def __init__(self, n: int = 2, step_s: float = STEP_S, trim_after_s: float = TRIM_S,
-                 min_buffer_s: float = MIN_BUFFER_S, last_word: bool = False, silence_s: float = SILENCE_S):
+                 min_buffer_s: float = MIN_BUFFER_S, last_word: bool = False, silence_s: float = SILENCE_S,
+                 right_context_s: float = RIGHT_CONTEXT_S):
         if n < 1:
             raise ValueError(f"local-agreement:n needs n >= 1 hypotheses, got {n}")
         if not trim_after_s > 0:
@@ -87,6 +93,9 @@ class LocalAgreement:
             raise ValueError(f"min_buffer_s must be >= 0 seconds, got {min_buffer_s}")
         if silence_s < 0:
             raise ValueError(f"silence_s must be >= 0 seconds (0: off), got {silence_s}")
+        if right_context_s < 0:
+            raise ValueError(f"right_context_s must be >= 0 seconds (0: off), got {right_context_s}")
+        self.right_context_s = right_context_s
         self.n, self.step_s, self.trim_after_s = n, step_s, trim_after_s
         self.min_buffer_s, self.last_word, self.silence_s = min_buffer_s, last_word, silence_s
         #: the last n hypotheses as whole transcripts (everything committed then + the decode):
@@ -112,7 +121,13 @@ class LocalAgreement:
         agreed = common_prefix([h[whole] for h in self.history]) if len(self.history) == self.n else len(base)
         k = whole_words(hyp.tokens, min(usable, max(0, agreed - len(base))))
         t0 = time.perf_counter()
-        commit, tentative = hyp.timed(k), hyp.tokens[k:]  # word timing for the committed words only
+        commit = hyp.timed(k)  # word timing for the agreed words only
+        if self.right_context_s > 0:  # the right-context guard: whole words ending early enough
+            k = len(commit)
+            while k > 0 and commit[k - 1].end_s > view.end_s - self.right_context_s:
+                k = whole_words(hyp.tokens, k - 1)
+            commit = commit[:k]
+        tentative = hyp.tokens[k:]
         after = BufferView(view.audio, view.start_s, view.previous, view.committed + commit)
         trim = segment_trim(after, self.trim_after_s)
         return Update(commit=commit, tentative=tentative, trim_s=trim, trim_reason="segment end",
