@@ -94,13 +94,16 @@ def run_policy(model, audio, spec: str, step: float | None, speed: float | None,
     out["cpu_rtf"] = (time.process_time() - cpu) / out["audio_s"]
     out["wer_ref"] = score("wer", out["text"], text).value
     out["wer_offline"] = score("wer", out["text"], offline).value
+    # the same with openai/whisper's English normaliser on every text (harbour = harbor, ...)
+    out["wer_ref_en"] = score("wer", out["text"], text, normaliser="whisper-en").value
+    out["wer_offline_en"] = score("wer", out["text"], offline, normaliser="whisper-en").value
     out["fallbacks"] = decoder.fallbacks
     out["spec"], out["step_s"] = spec, driver.policy.step_s
     out["skipped_s"] = sum(b["skipped_s"][1] - b["skipped_s"][0] for b in out["fell_behind"] if b["skipped_s"])
     return out
 
 
-def verdicts(rows: list[dict], offline_wer: float) -> list[str]:
+def verdicts(rows: list[dict], offline_wer: float, offline_en: float | None = None) -> list[str]:
     """The issue's goals over one model's rows (``run_policy``'s dicts): AlignAtt against
     LocalAgreement (latency at their WERs), and LocalAgreement-2's targets."""
     out = []
@@ -124,6 +127,11 @@ def verdicts(rows: list[dict], offline_wer: float) -> list[str]:
                    f"WER vs the reference {100 * b['wer_ref']:.1f} vs offline {100 * offline_wer:.1f} ({diff:+.1f}: "
                    f"{'within' if diff <= 1 else 'NOT within'} 1 point); WER between streamed and offline "
                    f"{100 * b['wer_offline']:.1f} ({'within' if b['wer_offline'] <= 0.01 else 'NOT within'} 1 point)")
+        if offline_en is not None and "wer_ref_en" in b:
+            d = 100 * (b["wer_ref_en"] - offline_en)
+            out.append(f"    with Whisper's English normaliser: WER vs the reference {100 * b['wer_ref_en']:.1f} vs offline "
+                       f"{100 * offline_en:.1f} ({d:+.1f}: {'within' if d <= 1 else 'NOT within'} 1 point); between "
+                       f"streamed and offline {100 * b['wer_offline_en']:.1f}")
     return out
 
 
@@ -165,11 +173,13 @@ def main() -> int:
             offline = offline_text(model, audio, DecodingOptions())
             off_s = time.perf_counter() - t0
             offline_wer = score("wer", offline, text).value
+            offline_en = score("wer", offline, text, normaliser="whisper-en").value
             print(f"\n{model.name}, {threads} thread(s): offline WER {100 * offline_wer:.1f} "
+                  f"(Whisper's English normaliser: {100 * offline_en:.1f}) "
                   f"(RTF {off_s / (len(audio) / 16000):.2f}); load average {load_average()}")
             print(f"{'policy':<20}{'encoder':>8}{'step':>5}{'WER ref':>8}{'WER +/-':>8}{'WER off':>8}{'lat mean':>9}"
                   f"{'lat p90':>8}{'RTF':>6}{'CPU RTF':>8}{'revised':>8}{'behind':>7}{'skipped s':>10}{'commits':>8}"
-                  f"{'fallbk':>7}")
+                  f"{'fallbk':>7}{'WERen ref':>10}{'+/-':>6}{'off':>6}")
             rows = []
             for item in args.policies.split(","):
                 spec, _, own = item.partition("@")  # "align-att:25@0.5": this policy's own step
@@ -179,9 +189,9 @@ def main() -> int:
                         r = run_policy(model, audio, spec, step, speed, text, offline, encoder, args.clock, **settings)
                         rows.append(r)
                         dump.append({"model": model.name, "threads": threads, "encoder": encoder, "settings": settings,
-                                     "offline": offline, "reference": text, "offline_wer": offline_wer,
+                                     "offline": offline, "reference": text, "offline_wer": offline_wer, "offline_wer_en": offline_en,
                                      **{k: r[k] for k in ("spec", "step_s", "text", "wer_ref", "wer_offline", "latency",
-                                                          "rtf", "cpu_rtf", "revised_fraction", "fallbacks",
+                                                          "rtf", "cpu_rtf", "revised_fraction", "fallbacks", "wer_ref_en", "wer_offline_en",
                                                           "skipped_s", "commits")},
                                      "fell_behind": len(r["fell_behind"])})
                         if args.json:
@@ -191,8 +201,9 @@ def main() -> int:
                               f"{100 * (r['wer_ref'] - offline_wer):>+8.1f}{100 * r['wer_offline']:>8.1f}"
                               f"{lat['mean_s'] or 0:>9.2f}{lat['p90_s'] or 0:>8.2f}{r['rtf']:>6.2f}{r['cpu_rtf']:>8.2f}"
                               f"{100 * r['revised_fraction']:>7.0f}%{len(r['fell_behind']):>7}{r['skipped_s']:>10.1f}"
-                              f"{len(r['commits']):>8}{r['fallbacks']:>7}", flush=True)
-            for line in verdicts(rows, offline_wer):
+                              f"{len(r['commits']):>8}{r['fallbacks']:>7}{100 * r['wer_ref_en']:>10.1f}"
+                              f"{100 * (r['wer_ref_en'] - offline_en):>+6.1f}{100 * r['wer_offline_en']:>6.1f}", flush=True)
+            for line in verdicts(rows, offline_wer, offline_en):
                 print(line)
     print(f"\nload average {load_average()}")
     return 0
