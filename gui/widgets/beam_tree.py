@@ -28,7 +28,7 @@ from typing import Callable
 
 from PySide6.QtCore import QPoint, QRectF, QSize, Qt, Signal
 from PySide6.QtGui import QFont
-from PySide6.QtWidgets import QComboBox, QGraphicsScene, QHBoxLayout, QLabel, QSplitter, QToolButton, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QComboBox, QGraphicsScene, QHBoxLayout, QLabel, QSizePolicy, QSplitter, QToolButton, QVBoxLayout, QWidget
 
 from core.analysis.beam_tree import BeamTree
 from core.events import BeamEvent, BeamNode, SegmentEvent
@@ -36,6 +36,7 @@ from core.events import BeamEvent, BeamNode, SegmentEvent
 from .beam_canvas import BEST_COLOR, DX, DY, EDGE_STYLE, LABEL_W, STATUS_STYLE, NodeItem, TreeCanvas
 from .beam_details import NodeDetails
 from .beam_layout import SegmentTree, mark_selection
+from .elided_label import ElidedLabel
 from .token_text import live_text
 
 # re-exported: what tests and tabs reach through this module
@@ -102,7 +103,12 @@ class BeamTreeView(QWidget):
         self.follow_button.setCheckable(True)
         self.follow_button.setChecked(True)
         self.follow_button.toggled.connect(lambda on: on and self._follow())
-        self.count_label = QLabel()
+        # the count is cut with "…" (its tooltip in full) when the pane is narrow, and it and the
+        # legend use the nodes' smaller font: a filled tree ("150 nodes · 25 steps") no longer
+        # widens the inspector, which moved the window's splitter for good (H5, session 13)
+        self.count_label = ElidedLabel()
+        self.count_label.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Preferred)
+        self.count_label.setFont(self._font)
         legend = QLabel(
             f"<span style='color:{STATUS_STYLE['alive'][1]}'>●</span>alive "
             f"<span style='color:{STATUS_STYLE['finished'][1]}'>■</span>finished "
@@ -115,13 +121,14 @@ class BeamTreeView(QWidget):
             "pruned = dropped. The orange path is the output: dashed while the search runs (the "
             "hypothesis it would return now), solid when it has ended."
         )
+        legend.setFont(self._font)
         bar = QHBoxLayout()
         bar.setContentsMargins(4, 2, 4, 0)
         bar.setSpacing(2)
         for wdg in (self.segment_box, self.fit_button, self.zoom_in_button, self.zoom_out_button,
                     self.reset_button, self.follow_button):
             bar.addWidget(wdg)
-        bar.addSpacing(8)
+        bar.addSpacing(4)
         bar.addWidget(self.count_label)
         bar.addStretch(1)
         bar.addWidget(legend)
