@@ -52,6 +52,13 @@ TOKENS_PER_S = 12
 #: a decode whose last tokens repeat one phrase this many times, over at least
 #: ``REPEAT_TOKENS`` tokens, is stopped as a loop (``repeating``) and done again
 REPEATS, REPEAT_TOKENS = 3, 9
+#: how a step's most-attended frame is found from the alignment heads' cross-attention
+#: (``WhisperDecoder(frame_rule=...)``): "normalised" as ufal/SimulStreaming (each head's
+#: attention z-scored per frame over the decode's rows, median filter of width 7 over frames,
+#: the mean over heads: ``AttentionFrames``), "mean" (the heads' plain mean, sessions 11-12)
+FRAME_RULES = ("normalised", "mean")
+#: the median filter's width over frames (openai/whisper ``timing.py``, SimulStreaming ``infer``)
+MEDIAN_WIDTH = 7
 
 
 def repeating(ids: Sequence[int], times: int = REPEATS, at_least: int = REPEAT_TOKENS, longest: int = 16) -> bool:
@@ -68,6 +75,56 @@ def repeating(ids: Sequence[int], times: int = REPEATS, at_least: int = REPEAT_T
         if all(list(ids[n - k * (j + 1):n - k * j]) == tail for j in range(1, reps)):
             return True
     return False
+
+
+def median_filter(x: np.ndarray, width: int = MEDIAN_WIDTH) -> np.ndarray:
+    """openai/whisper ``timing.median_filter`` in numpy: the median over a sliding window of
+    ``width`` (odd) along the last axis, the edges padded by reflection (a row shorter than
+    ``width // 2 + 1`` is returned as it is, as whisper does)."""
+    pad = width // 2
+    if x.shape[-1] <= pad:
+        return x
+    padded = np.pad(x, [(0, 0)] * (x.ndim - 1) + [(pad, pad)], mode="reflect")
+    return np.median(np.lib.stride_tricks.sliding_window_view(padded, width, axis=-1), axis=-1)
+
+
+class AttentionFrames:
+    """The most-attended frame of each new token of one decode, as ufal/SimulStreaming finds it
+    (``simul_whisper.py``, ``PaddedAlignAttWhisper.infer``): the alignment heads' cross-attention
+    rows of every position fed so far in the decode (the prompt's: previous text, start
+    sequence, the forced committed tokens; then one per new token) are z-scored per head and
+    frame over those rows (``std_mean(dim=-2)``, as openai/whisper ``timing.py`` normalises
+    before DTW), median-filtered over frames (width 7), averaged over the heads, and the last
+    row's argmax within the buffer's frames is the token's frame. The z-score removes what
+    every row attends alike (the first frames, a loud onset), so the argmax follows the frame
+    this token attends more than the others do. Running sums per head and frame keep each
+    token's cost at O(heads x frames).
+
+    Args:
+        prompt_rows: float32 (heads, rows, frames): the alignment heads' rows of the prompt's
+            positions before the one that predicts the first new token (may have 0 rows).
+    """
+
+    def __init__(self, prompt_rows: np.ndarray):
+        rows = np.asarray(prompt_rows, np.float64)
+        self.n = rows.shape[1]
+        self.s1, self.s2 = rows.sum(axis=1), np.square(rows).sum(axis=1)
+
+    def add(self, row: np.ndarray) -> np.ndarray:
+        """Take the next position's heads' rows ``row`` (heads, frames) -> the normalised row
+        float32 (frames,) the argmax decides on (the raw mean over heads when it is the only row)."""
+        r = np.asarray(row, np.float64)
+        if self.n == 0:
+            self.s1, self.s2 = np.zeros_like(r), np.zeros_like(r)
+        self.n += 1
+        self.s1 += r
+        self.s2 += r * r
+        if self.n < 2:
+            return r.mean(axis=0).astype(np.float32)
+        mean = self.s1 / self.n
+        std = np.sqrt(np.maximum(self.s2 / self.n - mean * mean, 0.0))
+        z = np.divide(r - mean, std, out=np.zeros_like(r), where=std > 1e-12)
+        return median_filter(z).mean(axis=0).astype(np.float32)
 
 
 class WhisperDecoder:
@@ -87,27 +144,36 @@ class WhisperDecoder:
             7.2 -> 3.8 s (the window fell behind 16 times, the buffer once).
         pad_s: seconds of padding encoded after the buffer in "buffer" mode.
         fallback: redo a looping decode (see the module docstring); False keeps it.
+        frame_rule: how a new token's most-attended frame (AlignAtt's test) is found: one of
+            :data:`FRAME_RULES` ("normalised": as SimulStreaming, :class:`AttentionFrames`;
+            "mean": the alignment heads' plain mean).
 
     Attributes:
         fallbacks: how many decodes were done again (a loop found), over the stream.
 
     Raises:
-        ValueError: a language or task the model cannot do, an unknown encoder, pad_s < 0.
+        ValueError: a language or task the model cannot do, an unknown encoder or frame rule,
+            pad_s < 0.
     """
 
     def __init__(self, model, options, *, language: str = "auto", task: str = "transcribe",
-                 encoder: str = "buffer", pad_s: float = PAD_S, fallback: bool = True):
+                 encoder: str = "buffer", pad_s: float = PAD_S, fallback: bool = True,
+                 frame_rule: str = "mean"):
         model.check_language_task(language, task)
         if encoder not in ENCODERS:
             raise ValueError(f"unknown encoder {encoder!r}; use one of {', '.join(ENCODERS)}")
         if pad_s < 0:
             raise ValueError(f"pad_s must be >= 0 seconds, got {pad_s}")
+        if frame_rule not in FRAME_RULES:
+            raise ValueError(f"unknown frame rule {frame_rule!r}; use one of {', '.join(FRAME_RULES)}")
+        self.frame_rule = frame_rule
         self.model, self.task, self.encoder, self.pad_s, self.fallback = model, task, encoder, pad_s, fallback
         self.options = replace(options, capture_attention=True).validate()
         self.language = language if model.multilingual else "en"
         self.heads = list(model.alignment_heads)
         self.fallbacks = 0
         self._stopped_ev = None  # the last decode's stopped step (see _run)
+        self._decided: dict[int, np.ndarray] = {}  # the last decode's rows the frames came from, by step
 
     def decode(self, audio: np.ndarray, start_s: float, previous: Sequence[int] = (),
                forced: Sequence[int] = (), stop: StopRule | None = None) -> Hypothesis:
@@ -162,13 +228,14 @@ class WhisperDecoder:
         return Hypothesis(tuple(new), finished, stopped, time.perf_counter() - t0, attempt + 1, timing, rows)
 
     def _rows(self, steps: list, stopped_ev, texts: list[str]) -> tuple:
-        """The new tokens' steps and the stopped token's with the alignment heads' mean
-        cross-attention as their ``cross_attention`` (float32 (frames,)) and their texts
-        (``Hypothesis.rows``); () without attention."""
+        """The new tokens' steps and the stopped token's with the row each token's frame was the
+        argmax of as their ``cross_attention`` (float32 (frames,): the alignment heads' mean
+        cross-attention, or with the "normalised" rule the normalised row scaled to [0, 1],
+        for a heatmap) and their texts (``Hypothesis.rows``); () without attention."""
         if stopped_ev is None:
             return ()
         new = [ev for ev in steps if not ev.forced] + [stopped_ev]
-        rows = [self._mean_row(ev) for ev in new]
+        rows = [self._decided.get(ev.step) if self._decided else self._mean_row(ev) for ev in new]
         if len(new) != len(texts) or any(r is None for r in rows):
             return ()
         return tuple(replace(ev, cross_attention=r, text=x) for ev, r, x in zip(new, rows, texts))
@@ -184,8 +251,12 @@ class WhisperDecoder:
         new: list[StreamToken] = []
         stopped, finished, reason = None, False, ""
         self._stopped_ev = None
+        self._decided = {}
         if forced:  # the prefix's first token was the sample begin: after it end-of-text may come at once
             prompt = replace(prompt, prompt_ids=tuple(prompt.prompt_ids) + tuple(forced), begin_suppress_tokens=())
+        frames = None
+        if self.frame_rule == "normalised" and self.heads:
+            frames = AttentionFrames(self._prompt_rows(encoded, prompt.prompt_ids))
         run = self.model.engine.run(encoded, prompt, options, reuse_cache=False)
         try:
             for ev in run:
@@ -194,8 +265,15 @@ class WhisperDecoder:
                     break
                 if not isinstance(ev, StepEvent):
                     continue
+                if frames is not None and ev.cross_attention is not None:
+                    row = frames.add(self._head_rows(ev.cross_attention))
+                    frame = int(np.argmax(row))
+                    low, high = float(row.min()), float(row.max())  # [0, 1] for a heatmap's fixed levels
+                    self._decided[ev.step] = (row - low) / (high - low) if high > low else np.zeros_like(row)
+                else:
+                    frame = self._frame(ev)
                 if not ev.forced:
-                    token = StreamToken(ev.token_id, ev.text, float("nan"), self._frame(ev))
+                    token = StreamToken(ev.token_id, ev.text, float("nan"), frame)
                     if stop is not None and stop(token, n_frames):
                         stopped, reason, self._stopped_ev = token, "stopped", ev
                         break
@@ -235,6 +313,29 @@ class WhisperDecoder:
             out.append(now[len(os.path.commonprefix([shown, now])):])
             shown = now
         return out
+
+    def _head_rows(self, att: np.ndarray) -> np.ndarray:
+        """The alignment heads' rows of one position's cross-attention (layers, heads, frames)
+        -> (len(heads), frames)."""
+        return np.stack([att[layer, head] for layer, head in self.heads if layer < att.shape[0]])
+
+    def _prompt_rows(self, encoded, prompt_ids: Sequence[int]) -> np.ndarray:
+        """The alignment heads' cross-attention rows float32 (heads, len(prompt_ids) - 1, frames)
+        of the prompt's positions but the last (whose row is the first new token's step): the
+        prompt fed once more with every position's attention (SimulStreaming's first decoder
+        call). The cross-attention keys and values are the run's (``encoded.extras``), so this
+        costs the prompt's self-attention and feed-forward only."""
+        import torch
+
+        backend, n = self.model.backend, int(encoded.source_len)
+        heads = len(self.heads)
+        if len(prompt_ids) < 2:
+            return np.zeros((heads, 0, n), np.float32)
+        fed = torch.tensor([list(prompt_ids)[:-1]], dtype=torch.long)
+        out = backend.step(fed, backend.init_cache(encoded, 1), True, all_positions=True)
+        att = out.position_cross_attention  # (1, positions, layers, heads, source frames)
+        att = att[0, :, :, :, :n].float().numpy()
+        return np.stack([att[:, layer, head] for layer, head in self.heads if layer < att.shape[1]])
 
     def _mean_row(self, ev) -> np.ndarray | None:
         """The alignment heads' mean cross-attention of a step, float32 (frames,); None without."""
