@@ -34,9 +34,10 @@ from core.events import Event, Finished, Placement, RunStats
 from core.options import DecodingOptions
 from core.processors import ChainContext, build_processors, split_hard_rules
 from core.report import RunEvents, StepReporter
-from core.scoring import Scorer, source_ids  # noqa: F401 (re-exported: the engine's scoring role)
+from core.scoring import Scorer, compact_softmax_exact, source_ids  # noqa: F401 (source_ids re-exported)
 from core.speculative.draft import Companion, Draft
 from core.strategies import make_strategy
+from core.strategies.greedy import GreedySearch
 from core.strategies.forced import ForcedTokens, check_forced_ids
 
 
@@ -48,14 +49,22 @@ class Engine:
         kept_caches: how many encoder outputs keep the KV cache of their last batch-1
             run for reuse (``run``'s ``reuse_cache``); 0 keeps none. One lean Whisper-base
             cache is about 11 MB (448 positions preallocated).
+        compact: let a shortlist's steps run on compact rows (``StepOutput.logit_ids``: the
+            scores, the argmax and the report read the ~5,600 columns of the shortlist's blocks
+            instead of 32,000) where that gives the same events bit for bit: a backend with
+            ``compact_logits``, greedy search without forced tokens, the hard rules alone (no
+            chain stage), no lens, and a softmax that sums compact rows in the full row's order
+            here (``core.scoring.compact_softmax_exact``). False: always full rows (the
+            reference the tests compare with).
 
     Attributes:
         caches: the KV caches kept for forks (``core.cache.KeptCaches``).
     """
 
-    def __init__(self, backend: Backend, kept_caches: int = 4):
+    def __init__(self, backend: Backend, kept_caches: int = 4, *, compact: bool = True):
         self.backend = backend
         self.caches = KeptCaches(kept_caches)
+        self.compact = bool(compact)
 
     @property
     def kept_caches(self) -> int:
@@ -151,7 +160,12 @@ class Engine:
         max_new = min(options.max_new_tokens, prompt.max_new_tokens or options.max_new_tokens)
         forced = check_forced_ids(forced_ids, prompt.eos_token_id, self.backend.vocab_size)[:max_new]
         strategy = ForcedTokens(make_strategy(options), forced) if forced else make_strategy(options)
-        scorer = Scorer(rules, processors, strategy.uses_log_probs, options.capture_lens, self.backend.name)
+        scorer = Scorer(rules, processors, strategy.uses_log_probs, options.capture_lens, self.backend.name,
+                        self.backend.vocab_size)
+        compact = (self.compact and not forced and type(strategy) is GreedySearch and scorer.takes_compact
+                   and not processors.needs_lens and getattr(self.backend, "compact_logits", False)
+                   and compact_softmax_exact(self.backend.vocab_size))
+        step_kw = {"compact": True} if compact else {}
         events = RunEvents(StepReporter(
             self.backend.token_text, self.backend.decode, top_k_report=options.top_k_report,
             capture_attention=options.capture_attention, source_len=encoded.source_len, place=place,
@@ -174,11 +188,15 @@ class Engine:
                 cancelled = True
                 break
             step_started = time.perf_counter()
-            out = inference.step(input_ids, new_ids)
+            out = inference.step(input_ids, new_ids, **step_kw)
             step_ms = 1000.0 * (time.perf_counter() - step_started)  # StepEvent.time_ms: the decoder call
             scores, current = scorer.score(input_ids, out)
-            update = strategy.update(input_ids, scores, current.probs, current.raw_probs,
-                                     hidden_states=out.hidden_states)
+            if current.ids is None:
+                update = strategy.update(input_ids, scores, current.probs, current.raw_probs,
+                                         hidden_states=out.hidden_states)
+            else:  # compact rows (greedy): the strategy maps the chosen column to its id
+                update = strategy.update(input_ids, scores, current.probs, current.raw_probs,
+                                         hidden_states=out.hidden_states, columns=current.ids)
             yield from events.step(t, update, current, step_ms)
             if update.done:
                 break

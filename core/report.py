@@ -182,13 +182,32 @@ class _Dist:
     (:func:`_nonzero_moments`: a sparse row's support, a dense row's entries ``> 0``).
     A sparse row is read with numpy (its support, the gathered entries, their top-k): on a
     shortlist's ~500 of 32,000 entries each call costs about a microsecond.
+
+    A compact row (``ids`` given: ``probs`` (n,) holds the probabilities of the ascending
+    vocabulary ids ``ids``, every other id of the ``vocab``-wide row having 0) is read over its
+    nonzero entries the same way, without the whole row: the same values, ids and sums as the
+    whole row's (which is laid out only where a tie or a dense support needs it).
     """
 
-    def __init__(self, probs: torch.Tensor):
-        self.probs = probs
-        self.support = support(probs)
+    def __init__(self, probs: torch.Tensor, ids: torch.Tensor | None = None, vocab: int | None = None):
         self._sub: np.ndarray | None = None  # the support's entries (numpy), in index order
         self.sub = None  # the same as a tensor (shares memory)
+        if ids is not None:
+            row = probs.detach().numpy()
+            nonzero = np.flatnonzero(row > 0)
+            if 0 < len(nonzero) <= SUPPORT_FRACTION * vocab and vocab >= SUPPORT_MIN_VOCAB:
+                self.vocab, self._compact = vocab, (probs, ids)
+                self._probs = None  # the whole row, laid out on demand (``probs``)
+                self.support = torch.from_numpy(ids.numpy()[nonzero])
+                self._sub = row[nonzero]
+                self.sub = torch.from_numpy(self._sub)
+                self._top = None
+                self._head, self._entropy, self._varentropy = False, None, None
+                return
+            probs = torch.zeros(vocab, dtype=probs.dtype).index_copy_(0, ids, probs)  # dense: the whole row
+        self._probs = probs
+        self.vocab = probs.shape[-1]
+        self.support = support(probs)
         if self.support is not None:
             self._sub = probs.detach().numpy()[self.support.numpy()]
             self.sub = torch.from_numpy(self._sub)
@@ -196,6 +215,14 @@ class _Dist:
         self._head: tuple[torch.Tensor, torch.Tensor] | None | bool = False  # dense: head(); False: not yet
         self._entropy: float | None = None
         self._varentropy: float | None = None
+
+    @property
+    def probs(self) -> torch.Tensor:
+        """The whole (vocab,) row (a compact row's laid out once, when first asked for)."""
+        if self._probs is None:
+            values, ids = self._compact
+            self._probs = torch.zeros(self.vocab, dtype=values.dtype).index_copy_(0, ids, values)
+        return self._probs
 
     @property
     def sparse(self) -> bool:
@@ -271,7 +298,7 @@ class _Dist:
         """Entropy (and varentropy) of the row, summed over its nonzero entries in index order
         (:func:`_nonzero_moments`): a sparse row's support, a dense row's entries ``> 0``
         gathered the same way, so both paths give the same bits."""
-        if not _numpy_row(self.probs):  # another device or dtype: torch over the whole row
+        if not self.sparse and not _numpy_row(self.probs):  # another device or dtype: torch over the whole row
             self._entropy = entropy_nats(self.probs)
             self._varentropy = varentropy_nats(self.probs, self._entropy) if with_var else None
             return
@@ -300,6 +327,10 @@ class StepTensors:
             the last layer being the raw distribution's.
         extras: what stages reported beyond their scores (``ProcessorList.extras``:
             contrastive decoding's amateur), {stage name: per row (scores (vocab,), note)}.
+        ids: None (full rows), or int64 (n,) ascending: compact rows (``core.scoring.Scorer``
+            over a shortlist's ``StepOutput.logit_ids``): ``probs``/``raw_probs`` are (batch, n),
+            column j holding id ``ids[j]``; every other id has probability 0. No stages, no lens.
+        vocab_size: the vocabulary's size with compact rows (what ``ids`` index), else None.
     """
 
     probs: torch.Tensor
@@ -308,6 +339,8 @@ class StepTensors:
     stages: list[tuple[str, torch.Tensor]]
     lens_logp: torch.Tensor | None = None
     extras: dict[str, list[tuple[torch.Tensor, str]]] = dataclasses.field(default_factory=dict)
+    ids: torch.Tensor | None = None
+    vocab_size: int | None = None
 
 
 @dataclass(frozen=True)
@@ -445,7 +478,7 @@ class StepReporter:
         filter that keeps one token reports one entry, not arbitrary zero-probability ids.
         """
         dist = probs if isinstance(probs, _Dist) else _Dist(probs)
-        ids, values = dist.topk(min(self.top_k_report, dist.probs.shape[-1]))
+        ids, values = dist.topk(min(self.top_k_report, dist.vocab))
         return [TokenProb(i, self.token_text(i), p) for i, p in zip(ids, values) if p > 0.0]
 
     def attention_row(self, cross_attention: torch.Tensor | None, row: int) -> np.ndarray | None:
@@ -458,10 +491,11 @@ class StepReporter:
         """The report of hypothesis ``row`` of one step; with the lens, the per-layer
         log-probabilities of ``lens_tokens`` (the tokens that may be emitted from it)."""
         raw = step.raw_probs[row]
-        # a shortlisted row (mostly zeros) is read over its nonzero entries, with the same values
-        raw_dist = _Dist(raw)
+        # a shortlisted row (mostly zeros) is read over its nonzero entries, with the same values;
+        # a compact one (``step.ids``) is that row without its zeros
+        raw_dist = _Dist(raw, step.ids, step.vocab_size)
         same = step.probs is step.raw_probs  # no chain: the processed distribution is the raw one
-        dist = raw_dist if same else _Dist(step.probs[row])
+        dist = raw_dist if same else _Dist(step.probs[row], step.ids, step.vocab_size)
         self.support_reports += raw_dist.sparse + (dist.sparse and not same)
         stages, candidates = self.stage_reports(raw, [(n, s[row]) for n, s in step.stages],
                                                 {n: e[row] for n, e in step.extras.items() if row < len(e)})
@@ -475,7 +509,7 @@ class StepReporter:
             attention=self.attention_row(step.cross_attention, row),
             raw_entropy=raw_dist.entropy(),
             raw_varentropy=raw_varentropy,
-            raw_top=raw_dist.top_values(min(RANK_LIMIT, raw.shape[-1])),
+            raw_top=raw_dist.top_values(min(RANK_LIMIT, raw_dist.vocab)),
             stages=stages,
             stage_candidates=candidates,
             lens_topk=lens_topk,

@@ -85,6 +85,11 @@ class StepOutput:
         position_cross_attention: float32 (batch, new_len, layers, heads, source_len_total):
             the cross-attention of every fed position (the last row equals
             ``cross_attention``); only with ``all_positions=True`` and ``output_attentions``.
+        logit_ids: None (``logits`` covers the whole vocabulary), or int64 (n,), ascending: the
+            vocabulary ids of ``logits``' columns, every id not listed having logit -inf (a
+            compact row: ``logits`` is then (batch, n)). Only a backend with ``compact_logits``
+            gives one, and only when ``step`` was called with ``compact=True``; the ids are
+            whole aligned blocks of ``COMPACT_BLOCK`` consecutive ids (see there).
     """
 
     logits: torch.Tensor
@@ -94,6 +99,16 @@ class StepOutput:
     lens_logits: torch.Tensor | None = None
     position_logits: torch.Tensor | None = None
     position_cross_attention: torch.Tensor | None = None
+    logit_ids: torch.Tensor | None = None
+
+
+COMPACT_BLOCK = 16
+"""A compact logits row (``StepOutput.logit_ids``) holds whole blocks of this many consecutive
+ids, each starting at a multiple of it: a lexical shortlist's ~500 ids of 32,000 become ~350
+blocks (~5,600 columns). Summed over such a row, a softmax adds each entry in the same SIMD lane
+(position modulo the vector width, 16 floats at most) and in the same order as over the whole
+row, where the missing blocks would only add zeros: the same bits (``core.scoring`` checks this
+once per process and vocabulary size before asking a backend for compact rows)."""
 
 
 class Backend(Protocol):
@@ -141,7 +156,12 @@ class Backend(Protocol):
           only their logits are computed, scattered into a row of ``-inf`` of full vocabulary
           width (so ``logits``/``position_logits`` keep shape (..., vocab_size)).
 
-        ``lens_logits`` is not available together with ``exit_layer``/``head_ids``."""
+        ``lens_logits`` is not available together with ``exit_layer``/``head_ids``.
+
+        A backend with a class attribute ``compact_logits = True`` also takes ``compact: bool =
+        False``: with it, where the step's logits are -inf outside a shortlist, it may give them
+        as a compact row (``StepOutput.logit_ids``) instead of a full-vocabulary one; the engine
+        asks for it only where every consumer of the step reads compact rows."""
         ...
 
     def reorder_cache(self, cache: Any, beam_idx: torch.Tensor) -> Any:

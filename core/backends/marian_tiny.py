@@ -29,7 +29,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 import torch
 
-from core.backends.base import DecoderPrompt, EncoderOutput, StepOutput, main_input
+from core.backends.base import COMPACT_BLOCK, DecoderPrompt, EncoderOutput, StepOutput, main_input
 from core.backends.marian_format import (  # noqa: F401  (re-exported: the readers' public names)
     SHORTLIST_MAGIC,
     TYPE_FLOAT32,
@@ -83,6 +83,9 @@ class TinyDecoderCache:
         shortlist_projection: (weight float32 (256, k), bias float32 (k,)) of those rows.
         history: the ``ssru_state`` after each processed position (``history[p]`` after
             position p), so that ``truncate_cache`` can go back; emptied by a reorder.
+        compact: (columns int64 (n,), positions int64 (k,)): the compact row of the shortlist
+            (``StepOutput.logit_ids``: the whole ``COMPACT_BLOCK``-id blocks holding its ids,
+            ascending) and where each of ``shortlist_rows`` sits in it; None without a shortlist.
     """
 
     position: int
@@ -93,6 +96,19 @@ class TinyDecoderCache:
     shortlist_rows: torch.Tensor | None
     shortlist_projection: tuple[torch.Tensor, torch.Tensor] | None = None
     history: tuple[list[torch.Tensor], ...] = ()
+    compact: tuple[torch.Tensor, torch.Tensor] | None = None
+
+
+def compact_columns(rows: torch.Tensor, vocab_size: int) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """The compact row of a shortlist: (columns int64 (n,), ascending: every id of the aligned
+    ``COMPACT_BLOCK``-id blocks that hold one of ``rows``; positions int64 (k,): where each of
+    ``rows`` (int64 (k,), any order) sits in ``columns``), or None where ``vocab_size`` is not
+    a multiple of the block (its last block would be cut short)."""
+    if vocab_size % COMPACT_BLOCK:
+        return None
+    blocks = torch.unique(rows // COMPACT_BLOCK)
+    columns = (blocks[:, None] * COMPACT_BLOCK + torch.arange(COMPACT_BLOCK)).reshape(-1)
+    return columns, torch.searchsorted(columns, rows)
 
 
 class MarianTinyBackend:
@@ -100,6 +116,8 @@ class MarianTinyBackend:
 
     Attributes:
         name: "bergamot en-pt" / "bergamot pt-en" (+ " (shortlist)").
+        compact_logits: True: ``step(compact=True)`` gives a shortlist's logits as a compact
+            row (``core.backends.base.StepOutput.logit_ids``).
         vocab_size: 32000.
         direction: "en-pt" or "pt-en".
         shortlist: if True, ``step``'s logits are computed only for the lexical shortlist of
@@ -111,6 +129,8 @@ class MarianTinyBackend:
 
     Use ``load_bergamot`` to build one; ``with_shortlist`` gives a view sharing the weights.
     """
+
+    compact_logits = True
 
     def __init__(self, model: MarianTinyModel, tokenizer: Any, shortlist_table: Shortlist | None,
                  direction: str, shortlist: bool = False):
@@ -210,12 +230,13 @@ class MarianTinyBackend:
         if self.shortlist and rows is None:
             rows = torch.from_numpy(self.shortlist_table.allowed_ids(encoded.extras["source_ids"][0].tolist()))
         projection = self.model.output_rows(rows) if rows is not None else None
-        return TinyDecoderCache(0, state, keys, values, bias, rows, projection)
+        compact = compact_columns(rows, self.vocab_size) if rows is not None else None
+        return TinyDecoderCache(0, state, keys, values, bias, rows, projection, compact=compact)
 
     @torch.no_grad()
     def step(self, input_ids: torch.Tensor, cache: TinyDecoderCache, output_attentions: bool,
              capture_lens: bool = False, *, all_positions: bool = False, exit_layer: int | None = None,
-             head_ids: torch.Tensor | None = None) -> StepOutput:
+             head_ids: torch.Tensor | None = None, compact: bool = False) -> StepOutput:
         """Advance the decoder.
 
         Args:
@@ -237,6 +258,10 @@ class MarianTinyBackend:
                 they were: give early-exit steps a cache of their own.
             head_ids: int64 (k,) output ids: only their logits are computed, every other
                 logit -inf (intersected with the lexical shortlist when that is on).
+            compact: with the lexical shortlist on (and no ``head_ids``, ``capture_lens`` or
+                ``all_positions``), give ``logits`` as the shortlist's compact row, float32
+                (batch, n) over ``StepOutput.logit_ids`` (the same values at the same ids, -inf
+                at the other ids of its blocks) instead of a 32,000-wide row.
 
         Returns:
             StepOutput: logits float32 (batch, 32000) for the next token (-inf outside the
@@ -272,7 +297,10 @@ class MarianTinyBackend:
                                                cache.cross_keys, cache.cross_values, cache.cross_bias)
             new_cache = TinyDecoderCache(cache.position + 1, state, cache.cross_keys, cache.cross_values,
                                          cache.cross_bias, cache.shortlist_rows, cache.shortlist_projection,
-                                         cache.history + (state,))
+                                         cache.history + (state,), cache.compact)
+            if compact and cache.compact is not None:
+                return StepOutput(self._project_compact(y, cache), attn if output_attentions else None, new_cache,
+                                  hidden_states=y[:, None], logit_ids=cache.compact[0])
             return StepOutput(self._project(y, cache), attn if output_attentions else None, new_cache,
                               hidden_states=y[:, None])
         inputs = []
@@ -304,10 +332,12 @@ class MarianTinyBackend:
                 states.append(state)
                 attns.append(attn)
             hidden = ys[0][:, None] if len(ys) == 1 else torch.stack(ys, dim=1)
-        positions = None
+        positions = logit_ids = None
         if all_positions:
             positions = self._project(hidden, cache, head_ids)
             logits = positions[:, -1]
+        elif compact and cache.compact is not None and head_ids is None and not capture_lens:
+            logits, logit_ids = self._project_compact(y, cache), cache.compact[0]
         else:
             logits = self._project(y, cache, head_ids)
         lens = None
@@ -319,7 +349,7 @@ class MarianTinyBackend:
         return StepOutput(logits, attn if output_attentions else None, new_cache, hidden_states=hidden,
                           lens_logits=lens, position_logits=positions,
                           position_cross_attention=torch.stack(attns, dim=1)
-                          if all_positions and output_attentions else None)
+                          if all_positions and output_attentions else None, logit_ids=logit_ids)
 
     def _project(self, y: torch.Tensor, cache: TinyDecoderCache, head_ids: torch.Tensor | None = None) -> torch.Tensor:
         """Logits float32 (..., 32000) of decoder outputs ``y`` (..., 256): the full
@@ -335,6 +365,14 @@ class MarianTinyBackend:
         logits = torch.full((flat.shape[0], self.vocab_size), float("-inf"))
         logits.index_copy_(1, rows, self.model.output_logits(flat, projection))
         return logits.reshape(*lead, self.vocab_size)
+
+    def _project_compact(self, y: torch.Tensor, cache: TinyDecoderCache) -> torch.Tensor:
+        """The shortlist's logits of decoder outputs ``y`` float32 (batch, 256) as its compact row,
+        float32 (batch, n) over ``cache.compact``'s columns: the same product as ``_project``'s,
+        laid into a row of -inf n wide instead of 32,000."""
+        columns, positions = cache.compact
+        logits = torch.full((y.shape[0], columns.shape[0]), float("-inf"))
+        return logits.index_copy_(1, positions, self.model.output_logits(y, cache.shortlist_projection))
 
     def _head_rows(self, head_ids: torch.Tensor, lexical: torch.Tensor | None) -> tuple[torch.Tensor, tuple]:
         """The output rows of a ``head_ids`` shortlist (intersected with the lexical shortlist

@@ -38,13 +38,19 @@ class SingleHypothesis:
         """The sampler state to record with the token just chosen (mirostat's mu), or None."""
         return None
 
-    def update(self, input_ids, scores, probs, raw_probs, hidden_states=None) -> Update:
-        token = self.choose(scores[0], probs[0])
+    def update(self, input_ids, scores, probs, raw_probs, hidden_states=None, columns=None) -> Update:
+        """Choose the next token (``core.strategies.base``'s ``update``). ``columns``: None, or
+        int64 (n,) ascending: the rows are compact (``core.report.StepTensors.ids``), column j
+        holding vocabulary id ``columns[j]``; the choice is made over the columns and mapped to
+        its id (greedy's argmax: the first maximal column is the lowest maximal id, as over the
+        whole row)."""
+        column = self.choose(scores[0], probs[0])
+        token = column if columns is None else int(columns[column])
         if token == self.eos_token_id:  # EOS ends the run; it is not reported as a token
             self.reason = "eos"
             return Update(input_ids, done=True)
         record = TokenRecord(
-            len(self.tokens), 0, token, float(probs[0, token]), float(raw_probs[0, token]), mu=self.state()
+            len(self.tokens), 0, token, float(probs[0, column]), float(raw_probs[0, column]), mu=self.state()
         )
         self.tokens.append(token)
         next_ids = torch.cat([input_ids, input_ids.new_tensor([[token]])], dim=1)
