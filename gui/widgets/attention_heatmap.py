@@ -23,11 +23,12 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QRectF, Qt, QTimer, Signal
 from PySide6.QtGui import QBrush, QColor, QPen
-from PySide6.QtWidgets import QGraphicsRectItem, QHBoxLayout, QLabel, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QGraphicsRectItem, QHBoxLayout, QLabel, QSizePolicy, QVBoxLayout, QWidget
 
 from core.events import SegmentEvent, StepEvent, load_attention
 
 from .column_axis import ColumnAxis
+from .elided_label import ElidedLabel
 from .follow import follow_run
 from .heatmap_plot import HeatmapPlot, RowImage, as_3d, no_si_prefix, reduce_attention, shape_3d
 from .layer_head_picker import AVERAGE, LayerHeadPicker
@@ -86,7 +87,10 @@ class AttentionHeatmap(QWidget):
         for c in (self.layer_combo, self.head_combo):
             c.currentIndexChanged.connect(self._recompute)
             c.currentIndexChanged.connect(lambda _i: self.viewChanged.emit())
-        self.info = QLabel("each row normalised to its max · viridis 0..1")
+        # cut with "…" when narrow (the note alone is ~340 px: the Live tab's decision heatmap was
+        # 685 px wide in a 489 px column at 1280x800, H5 session 13)
+        self.info = ElidedLabel("each row normalised to its max · viridis 0..1")
+        self.info.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Preferred)
         self.info.setToolTip(
             "Row i is the cross-attention of token i over the input; each row is divided by its own "
             "maximum so the focus of every token is visible. Colours use fixed levels 0..1."
@@ -295,8 +299,10 @@ class AttentionHeatmap(QWidget):
             self.picker.ensure(shape[0], shape[1])
         self.picker.pick(layer, head)
         if note is not None:
+            keep = self.info.toolTip()  # setText sets the tooltip of an elided label
             self.info.setText(note)
-        if tip is not None:
+            self.info.setToolTip(keep if tip is None else tip)
+        elif tip is not None:
             self.info.setToolTip(tip)
 
     def mark_columns(self, row: int | None, columns: list[int]) -> None:

@@ -36,6 +36,7 @@ import pyqtgraph as pg
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
     QFrame,
+    QHeaderView,
     QHBoxLayout,
     QLabel,
     QPushButton,
@@ -59,6 +60,8 @@ MESSAGE_STYLE = "color: #8a5300;"
 WORD_Y, COMMIT_Y = -1.12, -1.5
 #: the lane shows the last this many seconds of the stream (a redraw costs the same at minute 1 and 60)
 LANE_WINDOW_S = 30.0
+#: the word table grows to fit its columns up to this width (px); past it, it scrolls
+TABLE_MAX_W = 320
 #: the transcript box shows the last this many commits (all are kept: :meth:`LiveView.committed_text`)
 SHOWN_COMMITS = 120
 LANE_TIP = (
@@ -128,6 +131,17 @@ def words_of(tokens) -> list[tuple[str, float]]:
     return words
 
 
+class _ColumnLayout(QVBoxLayout):
+    """The Live view's column (in its scroll area) without height-for-width: a scroll area
+    sizes a height-for-width column to the heights its parts would like (text ~400 px, lane
+    ~270 px: 728 px at 1280x800), so only the transcript showed and the buffer lane sat below
+    the fold; without it the column fills the area and scrolls only below its minimums (H5,
+    session 13). The wrapped legend keeps its one-line minimum."""
+
+    def hasHeightForWidth(self) -> bool:  # noqa: N802
+        return False
+
+
 class LiveView(QWidget):
     """The Live view (module docstring). Signals: ``stopRequested()`` (its ■ Stop button),
     ``updated()`` (after each redraw)."""
@@ -172,11 +186,11 @@ class LiveView(QWidget):
         self.table.setHorizontalHeaderLabels(["word", "end", "commit", "latency"])
         self.table.verticalHeader().setVisible(False)
         self.table.setEditTriggers(QTableWidget.EditTrigger.NoEditTriggers)
-        self.table.horizontalHeader().setStretchLastSection(True)
         self.table.setToolTip("Each committed word: where it ends in the audio (word timing, s), the audio time "
                               "of its commit (s), and the latency between them (s)")
         self.table.horizontalHeader().setMinimumSectionSize(30)
         self.table.verticalHeader().setDefaultSectionSize(18)
+        self._fit_table()
         head = QHBoxLayout()
         head.addWidget(self.title, 1)
         head.addWidget(self.stop_button)
@@ -189,7 +203,9 @@ class LiveView(QWidget):
         self.legend.setWordWrap(True)  # never widens the window
         self.legend.setToolTip(LANE_TIP)
         body = QHBoxLayout()
-        left = QVBoxLayout()
+        left = _ColumnLayout()
+        left.setContentsMargins(0, 0, 0, 0)  # the area is the frame: its minimum fits a 1280x800 window
+        left.setSpacing(3)
         left.addWidget(self.text, 3)
         left.addWidget(self.lane, 2)
         left.addWidget(self.legend)
@@ -214,6 +230,25 @@ class LiveView(QWidget):
         lay.addWidget(self.message_label)
         lay.addLayout(body, 1)
         self.reset()
+
+    def _fit_table(self) -> None:
+        """The word table's columns: the three numbers as wide as their header or "0000.00",
+        whichever is wider (fixed: no row is read to size them), the word taking the rest (a
+        long word is cut with "…"); the table at least that wide, up to :data:`TABLE_MAX_W`
+        px. At 1280x800 the table's quarter of the view (~200 px) cut "latency" behind a
+        horizontal scroll bar (H5, session 13); the text column gives the room."""
+        t, head = self.table, self.table.horizontalHeader()
+        fm = t.fontMetrics()
+        pad = 2 * t.style().pixelMetric(t.style().PixelMetric.PM_HeaderMargin) + 8
+        widths = [max(fm.horizontalAdvance(t.horizontalHeaderItem(j).text()), fm.horizontalAdvance("0000.00")) + pad
+                  for j in (1, 2, 3)]
+        head.setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
+        for j, width in enumerate(widths, start=1):
+            head.setSectionResizeMode(j, QHeaderView.ResizeMode.Fixed)
+            head.resizeSection(j, width)
+        word = fm.horizontalAdvance("listening.") + pad
+        need = word + sum(widths) + t.verticalScrollBar().sizeHint().width() + 2 * t.frameWidth()
+        t.setMinimumWidth(min(need, TABLE_MAX_W))
 
     def _build_lane(self) -> pg.PlotWidget:
         lane = pg.PlotWidget()
@@ -522,7 +557,5 @@ class LiveView(QWidget):
                 if j:
                     item.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
                 self.table.setItem(i, j, item)
-        if self._rows < 50:  # the first rows size the columns (later, resizing would read every row)
-            self.table.resizeColumnsToContents()
         self._rows = len(self.words)
         self.table.scrollToBottom()

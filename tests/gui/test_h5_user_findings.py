@@ -34,3 +34,74 @@ def test_a_beam_run_leaves_the_inspector_splitter_where_it_was(qtbot, settings):
     qtbot.wait(50)
     assert tab.bottom_splitter.sizes() == before
     tab.shutdown()
+
+
+def test_the_live_word_table_shows_its_four_columns_at_1280x800(qtbot, settings):
+    """Before: the Live tab's word table got a quarter of the view (~200 px) while its columns
+    (word, end, commit, latency) needed ~220: "latency" was cut and behind a horizontal
+    scroll bar (session 12's H6; speech_en.wav played as live input with align-att)."""
+    from core.streaming import Committed, StreamToken
+
+    w = shown_window(qtbot, settings)
+    tab = w.speech_tab
+    view = tab.live_mode.view
+    tab.inspector_tabs.setCurrentWidget(view)
+    words = [" open", " the", " door", " recognition", " system.", " listening."]
+    t = 0.0
+    for i, word in enumerate(words):
+        t += 0.6
+        tok = StreamToken(100 + i, word, t)
+        view.take(Committed(tokens=(tok,), audio_s=t + 1.2, wall_s=t + 1.3, audio_end_s=t, latency_s=1.2,
+                            word_latencies=(1.2,)))
+    view.flush()
+    qtbot.wait(50)
+    table = view.table
+    assert table.rowCount() == len(words)
+    head = table.horizontalHeader()
+    assert not table.horizontalScrollBar().isVisible(), ([head.sectionSize(i) for i in range(4)], table.width(), table.viewport().width(), table.minimumWidth(), table.horizontalScrollBar().maximum(), view.width())
+    fm = table.fontMetrics()
+    assert head.sectionSize(3) >= fm.horizontalAdvance("latency")
+    assert w.minimumSizeHint().width() <= 1280
+    assert tab.bottom_splitter.sizes()[1] >= tab.inspector_tabs.minimumSizeHint().width()
+    tab.shutdown()
+
+
+def test_the_live_buffer_lane_is_in_view_without_scrolling_at_1280x800(qtbot, settings):
+    """Before: since the Live view's column scrolls (f8a72be), the column took the height its
+    parts would like (text ~400 px, lane ~270 px: 728 px) rather than the view's 179 px: only the
+    transcript box showed, the buffer lane and its legend were below the fold, behind a
+    scroll bar, although their minimums fit (session 12's live_decision_1280x800.png too)."""
+    w = shown_window(qtbot, settings)
+    tab = w.speech_tab
+    view = tab.live_mode.view
+    tab.inspector_tabs.setCurrentWidget(view)
+    qtbot.wait(50)
+    area = view.column_scroll
+    assert not area.verticalScrollBar().isVisible(), (area.widget().height(), area.viewport().height())
+    bottom = view.legend.mapTo(area.viewport(), view.legend.rect().bottomLeft()).y()
+    assert bottom <= area.viewport().height()
+    assert view.lane.height() >= view.lane.minimumHeight()
+
+
+def test_an_align_att_wait_does_not_cut_the_live_column_on_the_right_at_1280x800(qtbot, settings):
+    """Before: AlignAtt's decision heatmap (its note line alone 342 px) made the Live column
+    685 px wide in a 489 px area whose horizontal scrolling is off: the transcript, the lane and
+    the legend were cut on the right (tiny.en, speech_en.wav played as live input, align-att)."""
+    from core.streaming import StreamToken, Waited
+
+    from .fakes import make_step
+
+    w = shown_window(qtbot, settings)
+    tab = w.speech_tab
+    view = tab.live_mode.view
+    tab.inspector_tabs.setCurrentWidget(view)
+    n = 310
+    steps = tuple(make_step(i, t, n_frames=n) for i, t in enumerate([" this", " is", " a", " test", "."]))
+    view.take(Waited(token=StreamToken(13, ".", 6.2), frame=n - 2, limit=n - 25, audio_s=6.3, n_frames=n,
+                     steps=steps))
+    view.flush()
+    qtbot.wait(50)
+    assert view.decision.isVisible()
+    area = view.column_scroll
+    assert area.widget().width() <= area.viewport().width(), (area.widget().width(), area.viewport().width())
+    assert w.height() <= 800
