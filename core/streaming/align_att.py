@@ -54,6 +54,10 @@ class AlignAtt:
         trust_stop: True (default): a decode the rule stopped at a word start or closing
             punctuation commits its last word; False: only a silent tail does (SimulStreaming's
             "the last word is ALWAYS trimmed", the silence standing in for its CIF model).
+        trust_punctuation: with ``trust_stop``, whether a stop at closing punctuation (".", ",",
+            ...) also commits the word before it (True, default); False: only a stop at a word
+            start does, a stop at punctuation waits like a decode that ran to the end (a "."
+            in the buffer's last frames is often the model taking the cut for a sentence end).
         min_buffer_s: nothing is committed from the stream's first buffer (no text committed
             yet) while it is shorter than this (s, default :data:`MIN_BUFFER_S`): its decode
             is shown, tentative.
@@ -66,7 +70,7 @@ class AlignAtt:
 
     def __init__(self, frames: int = 25, step_s: float = 1.0, trim_after_s: float = TRIM_S,
                  last_word: bool = False, silence_s: float = SILENCE_S, min_buffer_s: float = MIN_BUFFER_S,
-                 trust_stop: bool = True):
+                 trust_stop: bool = True, trust_punctuation: bool = True):
         if frames < 1:
             raise ValueError(f"align-att:f needs f >= 1 frames (20 ms each), got {frames}")
         if silence_s < 0:
@@ -75,7 +79,7 @@ class AlignAtt:
             raise ValueError(f"min_buffer_s must be >= 0 seconds, got {min_buffer_s}")
         self.frames, self.step_s, self.trim_after_s = frames, step_s, trim_after_s
         self.last_word, self.silence_s, self.min_buffer_s = last_word, silence_s, min_buffer_s
-        self.trust_stop = trust_stop
+        self.trust_stop, self.trust_punctuation = trust_stop, trust_punctuation
 
     def update(self, view: BufferView, decoder: Decoder) -> Update:
         """Decode while the next token's most-attended frame is before ``n_frames - frames``;
@@ -100,12 +104,14 @@ class AlignAtt:
 
     def _last_word_whole(self, hyp: Hypothesis, view: BufferView) -> bool:
         """Whether the decode's last word is whole: ``last_word`` is on; or (``trust_stop``) the
-        rule stopped the decode at a token that starts a new word or at closing punctuation (the
-        model has moved past the word); or the buffer ends in ``silence_s`` of silence
+        rule stopped the decode at a token that starts a new word or (``trust_punctuation``) at
+        closing punctuation (the model has moved past the word); or the buffer ends in ``silence_s`` of silence
         (``base.tail_silent``)."""
         if self.last_word or not hyp.tokens:
             return True
         if hyp.stopped is not None and self.trust_stop:
-            return (hyp.stopped.text.startswith(CLOSING)
-                    or is_boundary(hyp.tokens + (hyp.stopped,), len(hyp.tokens)))
+            if not hyp.stopped.text.startswith(CLOSING):  # a word start: whole; inside a word: cut
+                return is_boundary(hyp.tokens + (hyp.stopped,), len(hyp.tokens))
+            if self.trust_punctuation:
+                return True
         return self.silence_s > 0 and tail_silent(view.audio, self.silence_s)

@@ -126,3 +126,15 @@ def test_without_trusting_the_stop_the_last_word_waits_for_a_silence_or_the_end(
             [(" the", 5), (" garden", 30), (" gate", 70)]]
     events = _run(AlignAtt(frames=10, step_s=1.0, min_buffer_s=0, trust_stop=False), Fake(hyps), _noise(1.0))
     assert _commits(events) == [" the", " garden gate"]
+
+
+def test_without_trusting_punctuation_a_stop_at_a_period_holds_the_word_before_it():
+    """``trust_punctuation=False``: a "." attended in the last frames is often the model taking the
+    buffer's cut for the sentence's end (session 13, base, the normalised rule: "forest la|te"
+    cut at 3.76 s read "forestry" and stopped at "."; committed, the stream kept "forestry").
+    The word before it waits for a silent tail, the end, or a stop at a word start."""
+    hyps = [[(" the", 5), (" forestry", 30), (".", 45)],   # 1 s = 50 frames, limit 40: stops at "."
+            [(" the", 5), (" forest", 30), (" late", 60), (" at", 95)]]
+    events = _run(AlignAtt(frames=10, step_s=1.0, min_buffer_s=0, trust_punctuation=False), Fake(hyps), _noise(2.0))
+    assert _commits(events)[:2] == [" the", " forest late"]
+    assert [e.text for e in events if isinstance(e, Tentative)][0] == " forestry"
