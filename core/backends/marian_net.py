@@ -177,6 +177,71 @@ def _exact_int8_linear(weight: torch.Tensor, bias: torch.Tensor) -> Callable[[to
     return product
 
 
+def _file_int8(weight: torch.Tensor) -> tuple[torch.Tensor, float] | None:
+    """(Q int8 (out, in), 1 / m) where the float32 ``weight`` is exactly ``Q / m`` with one scale
+    ``m = 127 / max |W|`` (an intgemm8 matrix of the file dequantised by ``read_marian_binary``),
+    else None."""
+    w = weight.float()
+    top = float(w.abs().max())
+    if top == 0.0:
+        return None
+    m = torch.tensor(127.0 / top, dtype=torch.float32)
+    q = torch.round(w * m)
+    if not torch.equal(q / m, w) or float(q.abs().max()) > 127:
+        return None
+    return q.to(torch.int8), float(1.0 / m)
+
+
+#: int8 mode (``MarianTinyModel.quantized``): several rows per call (the encoder, the cross
+#: keys/values) get one activation scale per row, as ``core.backends.int8.Int8Linear`` does
+#: (fbgemm's own is one per call)
+INT8_PER_ROW = True
+
+
+def _file_int8_linear(weight: torch.Tensor, bias: torch.Tensor) -> Callable[[torch.Tensor], torch.Tensor] | None:
+    """``x -> x W^T + b`` in int8 on the file's own int8 values: ``weight`` (out, in) is ``Q / m``
+    (``_file_int8``); Q goes into fbgemm's packed int8 weight unchanged, with the file's one scale
+    1/m (per tensor), and the product runs as ``quantized::linear_dynamic`` (activations quantised
+    to 8 bits per call, int32 accumulation, float32 out; with ``INT8_PER_ROW`` each of several rows
+    is first scaled to max |x| = 1), then the float32 bias. The native engine multiplies the same
+    Q (intgemm), with activation scales fixed in the file instead of per call.
+
+    Returns:
+        the callable, float32 (..., in) -> float32 (..., out); None where ``weight`` is not such a
+        matrix or this build has no fbgemm.
+    """
+    import warnings
+
+    exact = _file_int8(weight)
+    if exact is None or "fbgemm" not in torch.backends.quantized.supported_engines:
+        return None
+    q, inv = exact
+    from core.backends.int8 import _REDUCE_RANGE
+
+    try:
+        with warnings.catch_warnings():  # quantized tensors are deprecated; fbgemm's kernels still take them
+            warnings.simplefilter("ignore")
+            qw = torch._make_per_tensor_quantized_tensor(q, inv, 0)
+            packed = torch.ops.quantized.linear_prepack(qw, None)
+            linear = torch.ops.quantized.linear_dynamic
+            linear(torch.zeros(1, q.shape[1]), packed, _REDUCE_RANGE)
+    except (RuntimeError, NotImplementedError):
+        return None
+    bias = bias.detach().float().clone()
+
+    def product(x: torch.Tensor) -> torch.Tensor:
+        lead = x.shape[:-1]
+        x = x.reshape(-1, x.shape[-1]).contiguous()
+        if INT8_PER_ROW and x.shape[0] > 1:  # several rows: one activation scale per row
+            s = x.abs().amax(dim=-1, keepdim=True).clamp_min(1e-30)
+            out = linear(x / s, packed, _REDUCE_RANGE).mul_(s)
+        else:
+            out = linear(x, packed, _REDUCE_RANGE)
+        return out.add_(bias).view(*lead, -1)
+
+    return product
+
+
 class _EncoderLayer:
     """One encoder layer's products laid out for the step: q/k/v stacked into one (768, 256)
     matrix (one product instead of three; ``F.linear`` over stacked rows gives the same bits
@@ -236,6 +301,15 @@ class _DecoderLayer:
 #: 512 x 256 float32 product takes.
 INT8_ENCODER = ("qkv", "o", "ffn1", "ffn2")
 INT8_DECODER = ("ffn1", "ffn2")
+#: int8 mode on the file's own int8 values with its one scale per matrix (``_file_int8_linear``)
+#: instead of the weights requantised with a scale per output row (``Int8Linear``, the default).
+#: Measured (session 13, bench_translation's bare loop, 34 + 34 sentences, outputs equal to the
+#: native engine's): per-row requantised shortlist 32 + 33, full 31 + 33; file values with one
+#: activation scale per row 31 + 31 / 29 + 32, with one per call 31 + 33 / 30 + 33; the same speed
+#: (the same fbgemm kernel: bare shortlist 13.4 vs 13.0 ms a sentence, encode 3.1 both). The
+#: native engine's activations are quantised with fixed scales from the file (``*_QuantMultA``,
+#: intgemm), which neither reproduces: the exact weights alone do not bring its ids closer.
+INT8_FILE_VALUES = False
 
 
 def _stacked_cross_kv(layers: list) -> tuple[torch.Tensor, torch.Tensor]:
@@ -311,16 +385,19 @@ class MarianTinyModel:
         twin = copy.copy(self)
         twin.dtype = "int8"
 
+        def int8(weight, bias):  # the file's own int8 values where it has them
+            return (_file_int8_linear(weight, bias) if INT8_FILE_VALUES else None) or Int8Linear(weight, bias).forward
+
         def requantized(layer, names):
             out = copy.copy(layer)
             for name in names:
-                setattr(out, name, Int8Linear(*layer.weights[name]).forward)
+                setattr(out, name, int8(*layer.weights[name]))
             return out
 
         twin.enc_layers = [requantized(L, INT8_ENCODER) for L in self.enc_layers]
         twin.dec_layers = [requantized(L, INT8_DECODER) for L in self.dec_layers]
-        twin._full_projection = Int8Linear(self.p["Wemb"], self.p["decoder_ff_logit_out_b"]).forward
-        twin._cross_kv = Int8Linear(*_stacked_cross_kv(self.dec_layers)).forward
+        twin._full_projection = int8(self.p["Wemb"], self.p["decoder_ff_logit_out_b"])
+        twin._cross_kv = int8(*_stacked_cross_kv(self.dec_layers))
         return twin
 
     # -- shared pieces ---------------------------------------------------------------
