@@ -90,6 +90,7 @@ class MainWindow(QMainWindow):
         self.resize(*first_size(self.screen().availableGeometry().size() if self.screen() else None))
 
         self._run_notes: dict = {}  # tab -> the last run's stage notes (the watermark's z-score)
+        self._busy_tabs: set = set()  # tabs that were busy at their last busyChanged
         self.tabs = QuietTabWidget()  # a change inside a tab repaints the window only where it shows
         self.tabs.setDocumentMode(True)
         self.setCentralWidget(self.tabs)
@@ -204,9 +205,14 @@ class MainWindow(QMainWindow):
         self.device_label.setText(d.get("device") or "CPU")
 
     def _on_busy(self, tab: DecodeTab, busy: bool, message: str) -> None:
+        busy = busy or tab.is_busy()
+        started = busy and tab not in self._busy_tabs
+        self._busy_tabs.discard(tab) if not busy else self._busy_tabs.add(tab)
         if tab is not self.current_tab():
             return  # shown when that tab becomes the current one (_show_tab_state)
-        busy = busy or tab.is_busy()
+        if started:  # a new run (decode, live session, lanes): the last run's "Decoded: …" goes
+            self.statusBar().clearMessage()
+            self.statusBar().setToolTip("")
         progress = tab.progress if busy else None
         if progress is None:
             self.busy_bar.setRange(0, 0)  # indeterminate

@@ -363,6 +363,8 @@ class LiveMode:
             if self.session is not session or session.aborted:
                 return
             session.started = True
+            tab.live.reset()  # the status bar's figures are no longer the last offline run's
+            tab.statsChanged.emit(tab.stats_dict(None))
             tab.controller.start("live", lambda cancel: self._stream(session, driver, cancel), self, name="live")
             tab.busyChanged.emit(True, f"Live · {self.policy()}")
 
@@ -419,16 +421,18 @@ class LiveMode:
             return
         self._forget(s)
         tab = self.tab
-        if s.finished is not None:
-            tab.statusMessage.emit(f"Live: {len(self.view.words)} words committed · {self.view.stats_text()}")
+        summary = f"Live: {len(self.view.words)} words committed · {self.view.stats_text()}"
         unchanged = tab.audio is s.input_before  # the user opened nothing else meanwhile
         if s.kind == "file" and s.finished is not None and s.audio is not None and not s.aborted and unchanged:
             tab.set_audio(s.audio, s.path.name)  # the file is the input now: decoded offline, explorable
+            tab.statusMessage.emit(summary)  # after the decode's start, which clears the last run's message
             return
         if s.kind == "file" and unchanged:
             tab.show_input()  # the waveform shows the input again, not the part of the file played
         if s.decode_after and tab.has_input():
             tab.request_decode()
+        if s.finished is not None:
+            tab.statusMessage.emit(summary)
         if s.note:
             tab.show_error(s.note)
 

@@ -105,3 +105,46 @@ def test_an_align_att_wait_does_not_cut_the_live_column_on_the_right_at_1280x800
     area = view.column_scroll
     assert area.widget().width() <= area.viewport().width(), (area.widget().width(), area.viewport().width())
     assert w.height() <= 800
+
+
+def test_a_new_run_or_live_session_does_not_show_the_last_runs_figures(qtbot, settings, monkeypatch, tmp_path):
+    """Before: the status bar said "Decoded: 24 tokens (eos)" for up to 6 s into the next run
+    (a slider move, a live session), beside "Decoding…"; and while a file played as live input,
+    its statistics were the last offline run's ("encode cached · 18.9 ms/token · … RTF 0.06")."""
+    import numpy as np
+    import soundfile as sf
+
+    import gui.tabs.live as live_mod
+    from core.streaming import Hypothesis
+
+    w = shown_window(qtbot, settings)
+    tab = w.speech_tab
+    tab.options_panel._timer.setInterval(20)
+    tab.model = FakeSpeechModel(delay_s=0.05)
+    decoded(qtbot, tab, TONE)
+    bar = w.statusBar()
+    assert bar.currentMessage().startswith("Decoded:")
+    tab.options_panel.setOptions(DecodingOptions(temperature=0.5), emit=True)  # a slider move
+    qtbot.waitUntil(lambda: tab.is_decoding() and len(tab.run.steps()) >= 1, timeout=5000)
+    assert not bar.currentMessage().startswith("Decoded:"), bar.currentMessage()
+    qtbot.waitUntil(lambda: not tab.is_decoding(), timeout=5000)
+    assert bar.currentMessage().startswith("Decoded:")
+    old_stats = w.stats_label.text()
+    assert "ms/token" in old_stats and "–" not in old_stats.split("·")[1]
+
+    class SlowDecoder:  # a live decode that takes a while and says nothing
+        def decode(self, audio, start_s, previous=(), forced=(), stop=None):
+            import time
+
+            time.sleep(0.05)
+            return Hypothesis((), finished=True)
+
+    monkeypatch.setattr(live_mod.LiveMode, "make_decoder", lambda self, model, options: SlowDecoder())
+    path = tmp_path / "n.wav"
+    sf.write(path, (0.1 * np.random.default_rng(1).standard_normal(16000 * 3)).astype(np.float32), 16000)
+    assert tab.live_mode.play_file(path, speed=4.0)
+    qtbot.waitUntil(lambda: tab.live_mode.session is not None and tab.live_mode.session.started, timeout=5000)
+    assert not bar.currentMessage().startswith("Decoded:"), bar.currentMessage()
+    assert w.stats_label.text() != old_stats, old_stats
+    qtbot.waitUntil(lambda: not tab.live_mode.running(), timeout=15_000)
+    tab.shutdown()
