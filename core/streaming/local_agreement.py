@@ -74,17 +74,20 @@ class LocalAgreement:
             agreement (``base.tail_silent``); 0: never.
         right_context_s: an agreed word is committed only once at least this much audio (s)
             follows its end (word timing) in the buffer; it stays tentative until then. 0: off.
+        prompt_tokens: the decode's prompt keeps only the last this many ids of the text
+            committed before the buffer (whisper_streaming's ``prompt()``: its last 200
+            characters, ~45 tokens of English); None: all (Whisper keeps the last 223).
 
     Raises:
         ValueError: ``n`` < 1, ``trim_after_s`` <= 0, ``min_buffer_s`` < 0, ``silence_s`` < 0 or
-            ``right_context_s`` < 0.
+            ``right_context_s`` < 0, ``prompt_tokens`` < 1.
     """
 
     name = "local-agreement"
 
     def __init__(self, n: int = 2, step_s: float = STEP_S, trim_after_s: float = TRIM_S,
                  min_buffer_s: float = MIN_BUFFER_S, last_word: bool = False, silence_s: float = SILENCE_S,
-                 right_context_s: float = RIGHT_CONTEXT_S):
+                 right_context_s: float = RIGHT_CONTEXT_S, prompt_tokens: int | None = None):
         if n < 1:
             raise ValueError(f"local-agreement:n needs n >= 1 hypotheses, got {n}")
         if not trim_after_s > 0:
@@ -95,7 +98,9 @@ class LocalAgreement:
             raise ValueError(f"silence_s must be >= 0 seconds (0: off), got {silence_s}")
         if right_context_s < 0:
             raise ValueError(f"right_context_s must be >= 0 seconds (0: off), got {right_context_s}")
-        self.right_context_s = right_context_s
+        if prompt_tokens is not None and prompt_tokens < 1:
+            raise ValueError(f"prompt_tokens must be >= 1 (None: all the text before the buffer), got {prompt_tokens}")
+        self.right_context_s, self.prompt_tokens = right_context_s, prompt_tokens
         self.n, self.step_s, self.trim_after_s = n, step_s, trim_after_s
         self.min_buffer_s, self.last_word, self.silence_s = min_buffer_s, last_word, silence_s
         #: the last n hypotheses as whole transcripts (everything committed then + the decode):
@@ -105,7 +110,8 @@ class LocalAgreement:
     def update(self, view: BufferView, decoder: Decoder) -> Update:
         """Decode the buffer, commit the prefix the last ``n`` hypotheses agree on (whole words),
         or everything when ``view.final`` (whisper_streaming's ``finish``)."""
-        hyp = decoder.decode(view.audio, view.start_s, view.previous, view.forced)
+        previous = view.previous if self.prompt_tokens is None else view.previous[-self.prompt_tokens:]
+        hyp = decoder.decode(view.audio, view.start_s, previous, view.forced)
         if view.final:
             self.history.clear()
             return Update(commit=hyp.timed(len(hyp.tokens)), decode_s=hyp.decode_s, decodes=hyp.attempts)

@@ -51,3 +51,20 @@ def test_the_guard_is_a_policy_setting_and_must_not_be_negative():
     assert parse_policy("local-agreement:2", right_context_s=0.5).right_context_s == 0.5
     with pytest.raises(ValueError, match="right_context_s"):
         LocalAgreement(right_context_s=-1)
+
+
+def test_the_prompt_keeps_only_the_last_prompt_tokens_of_the_text_before_the_buffer():
+    """whisper_streaming's ``prompt()``: the last 200 characters of the committed text scrolled
+    out of the buffer; here the last ``prompt_tokens`` ids (None: all, Whisper cuts at 223)."""
+    import numpy as np
+
+    from core.streaming.base import BufferView
+
+    previous = tuple(range(1000, 1100))
+    view = BufferView(np.zeros(SR * 3, np.float32), 10.0, previous, ())
+    for n, expect in ((None, previous), (40, previous[-40:])):
+        dec = Scripted([["a", "b"]])
+        LocalAgreement(prompt_tokens=n, **PLAIN).update(view, dec)
+        assert dec.seen[-1][2] == expect
+    with pytest.raises(ValueError, match="prompt_tokens"):
+        LocalAgreement(prompt_tokens=0)
