@@ -42,7 +42,7 @@ from typing import Any, Callable, Sequence
 
 import torch
 
-__all__ = ["MAX_ROWS", "SPLIT_MIN_BYTES", "StepThreads", "column_edges", "parallel"]
+__all__ = ["MAX_ROWS", "SPLIT_MIN_BYTES", "StepThreads", "column_edges", "one_thread", "parallel"]
 
 #: steps over at most this many rows (batch x new positions) run as described above; more rows
 #: keep torch's own threads
@@ -260,3 +260,16 @@ class StepThreads:
     def __exit__(self, *exc: object) -> None:
         if self._restore:
             _set_this_threads_count(self._restore, self._mkl if self._mkl >= 0 else None)
+
+
+def one_thread() -> StepThreads:
+    """``with one_thread():`` runs torch on one thread inside the block, for the calling thread
+    only (``StepThreads`` over one row: the previous count back on exit, also when the block
+    raises; nothing changes where torch has one thread already).
+
+    For per-token work over one row outside the decoder step, e.g. the engine's fill of
+    suppressed ids over a (1, vocab) row and its report's maximum over (512, 101) chunks: with
+    two threads each opens an OpenMP parallel region (2 per token), which wakes the other core
+    for a few microseconds of work and, where that core is busy, waits for it.
+    """
+    return StepThreads(1)
