@@ -262,14 +262,15 @@ class StepThreads:
             _set_this_threads_count(self._restore, self._mkl if self._mkl >= 0 else None)
 
 
-def one_thread() -> StepThreads:
-    """``with one_thread():`` runs torch on one thread inside the block, for the calling thread
-    only (``StepThreads`` over one row: the previous count back on exit, also when the block
-    raises; nothing changes where torch has one thread already).
+def one_thread(rows: int = 1) -> StepThreads:
+    """``with one_thread(rows):`` runs torch on one thread inside the block, for the calling
+    thread only, when ``rows`` <= ``MAX_ROWS`` (``StepThreads(rows)``: the previous count back on
+    exit, also when the block raises; nothing changes where torch has one thread already, or
+    for more rows).
 
     For per-token work over one row outside the decoder step, e.g. the engine's fill of
     suppressed ids over a (1, vocab) row and its report's maximum over (512, 101) chunks: with
     two threads each opens an OpenMP parallel region (2 per token), which wakes the other core
     for a few microseconds of work and, where that core is busy, waits for it.
     """
-    return StepThreads(1)
+    return StepThreads(rows)

@@ -26,6 +26,8 @@ def test_one_thread_runs_torch_on_one_thread_and_restores_the_count(two_threads)
         with step_threads.one_thread():
             raise RuntimeError("boom")
     assert torch.get_num_threads() == 2
+    with step_threads.one_thread(rows=step_threads.MAX_ROWS + 1):  # many rows: torch's threads
+        assert torch.get_num_threads() == 2
 
 
 def test_one_thread_on_one_thread_changes_nothing():
