@@ -49,15 +49,22 @@ class SingleHypothesis:
         if token == self.eos_token_id:  # EOS ends the run; it is not reported as a token
             self.reason = "eos"
             return Update(input_ids, done=True)
-        record = TokenRecord(
-            len(self.tokens), 0, token, float(probs[0, column]), float(raw_probs[0, column]), mu=self.state()
-        )
+        record = TokenRecord(len(self.tokens), 0, token, _entry(probs, column), _entry(raw_probs, column),
+                             mu=self.state())
         self.tokens.append(token)
         next_ids = torch.cat([input_ids, input_ids.new_tensor([[token]])], dim=1)
         return Update(next_ids, emitted=record, done=len(self.tokens) >= self.max_new_tokens)
 
     def finalize(self) -> Result:
         return Result(list(self.tokens), self.reason)
+
+
+def _entry(probs: torch.Tensor, column: int) -> float:
+    """``float(probs[0, column])``; a float32/float64 CPU row read through numpy (~0.5 us instead
+    of ~2 us for torch's indexing and item), the same value."""
+    if probs.device.type == "cpu" and probs.dtype in (torch.float32, torch.float64):
+        return float(probs.detach().numpy()[0, column])
+    return float(probs[0, column])
 
 
 def argmax_id(scores: torch.Tensor) -> int:
