@@ -33,6 +33,7 @@ from PySide6.QtWidgets import QCheckBox, QComboBox, QFileDialog, QWidget
 
 from core.catalog import AUDIO_SUFFIXES
 
+from ..widgets.elided_combo import ElidedComboBox
 from ..widgets.live_view import LiveTick, LiveView
 from .base import SAMPLES_DIR
 
@@ -158,13 +159,14 @@ class LiveMode:
         tab = self.tab
         self.check = QCheckBox("Live")
         self.check.setToolTip(LIVE_TIP)
-        self.policy_combo = QComboBox()
+        self.policy_combo = ElidedComboBox()
         for spec, label in POLICY_CHOICES:
             self.policy_combo.addItem(label, spec)
         self.policy_combo.setToolTip(POLICY_TIP)
-        # narrow (the row fits a 1280 px window): the picked name shows cut, the list in full
-        self.policy_combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
-        self.policy_combo.setMinimumContentsLength(3)
+        # as wide as its longest name where the row has room (1400 px and up); narrower at 1280 px,
+        # down to "fixed-window" in full, the picked name then cut with "…" (the list in full)
+        self.policy_combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToContents)
+        self.policy_combo.setMinimumWidth(self.policy_combo.fontMetrics().horizontalAdvance("fixed-window") + 34)
         tab.recording.add_beside_record(self.check, self.policy_combo)
         tab.record_button.clicked.connect(self.sync)  # after SpeechTakes.toggle_record (connected first)
         tab.recording.liveAudio.connect(self._heard)

@@ -30,6 +30,8 @@ from PySide6.QtWidgets import (
 from core.catalog import MIN_AUDIO_S, SAMPLE_RATE
 from core.inputs.pcm16 import COMPACT_MIN_S, compact_audio
 
+from ..widgets.elided_combo import ElidedComboBox
+
 WARNING_STYLE = "color: #8a5300;"
 RECORD_TIP = "Record from the microphone; press again to stop (Ctrl+R)"
 
@@ -102,7 +104,7 @@ class RecordingBar(QWidget):
     def _build(self) -> None:
         self.record_button = QPushButton("● Record")
         self.record_button.setToolTip(RECORD_TIP)
-        self.device_combo = QComboBox()
+        self.device_combo = ElidedComboBox()  # a long name is cut with "…"
         self.device_combo.setToolTip("input device")
         self.device_combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
         self.device_combo.setMinimumContentsLength(12)
@@ -110,12 +112,12 @@ class RecordingBar(QWidget):
         self.level_meter.setRange(0, 100)
         self.level_meter.setTextVisible(False)
         self.level_meter.setFixedHeight(10)
-        self.level_meter.setMaximumWidth(60)  # narrow: the row fits 1280 px with the Live box
+        self.level_meter.setMaximumWidth(48)  # narrow: the row fits 1280 px with the Live box and its picker
         self.level_meter.setToolTip("input level while recording")
         self.mic_label = QLabel()
         self.mic_label.setStyleSheet(WARNING_STYLE)
         self.mic_label.setWordWrap(True)  # a long "no microphone" note must not widen the window
-        self.takes_combo = QComboBox()
+        self.takes_combo = ElidedComboBox()  # a long name is cut with "…"
         self.takes_combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
         self.takes_combo.setMinimumContentsLength(13)
         self.takes_combo.setToolTip(
@@ -124,6 +126,8 @@ class RecordingBar(QWidget):
         self.takes_combo.activated.connect(self.takePicked)
         self.save_button = QPushButton("Save…")
         self.discard_button = QPushButton("Discard")
+        for b in (self.record_button, self.save_button, self.discard_button):  # not the style's 80 px:
+            b.setMinimumWidth(b.fontMetrics().horizontalAdvance(b.text()) + 20)  # room for the Live picker
         row = self._row = QHBoxLayout()
         for widget, stretch in ((self.record_button, 0), (self.device_combo, 1), (self.level_meter, 0),
                                 (self.takes_combo, 1), (self.save_button, 0), (self.discard_button, 0)):

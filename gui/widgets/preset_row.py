@@ -19,6 +19,8 @@ from PySide6.QtWidgets import QComboBox, QHBoxLayout, QInputDialog, QLabel, QToo
 from core.options import DecodingOptions
 from core.tasks.presets import BUILTIN_PRESETS, KEPT_FIELDS, Preset, load_user_presets
 
+from .elided_combo import ElidedComboBox
+
 
 class PresetRow:
     """The row's widgets (``row``: a QHBoxLayout) and the preset choice.
@@ -48,7 +50,7 @@ class PresetRow:
         row.addSpacing(6)
         plabel = QLabel("preset:")
         row.addWidget(plabel)
-        self.combo = QComboBox()
+        self.combo = ElidedComboBox()  # a long name is cut with "…" (the list shows it in full)
         self.combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
         self.combo.setMinimumContentsLength(14)
         self.combo.activated.connect(self._picked)

@@ -148,3 +148,57 @@ def test_a_new_run_or_live_session_does_not_show_the_last_runs_figures(qtbot, se
     assert w.stats_label.text() != old_stats, old_stats
     qtbot.waitUntil(lambda: not tab.live_mode.running(), timeout=15_000)
     tab.shutdown()
+
+
+def _cut_combos(window) -> list[str]:
+    """Visible combo boxes whose current text is wider than where it is drawn and is not drawn
+    cut with "…" (a plain QComboBox clips it mid-letter)."""
+    from PySide6.QtWidgets import QComboBox, QStyle, QStyleOptionComboBox
+
+    from gui.widgets.elided_combo import ElidedComboBox
+
+    bad = []
+    for c in window.findChildren(QComboBox):
+        if not c.isVisible() or c.isEditable() or not c.currentText():
+            continue
+        opt = QStyleOptionComboBox()
+        c.initStyleOption(opt)
+        room = c.style().subControlRect(QStyle.ComplexControl.CC_ComboBox, opt,
+                                        QStyle.SubControl.SC_ComboBoxEditField, c).width()
+        if c.fontMetrics().horizontalAdvance(c.currentText()) > room - 2:
+            if not (isinstance(c, ElidedComboBox) and c.shown_text().endswith("…")):
+                bad.append(f"{c.currentText()!r}: {room} px")
+    return bad
+
+
+def test_combo_texts_are_whole_or_cut_with_an_ellipsis(qtbot, settings):
+    """Before: at 1280x800 the Live policy picker showed "local-ag" (49 px for
+    "local-agreement:2", at any window size) and the preset box "Decoding Explorer default",
+    clipped mid-letter."""
+    w = shown_window(qtbot, settings)
+    tab = w.speech_tab
+    combo = tab.live_mode.policy_combo
+    for size in ((1280, 800), (1400, 900), (1920, 1080)):
+        w.resize(*size)
+        for i in range(combo.count()):
+            combo.setCurrentIndex(i)
+            qtbot.wait(20)
+            assert _cut_combos(w) == [], (size, _cut_combos(w))
+    w.resize(1400, 900)  # the window's first size
+    qtbot.wait(20)
+    combo.setCurrentIndex(0)
+    assert combo.currentText() == "local-agreement:2" and not combo.shown_text().endswith("…")
+
+
+def test_an_elided_combo_shows_its_placeholder(qtbot):
+    from gui.widgets.elided_combo import ElidedComboBox
+
+    c = ElidedComboBox()
+    qtbot.addWidget(c)
+    c.setPlaceholderText("no takes yet")
+    c.resize(200, 24)
+    c.show()
+    assert c.currentIndex() < 0 and c.shown_text() == "no takes yet"
+    c.addItem("take 1")
+    c.setCurrentIndex(0)
+    assert c.shown_text() == "take 1"
