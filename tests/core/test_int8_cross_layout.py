@@ -82,3 +82,17 @@ def test_two_threads_give_the_one_thread_numbers_in_int8_layout():
     assert torch.equal(two[0][0], one[0][0])
     for (lg, ca), (lw, cw) in zip(two[1:], one[1:]):  # the one-row steps
         assert torch.equal(lg, lw) and torch.equal(ca, cw)
+
+
+def test_int8_without_capture_runs_the_same_products_as_with_it():
+    """Capture off takes the transposed products too (not SDPA over the transposed values,
+    slower there): the logits are those of the step with capture, bit for bit."""
+    _, i8, enc, tiny = _pair()
+    ids = torch.tensor([list(tiny.prompt.prompt_ids)])
+    with torch.inference_mode():
+        on = i8.step(ids, i8.init_cache(enc, 1), True)
+        off = i8.step(ids, i8.init_cache(enc, 1), False)
+        assert off.cross_attention is None
+        assert torch.equal(on.logits, off.logits)
+        nxt = on.logits.argmax(-1, keepdim=True)
+        assert torch.equal(i8.step(nxt, on.cache, True).logits, i8.step(nxt, off.cache, False).logits)
