@@ -37,13 +37,18 @@ step, the output projection and cross-attention split across threads by
 ``core.backends.step_threads``; "omp": as before it, torch's threads for every operation). With
 one thread all three are the same step.
 
+``--engine-one-thread`` runs the engine's per-token scoring and report inside
+``core.backends.step_threads.one_thread()`` (monkeypatched: the change proposed for
+``core/engine.py``; with two threads their ``index_fill`` and ``amax`` open 2 OpenMP regions per token).
+
     .venv/bin/python tests/bench/bench_speech.py [clip.wav] [--threads N] [--no-ct2] [--no-espeak] [--clock cpu]
-        [--step split]
+        [--step split] [--engine-one-thread]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import pathlib
 import statistics
 import sys
@@ -286,9 +291,43 @@ def main() -> None:
 
     p.add_argument("--step", choices=VARIANTS, default="split",
                    help="how our decoder step uses several threads (default split, as shipped; omp: as before)")
+    p.add_argument("--engine-one-thread", action="store_true",
+                   help="run the engine's per-token scoring and report inside step_threads.one_thread() "
+                        "(monkeypatched here; proposed for core/engine.py)")
     args = p.parse_args()
-    with variant(args.step):
+    with variant(args.step), engine_one_thread(args.engine_one_thread):
         run(args)
+
+
+@contextlib.contextmanager
+def engine_one_thread(on: bool):
+    """With ``on``: the engine's per-token work (``Scorer.score`` and ``RunEvents.step``, whose
+    ``index_fill`` and ``amax`` open an OpenMP region each per token with several threads) inside
+    ``core.backends.step_threads.one_thread()`` for the block; the events are collected inside and
+    yielded outside it."""
+    if not on:
+        yield
+        return
+    import core.report as report
+    import core.scoring as scoring
+    from core.backends.step_threads import one_thread
+
+    score0, step0 = scoring.Scorer.score, report.RunEvents.step
+
+    def score(self, input_ids, out):
+        with one_thread(input_ids.shape[0]):
+            return score0(self, input_ids, out)
+
+    def step(self, *a, **k):
+        with one_thread():
+            events = list(step0(self, *a, **k))
+        yield from events
+
+    scoring.Scorer.score, report.RunEvents.step = score, step
+    try:
+        yield
+    finally:
+        scoring.Scorer.score, report.RunEvents.step = score0, step0
 
 
 def run(args) -> None:
@@ -307,7 +346,9 @@ def run(args) -> None:
     clip = args.clip or sorted((ROOT / "assets" / "samples").glob("*.wav"))[0]
     audio = load_audio(clip)
     print(f"clip {pathlib.Path(clip).name}: {len(audio) / SAMPLE_RATE:.2f} s; torch {torch.__version__}, "
-          f"{torch.get_num_threads()} threads (decoder step: {args.step}); medians of {args.repeats} alternating runs")
+          f"{torch.get_num_threads()} threads (decoder step: {args.step}"
+          f"{'; engine per-token work on one thread' if getattr(args, 'engine_one_thread', False) else ''}); "
+          f"medians of {args.repeats} alternating runs")
     if not args.no_generate:
         print(f"{'model':18} {'tok':>4} {'same':>5} {'encode ms':>10} {'ours ms/tok':>12} {'generate ms/tok':>16} "
               f"{'ratio':>6} {'re-decode ms/tok':>17} {'ratio':>6} {'RTF':>6}")
