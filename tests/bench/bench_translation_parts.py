@@ -7,7 +7,7 @@ per part, by this thread's CPU time unless ``--clock wall``: the machine is shar
 The wrappers cost ~1 us a call, counted in the parts. Not a pass/fail test.
 
     .venv/bin/python tests/bench/bench_translation_parts.py [--direction en-pt] [--mode shortlist|full]
-        [--dtype float32|int8] [--repeats 5] [--lean] [--no-report] [--clock cpu|wall]
+        [--dtype float32|int8] [--repeats 5] [--lean] [--no-report] [--full-rows] [--clock cpu|wall]
 """
 
 from __future__ import annotations
@@ -65,6 +65,7 @@ PARTS = [  # (owner, attribute, label), outer parts first; a part's time include
     (marian_net.MarianTinyModel, "embed_one", "    embed_one"),
     (marian_net.MarianTinyModel, "decode_position", "    decode_position (2 layers)"),
     (marian_tiny.MarianTinyBackend, "_project", "    _project (output logits)"),
+    (marian_tiny.MarianTinyBackend, "_project_compact", "    _project_compact (compact row)"),
     (scoring.Scorer, "score", "Scorer.score"),
     (greedy.SingleHypothesis, "update", "strategy.update"),
     (report.StepReporter, "row_report", "report.row_report"),
@@ -103,6 +104,8 @@ def main() -> None:
     ap.add_argument("--no-report", action="store_true",
                     help="build no events (RunEvents.step yields nothing): the report's cost, directly and "
                          "through what it evicts from the caches (the other parts' times change too)")
+    ap.add_argument("--full-rows", action="store_true",
+                    help="Engine(compact=False): the shortlist's steps on 32,000-wide rows, as before compact rows")
     ap.add_argument("--clock", choices=("wall", "cpu"), default="cpu",
                     help="this thread's CPU time (default: a shared machine) or the wall clock")
     args = ap.parse_args()
@@ -110,7 +113,7 @@ def main() -> None:
     CLOCK = time.thread_time if args.clock == "cpu" else time.perf_counter
     torch.set_num_threads(1)
     backend = load_bergamot(args.direction, dtype=args.dtype).with_shortlist(args.mode == "shortlist")
-    eng = Engine(backend)
+    eng = Engine(backend, compact=not args.full_rows)
     sentences = EN if args.direction == "en-pt" else PT
     options = LEAN if args.lean else OPTIONS
     if args.no_report:
@@ -127,7 +130,7 @@ def main() -> None:
             best[k] = min(best.get(k, float("inf")), v)
         best_run, best_total = min(best_run, run_s), min(best_total, total)
     n = len(sentences)
-    print(f"{args.direction} {args.mode} {args.dtype}{' lean' if args.lean else ''}{' no report' if args.no_report else ''}: {n} sentences, {steps} decoder "
+    print(f"{args.direction} {args.mode} {args.dtype}{' lean' if args.lean else ''}{' no report' if args.no_report else ''}{' full rows' if args.full_rows else ''}: {n} sentences, {steps} decoder "
           f"steps ({steps / n:.1f} a sentence), best of {args.repeats} passes per part, "
           f"{'thread CPU time' if args.clock == 'cpu' else 'wall clock'}, one thread")
     print(f"{'part':<36}{'ms/sentence':>12}{'us/step':>10}")
