@@ -138,7 +138,8 @@ class MainWindow(QMainWindow):
     def add_tab(self, tab: DecodeTab) -> None:
         """Add a task tab and wire its signals to the status bar."""
         self.tabs.addTab(tab, tab.title)
-        tab.statusMessage.connect(lambda m: self.show_message(m, 6000))
+        # a tab's messages show while it is the current tab (not over another tab's)
+        tab.statusMessage.connect(lambda m, t=tab: self.show_message(m, 6000) if t is self.current_tab() else None)
         tab.errorOccurred.connect(lambda m: self.show_message("Error: " + m.splitlines()[0], 15000))
         tab.statsChanged.connect(lambda d, t=tab: self._on_stats(t, d))
         tab.decodeFinished.connect(lambda fin, t=tab: self._on_finished(t, fin))
@@ -226,9 +227,12 @@ class MainWindow(QMainWindow):
         self.cancel_button.setEnabled(busy)
 
     def _show_tab_state(self, tab: DecodeTab | None) -> None:
-        """Show ``tab``'s own model, statistics and busy state (the status bar follows the tab)."""
+        """Show ``tab``'s own model, statistics and busy state (the status bar follows the tab;
+        the last tab's message goes)."""
         if tab is None:
             return
+        self.statusBar().clearMessage()
+        self.statusBar().setToolTip("")
         self._on_stats(tab, tab.last_stats)
         self._on_busy(tab, tab.is_busy(), tab.busy_message)
 

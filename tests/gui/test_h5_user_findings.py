@@ -202,3 +202,22 @@ def test_an_elided_combo_shows_its_placeholder(qtbot):
     c.addItem("take 1")
     c.setCurrentIndex(0)
     assert c.shown_text() == "take 1"
+
+
+def test_a_tabs_status_message_stays_with_its_tab(qtbot, settings):
+    """Before: after the OCR tab's run, the Translation tab (switched to) said "Decoded: 102
+    tokens (eos)" in its status bar, the OCR run's message; a tab decoding in the background
+    wrote its messages over the current tab's."""
+    w = shown_window(qtbot, settings)
+    tab = w.speech_tab
+    tab.model = FakeSpeechModel()
+    decoded(qtbot, tab, TONE)
+    bar = w.statusBar()
+    assert bar.currentMessage().startswith("Decoded:")
+    w.tabs.setCurrentWidget(w.translation_tab)
+    assert bar.currentMessage() == ""
+    tab.statusMessage.emit("Decoded: 3 tokens (eos)")  # the speech tab, now in the background
+    assert bar.currentMessage() == ""
+    w.translation_tab.statusMessage.emit("Opened text.txt")
+    assert bar.currentMessage() == "Opened text.txt"
+    tab.shutdown()
