@@ -108,6 +108,8 @@ class LanesView(QWidget):
         self.reference_edit = QLineEdit()
         self.reference_edit.setPlaceholderText(f"reference text (optional): each lane gets its {metric_label}")
         self.reference_edit.setClearButtonEnabled(True)
+        self.reference_edit.setToolTip(f"The expected text (optional): each lane's output gets its {metric_label} "
+                                       "against it, in the table; Load… reads it from a .txt file")
         self.reference_button = QPushButton("Load…")
         self.reference_button.setToolTip("load the reference from a UTF-8 .txt file")
         self.reference_button.clicked.connect(self._pick_reference)

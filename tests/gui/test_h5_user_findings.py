@@ -221,3 +221,40 @@ def test_a_tabs_status_message_stays_with_its_tab(qtbot, settings):
     w.translation_tab.statusMessage.emit("Opened text.txt")
     assert bar.currentMessage() == "Opened text.txt"
     tab.shutdown()
+
+
+def _untipped_controls(window) -> list[str]:
+    """Visible controls a user sets or presses (boxes, fields, sliders, buttons) without a
+    tooltip on themselves or on the box they belong to (a spin box's or combo's own field)."""
+    from PySide6.QtWidgets import (QAbstractButton, QAbstractSlider, QAbstractSpinBox, QComboBox, QLineEdit,
+                                   QScrollBar, QTabBar)
+
+    bad = []
+    controls = [c for kind in (QAbstractButton, QAbstractSlider, QAbstractSpinBox, QComboBox, QLineEdit)
+                for c in window.findChildren(kind)]
+    for c in controls:
+        if not c.isVisible() or isinstance(c, QScrollBar) or isinstance(c.parent(), (QTabBar, QScrollBar)):
+            continue
+        owner = c.parent()
+        if isinstance(c, QLineEdit) and isinstance(owner, (QAbstractSpinBox, QComboBox)):
+            continue  # the box's own field: the box has the tooltip
+        if not c.toolTip():
+            text = c.currentText() if isinstance(c, QComboBox) else getattr(c, "text", lambda: "")()
+            bad.append(f"{type(c).__name__} {text!r} in {type(owner).__name__}")
+    return bad
+
+
+def test_every_control_in_every_view_says_what_it_does(qtbot, settings):
+    """Before: the Lanes view's reference field had only a placeholder, no tooltip (a
+    placeholder disappears as soon as one types)."""
+    w = shown_window(qtbot, settings)
+    bad = set()
+    for t in (w.speech_tab, w.ocr_tab, w.translation_tab):
+        w.tabs.setCurrentWidget(t)
+        it = t.inspector_tabs
+        for i in range(it.count()):
+            if it.isTabVisible(i):
+                it.setCurrentIndex(i)
+                qtbot.wait(10)
+                bad.update(f"{t.title}/{it.tabText(i)}: {x}" for x in _untipped_controls(w))
+    assert sorted(bad) == []
