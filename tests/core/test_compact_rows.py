@@ -150,3 +150,17 @@ def test_a_compact_row_is_reported_as_its_full_row(levels):
     a = reporter.row_report(StepTensors(compact_probs, compact_probs, None, [], ids=columns, vocab_size=vocab), 0)
     b = reporter.row_report(StepTensors(dense_probs, dense_probs, None, [], ), 0)
     assert _same(a, b)
+
+
+def test_a_compact_row_reaching_a_scorer_with_a_chain_is_refused():
+    from core.backends.base import StepOutput
+    from core.processors.pipeline import ProcessorList
+    from core.processors.penalties import RepetitionPenalty
+    from core.scoring import Scorer
+
+    scorer = Scorer(ProcessorList([]), ProcessorList([RepetitionPenalty(1.3)]), False, False,
+                    "test", 32000)
+    assert not scorer.takes_compact
+    out = StepOutput(torch.zeros(1, COMPACT_BLOCK), None, None, logit_ids=torch.arange(COMPACT_BLOCK))
+    with pytest.raises(ValueError, match="compact"):
+        scorer.score(torch.tensor([[1]]), out)
