@@ -49,6 +49,14 @@ class ElidedLabel(QLabel):
     def minimumSizeHint(self) -> QSize:  # noqa: N802
         return QSize(40, super().minimumSizeHint().height())
 
+    def sizeHint(self) -> QSize:  # noqa: N802
+        """The whole text's size (a QLabel's would be the cut text's: a label laid out narrow
+        once, e.g. while its tab was hidden, would ask for no more room afterwards)."""
+        fm = self.fontMetrics()
+        m = self.contentsMargins()
+        width = max((fm.horizontalAdvance(line) for line in self._full.split("\n")), default=0)
+        return QSize(width + m.left() + m.right() + 2 * self.margin() + 1, super().sizeHint().height())
+
     def resizeEvent(self, e) -> None:  # noqa: N802
         super().resizeEvent(e)
         self._refit()

@@ -258,3 +258,24 @@ def test_every_control_in_every_view_says_what_it_does(qtbot, settings):
                 qtbot.wait(10)
                 bad.update(f"{t.title}/{it.tabText(i)}: {x}" for x in _untipped_controls(w))
     assert sorted(bad) == []
+
+
+def test_the_heatmaps_note_shows_whole_where_there_is_room(qtbot, settings):
+    """The note above each tab's heatmap, cut with "…" only when narrow (since the Live fix
+    above): squeezed once (a tab laid out while hidden), it stayed cut at "eac…" in the OCR tab
+    at 1280x800 while a plain label's size hint was its elided text."""
+    w = shown_window(qtbot, settings)
+    for t in (w.ocr_tab, w.translation_tab):  # a note set while the tab is hidden (a model load)
+        t.heatmap.set_view(None, None, note="alignment heads' mean · each row normalised to its max")
+    for t in (w.speech_tab, w.ocr_tab, w.translation_tab):
+        w.tabs.setCurrentWidget(t)
+        t.inspector_tabs.setCurrentWidget(t.heatmap)
+        qtbot.wait(20)
+        info = t.heatmap.info
+        assert info.shown_text() == info.text(), (t.title, info.shown_text())
+    w.resize(700, 800)  # squeezed, then room again
+    qtbot.wait(20)
+    w.resize(1280, 800)
+    qtbot.wait(20)
+    info = w.translation_tab.heatmap.info
+    assert info.shown_text() == info.text(), info.shown_text()
