@@ -107,10 +107,12 @@ def test_a_suppressed_id_inside_the_shortlist_is_suppressed_at_its_column():
 
 @pytest.mark.parametrize("options", [
     APP.with_(repetition_penalty=1.3),  # a chain stage reads (and writes) the whole row
+    APP.with_(no_repeat_ngram_size=2),  # bans ids wherever they are
+    APP.with_(strategy="sample", seed=1, min_p=0.05),  # a filter over the whole row
     APP.with_(strategy="sample", seed=3, temperature=0.8),  # the draw depends on the row's layout
     APP.with_(strategy="beam", num_beams=3),  # log-probabilities, several rows
     APP.with_(capture_lens=True),
-], ids=["repetition-penalty", "sampling", "beam", "lens"])
+], ids=["repetition-penalty", "no-repeat-ngram", "min-p", "sampling", "beam", "lens"])
 def test_where_a_rule_reads_the_whole_row_the_engine_keeps_full_rows(options):
     backend = backend_for("en-pt", shortlist=True)
     compact, full, n_compact, n_steps = _runs(backend, EN[3], options)
