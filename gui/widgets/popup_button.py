@@ -15,11 +15,14 @@ from PySide6.QtWidgets import (
 
 def popup_button(text: str, tooltip: str, content: QWidget) -> QToolButton:
     """A QToolButton labelled ``text`` that shows ``content`` in a popup when clicked
-    (a one-item QMenu holding it); the button owns the menu."""
+    (a one-item QMenu holding it); the button owns the menu. A ``text`` ending in "▾" is its
+    own arrow: the style's menu arrow is not drawn too ("long-form ▾" showed two)."""
     button = QToolButton()
     button.setText(text)
     button.setToolTip(tooltip)
     button.setPopupMode(QToolButton.ToolButtonPopupMode.InstantPopup)
+    if text.rstrip().endswith("▾"):  # the text draws its arrow: not the style's second one beside it
+        button.setStyleSheet("QToolButton::menu-indicator { image: none; width: 0px; }")
     menu = QMenu(button)
     action = QWidgetAction(menu)
     action.setDefaultWidget(content)

@@ -279,3 +279,18 @@ def test_the_heatmaps_note_shows_whole_where_there_is_room(qtbot, settings):
     qtbot.wait(20)
     info = w.translation_tab.heatmap.info
     assert info.shown_text() == info.text(), info.shown_text()
+
+
+def test_a_popup_button_with_its_own_arrow_draws_one_arrow(qtbot):
+    """Before: "long-form ▾" showed the text's arrow and the style's menu arrow beside it."""
+    from PySide6.QtWidgets import QLabel
+
+    from gui.widgets.popup_button import popup_button
+
+    own = popup_button("long-form ▾", "settings", QLabel("x"))
+    plain = popup_button("alignment heads", "heads", QLabel("y"))
+    for b in (own, plain):
+        qtbot.addWidget(b)
+        b.show()
+    assert "menu-indicator" in own.styleSheet() and "menu-indicator" not in plain.styleSheet()
+    assert own.sizeHint().width() < plain.sizeHint().width() + 40  # no room kept for a second arrow
