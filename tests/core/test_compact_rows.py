@@ -87,6 +87,28 @@ def test_a_shortlist_run_on_compact_rows_gives_the_full_rows_events_bit_for_bit(
         assert _same(compact, full), text
 
 
+@pytest.mark.parametrize("options", [APP.with_(kv_cache=False), APP.with_(top_k_report=1, capture_attention=False),
+                                     APP.with_(max_new_tokens=3)], ids=["no-kv-cache", "lean", "token-limit"])
+def test_other_greedy_settings_run_compact_with_the_same_events(options):
+    backend = backend_for("en-pt", shortlist=True)
+    compact, full, n_compact, n_steps = _runs(backend, EN[4], options)
+    assert n_compact == n_steps > 0
+    assert _same(compact, full)
+
+
+def test_a_fork_reusing_the_kept_cache_runs_compact_with_the_same_events():
+    backend = backend_for("en-pt", shortlist=True)
+    encoded = backend.encode(backend.source_ids(EN[6]))
+    prompt = backend.decoder_prompt(encoded)
+    runs = []
+    for compact in (True, False):
+        engine = Engine(backend, compact=compact)
+        ids = list(engine.run(encoded, prompt, APP))[-1].token_ids
+        runs.append(list(engine.run(encoded, prompt, APP, forced_ids=ids[:3])))  # reuses the kept cache
+    assert runs[0][-1].stats.reused_tokens == runs[1][-1].stats.reused_tokens > 0
+    assert _same(runs[0], runs[1])
+
+
 def test_a_suppressed_id_inside_the_shortlist_is_suppressed_at_its_column():
     backend = backend_for("en-pt", shortlist=True)
     text = EN[0]
