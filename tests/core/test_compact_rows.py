@@ -96,7 +96,7 @@ def test_other_greedy_settings_run_compact_with_the_same_events(options):
     assert _same(compact, full)
 
 
-def test_a_fork_reusing_the_kept_cache_runs_compact_with_the_same_events():
+def test_a_fork_reusing_a_compact_runs_kept_cache_gives_the_same_events():
     backend = backend_for("en-pt", shortlist=True)
     encoded = backend.encode(backend.source_ids(EN[6]))
     prompt = backend.decoder_prompt(encoded)
@@ -104,7 +104,8 @@ def test_a_fork_reusing_the_kept_cache_runs_compact_with_the_same_events():
     for compact in (True, False):
         engine = Engine(backend, compact=compact)
         ids = list(engine.run(encoded, prompt, APP))[-1].token_ids
-        runs.append(list(engine.run(encoded, prompt, APP, forced_ids=ids[:3])))  # reuses the kept cache
+        # forced ids: full rows, on the cache the (compact) run kept
+        runs.append(list(engine.run(encoded, prompt, APP, forced_ids=ids[:3])))
     assert runs[0][-1].stats.reused_tokens == runs[1][-1].stats.reused_tokens > 0
     assert _same(runs[0], runs[1])
 
