@@ -122,7 +122,8 @@ class LensGrid(QAbstractScrollArea):
         vw, vh = self.viewport().width(), self.viewport().height()
         h_bar, v_bar = self.horizontalScrollBar(), self.verticalScrollBar()
         h_bar.setPageStep(max(1, vw - GUTTER_W))
-        h_bar.setRange(0, max(0, len(self.steps) * COL_W - (vw - GUTTER_W)))
+        shown = len(self.steps) if self.n_layers else 0  # no lens rows: the placeholder, nothing to scroll
+        h_bar.setRange(0, max(0, shown * COL_W - (vw - GUTTER_W)))
         v_bar.setPageStep(max(1, vh))
         v_bar.setRange(0, max(0, HEADER_H + self.n_layers * self.row_h() - vh))
         self.viewport().update()

@@ -294,3 +294,20 @@ def test_a_popup_button_with_its_own_arrow_draws_one_arrow(qtbot):
         b.show()
     assert "menu-indicator" in own.styleSheet() and "menu-indicator" not in plain.styleSheet()
     assert own.sizeHint().width() < plain.sizeHint().width() + 40  # no room kept for a second arrow
+
+
+def test_the_lens_placeholder_has_no_scroll_bar_over_nothing(qtbot):
+    """Before: with Capture off, a run's steps (without lens rows) gave the Logit lens's
+    placeholder ("Tick “Capture” …") a horizontal scroll bar over 24 empty columns."""
+    from gui.widgets.logit_lens import LogitLensView
+
+    from .fakes import make_step
+
+    view = LogitLensView()
+    qtbot.addWidget(view)
+    view.resize(700, 250)
+    view.show()
+    view.append_steps([make_step(i, f" w{i}") for i in range(40)])  # no lens rows
+    qtbot.wait(20)
+    assert view.layer_count() == 0
+    assert view.grid.horizontalScrollBar().maximum() == 0
