@@ -70,7 +70,7 @@ class AlignAtt:
 
     def __init__(self, frames: int = 25, step_s: float = 1.0, trim_after_s: float = TRIM_S,
                  last_word: bool = False, silence_s: float = SILENCE_S, min_buffer_s: float = MIN_BUFFER_S,
-                 trust_stop: bool = True, trust_punctuation: bool = True):
+                 trust_stop: bool = True, trust_punctuation: bool = False):
         if frames < 1:
             raise ValueError(f"align-att:f needs f >= 1 frames (20 ms each), got {frames}")
         if silence_s < 0:

@@ -158,7 +158,7 @@ class WhisperDecoder:
 
     def __init__(self, model, options, *, language: str = "auto", task: str = "transcribe",
                  encoder: str = "buffer", pad_s: float = PAD_S, fallback: bool = True,
-                 frame_rule: str = "mean"):
+                 frame_rule: str = "normalised"):
         model.check_language_task(language, task)
         if encoder not in ENCODERS:
             raise ValueError(f"unknown encoder {encoder!r}; use one of {', '.join(ENCODERS)}")

@@ -91,7 +91,7 @@ def test_a_decode_stopped_at_punctuation_commits_the_word_before_it():
     punctuation is whole, and a sentence's last word does not wait a step for the next sentence."""
     hyps = [[(" the", 5), (" hills", 30), (".", 45)],   # 1 s = 50 frames, limit 40: stops at "."
             [(" the", 5), (" hills", 30), (".", 45), (" A", 70)]]
-    events = _run(AlignAtt(frames=10, step_s=1.0, min_buffer_s=0), Fake(hyps), _noise(1.0))
+    events = _run(AlignAtt(frames=10, step_s=1.0, min_buffer_s=0, trust_punctuation=True), Fake(hyps), _noise(1.0))
     assert _commits(events) == [" the hills", ". A"]
 
 
