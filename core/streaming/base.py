@@ -48,9 +48,10 @@ class Hypothesis:
             what a policy commits (:meth:`timed`); None: ``tokens``' ``end_s`` stand (the
             alignment heads' most-attended frame, or a fake's).
         rows: when a stop rule stopped the decode, its steps (``core.events.StepEvent``: the
-            emitted tokens', then the stopped token's) with the alignment heads' mean
-            cross-attention (float32 (frames,)) as ``cross_attention``: the rows the rule
-            decided on, for a heatmap (``Waited.steps``); else ().
+            emitted tokens', then the stopped token's) with the row whose argmax the rule
+            decided on (float32 (frames,): the alignment heads' normalised cross-attention scaled
+            to [0, 1], or their mean; ``WhisperDecoder.frame_rule``) as ``cross_attention``, for
+            a heatmap (``Waited.steps``); else ().
     """
 
     tokens: tuple[StreamToken, ...]

@@ -112,8 +112,9 @@ class Waited:
         n_frames: the buffer's encoder frames: the zone is frames [limit, n_frames); -1 unknown.
         steps: the decision's rows for a heatmap: ``core.events.StepEvent`` of each token emitted
             in that decode, then of the token that waited, each with ``cross_attention`` = the
-            alignment heads' mean cross-attention, float32 (frames,) from the buffer's start (the
-            row AlignAtt's rule looked at) and the token's text; () when the decoder gave none.
+            row AlignAtt's rule took the argmax of, float32 (frames,) from the buffer's start (the
+            alignment heads' normalised cross-attention scaled to [0, 1], or their mean:
+            ``WhisperDecoder.frame_rule``) and the token's text; () when the decoder gave none.
     """
 
     token: StreamToken
