@@ -147,10 +147,17 @@ class MainWindow(QMainWindow):
         tab.progressChanged.connect(lambda i, n, t=tab: self._on_busy(t, t.is_busy(), t.busy_message))
 
     def show_message(self, text: str, timeout_ms: int = 6000) -> None:
-        """A transient status-bar message, shortened to fit beside the statistics (full text as tooltip)."""
+        """A transient status-bar message, cut with "…" to the room left of the busy bar and the
+        statistics as they are now (full text as tooltip)."""
+        sb = self.statusBar()
         short = text if len(text) <= 90 else text[:89] + "…"
-        self.statusBar().showMessage(short, timeout_ms)
-        self.statusBar().setToolTip(text)
+        if sb.isVisible():  # the permanent widgets as the bar will lay them out (a busy bar just shown too)
+            widgets = [x for x in (self.busy_bar, self.busy_label, self.stats_label, self.model_label,
+                                   self.device_label, self.cancel_button) if not x.isHidden()]
+            taken = sum(min(x.sizeHint().width(), x.maximumWidth()) for x in widgets) + 8 * len(widgets) + 40
+            short = sb.fontMetrics().elidedText(short, Qt.TextElideMode.ElideRight, max(40, sb.width() - taken))
+        sb.showMessage(short, timeout_ms)
+        sb.setToolTip(text)
 
     def current_tab(self) -> DecodeTab:
         """The visible tab."""

@@ -311,3 +311,23 @@ def test_the_lens_placeholder_has_no_scroll_bar_over_nothing(qtbot):
     qtbot.wait(20)
     assert view.layer_count() == 0
     assert view.grid.horizontalScrollBar().maximum() == 0
+
+
+def test_a_long_status_message_is_cut_with_an_ellipsis_to_its_room(qtbot, settings):
+    """Before: the live summary was clipped mid-word behind the busy bar at 1280x800 ("… · 0 o"),
+    as only messages over 90 characters were shortened, whatever the room."""
+    w = shown_window(qtbot, settings)
+    tab = w.speech_tab
+    tab.statsChanged.emit({"model": "whisper-tiny.en", "dtype": "float32", "device": "CPU", "encode_ms": 671.0,
+                           "ms_per_token": 29.2, "tokens_per_s": 34.2, "rtf": 0.18, "n_tokens": 24})
+    tab.busyChanged.emit(True, "Decoding…")  # the busy bar and its label take room
+    msg = ("Live: 23 words committed · RTF 0.28 · latency mean 1.19 s / p90 1.56 s · 0 of 1 tentative tokens "
+           "revised")[:89]
+    tab.statusMessage.emit(msg)
+    qtbot.wait(20)
+    bar = w.statusBar()
+    room = min(x.geometry().left() for x in (w.busy_bar, w.busy_label, w.stats_label) if x.isVisible())
+    shown = bar.currentMessage()
+    assert bar.fontMetrics().horizontalAdvance(shown) <= room, (shown, room)
+    assert shown.endswith("…") and msg.startswith(shown[:-1]) and bar.toolTip() == msg
+    tab.busyChanged.emit(False, "")
