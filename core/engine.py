@@ -29,6 +29,7 @@ from collections import OrderedDict
 from typing import Callable, Hashable, Iterator, Sequence
 
 from core.backends.base import Backend, DecoderPrompt, EncoderOutput
+from core.backends.step_threads import one_thread
 from core.cache import Inference, KeptCache, KeptCaches
 from core.events import Event, Finished, Placement, RunStats
 from core.options import DecodingOptions
@@ -190,14 +191,20 @@ class Engine:
             step_started = time.perf_counter()
             out = inference.step(input_ids, new_ids, **step_kw)
             step_ms = 1000.0 * (time.perf_counter() - step_started)  # StepEvent.time_ms: the decoder call
-            scores, current = scorer.score(input_ids, out)
-            if current.ids is None:
-                update = strategy.update(input_ids, scores, current.probs, current.raw_probs,
-                                         hidden_states=out.hidden_states)
-            else:  # compact rows (greedy): the strategy maps the chosen column to its id
-                update = strategy.update(input_ids, scores, current.probs, current.raw_probs,
-                                         hidden_states=out.hidden_states, columns=current.ids)
-            yield from events.step(t, update, current, step_ms)
+            # the per-token work over few rows on one torch thread (``step_threads.one_thread``): with
+            # several threads its index_fill/amax each opened an OpenMP region per token, whose pool
+            # then spins on the core the split step's worker needs; the events go out after the
+            # block, so the consumer keeps its threads
+            with one_thread(input_ids.shape[0]):
+                scores, current = scorer.score(input_ids, out)
+                if current.ids is None:
+                    update = strategy.update(input_ids, scores, current.probs, current.raw_probs,
+                                             hidden_states=out.hidden_states)
+                else:  # compact rows (greedy): the strategy maps the chosen column to its id
+                    update = strategy.update(input_ids, scores, current.probs, current.raw_probs,
+                                             hidden_states=out.hidden_states, columns=current.ids)
+                step_events = list(events.step(t, update, current, step_ms))
+            yield from step_events
             if update.done:
                 break
             inference.advance(out, update.beam_idx)
