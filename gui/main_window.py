@@ -91,6 +91,7 @@ class MainWindow(QMainWindow):
 
         self._run_notes: dict = {}  # tab -> the last run's stage notes (the watermark's z-score)
         self._busy_tabs: set = set()  # tabs that were busy at their last busyChanged
+        self._message: tuple[str, float] = ("", 0.0)  # the status message shown: (full text, expiry, monotonic s)
         self.tabs = QuietTabWidget()  # a change inside a tab repaints the window only where it shows
         self.tabs.setDocumentMode(True)
         self.setCentralWidget(self.tabs)
@@ -148,7 +149,15 @@ class MainWindow(QMainWindow):
 
     def show_message(self, text: str, timeout_ms: int = 6000) -> None:
         """A transient status-bar message, cut with "…" to the room left of the busy bar and the
-        statistics as they are now (full text as tooltip)."""
+        statistics (cut again when they change while it shows: :meth:`_refit_message`); the
+        full text is the tooltip."""
+        import time
+
+        self._message = (text, time.monotonic() + timeout_ms / 1000)
+        self.statusBar().showMessage(self._fitted(text), timeout_ms)
+        self.statusBar().setToolTip(text)
+
+    def _fitted(self, text: str) -> str:
         sb = self.statusBar()
         short = text if len(text) <= 90 else text[:89] + "…"
         if sb.isVisible():  # the permanent widgets as the bar will lay them out (a busy bar just shown too)
@@ -156,8 +165,18 @@ class MainWindow(QMainWindow):
                                    self.device_label, self.cancel_button) if not x.isHidden()]
             taken = sum(min(x.sizeHint().width(), x.maximumWidth()) for x in widgets) + 8 * len(widgets) + 40
             short = sb.fontMetrics().elidedText(short, Qt.TextElideMode.ElideRight, max(40, sb.width() - taken))
-        sb.showMessage(short, timeout_ms)
-        sb.setToolTip(text)
+        return short
+
+    def _refit_message(self) -> None:
+        """The statistics or the busy bar changed: the message showing is cut to the new room."""
+        import time
+
+        sb, (text, expires) = self.statusBar(), self._message
+        left_ms = int(1000 * (expires - time.monotonic()))
+        if text and sb.currentMessage() and left_ms > 0:
+            fitted = self._fitted(text)
+            if fitted != sb.currentMessage():
+                sb.showMessage(fitted, left_ms)
 
     def current_tab(self) -> DecodeTab:
         """The visible tab."""
@@ -211,6 +230,7 @@ class MainWindow(QMainWindow):
         self.model_label.setText((d.get("model") or "no model") + (f" · {dtype}" if dtype else ""))
         self.model_label.setToolTip(f"The loaded model and its compute type ({dtype})" if dtype else "The loaded model")
         self.device_label.setText(d.get("device") or "CPU")
+        self._refit_message()
 
     def _on_busy(self, tab: DecodeTab, busy: bool, message: str) -> None:
         busy = busy or tab.is_busy()
@@ -232,6 +252,7 @@ class MainWindow(QMainWindow):
         self.busy_bar.setVisible(busy)
         self.busy_label.setText(message if busy else "")
         self.cancel_button.setEnabled(busy)
+        self._refit_message()
 
     def _show_tab_state(self, tab: DecodeTab | None) -> None:
         """Show ``tab``'s own model, statistics and busy state (the status bar follows the tab;

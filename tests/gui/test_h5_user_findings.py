@@ -330,4 +330,17 @@ def test_a_long_status_message_is_cut_with_an_ellipsis_to_its_room(qtbot, settin
     shown = bar.currentMessage()
     assert bar.fontMetrics().horizontalAdvance(shown) <= room, (shown, room)
     assert shown.endswith("…") and msg.startswith(shown[:-1]) and bar.toolTip() == msg
+    # the statistics grow while it shows (blank at a live session's end, then the decode's): cut again
+    tab.statsChanged.emit({"model": "whisper-tiny.en", "dtype": "float32", "device": "CPU", "live": True,
+                           "encode_ms": None, "ms_per_token": None, "tokens_per_s": None, "rtf": None,
+                           "n_tokens": 0})
+    tab.statusMessage.emit(msg)
+    qtbot.wait(20)
+    tab.statsChanged.emit({"model": "whisper-tiny.en", "dtype": "float32", "device": "CPU", "live": True,
+                           "encode_ms": None, "ms_per_token": 19.8, "tokens_per_s": 50.6, "rtf": None,
+                           "n_tokens": 11})
+    qtbot.wait(20)
+    room = min(x.geometry().left() for x in (w.busy_bar, w.busy_label, w.stats_label) if x.isVisible())
+    shown = bar.currentMessage()
+    assert bar.fontMetrics().horizontalAdvance(shown) <= room, (shown, room)
     tab.busyChanged.emit(False, "")
