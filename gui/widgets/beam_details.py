@@ -103,6 +103,7 @@ class NodeDetails(QWidget):
         self.hypothesis_label.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
         self.info_label = QLabel()
         self.info_label.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
+        self.info_label.setWordWrap(True)  # "… · normalised -0.035 · best: the output" was cut even at 1920 px
         self.topk = TopKChart(limit=8)
         self.topk.setMinimumSize(220, 110)
         self.attention = AttentionStrip()

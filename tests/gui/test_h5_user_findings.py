@@ -344,3 +344,28 @@ def test_a_long_status_message_is_cut_with_an_ellipsis_to_its_room(qtbot, settin
     shown = bar.currentMessage()
     assert bar.fontMetrics().horizontalAdvance(shown) <= room, (shown, room)
     tab.busyChanged.emit(False, "")
+
+
+def test_a_clicked_beam_nodes_figures_are_not_cut(qtbot, settings):
+    """Before: the clicked node's line ("step 3 · alive · row 0 · p 0.933 · log p -0.069 · score
+    -0.833 · normalised … · best: the output") was one unwrapped line cut at the pane's edge,
+    even at 1920x1080: "normalised" and "best: the output" were not seen."""
+    w = shown_window(qtbot, settings)
+    tab = w.speech_tab
+    tab.options_panel._timer.setInterval(20)
+    tab.model = FakeSpeechModel()
+    tab.options_panel.setOptions(DecodingOptions(strategy="beam", num_beams=3))
+    decoded(qtbot, tab, TONE)
+    tree = tab.beam_tree
+    tab.inspector_tabs.setCurrentWidget(tree)
+    tab.select_step(2)
+    qtbot.wait(50)
+    label = tree.info_label
+    assert "normalised" in label.text()
+    need = label.heightForWidth(label.width()) if label.wordWrap() else label.fontMetrics().horizontalAdvance(label.text())
+    if label.wordWrap():
+        assert label.height() >= need - 2, (label.height(), need)
+    else:
+        assert need <= label.width(), (need, label.width())
+    assert w.height() <= 800 and w.minimumSizeHint().height() <= 800
+    tab.shutdown()
