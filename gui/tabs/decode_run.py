@@ -62,6 +62,8 @@ class DecodeRun:
         tab.show_speculation(options.strategy == "speculative")
         tab.forking.reset()
         tab.explorations_keeper.begin(options)  # the tree is kept: taken back at the end, or for Ctrl+Z
+        # the step strip keeps the other KV cache setting's last run on this input as a reference
+        tab.strip.begin_run(tab.input_identity_or_none(), options.kv_cache)
         tab.run.clear(options)  # a new run (gui/run_state.py says why); the views follow
         tab.live.start(time.perf_counter())
         tab.inspector.set_seed(options.seed)

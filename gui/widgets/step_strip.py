@@ -9,6 +9,13 @@ steps at once (``append_steps``), which grows numpy buffers; the curves get the 
 at all while the strip is hidden (nothing is done per event). The series
 have different units, so each curve is scaled to its own maximum over the run (kept
 tokens on a log scale); the legend beside the plot gives the values of the marked step.
+
+The KV cache comparison: the tab tells the strip when a run starts (``begin_run``: the input
+and whether the KV cache is on). The last run of the OTHER cache setting on the same input
+stays as a dashed reference line of decoder ms per step ("KV cache on" / "KV cache off" in
+the legend), on the same y scale as the current run's decoder ms, so the cache-off run's
+linear growth per step shows against the cache-on run's flat line. It is dropped when the
+input changes.
 """
 
 from __future__ import annotations
@@ -53,6 +60,11 @@ class StepStrip(QWidget):
         self._index: dict[int, int] = {}  # step -> position in the buffers
         self._selected: int | None = None
         self._dirty = False
+        #: (input key, KV cache on) of the run shown, set by begin_run
+        self._run_key: tuple[object, bool] | None = None
+        #: the reference: (input key, KV cache on, steps, ms) of the last run of the other
+        #: cache setting on this input, or None
+        self._ref: tuple[object, bool, np.ndarray, np.ndarray] | None = None
         self._timer = QTimer(self)
         self._timer.setSingleShot(True)
         self._timer.setInterval(REFRESH_MS)
@@ -75,6 +87,10 @@ class StepStrip(QWidget):
             curve.setDownsampling(auto=True, method="peak")
             curve.setClipToView(True)
             self.curves[name] = curve
+        #: the reference run's decoder ms per step (dashed; see the module docstring)
+        self.ref_curve = self.plot.plot(pen=pg.mkPen(SERIES_COLORS["ms"], width=1, style=Qt.PenStyle.DashLine),
+                                        connect="finite")
+        self.ref_curve.hide()
         self.marker = pg.InfiniteLine(angle=90, movable=False, pen=pg.mkPen("#ff3b30", width=2))
         self.marker.setZValue(10)
         self.marker.hide()
@@ -85,6 +101,8 @@ class StepStrip(QWidget):
             "distribution, as entropix plots them; the tokens kept after the sampler chain (log scale); "
             "mirostat's target surprise μ (bits); the decoder's ms per step (grey: the wall time of the step's "
             "decoder call; with the KV cache off it grows with the step, as every step re-runs the whole prefix). "
+            "After runs with the KV cache on and off on the same input, the other setting's last run is kept as a "
+            "dashed grey line on the same scale (labelled in the legend) until the input changes. "
             "Each curve is scaled to its own maximum over the run. Click to select a step."
         )
         self.plot.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Maximum)
@@ -118,6 +136,29 @@ class StepStrip(QWidget):
         return QSize(0, 0)  # squeezed, the strip gives its height to the token chips
 
     # ---------------------------------------------------------------- API
+    def begin_run(self, input_key: object, kv_cache: bool) -> None:
+        """A new run starts on the input ``input_key`` (any comparable value; None: unknown)
+        with the KV cache on or off: the run shown so far becomes the reference line if it
+        had the other cache setting on the same input and step times; a reference of another
+        input is dropped. Call before the run's steps arrive (the run's ``clear`` follows)."""
+        old = self._run_key
+        steps, ms = self.series("ms")
+        if old is not None and old[0] == input_key and old[1] != kv_cache and np.isfinite(ms).any():
+            self._ref = (input_key, old[1], steps, ms)
+        elif self._ref is not None and (input_key is None or self._ref[0] != input_key):
+            self._ref = None
+        self._run_key = (input_key, bool(kv_cache))
+        self._dirty = True
+        if self.isVisible() and not self._timer.isActive():
+            self._timer.start()
+
+    def reference(self) -> tuple[bool, np.ndarray, np.ndarray] | None:
+        """The reference line: (KV cache on, steps, decoder ms per step) of the last run of
+        the other cache setting on this input, or None."""
+        if self._ref is None:
+            return None
+        return self._ref[1], self._ref[2].copy(), self._ref[3].copy()
+
     def clear(self) -> None:
         """Forget the run's steps and the selection."""
         self._n = 0
@@ -208,6 +249,8 @@ class StepStrip(QWidget):
         self._dirty = False
         n = self._n
         x = self._steps[:n].astype(np.float64)
+        ref = self._ref if self._ref is not None and self._run_key is not None else None
+        ref_top = float(np.nanmax(ref[3])) if ref is not None else 0.0
         for name in SERIES:
             v = self._values[name][:n]
             finite = np.isfinite(v)
@@ -218,11 +261,24 @@ class StepStrip(QWidget):
             if name == "kept":
                 v = np.log10(np.maximum(v, 1.0))
             top = float(np.nanmax(v)) if finite.any() else 0.0
+            if name == "ms":
+                top = max(top, ref_top)  # the reference and this run on one scale
             y = v / top if top > 0 else np.where(finite, 0.0, np.nan)
             self.curves[name].setData(x, y)
             self.curves[name].show()
-        if n:
-            self.plot.getPlotItem().vb.setXRange(float(x.min()) - 0.5, float(x.max()) + 0.5, padding=0)
+        if ref is not None and ref_top > 0:
+            top = max(ref_top, float(np.nanmax(self._values["ms"][:n])) if np.isfinite(self._values["ms"][:n]).any()
+                      else 0.0)
+            self.ref_curve.setData(ref[2].astype(np.float64), ref[3] / top)
+            self.ref_curve.show()
+        else:
+            self.ref_curve.setData([], [])
+            self.ref_curve.hide()
+        if n or ref is not None:
+            xs = [x] + ([ref[2].astype(np.float64)] if ref is not None else [])
+            lo = min(float(a.min()) for a in xs if len(a))
+            hi = max(float(a.max()) for a in xs if len(a))
+            self.plot.getPlotItem().vb.setXRange(lo - 0.5, hi + 0.5, padding=0)
         if self._selected is not None and self._selected in self._index and not self.marker.isVisible():
             self.marker.setValue(float(self._selected))
             self.marker.show()
@@ -243,15 +299,26 @@ class StepStrip(QWidget):
             if i is not None and np.isfinite(self._values[name][i]):
                 v = self._values[name][i]
                 value = f"{int(v)}" if name == "kept" else (f"{v:.1f}" if name == "ms" else f"{v:.2f}")
+            label = _NAMES[name]
+            if name == "ms" and self._ref is not None and self._run_key is not None:
+                label = f"KV cache {'on' if self._run_key[1] else 'off'}"
             rows.append(
-                f"<span style='color:{SERIES_COLORS[name]}'>━</span> {html.escape(_NAMES[name])} {value}{units[name]}"
+                f"<span style='color:{SERIES_COLORS[name]}'>━</span> {html.escape(label)} {value}{units[name]}"
             )
-        # two columns keep the strip thin: step, entropy, varentropy | kept, μ, decoder ms
+        if self._ref is not None and self._run_key is not None:
+            _key, on, rsteps, rms = self._ref
+            value = "–"
+            if step is not None and step in set(rsteps.tolist()):
+                v = rms[int(np.nonzero(rsteps == step)[0][0])]
+                value = f"{v:.1f}" if np.isfinite(v) else "–"
+            rows.append(f"<span style='color:{SERIES_COLORS['ms']}'>┅</span> KV cache {'on' if on else 'off'} "
+                        f"{value} ms")
+        # two columns keep the strip thin: step, entropy, varentropy | kept, μ, decoder ms (, reference)
         left, right = rows[:3], rows[3:]
-        cells = "".join(
-            f"<tr><td>{a}</td><td style='padding-left:8px'>{b}</td></tr>"
-            for a, b in zip(left, right + [""] * (len(left) - len(right)))
-        )
+        height = max(len(left), len(right))
+        left += [""] * (height - len(left))
+        right += [""] * (height - len(right))
+        cells = "".join(f"<tr><td>{a}</td><td style='padding-left:8px'>{b}</td></tr>" for a, b in zip(left, right))
         self.legend.setText(f"<table cellspacing='0' cellpadding='0'>{cells}</table>")
 
     def legend_text(self) -> str:
