@@ -421,6 +421,21 @@ class HFSeq2SeqBackend:
             self._token_text[token_id] = text
         return text
 
+    def token_bytes(self, token_id: int) -> bytes | None:
+        """The raw bytes of a byte-level BPE token (GPT-2 / Whisper vocabularies: a token may be
+        part of a multi-byte UTF-8 character, which ``token_text`` can only show as "\ufffd"), or
+        None for a special token or a tokenizer that is not byte-level."""
+        tok = self.tokenizer
+        if token_id in set(getattr(tok, "all_special_ids", ())):
+            return None
+        piece = tok.convert_ids_to_tokens(int(token_id))
+        if not isinstance(piece, str) or not piece:
+            return None
+        table = _byte_decoder()
+        if any(ch not in table for ch in piece):
+            return None
+        return bytes(table[ch] for ch in piece)
+
     def decode(self, token_ids: Sequence[int]) -> str:
         """Text of ``token_ids``, special tokens skipped."""
         return self.tokenizer.decode(list(token_ids), skip_special_tokens=True)
@@ -450,3 +465,24 @@ class HFSeq2SeqBackend:
                 self._lens_head = LensHead(self.model)
             hidden = out.hidden_states[0].to(device=self.device, dtype=self.model.dtype)
             return self._lens_head.head(hidden).float().cpu()
+
+
+_BYTE_DECODER: dict[str, int] | None = None
+
+
+def _byte_decoder() -> dict[str, int]:
+    """GPT-2's byte-level BPE alphabet, character -> byte (the inverse of its
+    ``bytes_to_unicode``: printable bytes stand for themselves, the rest map to 256 + n)."""
+    global _BYTE_DECODER
+    if _BYTE_DECODER is None:
+        keep = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) \
+            + list(range(ord("®"), ord("ÿ") + 1))
+        chars, n = {}, 0
+        for b in range(256):
+            if b in keep:
+                chars[chr(b)] = b
+            else:
+                chars[chr(256 + n)] = b
+                n += 1
+        _BYTE_DECODER = chars
+    return _BYTE_DECODER

@@ -175,6 +175,21 @@ class LiveMode:
         tab.add_inspector_view(self.view, "Live")
         tab.inspector_tabs.setTabToolTip(tab.inspector_tabs.indexOf(self.view), LIVE_TIP)
         tab.controller.add_frame_listener(self._frame)
+        tab.run.cleared.connect(lambda: self.mark_earlier_run(False))  # the next offline run, or no input
+
+    def mark_earlier_run(self, on: bool) -> None:
+        """Mark the token stream, top-k and heatmap as showing the last offline run (``on``, while a
+        live session runs and after it, until the next offline run clears the run) or unmark
+        them. The run stays, explorable; nothing is marked when it has no steps."""
+        tab = self.tab
+        note = short = None
+        if on and len(tab.run):
+            name = getattr(tab, "source_name", "") or "the input"
+            note = f"last offline run: {name} — live decode is in the Live view"
+            short = f"Last offline run ({name})"
+        tab.stream.set_earlier_note(note)
+        tab.heatmap.set_earlier_note(note)
+        tab.topk.set_earlier_note(short)
 
     # ------------------------------------------------------------ settings
     def policy(self) -> str:
@@ -358,6 +373,7 @@ class LiveMode:
         self.check.setEnabled(False)
         self.policy_combo.setEnabled(False)
         tab.inspector_tabs.bring(self.view)
+        self.mark_earlier_run(True)  # the views keep the last offline run: they say so, dimmed
         tab.lanes.cancel()  # one decoding thread: the tab's decode and lanes stop, the session starts after them
         tab.stop_decode()
 
@@ -457,7 +473,8 @@ class LiveMode:
                 and heard > s.heard[0] + max(0.19, heard / 200)):  # <= 5 times a second
             s.heard = (heard, time.perf_counter())
             self.tab.input_area.show_wave(self.view.heard_audio())
-            self.tab.input_area.info_label.setText(f"Playing {s.path.name} as live input… {heard:.1f} s")
+            # the seconds first: a narrow label cuts the name, not the count ("Playing spee…" at 1280 px)
+            self.tab.input_area.info_label.setText(f"{heard:.1f} s · playing {s.path.name} as live input…")
         if self.session is not None and self.session.started and self.view.heard_s > 0:
             text = "Live · " + self.view.stats_text()
             if self.view.messages:  # "skipped 3.2 s to keep up" / "the waiting audio was decoded in one step"

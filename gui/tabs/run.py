@@ -154,6 +154,8 @@ class RunTab(QWidget, TaskHooks):
         self.strip = StepStrip(self.run)
         self.stream.set_strip(self.strip)
         self.topk = TopKChart(run=self.run)
+        # partial UTF-8 tokens listed as <0xE2><0x80>: their bytes asked of the model's backend
+        self.topk.token_bytes = self.stream.flow.token_bytes = self.token_bytes
         self.stages = StageView()
         self.inspector = StepInspector(self.topk, self.stages)
         #: the input's axis (labels, unit, scale; the plots on it), shared by the views over the input
@@ -255,6 +257,12 @@ class RunTab(QWidget, TaskHooks):
     def save_kept(self, entry: Any, path: str) -> bool:
         """Save a kept exploration to ``path``."""
         return self.explorations_keeper.save_kept(entry, path)
+
+    def token_bytes(self, token_id: int) -> bytes | None:
+        """The raw bytes of a token of the loaded model (its backend's ``token_bytes``: byte-level
+        BPE vocabularies), or None (no model, or a tokenizer that cannot say)."""
+        fn = getattr(getattr(self.model, "backend", None), "token_bytes", None)
+        return fn(token_id) if fn is not None else None
 
     def input_identity_or_none(self) -> tuple[str, str] | None:
         """``input_identity()``, or None without an input (hashed once per input object)."""

@@ -29,6 +29,7 @@ from core.events import SegmentEvent, StepEvent, load_attention
 
 from .column_axis import ColumnAxis
 from .elided_label import ElidedLabel
+from .earlier_run import note_label, show_note
 from .follow import follow_run
 from .heatmap_plot import HeatmapPlot, RowImage, as_3d, no_si_prefix, reduce_attention, shape_3d
 from .layer_head_picker import AVERAGE, LayerHeadPicker
@@ -101,6 +102,9 @@ class AttentionHeatmap(QWidget):
         top.addWidget(self.layer_combo)
         top.addWidget(QLabel("head"))
         top.addWidget(self.head_combo)
+        #: "last offline run: …" while the rows are an earlier run's (set_earlier_note)
+        self.earlier_note = note_label()
+        top.addWidget(self.earlier_note, 1)
         top.addStretch(1)
         top.addWidget(self.info)
 
@@ -174,6 +178,10 @@ class AttentionHeatmap(QWidget):
     def set_waveform(self, audio: np.ndarray | None, sample_rate: int = 16000) -> None:
         """Show ``audio`` (float32 (n_samples,)) above the heatmap on a shared seconds axis (None hides it)."""
         self.canvas.set_waveform(audio, sample_rate)
+
+    def set_earlier_note(self, note: str | None) -> None:
+        """Say in the header that the rows are an earlier run's and dim the map; None: not."""
+        show_note(self.earlier_note, note, self.view)
 
     def clear(self, columns: bool = False) -> None:
         """Remove all rows (keeps the column axis and the layer/head choice).

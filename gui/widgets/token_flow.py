@@ -22,7 +22,7 @@ from core.events import StepEvent
 
 from .colors import COLOR_MODES, entropy_color, prob_color, rank_color, text_color_on
 from .speculation_marks import draw_ghost, draw_mark, draw_near_tie, step_mark_line
-from .token_text import display_text
+from .token_text import display_text, readable_text
 
 _PAD_X, _PAD_Y = 4, 2
 _GAP_WORD, _GAP_SUBWORD = 6, 2
@@ -55,10 +55,12 @@ def rank_text(rank: int) -> str:
     return "> 1000" if rank > 1000 else str(rank)
 
 
-def format_tooltip(ev: StepEvent, n_alternatives: int = 5) -> str:
-    """Tooltip text for a token: its probabilities, rank, entropies and the top alternatives."""
+def format_tooltip(ev: StepEvent, n_alternatives: int = 5, token_bytes=None) -> str:
+    """Tooltip text for a token: its probabilities, rank, entropies and the top alternatives.
+    ``token_bytes`` (token id -> raw bytes, or None): tokens that are part of a multi-byte UTF-8
+    character are written as <0xE2><0x80> instead of "\ufffd"."""
     lines = [
-        f"step {ev.step}: {ev.text!r}",
+        f"step {ev.step}: {readable_text(token_bytes, ev.token_id, ev.text)!r}",
         f"p = {ev.prob:.3f} (processed)   raw p = {ev.raw_prob:.3f}   raw rank {rank_text(ev.rank)}",
         f"entropy = {ev.entropy:.2f} nats   raw entropy = {ev.raw_entropy:.2f} nats, "
         f"varentropy = {ev.raw_varentropy:.2f} nats²",
@@ -73,7 +75,7 @@ def format_tooltip(ev: StepEvent, n_alternatives: int = 5) -> str:
         lines.append("alternatives:")
         for tp in ev.topk[:n_alternatives]:
             mark = "▶" if tp.id == ev.token_id else "  "
-            lines.append(f" {mark} {tp.text!r}  {tp.prob:.3f}")
+            lines.append(f" {mark} {readable_text(token_bytes, tp.id, tp.text)!r}  {tp.prob:.3f}")
     return "\n".join(lines)
 
 
@@ -92,6 +94,8 @@ class TokenFlow(QWidget):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self._items: list[_Item] = []
+        #: token id -> raw bytes (the tab's model's ``token_bytes``) for the tooltip, or None
+        self.token_bytes = None
         self._tops: list[int] = []  # rect.top() of each item, non-decreasing (for bisect)
         self._by_step: dict[int, int] = {}
         self._selected: int | None = None
@@ -366,7 +370,8 @@ class TokenFlow(QWidget):
                 ev = it.event
                 mark = self._marks.get(ev.step)
                 note = self._notes.get(ev.step)
-                QToolTip.showText(e.globalPos(), format_tooltip(ev) + (f"\n{mark[1]}" if mark else "")
+                tip = format_tooltip(ev, token_bytes=self.token_bytes)
+                QToolTip.showText(e.globalPos(), tip + (f"\n{mark[1]}" if mark else "")
                                   + (f"\n{note}" if note else ""), self)
             else:
                 QToolTip.hideText()

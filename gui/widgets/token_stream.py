@@ -45,6 +45,7 @@ from core.events import BeamEvent, Finished, SegmentEvent, StepEvent
 
 from .color_legend import ColorLegend
 from .colors import COLOR_MODES
+from .earlier_run import note_label, show_note
 from .follow import follow_run
 from .speculation_marks import NEAR_TIE_NOTE, ghost_tooltip, legend_html, legend_tooltip, rejected_token
 from .token_flow import LINE_GAP, TokenFlow
@@ -86,8 +87,12 @@ class TokenStreamView(QWidget):
 
         self.title = QLabel("<b>Token stream</b> — click a token to inspect its step")
         self.count_label = QLabel("")
+        #: "last offline run: … — live decode is in the Live view" (set_earlier_note)
+        self.earlier_note = note_label()
         header = QHBoxLayout()
         header.addWidget(self.title)
+        header.addSpacing(8)
+        header.addWidget(self.earlier_note, 1)
         header.addStretch(1)
         header.addWidget(self.count_label)
         self.color_combo = QComboBox()
@@ -205,6 +210,11 @@ class TokenStreamView(QWidget):
     def set_marks(self, marks: dict[int, tuple[str, str]]) -> None:
         """Underline the chips of some steps (``TokenFlow.set_marks``)."""
         self.flow.set_marks(marks)
+
+    def set_earlier_note(self, note: str | None) -> None:
+        """Say in the header that the tokens are an earlier run's (e.g. the last offline run
+        during a live session) and dim them; None: the note goes and the tokens are bright."""
+        show_note(self.earlier_note, note, self.flow)
 
     def set_strip(self, strip: QWidget) -> None:
         """Put ``strip`` (a thin per-step plot) between the header and the chips; the header's

@@ -25,7 +25,7 @@ from core.events import StepEvent
 
 from .colors import SAMPLE_COLOR, prob_color
 from .follow import follow_run
-from .token_text import display_text
+from .token_text import display_text, readable_text
 
 
 #: the token id of the "other" bucket (the processed distribution's tail beyond the top-k)
@@ -163,6 +163,11 @@ class TopKChart(QWidget):
         self._event: StepEvent | None = None
         self._rows: list[Row] = []
         self._samples: SampleResult | None = None
+        #: token id -> its raw bytes (the tab's model's ``token_bytes``), or None: a partial UTF-8
+        #: token is then listed as <0xE2><0x80> instead of "\ufffd"
+        self.token_bytes = None
+        #: the title's note while the chart shows an earlier run's step (set_earlier_note)
+        self._earlier: str | None = None
         self.setMinimumSize(260, 160)
         self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Expanding)
         self.setMouseTracking(True)
@@ -282,9 +287,29 @@ class TopKChart(QWidget):
         i = self.row_at(e.position().y())
         alt = (i is not None and self._event is not None and self._rows[i].token_id not in (OTHER, self._event.token_id))
         self.setCursor(Qt.CursorShape.PointingHandCursor if alt else Qt.CursorShape.ArrowCursor)
-        self.setToolTip(f"click: force {display_text(self._rows[i].text)!r} at step {self._event.step} and "
+        self.setToolTip(f"click: force {self.row_text(self._rows[i])!r} at step {self._event.step} and "
                         "continue decoding from there (a new branch)" if alt else "")
         super().mouseMoveEvent(e)
+
+    def row_text(self, row: Row) -> str:
+        """A row's token as listed: ``display_text``, partial UTF-8 bytes as <0xE2><0x80>."""
+        return display_text(readable_text(self.token_bytes, row.token_id, row.text))
+
+    def row_texts(self) -> list[str]:
+        """The listed tokens' texts, top row first."""
+        return [self.row_text(r) for r in self._rows]
+
+    def set_earlier_note(self, note: str | None) -> None:
+        """Put ``note`` (e.g. "last offline run: speech_en.wav") before the title and dim the chart
+        while it shows an earlier run's step; None: the plain title."""
+        self._earlier = note or None
+        self.update()
+
+    def title_text(self) -> str:
+        """The title as drawn (before cutting to the width)."""
+        ev = self._event
+        title = "Top-k at the selected step" if ev is None else f"Top-k at step {ev.step}"
+        return f"{self._earlier} · {title}" if self._earlier else title
 
     def paintEvent(self, _e) -> None:  # noqa: N802
         p = QPainter(self)
@@ -299,8 +324,11 @@ class TopKChart(QWidget):
         ev = self._event
         title = "Top-k at the selected step" if ev is None else (
             f"Top-k at step {ev.step}: {'forced' if getattr(ev, 'forced', False) else 'chosen'} "
-            f"{display_text(ev.text)!r}  (entropy {ev.entropy:.2f} nats)"
+            f"{display_text(readable_text(self.token_bytes, ev.token_id, ev.text))!r}  (entropy {ev.entropy:.2f} nats)"
         )
+        if self._earlier:
+            title = f"{self._earlier} · {title}"
+            p.setOpacity(0.55)  # dimmed: not the run being decoded
         p.setFont(bold)
         p.setPen(fg)
         p.drawText(QRectF(6, 2, w - 12, lh + 2), Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter,
@@ -338,7 +366,7 @@ class TopKChart(QWidget):
                        "Decode an input, then click a token to see its alternatives.")
             p.end()
             return
-        label_w = min(max(fm.horizontalAdvance(display_text(r.text)) for r in self._rows) + 22, int(w * 0.35))
+        label_w = min(max(fm.horizontalAdvance(self.row_text(r)) for r in self._rows) + 22, int(w * 0.35))
         template = "0.000 (raw 0.000)" + ("  seen 0.000" if samples is not None else "")
         num_w = fm.horizontalAdvance(template) + 8
         bar_x = 6 + label_w
@@ -349,7 +377,7 @@ class TopKChart(QWidget):
             if y + row_h > h + 1:
                 break
             other = r.token_id == OTHER
-            text = "other (tail)" if other else display_text(r.text)
+            text = "other (tail)" if other else self.row_text(r)
             p.setFont(bold if r.chosen else self.font())
             p.setPen(pal.placeholderText().color() if other else fg)
             mark = "▶ " if r.chosen else ""

@@ -6,6 +6,7 @@ the translation's status bar at its end."""
 from __future__ import annotations
 
 import dataclasses
+import re
 
 import numpy as np
 
@@ -69,4 +70,79 @@ def test_the_step_strip_keeps_the_other_kv_cache_settings_run_as_a_reference(qtb
     strip.flush()
     assert strip.reference() is None and not strip.ref_curve.isVisible()
     assert "KV cache" not in strip.legend_text()
+    tab.shutdown()
+
+
+def _noise_wav(path, seconds: float):
+    import soundfile as sf
+
+    rng = np.random.default_rng(1)
+    sf.write(path, (0.1 * rng.standard_normal(int(16000 * seconds))).astype(np.float32), 16000)
+    return path
+
+
+def test_during_a_live_session_the_views_say_they_show_the_last_offline_run(qtbot, settings, monkeypatch,
+                                                                           tmp_path):
+    """Before: while a file played as live input (and after), the token stream, top-k and heatmap
+    still showed the previous offline run, of another input, unmarked: a user read them as the
+    live decode. And the input label "Playing spee…" lost its seconds count at 1280 px."""
+    import gui.tabs.live as live_mod
+
+    from .test_live_mode import ScriptedDecoder
+
+    monkeypatch.setattr(live_mod.LiveMode, "make_decoder", lambda self, model, options: ScriptedDecoder())
+    w = shown_window(qtbot, settings)
+    tab = w.speech_tab
+    tab.options_panel._timer.setInterval(20)
+    tab.model = FakeSpeechModel()
+    decoded(qtbot, tab, TONE)
+    assert not tab.stream.earlier_note.isVisible() and "offline" not in tab.topk.title_text()
+    played = _noise_wav(tmp_path / "speech_recording_with_a_long_name.wav", 3.0)
+    assert tab.play_file_as_live(played, speed=2.0)
+    live = tab.live_mode
+    qtbot.waitUntil(lambda: live.view.heard_s > 0.8, timeout=10_000)
+    qtbot.wait(300)
+    note = tab.stream.earlier_note
+    assert note.isVisible() and "last offline run: tone" in note.text() and "Live view" in note.text()
+    assert tab.stream.flow.graphicsEffect() is not None  # dimmed
+    assert tab.topk.title_text().startswith("Last offline run (tone)")
+    assert "last offline run: tone" in tab.heatmap.earlier_note.text()
+    assert len(tab.run) > 0  # the run itself stays
+    label = tab.input_area.info_label
+    shown = label.shown_text()
+    assert re.match(r"^\d+\.\d s", shown), shown  # the count is what is seen first
+    assert "playing speech_recording" in label.text()
+    w.grab().save("/work/notes/s13/h6/02_live_marks_last_offline_run_1280.png")
+    with qtbot.waitSignal(tab.decodeFinished, timeout=20_000):  # the file is decoded offline after the stream
+        qtbot.waitUntil(lambda: not live.running(), timeout=20_000)
+    qtbot.wait(50)
+    assert not tab.stream.earlier_note.isVisible() and tab.stream.flow.graphicsEffect() is None
+    assert "offline" not in tab.topk.title_text() and not tab.heatmap.earlier_note.isVisible()
+    tab.shutdown()
+
+
+def test_partial_utf8_tokens_are_listed_as_their_bytes(qtbot, whisper_tiny_en):
+    """Before: whisper's byte-level BPE token "âĢ" (the first two bytes of "—", E2 80) was listed
+    in the top-k chart and the token stream's tooltip as "\ufffd"."""
+    from core.events import TokenProb
+    from gui.tabs.speech import SpeechTab
+    from gui.widgets.token_flow import format_tooltip
+
+    backend = whisper_tiny_en.backend
+    partial = backend.tokenizer.convert_tokens_to_ids("âĢ")
+    space_e2 = backend.tokenizer.convert_tokens_to_ids("Ġâ")
+    assert backend.token_text(partial) == "\ufffd"  # the text the engine reports (and joins) stays
+    tab = SpeechTab()
+    qtbot.addWidget(tab)
+    tab.model = whisper_tiny_en
+    tops = [TokenProb(partial, "\ufffd", 0.5), TokenProb(space_e2, " \ufffd", 0.3), TokenProb(851, " —", 0.2)]
+    ev = StepEvent(3, partial, "\ufffd", 0.5, 0.4, tops, tops, 1.0, raw_entropy=1.0)
+    tab.topk.set_step(ev)
+    texts = tab.topk.row_texts()
+    assert texts[:3] == ["<0xE2><0x80>", "<0xE2>", "—"], texts
+    tip = format_tooltip(ev, token_bytes=tab.stream.flow.token_bytes)
+    assert "step 3: '<0xE2><0x80>'" in tip and "' <0xE2>'" in tip and "\ufffd" not in tip
+    tab.resize(1280, 800)
+    tab.show()
+    tab.topk.grab().save("/work/notes/s13/h6/04_topk_byte_tokens.png")
     tab.shutdown()
