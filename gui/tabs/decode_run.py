@@ -120,6 +120,12 @@ class DecodeRun:
             tab.run.add_round(ev)
         elif isinstance(ev, Finished):
             tab.run.finish(ev)
+            if self._progress_due is not None or tab.progress is not None:
+                # the segments are done: no "Decoding sentence 4 of 4…" beside the end (the
+                # worker's end, which clears the busy state, comes after this event)
+                self._progress_due = None
+                tab.progress = None
+                tab.busyChanged.emit(True, "Finishing…")
             tab.baseline.record(tab.run.branch(0).options, ev)  # a plain run's ms per token
             tab.explorations_keeper.settle(ev)  # the same tokens take the old forks back
             tab.statsChanged.emit(tab.stats_dict(ev))

@@ -146,3 +146,31 @@ def test_partial_utf8_tokens_are_listed_as_their_bytes(qtbot, whisper_tiny_en):
     tab.show()
     tab.topk.grab().save("/work/notes/s13/h6/04_topk_byte_tokens.png")
     tab.shutdown()
+
+
+def test_a_translations_end_does_not_leave_its_sentence_progress_on_the_status_bar(qtbot, settings):
+    """Before: decodeFinished fired while the status bar still said "Decoding sentence 4 of 4…"
+    with its progress bar at 3 of 4 (the worker's end, which clears them, comes after the run's
+    Finished event); H5 saw "sentence 2 of 4"."""
+    w = shown_window(qtbot, settings)
+    tab = w.translation_tab
+    w.tabs.setCurrentWidget(tab)
+    tab.options_panel._timer.setInterval(20)
+    tab._text_timer.setInterval(50)
+    with qtbot.waitSignal(tab.modelReady, timeout=120_000):
+        tab.load_model("en-pt")
+    qtbot.waitUntil(lambda: not tab.is_busy(), timeout=120_000)
+    seen, at_finish = [], []
+    tab.busyChanged.connect(lambda busy, message: seen.append(message))
+    tab.decodeFinished.connect(lambda ev: at_finish.append((w.busy_label.text(), tab.busy_message, tab.progress)))
+    text = ("The weather is nice today. Where is the train station? I would like a cup of coffee, please. "
+            "We will meet again tomorrow morning.")
+    with qtbot.waitSignal(tab.decodeFinished, timeout=120_000):
+        tab.set_text(text)
+    qtbot.waitUntil(lambda: not tab.is_decoding(), timeout=120_000)
+    assert any("sentence 4 of 4" in m for m in seen), seen  # the progress was shown while decoding
+    label, message, progress = at_finish[0]
+    assert "sentence" not in label and "sentence" not in message and progress is None, at_finish
+    qtbot.waitUntil(lambda: not w.busy_bar.isVisible(), timeout=5000)
+    assert w.busy_label.text() == "" and w.statusBar().currentMessage().startswith("Decoded:")
+    tab.shutdown()
