@@ -195,7 +195,7 @@ class TokenFlow(QWidget):
     def append_many(self, events: list[StepEvent]) -> None:
         """Add one chip per event, then lay out and repaint once (a frame's batch)."""
         for ev in events:
-            item = _Item("token", display_text(ev.text), QRect(), ev)
+            item = _Item("token", display_text(readable_text(self.token_bytes, ev.token_id, ev.text)), QRect(), ev)
             self._by_step[ev.step] = len(self._items)
             self._items.append(item)
             self._place(item, self._gap_for(item), newline=False)
@@ -288,6 +288,11 @@ class TokenFlow(QWidget):
     def segment_labels(self) -> list[str]:
         """The labels that start the segments' lines ("sentence 1", "line 2", ...), in order."""
         return [it.text for it in self._items if it.kind == "segment"]
+
+    def chip_text(self, step: int) -> str | None:
+        """The text drawn on the chip of ``step`` (partial UTF-8 bytes as <0xE2><0x80>), or None."""
+        i = self._by_step.get(step)
+        return self._items[i].text if i is not None else None
 
     def chip_rect(self, step: int) -> QRect | None:
         """The chip of ``step`` in widget pixels (None if absent)."""

@@ -142,6 +142,8 @@ def test_partial_utf8_tokens_are_listed_as_their_bytes(qtbot, whisper_tiny_en):
     assert texts[:3] == ["<0xE2><0x80>", "<0xE2>", "—"], texts
     tip = format_tooltip(ev, token_bytes=tab.stream.flow.token_bytes)
     assert "step 3: '<0xE2><0x80>'" in tip and "' <0xE2>'" in tip and "\ufffd" not in tip
+    tab.stream.flow.append_many([ev])
+    assert tab.stream.flow.chip_text(3) == "<0xE2><0x80>"
     tab.resize(1280, 800)
     tab.show()
     tab.topk.grab().save("/work/notes/s13/h6/04_topk_byte_tokens.png")
