@@ -31,7 +31,11 @@ at a mean latency of 1.61 s; the normalised rule 6.9 at 2.0 s; and not trusting 
 at 2.04 s. The normalised frames lie later in the audio than the plain mean's (the mean's argmax
 is drawn to frames every row attends), so the rule waits more often: about 0.4 s more latency.
 Step 0.5: plain mean 7.4 at 1.35 s, normalised 6.4 at 1.89 s. Thresholds 20 and 15 frames
-(normalised, step 1): 6.4 at 1.90 s, 8.4 at 1.81 s.
+(normalised, step 1): 6.4 at 1.90 s, 8.4 at 1.81 s. bench_streaming (same setting, four runs, the
+last two on a quieter machine), base: align-att:25 step 0.5 WER 7.9 / 5.3 / 5.6 / 5.3 at a mean
+latency of 1.78-1.83 s, step 1 9.2 / 7.1 / 7.1 / 6.4 at 1.93-1.97 s, against local-agreement:2 step
+0.5 4.6 / 4.6 / 5.3 / 4.8 at 2.93-3.33 s (it fell behind 68-82 times: CPU RTF 1.01); tiny.en (one
+run): align-att:25 step 0.5 10.7 at 1.13 s against local-agreement:2 11.7 at 1.40 s.
 """
 
 from __future__ import annotations
