@@ -13,8 +13,9 @@ What a streaming run (``core.streaming``) yields is shown in three parts:
   to the end" frames (an orange band) with the token that waited;
 - for AlignAtt, its last wait as a cross-attention heatmap (``decision``, an
   ``AttentionHeatmap``): the rows are the tokens of the decode that waited, then the token that
-  waited (outlined), over the buffer's encoder frames; each row the alignment heads' mean
-  attention, the row AlignAtt's rule looked at; the "too close to the end" frames are an orange
+  waited (outlined), over the buffer's encoder frames; each row the alignment heads'
+  attention as AlignAtt's rule read it (SimulStreaming's: z-scored per head and frame over the
+  decode's rows, median filter 7 over frames, mean over heads, scaled to [0, 1]); the "too close to the end" frames are an orange
   band. Hidden until a policy waits (LocalAgreement and fixed-window never do);
 - the words table: word, where it ends in the audio, when it was committed, its latency.
 
@@ -79,8 +80,9 @@ TEXT_TIP = (
 
 DECISION_TIP = (
     "AlignAtt's last decision (SimulStreaming): each row is a token of the last decode that waited, its "
-    "alignment heads' mean cross-attention over the buffer's frames (20 ms each), the row AlignAtt's rule "
-    "looks at. A token is emitted while its most-attended frame lies before the orange zone (the last frames "
+    "alignment heads' cross-attention over the buffer's frames (20 ms each) as AlignAtt's rule reads it: "
+    "each head z-scored per frame over the decode's rows, a median filter of 7 frames, the mean over heads, "
+    "scaled to 0..1 (ufal/SimulStreaming). A token is emitted while its most-attended frame lies before the orange zone (the last frames "
     "of the buffer, too close to the end); the outlined last row is the token whose attention fell inside it: "
     "it was not emitted, decoding waits for more audio.")
 
@@ -173,7 +175,7 @@ class LiveView(QWidget):
 
         self.decision = AttentionHeatmap()
         self.decision.set_columns("time in the buffer (s)", FRAME_S)
-        self.decision.set_view(None, None, note="alignment heads' mean · each row normalised to its max",
+        self.decision.set_view(None, None, note="alignment heads, z-scored over the rows, median 7, mean · scaled 0..1",
                                tip=DECISION_TIP)
         self.decision.setToolTip(DECISION_TIP)
         self.decision.setMinimumHeight(160)
