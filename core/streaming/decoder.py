@@ -103,6 +103,12 @@ class AttentionFrames:
     this token attends more than the others do. Running sums per head and frame keep each
     token's cost at O(heads x frames).
 
+    One deliberate difference: SimulStreaming median-filters the rows over all encoder frames
+    (30 s) and cuts them to the audio's frames afterwards; here the rows end at the buffer's
+    last frame, so the last 3 frames are filtered against a reflected edge. The frame differs
+    for ~8% of tokens, AlignAtt's decision at its default 25-frame threshold for 0 of 236
+    (tiny.en) and 4 of 253 (base) tokens (session 13 review, /work/notes/s13/r1/median_order.py).
+
     Args:
         prompt_rows: float32 (heads, rows, frames): the alignment heads' rows of the prompt's
             positions before the one that predicts the first new token (may have 0 rows).
@@ -149,7 +155,9 @@ class WhisperDecoder:
         fallback: redo a looping decode (see the module docstring); False keeps it.
         frame_rule: how a new token's most-attended frame (AlignAtt's test) is found: one of
             :data:`FRAME_RULES` ("normalised": as SimulStreaming, :class:`AttentionFrames`;
-            "mean": the alignment heads' plain mean).
+            "mean": the alignment heads' plain mean). The rule applies to decodes with a stop
+            rule (AlignAtt); a decode without one (LocalAgreement, fixed-window) takes the
+            plain mean for its tokens' first estimates and skips the prompt's extra pass.
 
     Attributes:
         fallbacks: how many decodes were done again (a loop found), over the stream.
@@ -258,7 +266,9 @@ class WhisperDecoder:
         if forced:  # the prefix's first token was the sample begin: after it end-of-text may come at once
             prompt = replace(prompt, prompt_ids=tuple(prompt.prompt_ids) + tuple(forced), begin_suppress_tokens=())
         frames = None
-        if self.frame_rule == "normalised" and self.heads:
+        # only a stop rule (AlignAtt) decides on the frames: without one the prompt's extra
+        # decoder pass would cost 22-28% of a decode for nothing (LocalAgreement, fixed-window)
+        if self.frame_rule == "normalised" and self.heads and stop is not None:
             frames = AttentionFrames(self._prompt_rows(encoded, prompt.prompt_ids))
         run = self.model.engine.run(encoded, prompt, options, reuse_cache=False)
         try:

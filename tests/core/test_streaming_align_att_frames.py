@@ -91,9 +91,13 @@ def test_the_decoders_frames_are_simul_streamings_over_the_prompt_and_the_tokens
     audio = synth_speech("The old lighthouse keeper climbed the stairs every evening.")[: int(2.6 * 16000)]
     previous = m.backend.tokenizer.encode(" Once upon a time.", add_special_tokens=False)
     dec = WhisperDecoder(m, DecodingOptions(), language="en", frame_rule="normalised")
-    first = dec.decode(audio, 0.0)
+
+    def never(token, n_frames):  # a stop rule that never stops: the rule applies with one
+        return False
+
+    first = dec.decode(audio, 0.0, stop=never)
     forced = [t.id for t in first.tokens[:2]]
-    hyp = dec.decode(audio, 0.0, previous=previous, forced=forced)
+    hyp = dec.decode(audio, 0.0, previous=previous, forced=forced, stop=never)
     assert len(hyp.tokens) >= 3
 
     encoded = encode(m, audio, "buffer")
@@ -105,3 +109,18 @@ def test_the_decoders_frames_are_simul_streamings_over_the_prompt_and_the_tokens
     rows = torch.stack([att[:, layer, head] for layer, head in m.alignment_heads])  # (heads, positions, frames)
     want = [simul_streaming_frame(rows[:, : len(prompt) + i], n) for i in range(len(hyp.tokens))]
     assert [t.frame for t in hyp.tokens] == want
+
+
+def test_a_decode_without_a_stop_rule_skips_the_prompts_extra_pass(whisper_tiny_en, monkeypatch):
+    """Only a stop rule (AlignAtt) reads the normalised frames: LocalAgreement's and
+    fixed-window's decodes must not pay the prompt's extra decoder pass (22-28% of a decode)."""
+    m = whisper_tiny_en
+    audio = synth_speech("The old lighthouse keeper climbed the stairs.")[: int(2.0 * 16000)]
+    dec = WhisperDecoder(m, DecodingOptions(), language="en", frame_rule="normalised")
+    calls = []
+    real = dec._prompt_rows
+    monkeypatch.setattr(dec, "_prompt_rows", lambda *a: calls.append(1) or real(*a))
+    dec.decode(audio, 0.0)
+    assert calls == []
+    dec.decode(audio, 0.0, stop=lambda token, n_frames: False)
+    assert calls == [1]
