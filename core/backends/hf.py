@@ -426,7 +426,10 @@ class HFSeq2SeqBackend:
         part of a multi-byte UTF-8 character, which ``token_text`` can only show as "\ufffd"), or
         None for a special token or a tokenizer that is not byte-level."""
         tok = self.tokenizer
-        if token_id in set(getattr(tok, "all_special_ids", ())):
+        special = self.__dict__.get("_special_ids")
+        if special is None:  # built once: the GUI asks per listed row
+            special = self.__dict__["_special_ids"] = frozenset(getattr(tok, "all_special_ids", ()))
+        if token_id in special:
             return None
         piece = tok.convert_ids_to_tokens(int(token_id))
         if not isinstance(piece, str) or not piece:
