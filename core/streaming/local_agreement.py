@@ -45,8 +45,8 @@ Session 13 (bench_streaming --clock cpu --sentences 30, tiny.en, step 0.5, one t
 machine; offline WER 7.9, LA-2 10.2 at 1.17 s): ``right_context_s`` 0.5: 10.4 at 1.57 s; 1.0:
 9.2 and 10.2 at 1.71-1.90 s (no consistent gain: left off); step 1.0: 9.9 at 2.26 s;
 local-agreement:3: 8.4, 8.9, 9.2 at 1.73-2.12 s (base: 6.4 against 5.1, fell behind);
-``prompt_tokens`` 45 (whisper_streaming's 200 characters): 7.4 at 1.18 s in the one run
-measured (left off by default until confirmed).
+``prompt_tokens`` 45 (whisper_streaming's 200 characters): 7.4 and 9.4 at 1.11-1.18 s (two
+runs; left off by default until more runs confirm it).
 """
 
 from __future__ import annotations
