@@ -12,23 +12,10 @@ import torch.nn.functional as F
 
 from core.options import DecodingOptions
 from core.streaming.decoder import AttentionFrames, WhisperDecoder, median_filter
+from tests.core.test_alignment import ref_median_filter as whisper_median_filter  # openai/whisper timing.median_filter
 from tests.helpers.speech import synth_speech
 
 pytestmark = [pytest.mark.usefixtures("one_torch_thread")]
-
-
-def whisper_median_filter(x: torch.Tensor, width: int) -> torch.Tensor:
-    """openai/whisper ``timing.median_filter`` (its torch fallback), as SimulStreaming imports it."""
-    pad = width // 2
-    if x.shape[-1] <= pad:
-        return x
-    if (ndim := x.ndim) <= 2:
-        x = x[None, None, :]
-    x = F.pad(x, (width // 2, width // 2, 0, 0), mode="reflect")
-    result = x.unfold(-1, width, 1).sort()[0][..., pad]
-    if ndim <= 2:
-        result = result[0, 0]
-    return result
 
 
 def simul_streaming_frame(rows: torch.Tensor, n_frames: int) -> int:

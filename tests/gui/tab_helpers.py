@@ -48,3 +48,18 @@ def shown_window(qtbot, settings):
     w.resize(1280, 800)
     w.show()
     return w
+
+
+def show_align_att_wait(qtbot, view, n: int = 310) -> None:
+    """Give the Live view ``view`` one scripted AlignAtt wait: the decode " this is a test ."
+    over ``n`` buffer frames, the "." attending frame n - 2 (inside the last 25 frames), and let
+    it draw."""
+    from core.streaming import StreamToken, Waited
+
+    from .fakes import make_step
+
+    steps = tuple(make_step(i, t, n_frames=n) for i, t in enumerate([" this", " is", " a", " test", "."]))
+    view.take(Waited(token=StreamToken(13, ".", 6.2), frame=n - 2, limit=n - 25, audio_s=6.3, n_frames=n,
+                     steps=steps))
+    view.flush()
+    qtbot.wait(50)

@@ -7,7 +7,7 @@ from __future__ import annotations
 from core.options import DecodingOptions
 
 from .fakes import FakeSpeechModel
-from .tab_helpers import TONE, decoded, shown_window
+from .tab_helpers import TONE, decoded, show_align_att_wait, shown_window
 
 
 def test_a_beam_run_leaves_the_inspector_splitter_where_it_was(qtbot, settings):
@@ -87,20 +87,11 @@ def test_an_align_att_wait_does_not_cut_the_live_column_on_the_right_at_1280x800
     """Before: AlignAtt's decision heatmap (its note line alone 342 px) made the Live column
     685 px wide in a 489 px area whose horizontal scrolling is off: the transcript, the lane and
     the legend were cut on the right (tiny.en, speech_en.wav played as live input, align-att)."""
-    from core.streaming import StreamToken, Waited
-
-    from .fakes import make_step
-
     w = shown_window(qtbot, settings)
     tab = w.speech_tab
     view = tab.live_mode.view
     tab.inspector_tabs.setCurrentWidget(view)
-    n = 310
-    steps = tuple(make_step(i, t, n_frames=n) for i, t in enumerate([" this", " is", " a", " test", "."]))
-    view.take(Waited(token=StreamToken(13, ".", 6.2), frame=n - 2, limit=n - 25, audio_s=6.3, n_frames=n,
-                     steps=steps))
-    view.flush()
-    qtbot.wait(50)
+    show_align_att_wait(qtbot, view)
     assert view.decision.isVisible()
     area = view.column_scroll
     assert area.widget().width() <= area.viewport().width(), (area.widget().width(), area.viewport().width())

@@ -12,10 +12,7 @@ time axis) is in test_heatmap_rerun_range.py."""
 
 from __future__ import annotations
 
-from core.streaming import StreamToken, Waited
-
-from .fakes import make_step
-from .tab_helpers import shown_window
+from .tab_helpers import show_align_att_wait, shown_window
 
 
 def test_an_align_att_wait_in_the_live_tab_keeps_the_window_within_1280x800(qtbot, settings):
@@ -26,12 +23,7 @@ def test_an_align_att_wait_in_the_live_tab_keeps_the_window_within_1280x800(qtbo
     tab.inspector_tabs.setCurrentWidget(view)
     qtbot.wait(50)
     assert w.minimumSizeHint().height() <= 800  # before the wait (720 px here)
-    n = 310
-    steps = tuple(make_step(i, t, n_frames=n) for i, t in enumerate([" this", " is", " a", " test", "."]))
-    view.take(Waited(token=StreamToken(13, ".", 6.2), frame=n - 2, limit=n - 25, audio_s=6.3, n_frames=n,
-                     steps=steps))
-    view.flush()
-    qtbot.wait(50)
+    show_align_att_wait(qtbot, view)
     assert view.decision.isVisible()
     assert w.minimumSizeHint().height() <= 800, w.minimumSizeHint().height()
     assert w.height() <= 800, w.height()
