@@ -78,6 +78,8 @@ def test_align_att_prints_the_transcript_and_a_summary(cli, wav):
     (["--step", "15"], "shorter than 15"),                           # exited 1 (the driver refused it)
     (["--policy", "fixed-window:3", "--step", "5"], "longer than the step"),  # exited 1
     (["--encoder", "half"], "invalid choice"),
+    (["--prompt-tokens", "0"], "must be >= 1"),
+    (["--policy", "align-att:25", "--prompt-tokens", "45"], "local-agreement only"),
 ])
 def test_bad_flags_exit_2_with_one_line(capsys, wav, argv, says):
     with pytest.raises(SystemExit) as e:
@@ -153,3 +155,26 @@ def test_without_step_each_policy_takes_its_own_default_step(cli, wav, policy, s
     d = json.loads(out)
     assert d["step_s"] == step and f"step {step:g} s" in err
     assert d["decodes"] >= int(d["audio_s"] / step) - 1
+
+
+def test_prompt_tokens_reach_the_local_agreement_policy_and_the_json(cli, wav, monkeypatch):
+    """--prompt-tokens N is local-agreement's ``prompt_tokens`` (the policy's own test,
+    test_streaming_local_agreement, checks what it does to the prompt); the JSON reads it back
+    from the policy that ran: N, or null (all the text) without the flag."""
+    from core.streaming import LocalAgreement
+
+    built = []
+    real = LocalAgreement.__init__
+
+    def init(self, *a, **kw):
+        real(self, *a, **kw)
+        built.append(self.prompt_tokens)
+
+    monkeypatch.setattr(LocalAgreement, "__init__", init)
+    code, out, err = cli("stream", wav, "--speed", "max", "--model", "tiny.en", "--prompt-tokens", "45", "--json")
+    assert code == 0, err
+    assert json.loads(out)["prompt_tokens"] == 45 and built[-1] == 45  # the last built is the one that ran
+    built.clear()
+    code, out, err = cli("stream", wav, "--speed", "max", "--model", "tiny.en", "--json")
+    assert code == 0, err
+    assert json.loads(out)["prompt_tokens"] is None and built and built[-1] is None
