@@ -118,11 +118,10 @@ class SpeechInputArea(QWidget):
         """The input's waveform, seconds on the x axis (min/max envelope of long clips)."""
         from ..widgets.span_select import SpanViewBox
 
-        self.wave_box = SpanViewBox()  # with Mask on, a drag selects the what-if span
-        self.wave = pg.PlotWidget(viewBox=self.wave_box)
+        self.wave_box = SpanViewBox(enableMenu=False)  # with Mask on, a drag selects the what-if span
+        self.wave = pg.PlotWidget(viewBox=self.wave_box, enableMenu=False)
         self.wave.setBackground(None)
         self.wave.setMinimumHeight(110)
-        self.wave.setMenuEnabled(False)
         self.wave.hideButtons()
         self.wave.setMouseEnabled(x=True, y=False)
         self.wave.setLabel("bottom", "time (s)")

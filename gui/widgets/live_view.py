@@ -253,10 +253,9 @@ class LiveView(QWidget):
         t.setMinimumWidth(min(need, TABLE_MAX_W))
 
     def _build_lane(self) -> pg.PlotWidget:
-        lane = pg.PlotWidget()
+        lane = pg.PlotWidget(enableMenu=False)
         lane.setBackground(None)
         lane.setMinimumHeight(90)
-        lane.setMenuEnabled(False)
         lane.hideButtons()
         lane.setMouseEnabled(x=True, y=False)
         lane.setLabel("bottom", "stream time (s)")

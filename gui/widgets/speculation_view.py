@@ -163,7 +163,7 @@ class SpeculationView(QWidget):
             "al. 2023, Theorem 3.8: (1 − α^(γ+1)) / ((1 − α)(γc + 1)), from the measured α, γ and c (the cost "
             "of a draft step relative to a target step)")
         self.run_label.setToolTip(self._run_tip)
-        self.position_plot = pg.PlotWidget()
+        self.position_plot = pg.PlotWidget(enableMenu=False)
         self._style_plot(self.position_plot, "position in the draft")
         self.position_plot.setToolTip(
             "Acceptance by position in the draft: grey = tokens drafted at that position, blue = of them accepted. "
@@ -174,7 +174,7 @@ class SpeculationView(QWidget):
                                              pen=pg.mkPen(None))
         self.position_plot.addItem(self.drafted_bars)
         self.position_plot.addItem(self.accepted_bars)
-        self.gamma_plot = pg.PlotWidget()
+        self.gamma_plot = pg.PlotWidget(enableMenu=False)
         self._style_plot(self.gamma_plot, "round: γ, accepted")
         self.gamma_plot.setToolTip(
             "γ over the rounds: draft tokens asked for in each round (blue line; adaptive: +2 after a fully "
@@ -221,7 +221,6 @@ class SpeculationView(QWidget):
     def _style_plot(plot: pg.PlotWidget, x: str) -> None:
         plot.setBackground(None)
         item = plot.getPlotItem()
-        item.setMenuEnabled(False)
         item.hideButtons()
         item.setMouseEnabled(x=False, y=False)
         item.setLabel("bottom", x)

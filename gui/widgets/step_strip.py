@@ -70,12 +70,11 @@ class StepStrip(QWidget):
         self._timer.setInterval(REFRESH_MS)
         self._timer.timeout.connect(self._refresh)
 
-        self.plot = pg.PlotWidget()
+        self.plot = pg.PlotWidget(enableMenu=False)
         self.plot.setBackground(None)
         item = self.plot.getPlotItem()
         item.hideAxis("left")
         item.hideAxis("bottom")
-        item.setMenuEnabled(False)
         item.hideButtons()
         item.setMouseEnabled(x=False, y=False)
         item.layout.setContentsMargins(0, 2, 0, 2)
