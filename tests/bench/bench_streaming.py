@@ -55,6 +55,7 @@ from core.cli.stream import offline_text, summary  # noqa: E402
 from core.options import DecodingOptions  # noqa: E402
 from core.streaming import StreamDriver, parse_policy, play, stream  # noqa: E402
 from core.streaming.decoder import WhisperDecoder  # noqa: E402
+from tests.bench.bench_longform import sentences  # noqa: E402
 from tests.bench.bench_speech import ESPEAK_SET  # noqa: E402
 from tests.helpers.speech import synth_speech  # noqa: E402
 
@@ -152,17 +153,27 @@ def main() -> int:
                    help="wall: the real clock | cpu: this process's CPU time (an unloaded core; one thread)")
     p.add_argument("--speed", default="1", help="1 (real time), a factor, or max")
     p.add_argument("--sentences", type=int, default=10)
-    p.add_argument("--settings", default="{}", help='JSON settings for every policy, e.g. {"right_context_s": 0.5}')
+    p.add_argument("--set-seed", type=int, default=None, metavar="S",
+                   help="speak bench_longform.sentences(N, seed=S) (N = --sentences) instead of the espeak set")
+    p.add_argument("--settings", default="{}",
+                   help='JSON settings for every policy, e.g. {"right_context_s": 0.5}; a JSON list of such objects '
+                        'runs every policy once per object, e.g. [{}, {"prompt_tokens": 45}]')
     p.add_argument("--json", default=None, help="write every row (both transcripts, figures) to this file")
     args = p.parse_args()
-    settings = json.loads(args.settings)
+    settings_list = json.loads(args.settings)
+    if isinstance(settings_list, dict):
+        settings_list = [settings_list]
     dump: list[dict] = []
+    table: list[str] = []
     from core.tasks.speech import SpeechModel
 
     speed = None if args.speed == "max" else float(args.speed)
-    text = " ".join(ESPEAK_SET[: args.sentences])
+    if args.set_seed is None:
+        text, set_name = " ".join(ESPEAK_SET[: args.sentences]), "espeak"
+    else:
+        text, set_name = " ".join(sentences(args.sentences, seed=args.set_seed)), f"seed {args.set_seed}"
     audio = synth_speech(text)
-    print(f"espeak speech: {args.sentences} sentences, {len(audio) / 16000:.1f} s, played at "
+    print(f"espeak speech ({set_name}): {args.sentences} sentences, {len(text.split())} words, {len(audio) / 16000:.1f} s, played at "
           f"{'max' if speed is None else f'{speed:g}x'} speed, greedy, {args.clock} clock; load average "
           f"{load_average()} ({os.cpu_count()} cores)")
     for name in args.models.split(","):
@@ -185,10 +196,10 @@ def main() -> int:
                 spec, _, own = item.partition("@")  # "align-att:25@0.5": this policy's own step
                 for step in ([float(own)] if own else
                              [None if x == "default" else float(x) for x in args.steps.split(",")]):
-                    for encoder in args.encoders.split(","):
+                    for encoder, settings in ((e, st) for e in args.encoders.split(",") for st in settings_list):
                         r = run_policy(model, audio, spec, step, speed, text, offline, encoder, args.clock, **settings)
                         rows.append(r)
-                        dump.append({"model": model.name, "threads": threads, "encoder": encoder, "settings": settings,
+                        dump.append({"model": model.name, "set": set_name, "threads": threads, "encoder": encoder, "settings": settings,
                                      "offline": offline, "reference": text, "offline_wer": offline_wer, "offline_wer_en": offline_en,
                                      **{k: r[k] for k in ("spec", "step_s", "text", "wer_ref", "wer_offline", "latency",
                                                           "rtf", "cpu_rtf", "revised_fraction", "fallbacks", "wer_ref_en", "wer_offline_en",
@@ -202,9 +213,17 @@ def main() -> int:
                               f"{lat['mean_s'] or 0:>9.2f}{lat['p90_s'] or 0:>8.2f}{r['rtf']:>6.2f}{r['cpu_rtf']:>8.2f}"
                               f"{100 * r['revised_fraction']:>7.0f}%{len(r['fell_behind']):>7}{r['skipped_s']:>10.1f}"
                               f"{len(r['commits']):>8}{r['fallbacks']:>7}{100 * r['wer_ref_en']:>10.1f}"
-                              f"{100 * (r['wer_ref_en'] - offline_en):>+6.1f}{100 * r['wer_offline_en']:>6.1f}", flush=True)
+                              f"{100 * (r['wer_ref_en'] - offline_en):>+6.1f}{100 * r['wer_offline_en']:>6.1f}"
+                              f"{'  ' + json.dumps(settings) if len(settings_list) > 1 else ''}", flush=True)
+                        table.append(f"{model.name:<16}{set_name:>8}{threads:>4} {spec + '@' + format(r['step_s'], 'g'):<22}"
+                                     f"{json.dumps(settings):<28}{100 * r['wer_ref']:>8.1f}{100 * offline_wer:>8.1f}"
+                                     f"{100 * (r['wer_ref'] - offline_wer):>+7.1f}{lat['mean_s'] or 0:>9.2f}")
             for line in verdicts(rows, offline_wer, offline_en):
                 print(line)
+    print(f"\n{'model':<16}{'set':>8}{'thr':>4} {'policy':<22}{'settings':<28}{'WER ref':>8}{'offline':>8}"
+          f"{'delta':>7}{'lat mean':>9}")
+    for line in table:
+        print(line)
     print(f"\nload average {load_average()}")
     return 0
 
