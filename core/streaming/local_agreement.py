@@ -64,6 +64,9 @@ STEP_S = 0.5
 MIN_BUFFER_S = 2.0
 #: the right-context guard (s): an agreed word is committed once this much audio follows its end
 RIGHT_CONTEXT_S = 0.0
+#: the default prompt length: the last this many ids of the text committed before the buffer
+#: prompt each decode (None: all of it; see the module docstring)
+PROMPT_TOKENS: int | None = None
 
 
 class LocalAgreement:
@@ -94,7 +97,7 @@ class LocalAgreement:
 
     def __init__(self, n: int = 2, step_s: float = STEP_S, trim_after_s: float = TRIM_S,
                  min_buffer_s: float = MIN_BUFFER_S, last_word: bool = False, silence_s: float = SILENCE_S,
-                 right_context_s: float = RIGHT_CONTEXT_S, prompt_tokens: int | None = None):
+                 right_context_s: float = RIGHT_CONTEXT_S, prompt_tokens: int | None = PROMPT_TOKENS):
         if n < 1:
             raise ValueError(f"local-agreement:n needs n >= 1 hypotheses, got {n}")
         if not trim_after_s > 0:

@@ -3,8 +3,8 @@ live input, through a streaming policy (``core.streaming``).
 
 An object of :class:`gui.tabs.speech.SpeechTab` (``tab.live_mode``, :class:`LiveMode`). It owns:
 
-- the "Live" box and the policy picker beside Record (kept in QSettings: ``speech/live``,
-  ``speech/live_policy``);
+- the "Live" box, the policy picker and LocalAgreement's prompt length beside Record (kept in
+  QSettings: ``speech/live``, ``speech/live_policy``, ``speech/live_prompt_tokens``);
 - the Live view (``gui.widgets.live_view.LiveView``, a tab beside the heatmap);
 - one live session at a time: the microphone's audio (the recording bar's ``liveAudio``, every
   200 ms) or a file played at real time goes to a ``core.streaming.StreamDriver`` that runs in
@@ -29,7 +29,7 @@ from typing import Any, Iterator
 
 import numpy as np
 from PySide6.QtCore import QSettings, QTimer
-from PySide6.QtWidgets import QCheckBox, QComboBox, QFileDialog, QWidget
+from PySide6.QtWidgets import QCheckBox, QComboBox, QFileDialog, QSpinBox, QWidget
 
 from core.catalog import AUDIO_SUFFIXES
 
@@ -65,6 +65,18 @@ POLICY_TIP = (
     "at a word start or punctuation, or the audio ends in silence). Both commit nothing before 2 s of audio. "
     "fixed-window (whisper.cpp stream): decode a sliding window, commit what falls out of it."
 )
+
+#: the prompt spin box's largest value: Whisper keeps at most the last 223 ids of previous text
+#: (``max_target_positions // 2 - 1``), so more is the same as "all"
+PROMPT_MAX = 223
+PROMPT_TIP = (
+    "Prompt length (local-agreement only): each decode of the buffer is prompted with the last N tokens of the "
+    "text committed before the buffer (the audio already trimmed away), as Whisper conditions a window on the "
+    "previous one. ufal/whisper_streaming keeps the last 200 characters of that text (about 45 tokens of English); "
+    "\"all\" keeps all of it (Whisper itself keeps at most the last 223 tokens). A shorter prompt lets a "
+    "mistake in the committed text mislead the next decodes less; a longer one gives more context."
+)
+PROMPT_OFF_TIP = "Prompt length: local-agreement only; align-att and fixed-window take none."
 
 
 def ask_live_file(parent: QWidget | None, directory: str) -> str:
@@ -167,11 +179,21 @@ class LiveMode:
         # down to "fixed-window" in full, the picked name then cut with "…" (the list in full)
         self.policy_combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToContents)
         self.policy_combo.setMinimumWidth(self.policy_combo.fontMetrics().horizontalAdvance("fixed-window") + 34)
+        from core.streaming.local_agreement import PROMPT_TOKENS
+
+        self.prompt_spin = QSpinBox()
+        self.prompt_spin.setRange(0, PROMPT_MAX)  # 0: "all"
+        self.prompt_spin.setSpecialValueText("prompt: all")
+        self.prompt_spin.setPrefix("prompt: ")
+        self.prompt_spin.setValue(PROMPT_TOKENS or 0)
+        self.policy_combo.currentIndexChanged.connect(self._policy_changed)
         tab.recording.add_beside_record(self.check, self.policy_combo)
         tab.record_button.clicked.connect(self.sync)  # after SpeechTakes.toggle_record (connected first)
         tab.recording.liveAudio.connect(self._heard)
         self.view = LiveView()
         self.view.stopRequested.connect(self.stop)
+        self.view.add_control(self.prompt_spin)  # the record row has no room left at 1280 px
+        self._policy_changed()
         tab.add_inspector_view(self.view, "Live")
         tab.inspector_tabs.setTabToolTip(tab.inspector_tabs.indexOf(self.view), LIVE_TIP)
         tab.controller.add_frame_listener(self._frame)
@@ -196,14 +218,29 @@ class LiveMode:
         """The picked policy spec ("local-agreement:2", "align-att:25", "fixed-window")."""
         return str(self.policy_combo.currentData())
 
+    def prompt_tokens(self) -> int | None:
+        """The prompt length LocalAgreement gets (the spin box; None: "all")."""
+        return self.prompt_spin.value() or None
+
+    def _policy_changed(self) -> None:
+        """The prompt length is LocalAgreement's only: off (with a tooltip saying so) for the others."""
+        on = self.policy().startswith("local-agreement")
+        self.prompt_spin.setEnabled(on and self.session is None)
+        self.prompt_spin.setToolTip(PROMPT_TIP if on else PROMPT_OFF_TIP)
+
     def save_settings(self, s: QSettings) -> None:
         s.setValue("speech/live", self.check.isChecked())
         s.setValue("speech/live_policy", self.policy())
+        s.setValue("speech/live_prompt_tokens", self.prompt_spin.value())
 
     def restore_settings(self, s: QSettings) -> None:
         self.check.setChecked(str(s.value("speech/live", False)).lower() in ("true", "1"))
         i = self.policy_combo.findData(str(s.value("speech/live_policy", POLICY_CHOICES[0][0])))
         self.policy_combo.setCurrentIndex(max(i, 0))
+        try:
+            self.prompt_spin.setValue(int(s.value("speech/live_prompt_tokens", self.prompt_spin.value())))
+        except (TypeError, ValueError):
+            pass  # an unreadable value keeps the default
 
     # ------------------------------------------------------------ state
     def running(self) -> bool:
@@ -349,10 +386,12 @@ class LiveMode:
 
     def make_driver(self, decoder: Any, realtime: float) -> Any:
         """The ``core.streaming.StreamDriver`` of a session (the picked policy, a step of
-        :data:`STEP_S` s; the audio arrives at ``realtime`` x real time)."""
+        :data:`STEP_S` s, LocalAgreement's prompt length from the spin box; the audio arrives at
+        ``realtime`` x real time)."""
         from core.streaming import StreamDriver, parse_policy
 
-        return StreamDriver(parse_policy(self.policy(), step_s=STEP_S), decoder, realtime=realtime)
+        settings = {"prompt_tokens": self.prompt_tokens()} if self.policy().startswith("local-agreement") else {}
+        return StreamDriver(parse_policy(self.policy(), step_s=STEP_S, **settings), decoder, realtime=realtime)
 
     def _start(self, session: LiveSession) -> bool:
         tab = self.tab
@@ -372,6 +411,7 @@ class LiveMode:
         self.view.set_active(True)
         self.check.setEnabled(False)
         self.policy_combo.setEnabled(False)
+        self.prompt_spin.setEnabled(False)
         tab.inspector_tabs.bring(self.view)
         self.mark_earlier_run(True)  # the views keep the last offline run: they say so, dimmed
         tab.lanes.cancel()  # one decoding thread: the tab's decode and lanes stop, the session starts after them
@@ -460,6 +500,7 @@ class LiveMode:
         self.view.set_active(False)
         self.check.setEnabled(True)
         self.policy_combo.setEnabled(True)
+        self._policy_changed()
         self.view.flush()
         self.tab.busyChanged.emit(self.tab.is_busy(), "")
 

@@ -196,6 +196,7 @@ class LiveView(QWidget):
         head = QHBoxLayout()
         head.addWidget(self.title, 1)
         head.addWidget(self.stop_button)
+        self._head = head
         self.legend = QLabel(
             '<span style="color:#4a6fa5">■</span> the buffer the decoder sees &nbsp; '
             '<span style="color:#c0392b">┆</span> trimmed &nbsp; '
@@ -318,6 +319,11 @@ class LiveView(QWidget):
         self.message_label.setText("")
         self._dirty = True
         self.flush()
+
+    def add_control(self, widget: QWidget) -> None:
+        """Put ``widget`` (a setting of the live session, e.g. LocalAgreement's prompt length) in
+        the view's head row, before the Stop button."""
+        self._head.insertWidget(self._head.indexOf(self.stop_button), widget)
 
     def set_active(self, on: bool) -> None:
         """A stream runs (its ■ Stop button is enabled)."""
