@@ -4,7 +4,7 @@
     decoding-explorer stream FILE [--policy local-agreement:2 | align-att:25 | fixed-window[:10]]
                                   [--step S] [--speed 1|max|X] [--encoder window|buffer]
                                   [--model tiny.en] [--language en]
-                                  [--reference TEXT|FILE] [--max-lag 10] [--prompt-tokens N]
+                                  [--reference TEXT|FILE] [--max-lag 10] [--prompt-tokens N|all]
                                   [--strategy ...] [--json]
 
 Prints the committed text as it becomes final on stderr (progress) and the final transcript on
@@ -79,14 +79,16 @@ def _step(text: str) -> float:
     return value
 
 
-def _prompt_tokens(text: str) -> int:
-    """``--prompt-tokens``: a whole number >= 1."""
+def _prompt_tokens(text: str) -> int | str:
+    """``--prompt-tokens``: a whole number >= 1, or "all"."""
+    if text.strip().lower() == "all":
+        return "all"
     try:
         value = int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number of tokens >= 1, got {text!r}") from None
+        raise argparse.ArgumentTypeError(f"expected a whole number of tokens >= 1 or all, got {text!r}") from None
     if value < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1 (leave it out to keep all the text), got {text!r}")
+        raise argparse.ArgumentTypeError(f"must be >= 1, or all (all the text before the buffer), got {text!r}")
     return value
 
 
@@ -129,10 +131,10 @@ def add_parser(sub) -> argparse.ArgumentParser:
                         f"buffers; a looping decode is redone over the window); default {ENCODER_DEFAULT}")
     s.add_argument("--max-lag", default=10.0, type=_positive, metavar="S",
                    help="when more than S seconds of audio wait undecoded, skip ahead (default 10)")
-    s.add_argument("--prompt-tokens", default=None, type=_prompt_tokens, metavar="N",
+    s.add_argument("--prompt-tokens", default=None, type=_prompt_tokens, metavar="N|all",
                    help="local-agreement only: the decode's prompt keeps the last N token ids of the text before "
-                        "the buffer (whisper_streaming's 200 characters are about 45 tokens; on the espeak bench "
-                        "45 helped tiny.en and hurt base); default: all of it")
+                        "the buffer (whisper_streaming's 200 characters are about 45 tokens), or all of it (all); "
+                        "default: all of it")
     s.add_argument("--reference", default=None, metavar="TEXT|FILE",
                    help="the expected transcript (text, or a UTF-8 .txt file): --json adds \"wer\"")
     add_decoding_arguments(s)
@@ -155,7 +157,7 @@ def cmd_stream(args: argparse.Namespace) -> int:
     if args.prompt_tokens is not None:
         if not args.policy.startswith("local-agreement"):
             _usage_error(f"--prompt-tokens applies to local-agreement only, not --policy {args.policy}")
-        settings["prompt_tokens"] = args.prompt_tokens
+        settings["prompt_tokens"] = None if args.prompt_tokens == "all" else args.prompt_tokens
     try:
         policy = parse_policy(args.policy, step_s=args.step, **settings)  # --step: fixed-window:3 --step 5
     except ValueError as e:

@@ -178,3 +178,24 @@ def test_prompt_tokens_reach_the_local_agreement_policy_and_the_json(cli, wav, m
     code, out, err = cli("stream", wav, "--speed", "max", "--model", "tiny.en", "--json")
     assert code == 0, err
     assert json.loads(out)["prompt_tokens"] is None and built and built[-1] is None
+
+
+def test_prompt_tokens_all_keeps_all_the_text_and_is_refused_with_other_policies(cli, wav, monkeypatch, capsys):
+    """``--prompt-tokens all`` (the Live view's "all"): the policy keeps all the text before the
+    buffer (``prompt_tokens`` None), whatever the default; with align-att it is refused (exit 2)."""
+    from core.streaming import LocalAgreement
+
+    built = []
+    real = LocalAgreement.__init__
+
+    def init(self, *a, **kw):
+        real(self, *a, **kw)
+        built.append(self.prompt_tokens)
+
+    monkeypatch.setattr(LocalAgreement, "__init__", init)
+    code, out, err = cli("stream", wav, "--speed", "max", "--model", "tiny.en", "--prompt-tokens", "all", "--json")
+    assert code == 0, err
+    assert json.loads(out)["prompt_tokens"] is None and built and built[-1] is None
+    with pytest.raises(SystemExit) as e:
+        main(["stream", wav, "--policy", "align-att:25", "--prompt-tokens", "all"])
+    assert e.value.code == 2 and "local-agreement only" in capsys.readouterr().err
