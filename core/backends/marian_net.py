@@ -169,12 +169,23 @@ def _exact_int8_linear(weight: torch.Tensor, bias: torch.Tensor) -> Callable[[to
     except (RuntimeError, NotImplementedError):
         return None
 
+    linear = _raw_op(linear)
+
     def product(x: torch.Tensor) -> torch.Tensor:
         if x.dim() == 2:
             return linear(x * inv, packed)
         return linear(x.reshape(-1, x.shape[-1]) * inv, packed).view(*x.shape[:-1], -1)
 
+    product.parts = (linear, packed, inv)  # for ``_DecoderLayer.fast``: the same call without this frame
     return product
+
+
+def _raw_op(packet):
+    """The C++ callable behind a ``torch.ops`` packet's default overload: the same kernel and
+    bits, without ``OpOverloadPacket.__call__``'s Python check of its arguments for script objects
+    (fbgemm's packed weights are one), ~1.4 us a call here; the packet itself where this torch
+    has no such attribute."""
+    return getattr(getattr(packet, "default", None), "_op", None) or packet
 
 
 def _file_int8(weight: torch.Tensor) -> tuple[torch.Tensor, float] | None:
@@ -273,7 +284,7 @@ class _DecoderLayer:
     (float32, or int8 in ``MarianTinyModel.quantized``). A plain object, so a step reads
     attributes instead of building dictionary keys."""
 
-    __slots__ = ("ssru", "ln0", "q", "k", "v", "o", "ln1", "ffn1", "ffn2", "ln2", "weights")
+    __slots__ = ("ssru", "ln0", "q", "k", "v", "o", "ln1", "ffn1", "ffn2", "ln2", "weights", "fast")
 
     def __init__(self, p: dict[str, torch.Tensor], i: int):
         pre = f"decoder_l{i}_rnn"
@@ -292,6 +303,20 @@ class _DecoderLayer:
         self.ln0 = (p[pre + "_ffn_ln_scale"], p[pre + "_ffn_ln_bias"])
         self.ln1 = (p[ctx + "_Wo_ln_scale"], p[ctx + "_Wo_ln_bias"])
         self.ln2 = (p[ffn + "_ffn_ln_scale"], p[ffn + "_ffn_ln_bias"])
+        self.fast = self.fast_parts()
+
+    def fast_parts(self) -> tuple | None:
+        """The float32 step's tensors and kernels as one flat tuple, for ``decode_position``'s
+        one-hypothesis path to call the kernels directly (the same calls on the same tensors as
+        through ``_TransposedLinear`` and ``_exact_int8_linear``'s closure: the same bits, without
+        their Python frames): (ssru bias, ssru W^T, ln0 scale, ln0 bias, q bias, q W^T, o bias,
+        o W^T, ln1 scale, ln1 bias, ffn1 (kernel, packed, 1/m), ffn2 (kernel, packed, 1/m), ln2
+        scale, ln2 bias); None where a product is laid out otherwise (int8 mode, no fbgemm)."""
+        ffn = [getattr(f, "parts", None) for f in (self.ffn1, self.ffn2)]
+        if not all(isinstance(getattr(self, n), _TransposedLinear) for n in ("ssru", "q", "o")) or None in ffn:
+            return None
+        return (self.ssru.bias, self.ssru.wt, *self.ln0, self.q.bias, self.q.wt, self.o.bias, self.o.wt, *self.ln1,
+                ffn[0], ffn[1], *self.ln2)
 
 
 #: the products ``MarianTinyModel.quantized`` runs in int8. All of the encoder's (several rows
@@ -397,6 +422,8 @@ class MarianTinyModel:
             out = copy.copy(layer)
             for name in names:
                 setattr(out, name, int8(*layer.weights[name]))
+            if isinstance(out, _DecoderLayer):
+                out.fast = out.fast_parts()
             return out
 
         twin.enc_layers = [requantized(L, INT8_ENCODER) for L in self.enc_layers]
@@ -504,9 +531,30 @@ class MarianTinyModel:
         run = DECODER_LAYERS if n_layers is None else n_layers
         # one hypothesis (greedy, sampling): the attention as two bmm calls on per-sentence views
         views = self._cross_views(cross_keys, cross_values) if x.shape[0] == 1 else None
-        layer_norm, D = torch.layer_norm, D_MODEL
+        layer_norm, addmm, D = torch.layer_norm, torch.addmm, D_MODEL
         for li in range(run):
             L = self.dec_layers[li]
+            if views is not None and L.fast is not None:
+                # the float32 layer below (the one-hypothesis attention) with the kernels called directly
+                (s_b, s_wt, ln0_w, ln0_b, q_b, q_wt, o_b, o_wt, ln1_w, ln1_b, (lin1, packed1, inv1),
+                 (lin2, packed2, inv2), ln2_w, ln2_b) = L.fast
+                both = addmm(s_b, x, s_wt)
+                f = torch.sigmoid(both[:, D:])
+                c = f * ssru_state[li] + (_ONE - f) * both[:, :D]
+                new_state.append(c)
+                x = layer_norm(x + torch.relu(c), (D,), ln0_w, ln0_b, LN_EPS)
+                keys_t, values_0 = views[li]
+                scores = torch.bmm((addmm(q_b, x, q_wt) * _SCALE_T).view(N_HEADS, 1, HEAD_DIM), keys_t)
+                if cross_bias is not None:
+                    scores = scores + cross_bias[0]
+                w = torch.softmax(scores, dim=-1)  # (heads, 1, src)
+                attentions.append(w.view(1, N_HEADS, -1))
+                x = layer_norm(x + addmm(o_b, torch.bmm(w, values_0).view(1, D), o_wt), (D,), ln1_w, ln1_b, LN_EPS)
+                h = lin2(torch.relu(lin1(x * inv1, packed1)) * inv2, packed2)
+                x = layer_norm(x + h, (D,), ln2_w, ln2_b, LN_EPS)
+                if layer_outputs is not None:
+                    layer_outputs.append(x)
+                continue
             # SSRU (Kim et al. 2019): c = f*c_prev + (1-f)*(x W), h = relu(c); W and Wf in one product.
             both = L.ssru(x)  # the two halves as slices (``split`` is a Python wrapper: ~1 us more)
             f = torch.sigmoid(both[:, D:])
