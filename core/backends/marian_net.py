@@ -310,10 +310,12 @@ class _DecoderLayer:
         one-hypothesis path to call the kernels directly (the same calls on the same tensors as
         through ``_TransposedLinear`` and ``_exact_int8_linear``'s closure: the same bits, without
         their Python frames): (ssru bias, ssru W^T, ln0 scale, ln0 bias, q bias, q W^T, o bias,
-        o W^T, ln1 scale, ln1 bias, ffn1 (kernel, packed, 1/m), ffn2 (kernel, packed, 1/m), ln2
-        scale, ln2 bias); None where a product is laid out otherwise (int8 mode, no fbgemm)."""
-        ffn = [getattr(f, "parts", None) for f in (self.ffn1, self.ffn2)]
-        if not all(isinstance(getattr(self, n), _TransposedLinear) for n in ("ssru", "q", "o")) or None in ffn:
+        o W^T, ln1 scale, ln1 bias, ffn1, ffn2, ln2 scale, ln2 bias), each ffn (kernel, packed,
+        1/m) for the exact-int8 product, or (the layer's callable, None, None) for any other
+        (int8 mode's ``Int8Linear``, the float32 fallback without fbgemm); None where the SSRU, q
+        or o product is laid out otherwise."""
+        ffn = [getattr(f, "parts", None) or (f, None, None) for f in (self.ffn1, self.ffn2)]
+        if not all(isinstance(getattr(self, n), _TransposedLinear) for n in ("ssru", "q", "o")):
             return None
         return (self.ssru.bias, self.ssru.wt, *self.ln0, self.q.bias, self.q.wt, self.o.bias, self.o.wt, *self.ln1,
                 ffn[0], ffn[1], *self.ln2)
@@ -550,7 +552,8 @@ class MarianTinyModel:
                 w = torch.softmax(scores, dim=-1)  # (heads, 1, src)
                 attentions.append(w.view(1, N_HEADS, -1))
                 x = layer_norm(x + addmm(o_b, torch.bmm(w, values_0).view(1, D), o_wt), (D,), ln1_w, ln1_b, LN_EPS)
-                h = lin2(torch.relu(lin1(x * inv1, packed1)) * inv2, packed2)
+                h = torch.relu(lin1(x * inv1, packed1) if inv1 is not None else lin1(x))
+                h = lin2(h * inv2, packed2) if inv2 is not None else lin2(h)
                 x = layer_norm(x + h, (D,), ln2_w, ln2_b, LN_EPS)
                 if layer_outputs is not None:
                     layer_outputs.append(x)
