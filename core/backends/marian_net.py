@@ -306,7 +306,9 @@ class _DecoderLayer:
         self.fast = self.fast_parts()
 
     def fast_parts(self) -> tuple | None:
-        """The float32 step's tensors and kernels as one flat tuple, for ``decode_position``'s
+        """The step's tensors and kernels as one flat tuple (``self.fast``, made when the layer is
+        built and again by ``MarianTinyModel.quantized``: a product replaced otherwise needs
+        ``fast = fast_parts()`` again), for ``decode_position``'s
         one-hypothesis path to call the kernels directly (the same calls on the same tensors as
         through ``_TransposedLinear`` and ``_exact_int8_linear``'s closure: the same bits, without
         their Python frames): (ssru bias, ssru W^T, ln0 scale, ln0 bias, q bias, q W^T, o bias,
@@ -537,7 +539,7 @@ class MarianTinyModel:
         for li in range(run):
             L = self.dec_layers[li]
             if views is not None and L.fast is not None:
-                # the float32 layer below (the one-hypothesis attention) with the kernels called directly
+                # the layer below (its one-hypothesis attention) with the kernels called directly
                 (s_b, s_wt, ln0_w, ln0_b, q_b, q_wt, o_b, o_wt, ln1_w, ln1_b, (lin1, packed1, inv1),
                  (lin2, packed2, inv2), ln2_w, ln2_b) = L.fast
                 both = addmm(s_b, x, s_wt)
