@@ -47,6 +47,29 @@ machine; offline WER 7.9, LA-2 10.2 at 1.17 s): ``right_context_s`` 0.5: 10.4 at
 local-agreement:3: 8.4, 8.9, 9.2 at 1.73-2.12 s (base: 6.4 against 5.1, fell behind);
 ``prompt_tokens`` 45 (whisper_streaming's 200 characters): 7.4 and 9.4 at 1.11-1.18 s (two
 runs; left off by default until more runs confirm it).
+
+Session 14 decided the prompt length on more data (bench_streaming --set-seed S: 30 other
+generated sentences, ~380 words; --clock cpu, one thread, step 0.5; WER against the text minus
+offline's on the same set, points; /work/notes/s14/h1/):
+
+    model    set      all (default)      90          45 (whisper_streaming's 200 characters)
+    tiny.en  espeak   +2.3 +3.6 +2.5     -           -0.5 +1.5 -0.5 +0.2   (session 13)
+    tiny.en  seed 1   +3.2               +5.0        +6.6
+    tiny.en  seed 2   +1.3               +0.5        +2.4
+    tiny.en  seed 3   +2.3               +3.9        +7.5
+    tiny.en  seed 4   +4.9               -           +2.6
+    base     espeak   +2.0 +2.0 +1.0     -           +3.8 +4.3              (session 13)
+    base     seed 1   +2.6               +4.7        +6.3
+    base     seed 2   +1.1               +1.1        +1.6
+
+Mean over the sets: tiny.en all +2.9, 45 +3.9; base all +1.8, 45 +4.0. Base is never better
+with a shorter prompt; tiny.en's gain on the espeak set does not hold on the other sets (45 wins
+on 2 sets of 5 and loses by 3-5 points on 2). So the default stays all the text before the
+buffer (:data:`PROMPT_TOKENS` None) for every model: the data shows no per-model difference to
+put in the catalog. A shorter prompt is cheaper to decode: base's mean latency 2.5 -> 1.9 s at
+45 (it decodes near real time, so the prompt's cost shows), tiny.en's 1.18 -> 1.14 s.
+Unlike whisper_streaming, the prompt is cut at N token ids, not at whole words, and the last
+committed word before the buffer is in it (``whisper_online.py``'s ``prompt()`` leaves it out).
 """
 
 from __future__ import annotations
@@ -65,7 +88,8 @@ MIN_BUFFER_S = 2.0
 #: the right-context guard (s): an agreed word is committed once this much audio follows its end
 RIGHT_CONTEXT_S = 0.0
 #: the default prompt length: the last this many ids of the text committed before the buffer
-#: prompt each decode (None: all of it; see the module docstring)
+#: prompt each decode (None: all of it, Whisper keeping the last 223; session 14's bench on five
+#: sets, module docstring: 45 and 90 were no better on tiny.en and worse on base)
 PROMPT_TOKENS: int | None = None
 
 

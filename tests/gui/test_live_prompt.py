@@ -69,3 +69,21 @@ def test_the_prompt_length_is_kept_in_qsettings(qtbot, tab):
     assert other.live_mode.prompt_spin.text() == "prompt: all"
     assert other.live_mode.make_driver(NoDecoder(), 1.0).policy.prompt_tokens is None
     other.shutdown()
+
+
+@pytest.mark.parametrize("model_name", ["whisper-tiny.en", "whisper-base"])
+def test_the_default_prompt_length_reaches_the_live_policy_for_each_model(qtbot, tab, model_name):
+    """With nothing saved, the spin box shows the default (``local_agreement.PROMPT_TOKENS``:
+    session 14 kept "all" for both bundled models, see its docstring) and a live session's
+    LocalAgreement gets it, as ``stream`` without --prompt-tokens does."""
+    from core.streaming.local_agreement import PROMPT_TOKENS, LocalAgreement
+
+    from .fakes import FakeSpeechModel
+
+    tab.model = FakeSpeechModel()
+    tab.model.name = model_name
+    live = tab.live_mode
+    assert live.policy() == "local-agreement:2"
+    assert live.prompt_tokens() == PROMPT_TOKENS == LocalAgreement().prompt_tokens
+    assert live.prompt_spin.text() == ("prompt: all" if PROMPT_TOKENS is None else f"prompt: {PROMPT_TOKENS}")
+    assert live.make_driver(NoDecoder(), 1.0).policy.prompt_tokens == PROMPT_TOKENS
