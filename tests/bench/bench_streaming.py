@@ -29,7 +29,14 @@ Not a pass/fail test: it prints figures.
 
     .venv/bin/python tests/bench/bench_streaming.py [--models tiny.en,base] [--threads 1,2]
         [--policies local-agreement:2,align-att:25,fixed-window,align-att:15@0.5] [--steps default,1.0] [--speed 1|max]
-        [--encoders buffer,window] [--clock wall|cpu] [--sentences N] [--settings JSON] [--json FILE]
+        [--encoders buffer,window] [--clock wall|cpu] [--sentences N] [--set-seed S] [--settings JSON]
+        [--json FILE]
+
+``--set-seed S`` speaks ``bench_longform.sentences(N, seed=S)`` (N = ``--sentences``: other
+sentences from the same templates) instead of the espeak set, with the offline WER of that set;
+``--settings '[{}, {"prompt_tokens": 45}]'`` (a JSON list) runs each policy once per object. A
+closing table lists every row: model, set, policy, settings, WER ref, offline WER, the delta,
+mean latency (session 14 decided LocalAgreement's prompt length with it: local_agreement.py).
 
 ``--settings '{"right_context_s": 0.5}'`` passes settings to every policy of the run
 (``parse_policy``); ``--json FILE`` writes every row with both transcripts (streamed and
