@@ -233,6 +233,7 @@ class KeptExplorations(QObject):
                 self.tab.options_panel.setOptions(options)
             except ValueError:
                 pass
+        self._strip_begins(options)
         self.tab.apply_input_settings(entry.input_settings)
         self.run.select(entry.selected)
         self._tree_identity = ((entry.input_description, entry.input_hash, entry.model)
@@ -240,6 +241,14 @@ class KeptExplorations(QObject):
         self.run.restore(entry.branches, entry.current)
         self._saved_signature = tree_signature(self.run.branches()) if entry.saved else None
         self.tab.busyChanged.emit(self.tab.is_busy(), "")
+
+    def _strip_begins(self, options: Any) -> None:
+        """The tree about to be shown is a run of the step strip (its KV cache setting labels the
+        decoder ms curve; the run shown so far becomes the dashed reference when its setting was
+        the other one): as ``DecodeRun._start`` tells it for a decoded run."""
+        strip = getattr(self.tab, "strip", None)
+        if strip is not None and isinstance(options, DecodingOptions):
+            strip.begin_run(self.input_identity_or_none(), options.kv_cache)
 
     def unsaved(self) -> list[KeptExploration]:
         """The trees with work not saved to a file: the one shown (first), the one a running
@@ -358,6 +367,7 @@ class KeptExplorations(QObject):
                 tab.options_panel.setOptions(options)  # shown, not decoded again
             except ValueError:
                 pass
+        self._strip_begins(options)
         tab.apply_input_settings(data.get("input", {}).get("settings", {}))
         self.run.select(data.get("selected"))
         self._tree_identity = (desc, digest, getattr(tab.model, "name", "") or "") if digest else None

@@ -201,8 +201,9 @@ class LiveMode:
 
     def mark_earlier_run(self, on: bool) -> None:
         """Mark the token stream, top-k and heatmap as showing the last offline run (``on``, while a
-        live session runs and after it, until the next offline run clears the run) or unmark
-        them. The run stays, explorable; nothing is marked when it has no steps."""
+        live session runs; at its end, until the offline run of a file played or a take clears the
+        run; a session ending without one unmarks them) or unmark them. The run stays, explorable;
+        nothing is marked when it has no steps."""
         tab = self.tab
         note = short = None
         if on and len(tab.run):
@@ -485,6 +486,8 @@ class LiveMode:
             tab.set_audio(s.audio, s.path.name)  # the file is the input now: decoded offline, explorable
             tab.statusMessage.emit(summary)  # after the decode's start, which clears the last run's message
             return
+        # no offline run of the played file follows: the views show the run of the input shown again
+        self.mark_earlier_run(False)
         if s.kind == "file" and unchanged:
             tab.show_input()  # the waveform shows the input again, not the part of the file played
         if s.decode_after and tab.has_input():

@@ -1,0 +1,94 @@
+"""Session 14, H3: the two defects session 13's user trial left, each as a test that failed
+before its fix: the step strip's KV cache labels after Edit → Previous exploration (Ctrl+Z), and
+the "last offline run" mark of the views after a live session that ended without an offline run."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+
+from core.options import DecodingOptions
+
+from .fakes import VOCAB, FakeSpeechModel
+from .tab_helpers import TONE, decoded, shown_window
+from .test_h6_s13_user_findings import TimedFakeSpeechModel, _run
+
+SHOTS = "/work/notes/s14/h3"
+
+
+@pytest.fixture(autouse=True)
+def _answers(monkeypatch):
+    """Every Save / Discard / Cancel question is answered "discard" (a window left with a fork
+    asks when qtbot closes it)."""
+    import gui.tabs.speech as speech_mod
+
+    monkeypatch.setattr(speech_mod, "ask_unsaved", lambda parent, text, informative, title="": "discard")
+
+
+def test_ctrl_z_gives_the_step_strip_the_restored_trees_kv_cache_setting(qtbot, settings):
+    """Before: after a cache-on tree with a fork and a cache-off run, Ctrl+Z brought the cache-on
+    tree back but the strip kept the cache-off run's setting: its solid curve (the restored
+    cache-on run) was labelled "KV cache off", and the dashed reference was the restored run itself
+    ("KV cache on"), so the comparison the user had made was gone and mislabelled."""
+    w = shown_window(qtbot, settings)
+    tab = w.speech_tab
+    tab.options_panel._timer.setInterval(20)
+    tab.model = TimedFakeSpeechModel()
+    decoded(qtbot, tab, TONE)  # KV cache on (the default)
+    with qtbot.waitSignal(tab.forkFinished, timeout=5000):
+        assert tab.fork(3, [VOCAB[" cat"]], " cat")  # work: the tree is kept for Ctrl+Z
+    qtbot.waitUntil(lambda: not tab.is_decoding(), timeout=5000)
+    _run(qtbot, tab, DecodingOptions(kv_cache=False))
+    strip = tab.strip
+    _steps, off_ms = strip.series("ms")
+    assert off_ms[-1] > off_ms[0] and strip.reference()[0] is True
+    assert tab.explorations_keeper.previous()
+    qtbot.wait(50)
+    assert tab.options_panel.options().kv_cache is True  # the restored tree's options
+    _steps, ms = strip.series("ms")
+    assert len(ms) and np.allclose(ms[np.isfinite(ms)], 4.0)  # the strip shows the cache-on run
+    legend = strip.legend_text()
+    assert re.search(r"━ KV cache on ", legend), legend  # the solid curve: the run shown
+    assert re.search(r"┅ KV cache off", legend), legend  # the dashed one: the cache-off run it replaced
+    ref = strip.reference()
+    assert ref is not None and ref[0] is False and np.allclose(ref[2][np.isfinite(ref[2])], off_ms[np.isfinite(off_ms)])
+    w.grab().save(f"{SHOTS}/01_ctrl_z_strip_kv_labels_1280.png")
+    # Ctrl+Shift+Z: the cache-off run is shown again, the cache-on run its reference
+    assert tab.explorations_keeper.next()
+    qtbot.wait(50)
+    assert strip.reference() is not None and strip.reference()[0] is True
+    assert re.search(r"━ KV cache off ", strip.legend_text()), strip.legend_text()
+    tab.shutdown()
+
+
+def test_a_live_session_that_ends_without_an_offline_run_unmarks_the_views(qtbot, settings, tmp_path, monkeypatch):
+    """Before: a file played as live input that could not be read ended the session with an error,
+    and the token stream, top-k and heatmap stayed dimmed with "last offline run: tone — live decode
+    is in the Live view" although nothing was live and they showed the run of the input shown, until
+    the next offline run."""
+    import gui.tabs.live as live_mod
+
+    from .test_live_mode import ScriptedDecoder
+
+    monkeypatch.setattr(live_mod.LiveMode, "make_decoder", lambda self, model, options: ScriptedDecoder())
+    w = shown_window(qtbot, settings)
+    tab = w.speech_tab
+    tab.options_panel._timer.setInterval(20)
+    tab.model = FakeSpeechModel()
+    errors = []
+    tab.errorOccurred.connect(errors.append)
+    decoded(qtbot, tab, TONE)
+    bad = tmp_path / "not_audio.wav"
+    bad.write_bytes(b"this is not a wav file" * 100)
+    live = tab.live_mode
+    assert tab.play_file_as_live(bad, speed=2.0)
+    qtbot.waitUntil(lambda: not live.running(), timeout=10_000)
+    qtbot.wait(50)
+    assert any("Live decoding stopped" in e for e in errors), errors
+    assert not tab.stream.earlier_note.isVisible() and tab.stream.flow.graphicsEffect() is None
+    assert "offline" not in tab.topk.title_text() and not tab.heatmap.earlier_note.isVisible()
+    assert len(tab.run) > 0  # the run of the input shown stays
+    w.grab().save(f"{SHOTS}/02_live_failed_file_unmarked_1280.png")
+    tab.shutdown()
