@@ -60,10 +60,13 @@ SPECULATION_TIP = (
 
 def speculation_status(spec: dict | None) -> str:
     """The status bar's speculative figures of a finished run (``SpeculationSummary.to_dict()``):
-    " · α 0.72 · speed-up 1.31× (predicted 1.40×)"; "" without them."""
+    " · α 0.72 · speed-up 1.31× (predicted 1.40×)"; α "–" when nothing was drafted; "" without them."""
     if not spec:
         return ""
-    out = f" · α {spec.get('acceptance_rate', 0.0):.2f}"
+    if spec.get("draft_tokens", 1) == 0:  # α = 0/0: undefined, not "every drafted token rejected"
+        out = " · α – (nothing drafted)"
+    else:
+        out = f" · α {spec.get('acceptance_rate', 0.0):.2f}"
     measured, predicted = spec.get("speedup_measured"), spec.get("speedup_predicted")
     if measured is not None:
         out += f" · speed-up {measured:.2f}×"

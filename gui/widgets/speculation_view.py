@@ -382,8 +382,12 @@ class SpeculationView(QWidget):
                      f"{f['rounds']} with a draft")
         else:
             calls = f"<b>{f['tokens_per_call']:.2f} tokens per drafted round</b> · {f['rounds']} rounds"
+        if f["drafted"] == 0 and (s is None or s.draft_tokens == 0):  # α = 0/0: undefined
+            alpha = "<b>α –</b> (nothing drafted: each call decoded one token, as plain decoding does)"
+        else:
+            alpha = f"<b>α {f['alpha']:.2f}</b> ({f['accepted']}/{f['drafted']})"
         lines = [
-            f"<b>α {f['alpha']:.2f}</b> ({f['accepted']}/{f['drafted']}) · {calls}",
+            f"{alpha} · {calls}",
             f"mean γ {f['mean_gamma']:.1f} · draft {f['draft_ms']:.0f} ms · target {f['target_ms']:.0f} ms in all",
         ]
         measured = self.measured_speedup()

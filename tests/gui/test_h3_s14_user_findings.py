@@ -92,3 +92,35 @@ def test_a_live_session_that_ends_without_an_offline_run_unmarks_the_views(qtbot
     assert len(tab.run) > 0  # the run of the input shown stays
     w.grab().save(f"{SHOTS}/02_live_failed_file_unmarked_1280.png")
     tab.shutdown()
+
+
+def test_a_speculative_run_that_drafted_nothing_shows_no_acceptance_rate(qtbot):
+    """Before: tiny.en with the n-gram draft on the sample (no repeated n-gram: nothing drafted) said
+    "α 0.00 (0/0)" in the Speculation tab and "α 0.00 · speed-up 1.11×" on the status bar, read as "the
+    target rejected every drafted token" and "speculation sped it up", when nothing was drafted and the
+    run decoded as plain greedy does (the 1.11× is the two runs' timing noise)."""
+    from core.events import Finished, RunStats, SpeculationSummary
+    from gui.main_window import speculation_status
+    from gui.run_state import RunState
+    from gui.widgets.speculation_view import SpeculationView
+
+    from .fakes import make_step
+
+    spec = SpeculationSummary(draft="ngram", rounds=5, draft_tokens=0, accepted=0, tokens=5, c=0.05,
+                              speedup_predicted=None, speedup_measured=1.11)
+    status = speculation_status(spec.to_dict())
+    assert "α 0.00" not in status and "nothing drafted" in status, status
+    run = RunState()
+    view = SpeculationView(run)
+    qtbot.addWidget(view)
+    view.resize(900, 320)
+    view.show()
+    steps = [make_step(i, w) for i, w in enumerate([" a", " b", " c", " d", " e"])]
+    for ev in steps:
+        run.add(ev)
+    run.finish(Finished(text="".join(e.text for e in steps), token_ids=[e.token_id for e in steps],
+                        stats=RunStats(decode_s=0.1, n_tokens=5, speculative=spec)))
+    run.flush()
+    view.refresh()
+    text = view.run_label.text()
+    assert "α 0.00" not in text and "nothing drafted" in text, text
