@@ -92,7 +92,7 @@ class LogitLensView(QWidget):
             run.cleared.connect(self.clear)
             run.currentBranchChanged.connect(lambda _b: self.set_steps(run.steps()))
             run.selectionChanged.connect(self.select_step)
-            run.stepsAdded.connect(lambda _b, steps: self.append_steps(steps))  # once per frame
+            run.stepsAdded.connect(self._steps_added)  # once per frame
             run.stepsRetracted.connect(lambda _b, _s: self.set_steps(run.steps()))
         self._update_legend()
         self._update_placeholder()
@@ -157,6 +157,14 @@ class LogitLensView(QWidget):
         self.append_steps(steps)
         if self.run is not None:
             self.select_step(self.run.selected())
+
+    def _steps_added(self, _branch: int, steps: list[StepEvent]) -> None:
+        """The run's new steps; the selected step among them is outlined (the selection outlives
+        a run: Capture decodes the run again with the step still selected), as ``follow_run`` does."""
+        self.append_steps(steps)
+        sel = self.run.selected() if self.run is not None else None
+        if sel is not None and any(ev.step == sel for ev in steps):
+            self.select_step(sel)
 
     def append_steps(self, steps: list[StepEvent]) -> None:
         """A batch of new steps (one frame's)."""

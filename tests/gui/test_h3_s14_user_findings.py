@@ -124,3 +124,27 @@ def test_a_speculative_run_that_drafted_nothing_shows_no_acceptance_rate(qtbot):
     view.refresh()
     text = view.run_label.text()
     assert "α 0.00" not in text and "nothing drafted" in text, text
+
+
+def test_the_logit_lens_outlines_the_selected_step_after_capture_re_decodes(qtbot, settings):
+    """Before: with a step selected (tiny.en on the sample, step 3 ' and'), ticking Capture decoded the
+    run again with the lens; the token stream, strip and top-k kept step 3 selected, but the lens grid
+    outlined no column and scrolled to the newest steps (its own handler of the run's steps forgot
+    the selection that outlives a run, which the other views take back when the step arrives)."""
+    w = shown_window(qtbot, settings)
+    tab = w.speech_tab
+    tab.options_panel._timer.setInterval(20)
+    tab.model = FakeSpeechModel()
+    decoded(qtbot, tab, TONE)
+    tab.run.select(3)
+    tab.inspector_tabs.setCurrentWidget(tab.lens_view)
+    with qtbot.waitSignal(tab.decodeFinished, timeout=5000):
+        tab.lens_view.capture_box.setChecked(True)
+    qtbot.waitUntil(lambda: not tab.is_decoding(), timeout=5000)
+    qtbot.wait(50)
+    grid = tab.lens_view.grid
+    assert tab.run.selected() == 3 and tab.lens_view.column_count() > 3
+    assert grid.selected == 3, "the lens outlines no column although step 3 is selected"
+    first, last = grid.visible_columns()
+    assert first <= grid.col_of[3] < last
+    tab.shutdown()
