@@ -138,10 +138,24 @@ class _ColumnLayout(QVBoxLayout):
     sizes a height-for-width column to the heights its parts would like (text ~400 px, lane
     ~270 px: 728 px at 1280x800), so only the transcript showed and the buffer lane sat below
     the fold; without it the column fills the area and scrolls only below its minimums (H5,
-    session 13). The wrapped legend keeps its one-line minimum."""
+    session 13). The wrapped legend's minimum height is its wrapped height at the column's
+    width (set here on each layout): with its one-line minimum the column was laid out 13 px
+    short at 1280x800 and the legend was drawn over the lane's axis title, its second line cut
+    (session 14)."""
+
+    def __init__(self, legend: QLabel) -> None:
+        super().__init__()
+        self._legend = legend
 
     def hasHeightForWidth(self) -> bool:  # noqa: N802
         return False
+
+    def setGeometry(self, rect) -> None:  # noqa: N802
+        m = self.contentsMargins()
+        need = self._legend.heightForWidth(max(1, rect.width() - m.left() - m.right()))
+        if need > 0 and need != self._legend.minimumHeight():
+            self._legend.setMinimumHeight(need)  # the column's minimum grows: the scroll area scrolls
+        super().setGeometry(rect)
 
 
 class LiveView(QWidget):
@@ -163,6 +177,7 @@ class LiveView(QWidget):
             "RTF: decoding seconds per second of audio (< 1 keeps up with real time). Latency: per committed "
             "word, from its end in the audio to its commit (audio time), mean and 90th percentile. Revised: "
             "tentative tokens that a later update changed, of all shown.")
+        self.stats_label.hide()  # shown with the first audio heard
         self.message_label = QLabel("")
         self.message_label.setStyleSheet(MESSAGE_STYLE)
         self.message_label.setWordWrap(True)
@@ -206,7 +221,7 @@ class LiveView(QWidget):
         self.legend.setWordWrap(True)  # never widens the window
         self.legend.setToolTip(LANE_TIP)
         body = QHBoxLayout()
-        left = _ColumnLayout()
+        left = _ColumnLayout(self.legend)
         left.setContentsMargins(0, 0, 0, 0)  # the area is the frame: its minimum fits a 1280x800 window
         left.setSpacing(3)
         left.addWidget(self.text, 3)
@@ -453,6 +468,7 @@ class LiveView(QWidget):
         self._draw_decision()
         self._add_rows()
         self.stats_label.setText(self.stats_text() if self.heard_s > 0 else "")
+        self.stats_label.setVisible(self.heard_s > 0)  # an empty line is room the column needs at 1280x800
         if self.messages:
             self.message_label.setText(self.note())
             self.message_label.show()

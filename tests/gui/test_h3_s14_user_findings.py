@@ -148,3 +148,27 @@ def test_the_logit_lens_outlines_the_selected_step_after_capture_re_decodes(qtbo
     first, last = grid.visible_columns()
     assert first <= grid.col_of[3] < last
     tab.shutdown()
+
+
+def test_the_live_views_legend_gets_the_height_of_its_wrapped_lines_at_1280(qtbot, settings):
+    """Before: at 1280x800 the Live view's legend wraps to two lines but its column (laid out without
+    height-for-width) gave it one line's height: the first line was drawn over the lane's axis title
+    ("stream time (s)") and the second ("■▼ AlignAtt: too close to the end…") was cut in half."""
+    w = shown_window(qtbot, settings)
+    tab = w.speech_tab
+    view = tab.live_mode.view
+    tab.inspector_tabs.bring(view)
+    # as in a session that fell behind (tiny.en, the sample played as live input at 3x)
+    view.stats_label.setText("RTF 0.23 · latency mean 3.18 s / p90 4.32 s · 3 of 24 tentative tokens revised")
+    view.message_label.setText("Decoding fell behind real time by 2.2 s: the waiting audio was decoded in one step.")
+    view.stats_label.show()
+    view.message_label.show()
+    qtbot.wait(100)
+    legend = view.legend
+    need = legend.heightForWidth(legend.width())
+    assert need > legend.fontMetrics().lineSpacing() * 1.5  # it wraps at this width
+    assert legend.height() >= need, f"the legend has {legend.height()} px for {need} px of wrapped text"
+    lane = view.lane.geometry()
+    assert legend.geometry().top() > lane.bottom(), f"the legend {legend.geometry()} is drawn over the lane {lane}"
+    view.grab().save(f"{SHOTS}/03_live_view_legend_1280.png")
+    tab.shutdown()
