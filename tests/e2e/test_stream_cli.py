@@ -157,10 +157,10 @@ def test_without_step_each_policy_takes_its_own_default_step(cli, wav, policy, s
     assert d["decodes"] >= int(d["audio_s"] / step) - 1
 
 
-def test_prompt_tokens_reach_the_local_agreement_policy_and_the_json(cli, wav, monkeypatch):
-    """--prompt-tokens N is local-agreement's ``prompt_tokens`` (the policy's own test,
-    test_streaming_local_agreement, checks what it does to the prompt); the JSON reads it back
-    from the policy that ran: N, or null (all the text) without the flag."""
+@pytest.fixture
+def built_prompt_tokens(monkeypatch):
+    """The ``prompt_tokens`` of each LocalAgreement policy built, in order (the last one built
+    is the one that ran)."""
     from core.streaming import LocalAgreement
 
     built = []
@@ -171,6 +171,14 @@ def test_prompt_tokens_reach_the_local_agreement_policy_and_the_json(cli, wav, m
         built.append(self.prompt_tokens)
 
     monkeypatch.setattr(LocalAgreement, "__init__", init)
+    return built
+
+
+def test_prompt_tokens_reach_the_local_agreement_policy_and_the_json(cli, wav, built_prompt_tokens):
+    """--prompt-tokens N is local-agreement's ``prompt_tokens`` (the policy's own test,
+    test_streaming_local_agreement, checks what it does to the prompt); the JSON reads it back
+    from the policy that ran: N, or null (all the text) without the flag."""
+    built = built_prompt_tokens
     code, out, err = cli("stream", wav, "--speed", "max", "--model", "tiny.en", "--prompt-tokens", "45", "--json")
     assert code == 0, err
     assert json.loads(out)["prompt_tokens"] == 45 and built[-1] == 45  # the last built is the one that ran
@@ -180,19 +188,10 @@ def test_prompt_tokens_reach_the_local_agreement_policy_and_the_json(cli, wav, m
     assert json.loads(out)["prompt_tokens"] is None and built and built[-1] is None
 
 
-def test_prompt_tokens_all_keeps_all_the_text_and_is_refused_with_other_policies(cli, wav, monkeypatch, capsys):
+def test_prompt_tokens_all_keeps_all_the_text_and_is_refused_with_other_policies(cli, wav, built_prompt_tokens, capsys):
     """``--prompt-tokens all`` (the Live view's "all"): the policy keeps all the text before the
     buffer (``prompt_tokens`` None), whatever the default; with align-att it is refused (exit 2)."""
-    from core.streaming import LocalAgreement
-
-    built = []
-    real = LocalAgreement.__init__
-
-    def init(self, *a, **kw):
-        real(self, *a, **kw)
-        built.append(self.prompt_tokens)
-
-    monkeypatch.setattr(LocalAgreement, "__init__", init)
+    built = built_prompt_tokens
     code, out, err = cli("stream", wav, "--speed", "max", "--model", "tiny.en", "--prompt-tokens", "all", "--json")
     assert code == 0, err
     assert json.loads(out)["prompt_tokens"] is None and built and built[-1] is None
