@@ -134,7 +134,8 @@ def add_parser(sub) -> argparse.ArgumentParser:
     s.add_argument("--prompt-tokens", default=None, type=_prompt_tokens, metavar="N|all",
                    help="local-agreement only: the decode's prompt keeps the last N token ids of the text before "
                         "the buffer (whisper_streaming's 200 characters are about 45 tokens), or all of it (all); "
-                        "default: all of it (on five espeak sets 45 was worse on tiny.en and base, 90 no clearer than all)")
+                        "default: all of it (on session 14's sets, five for tiny.en and four for base, 45 was worse on "
+                        "both and 90 within the runs' spread of all)")
     s.add_argument("--reference", default=None, metavar="TEXT|FILE",
                    help="the expected transcript (text, or a UTF-8 .txt file): --json adds \"wer\"")
     add_decoding_arguments(s)

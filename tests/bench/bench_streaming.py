@@ -111,6 +111,16 @@ def run_policy(model, audio, spec: str, step: float | None, speed: float | None,
     return out
 
 
+#: settings only LocalAgreement takes: a ``--settings`` list that mixes them with align-att or
+#: fixed-window passes them to local-agreement policies only
+LOCAL_AGREEMENT_ONLY = frozenset({"prompt_tokens", "right_context_s", "forced_prefix"})
+
+
+def _named(row: dict) -> str:
+    """A row's policy for a verdict line: its spec, and its settings where it has any."""
+    return row["spec"] + (" " + json.dumps(row["settings"]) if row.get("settings") else "")
+
+
 def verdicts(rows: list[dict], offline_wer: float, offline_en: float | None = None) -> list[str]:
     """The issue's goals over one model's rows (``run_policy``'s dicts): AlignAtt against
     LocalAgreement (latency at their WERs), and LocalAgreement-2's targets."""
@@ -120,8 +130,8 @@ def verdicts(rows: list[dict], offline_wer: float, offline_en: float | None = No
     for a in aa:
         for b in la:
             la_lat, aa_lat = b["latency"]["mean_s"] or 0, a["latency"]["mean_s"] or 0
-            out.append(f"  {a['spec']} (step {a['step_s']:g}) mean latency {aa_lat:.2f} s at WER {100 * a['wer_ref']:.1f}"
-                       f" vs {b['spec']} (step {b['step_s']:g}) {la_lat:.2f} s at WER {100 * b['wer_ref']:.1f}: "
+            out.append(f"  {_named(a)} (step {a['step_s']:g}) mean latency {aa_lat:.2f} s at WER {100 * a['wer_ref']:.1f}"
+                       f" vs {_named(b)} (step {b['step_s']:g}) {la_lat:.2f} s at WER {100 * b['wer_ref']:.1f}: "
                        f"{'lower' if aa_lat < la_lat else 'NOT lower'} by {abs(la_lat - aa_lat):.2f} s, WERs "
                        f"{abs(a['wer_ref'] - b['wer_ref']) * 100:.1f} points apart")
     for b in la:
@@ -130,7 +140,7 @@ def verdicts(rows: list[dict], offline_wer: float, offline_en: float | None = No
         keeps = b["rtf"] < 1 and not b["skipped_s"]
         mean = b["latency"]["mean_s"] or 0
         diff = 100 * (b["wer_ref"] - offline_wer)
-        out.append(f"  local-agreement:2 (step {b['step_s']:g}): keeps up {'yes' if keeps else 'NO'} (RTF {b['rtf']:.2f}, "
+        out.append(f"  {_named(b)} (step {b['step_s']:g}): keeps up {'yes' if keeps else 'NO'} (RTF {b['rtf']:.2f}, "
                    f"skipped {b['skipped_s']:.1f} s); mean latency {mean:.2f} s {'<=' if mean <= 2.5 else '>'} 2.5; "
                    f"WER vs the reference {100 * b['wer_ref']:.1f} vs offline {100 * offline_wer:.1f} ({diff:+.1f}: "
                    f"{'within' if diff <= 1 else 'NOT within'} 1 point); WER between streamed and offline "
@@ -204,9 +214,12 @@ def main() -> int:
                 for step in ([float(own)] if own else
                              [None if x == "default" else float(x) for x in args.steps.split(",")]):
                     for encoder, settings in ((e, st) for e in args.encoders.split(",") for st in settings_list):
-                        r = run_policy(model, audio, spec, step, speed, text, offline, encoder, args.clock, **settings)
+                        own_settings = settings if spec.startswith("local-agreement") else {
+                            k: v for k, v in settings.items() if k not in LOCAL_AGREEMENT_ONLY}
+                        r = run_policy(model, audio, spec, step, speed, text, offline, encoder, args.clock, **own_settings)
+                        r["settings"] = own_settings
                         rows.append(r)
-                        dump.append({"model": model.name, "set": set_name, "threads": threads, "encoder": encoder, "settings": settings,
+                        dump.append({"model": model.name, "set": set_name, "threads": threads, "encoder": encoder, "settings": own_settings,
                                      "offline": offline, "reference": text, "offline_wer": offline_wer, "offline_wer_en": offline_en,
                                      **{k: r[k] for k in ("spec", "step_s", "text", "wer_ref", "wer_offline", "latency",
                                                           "rtf", "cpu_rtf", "revised_fraction", "fallbacks", "wer_ref_en", "wer_offline_en",
@@ -223,7 +236,7 @@ def main() -> int:
                               f"{100 * (r['wer_ref_en'] - offline_en):>+6.1f}{100 * r['wer_offline_en']:>6.1f}"
                               f"{'  ' + json.dumps(settings) if len(settings_list) > 1 else ''}", flush=True)
                         table.append(f"{model.name:<16}{set_name:>8}{threads:>4} {spec + '@' + format(r['step_s'], 'g'):<22}"
-                                     f"{json.dumps(settings):<28}{100 * r['wer_ref']:>8.1f}{100 * offline_wer:>8.1f}"
+                                     f"{json.dumps(own_settings):<28}{100 * r['wer_ref']:>8.1f}{100 * offline_wer:>8.1f}"
                                      f"{100 * (r['wer_ref'] - offline_wer):>+7.1f}{lat['mean_s'] or 0:>9.2f}")
             for line in verdicts(rows, offline_wer, offline_en):
                 print(line)
