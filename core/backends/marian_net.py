@@ -533,7 +533,7 @@ class MarianTinyModel:
         new_state = []
         attentions = []
         run = DECODER_LAYERS if n_layers is None else n_layers
-        # one hypothesis (greedy, sampling): the attention as two bmm calls on per-sentence views
+        # one hypothesis (greedy, sampling): the fast path's attention as two bmm calls on per-sentence views
         views = self._cross_views(cross_keys, cross_values) if x.shape[0] == 1 else None
         layer_norm, addmm, D = torch.layer_norm, torch.addmm, D_MODEL
         for li in range(run):
@@ -566,22 +566,12 @@ class MarianTinyModel:
             c = f * ssru_state[li] + (_ONE - f) * both[:, :D]
             new_state.append(c)
             x = layer_norm(x + torch.relu(c), (D,), *L.ln0, LN_EPS)
-            # Cross-attention over the encoder hidden states (its keys/values computed once per input).
-            if views is not None:
-                # what ``_attention``'s matmul runs for batch 1 (the same bmm on the same strides:
-                # the same bits), without its broadcasting and reshapes
-                keys_t, values_0 = views[li]
-                scores = torch.bmm((L.q(x) * _SCALE_T).view(N_HEADS, 1, HEAD_DIM), keys_t)
-                if cross_bias is not None:
-                    scores = scores + cross_bias[0]
-                w = torch.softmax(scores, dim=-1)  # (heads, 1, src)
-                ctx = torch.bmm(w, values_0).view(1, D)
-                attentions.append(w.view(1, N_HEADS, -1))
-            else:
-                q = L.q(x).view(-1, N_HEADS, 1, HEAD_DIM)
-                ctx, w = _attention(q, cross_keys[li], cross_values[li], cross_bias)
-                attentions.append(w[:, :, 0, :])
-                ctx = ctx.reshape(-1, D)
+            # Cross-attention over the encoder hidden states (its keys/values computed once per input);
+            # for batch 1 ``_attention`` runs the same bmm on the same strides as the fast path's views.
+            q = L.q(x).view(-1, N_HEADS, 1, HEAD_DIM)
+            ctx, w = _attention(q, cross_keys[li], cross_values[li], cross_bias)
+            attentions.append(w[:, :, 0, :])
+            ctx = ctx.reshape(-1, D)
             x = layer_norm(x + L.o(ctx), (D,), *L.ln1, LN_EPS)
             h = L.ffn2(torch.relu(L.ffn1(x)))
             x = layer_norm(x + h, (D,), *L.ln2, LN_EPS)
