@@ -15,8 +15,6 @@ from .fakes import VOCAB, FakeSpeechModel
 from .tab_helpers import TONE, decoded, shown_window
 from .test_h6_s13_user_findings import TimedFakeSpeechModel, _run
 
-SHOTS = "/work/notes/s14/h3"
-
 
 @pytest.fixture(autouse=True)
 def _answers(monkeypatch):
@@ -27,7 +25,7 @@ def _answers(monkeypatch):
     monkeypatch.setattr(speech_mod, "ask_unsaved", lambda parent, text, informative, title="": "discard")
 
 
-def test_ctrl_z_gives_the_step_strip_the_restored_trees_kv_cache_setting(qtbot, settings):
+def test_ctrl_z_gives_the_step_strip_the_restored_trees_kv_cache_setting(qtbot, settings, tmp_path):
     """Before: after a cache-on tree with a fork and a cache-off run, Ctrl+Z brought the cache-on
     tree back but the strip kept the cache-off run's setting: its solid curve (the restored
     cache-on run) was labelled "KV cache off", and the dashed reference was the restored run itself
@@ -54,7 +52,7 @@ def test_ctrl_z_gives_the_step_strip_the_restored_trees_kv_cache_setting(qtbot, 
     assert re.search(r"┅ KV cache off", legend), legend  # the dashed one: the cache-off run it replaced
     ref = strip.reference()
     assert ref is not None and ref[0] is False and np.allclose(ref[2][np.isfinite(ref[2])], off_ms[np.isfinite(off_ms)])
-    w.grab().save(f"{SHOTS}/01_ctrl_z_strip_kv_labels_1280.png")
+    assert w.grab().save(str(tmp_path / "01_ctrl_z_strip_kv_labels_1280.png"))
     # Ctrl+Shift+Z: the cache-off run is shown again, the cache-on run its reference
     assert tab.explorations_keeper.next()
     qtbot.wait(50)
@@ -90,7 +88,7 @@ def test_a_live_session_that_ends_without_an_offline_run_unmarks_the_views(qtbot
     assert not tab.stream.earlier_note.isVisible() and tab.stream.flow.graphicsEffect() is None
     assert "offline" not in tab.topk.title_text() and not tab.heatmap.earlier_note.isVisible()
     assert len(tab.run) > 0  # the run of the input shown stays
-    w.grab().save(f"{SHOTS}/02_live_failed_file_unmarked_1280.png")
+    assert w.grab().save(str(tmp_path / "02_live_failed_file_unmarked_1280.png"))
     tab.shutdown()
 
 
@@ -150,7 +148,7 @@ def test_the_logit_lens_outlines_the_selected_step_after_capture_re_decodes(qtbo
     tab.shutdown()
 
 
-def test_the_live_views_legend_gets_the_height_of_its_wrapped_lines_at_1280(qtbot, settings):
+def test_the_live_views_legend_gets_the_height_of_its_wrapped_lines_at_1280(qtbot, settings, tmp_path):
     """Before: at 1280x800 the Live view's legend wraps to two lines but its column (laid out without
     height-for-width) gave it one line's height: the first line was drawn over the lane's axis title
     ("stream time (s)") and the second ("■▼ AlignAtt: too close to the end…") was cut in half."""
@@ -170,5 +168,5 @@ def test_the_live_views_legend_gets_the_height_of_its_wrapped_lines_at_1280(qtbo
     assert legend.height() >= need, f"the legend has {legend.height()} px for {need} px of wrapped text"
     lane = view.lane.geometry()
     assert legend.geometry().top() > lane.bottom(), f"the legend {legend.geometry()} is drawn over the lane {lane}"
-    view.grab().save(f"{SHOTS}/03_live_view_legend_1280.png")
+    assert view.grab().save(str(tmp_path / "03_live_view_legend_1280.png"))
     tab.shutdown()

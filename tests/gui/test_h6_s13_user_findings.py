@@ -35,7 +35,7 @@ def _run(qtbot, tab, options):
     qtbot.waitUntil(lambda: not tab.is_decoding(), timeout=5000)
 
 
-def test_the_step_strip_keeps_the_other_kv_cache_settings_run_as_a_reference(qtbot, settings):
+def test_the_step_strip_keeps_the_other_kv_cache_settings_run_as_a_reference(qtbot, settings, tmp_path):
     """Before: the strip plotted only the current run's decoder ms, scaled to its own maximum, so
     a cache-off run's growth could not be compared with the cache-on run (issue 22)."""
     w = shown_window(qtbot, settings)
@@ -61,7 +61,7 @@ def test_the_step_strip_keeps_the_other_kv_cache_settings_run_as_a_reference(qtb
     assert np.isclose(ry[0], 4.0 / ms.max()) and np.isclose(cy[-1], 1.0)
     legend = strip.legend_text()
     assert "KV cache off" in legend and "KV cache on" in legend
-    w.grab().save("/work/notes/s13/h6/01_strip_kv_on_off_1280.png")
+    assert w.grab().save(str(tmp_path / "01_strip_kv_on_off_1280.png"))
     # back on: the cache-off run becomes the reference
     _run(qtbot, tab, DecodingOptions(kv_cache=True))
     assert strip.reference()[0] is False
@@ -112,7 +112,7 @@ def test_during_a_live_session_the_views_say_they_show_the_last_offline_run(qtbo
     shown = label.shown_text()
     assert re.match(r"^\d+\.\d s", shown), shown  # the count is what is seen first
     assert "playing speech_recording" in label.text()
-    w.grab().save("/work/notes/s13/h6/02_live_marks_last_offline_run_1280.png")
+    assert w.grab().save(str(tmp_path / "02_live_marks_last_offline_run_1280.png"))
     with qtbot.waitSignal(tab.decodeFinished, timeout=20_000):  # the file is decoded offline after the stream
         qtbot.waitUntil(lambda: not live.running(), timeout=20_000)
     qtbot.wait(50)
@@ -121,7 +121,7 @@ def test_during_a_live_session_the_views_say_they_show_the_last_offline_run(qtbo
     tab.shutdown()
 
 
-def test_partial_utf8_tokens_are_listed_as_their_bytes(qtbot, whisper_tiny_en):
+def test_partial_utf8_tokens_are_listed_as_their_bytes(qtbot, whisper_tiny_en, tmp_path):
     """Before: whisper's byte-level BPE token "âĢ" (the first two bytes of "—", E2 80) was listed
     in the top-k chart and the token stream's tooltip as "\ufffd"."""
     from core.events import TokenProb
@@ -146,7 +146,7 @@ def test_partial_utf8_tokens_are_listed_as_their_bytes(qtbot, whisper_tiny_en):
     assert tab.stream.flow.chip_text(3) == "<0xE2><0x80>"
     tab.resize(1280, 800)
     tab.show()
-    tab.topk.grab().save("/work/notes/s13/h6/04_topk_byte_tokens.png")
+    assert tab.topk.grab().save(str(tmp_path / "04_topk_byte_tokens.png"))
     tab.shutdown()
 
 
