@@ -47,6 +47,9 @@ class Hypothesis:
         timing: ``k -> word ends (stream s, None: unknown) of tokens[:k]`` by word timing (DTW), run only for
             what a policy commits (:meth:`timed`); None: ``tokens``' ``end_s`` stand (the
             alignment heads' most-attended frame, or a fake's).
+        starts: ``k -> the starts (stream s, None: unknown) of the words tokens[:k] are in``, by
+            the same word timing (the same DTW as ``timing``, run once for both); None: unknown
+            (a word then starts where the word before it ends).
         rows: when a stop rule stopped the decode, its steps (``core.events.StepEvent``: the
             emitted tokens', then the stopped token's) with the row whose argmax the rule
             decided on (float32 (frames,): the alignment heads' normalised cross-attention scaled
@@ -61,6 +64,7 @@ class Hypothesis:
     attempts: int = 1
     timing: Callable[[int], Sequence[float]] | None = field(default=None, compare=False, repr=False)
     rows: tuple = field(default=(), compare=False, repr=False)
+    starts: Callable[[int], Sequence[float | None]] | None = field(default=None, compare=False, repr=False)
 
     def timed(self, k: int) -> tuple[StreamToken, ...]:
         """``tokens[:k]`` with ``end_s`` from word timing (DTW over the decode's alignment heads,

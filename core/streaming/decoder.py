@@ -234,9 +234,9 @@ class WhisperDecoder:
             before = self.model.backend.decode(list(forced) + [t.id for t in new])
             rest = self.model.backend.decode(list(forced) + [t.id for t in new] + [stopped.id])
             stopped = replace(stopped, text=rest[len(os.path.commonprefix([before, rest])):])
-        timing = self._timing(steps, start_s, bool(forced))
+        timing, starts = self._timing(steps, start_s, bool(forced))
         rows = () if stopped is None else self._rows(steps, self._stopped_ev, [t.text for t in new] + [stopped.text])
-        return Hypothesis(tuple(new), finished, stopped, time.perf_counter() - t0, attempt + 1, timing, rows)
+        return Hypothesis(tuple(new), finished, stopped, time.perf_counter() - t0, attempt + 1, timing, rows, starts)
 
     def _rows(self, steps: list, stopped_ev, texts: list[str]) -> tuple:
         """The new tokens' steps and the stopped token's with the row each token's frame was the
@@ -363,13 +363,19 @@ class WhisperDecoder:
         return -1 if row is None else int(np.argmax(row))
 
     def _timing(self, steps: list, start_s: float, after_prefix: bool):
-        """``k -> the word ends (stream s) of the first k new tokens``: DTW (``SpeechModel.alignment``)
-        over the first k steps, run when a policy commits them. After a prefix (committed words
-        earlier in the buffer, which have no steps) the DTW starts half a second before the
-        first new token's most-attended frame: the prefix's words hold the frames before."""
+        """Two functions of k, ``Hypothesis.timing`` and ``Hypothesis.starts``: the word ends and
+        the word starts (stream s) of the first k new tokens, by DTW (``SpeechModel.alignment``)
+        over the first k steps, run when a policy asks (once per k for both). After a prefix
+        (committed words earlier in the buffer, which have no steps) the DTW starts half a
+        second before the first new token's most-attended frame: the prefix's words hold the
+        frames before."""
         from dataclasses import replace as with_
 
-        def ends(k: int) -> list:
+        memo: dict[int, list] = {}
+
+        def spans(k: int) -> list:
+            if k in memo:
+                return memo[k]
             part = steps[:k]
             if not part:
                 return []
@@ -381,7 +387,15 @@ class WhisperDecoder:
                 words = self.model.alignment(part).words
             except (ValueError, IndexError):  # too few frames or tokens to align: the estimates stand
                 return []
-            by_step = {s: start_s + w.end for w in words for s in w.steps}
-            return [by_step.get(ev.step) for ev in part]  # None: a token in no word
+            by_step = {s: (start_s + w.start, start_s + w.end) for w in words for s in w.steps}
+            memo.clear()
+            memo[k] = [by_step.get(ev.step) for ev in part]  # None: a token in no word
+            return memo[k]
 
-        return ends
+        def ends(k: int) -> list:
+            return [None if x is None else x[1] for x in spans(k)]
+
+        def starts(k: int) -> list:
+            return [None if x is None else x[0] for x in spans(k)]
+
+        return ends, starts

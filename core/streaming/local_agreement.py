@@ -82,9 +82,12 @@ from __future__ import annotations
 
 import time
 from collections import deque
+from dataclasses import replace
+from typing import Sequence
 
-from core.streaming.base import (SILENCE_S, TRIM_S, BufferView, Decoder, Update, common_prefix, last_word_start,
-                                 segment_trim, tail_silent, whole_words)
+from core.streaming.base import (SILENCE_S, TRIM_S, BufferView, Decoder, Hypothesis, Update, common_prefix,
+                                 is_boundary, last_word_start, segment_trim, tail_silent, whole_words)
+from core.streaming.events import StreamToken
 
 #: the default step (s): session 11's bench (tiny.en, espeak at real time, one thread, on CPU
 #: time): 0.5 s halves the latency of 1 s (mean 1.3 against 2.0 s) at a CPU RTF of 0.55
@@ -97,6 +100,57 @@ RIGHT_CONTEXT_S = 0.0
 #: prompt each decode (None: all of it, Whisper keeping the last 223; session 14's bench on five
 #: sets, module docstring: 45 was worse on tiny.en and base, 90 within the runs' spread of all)
 PROMPT_TOKENS: int | None = None
+#: force the text committed inside the buffer as the start of each decode (True), or decode the
+#: buffer afresh and drop what repeats the committed text by time and n-gram (False,
+#: whisper_streaming's ``HypothesisBuffer.insert``: :func:`after_committed`)
+FORCED_PREFIX = True
+#: whisper_streaming's tolerances (``HypothesisBuffer.insert``): a re-decoded word starting more
+#: than ``OVERLAP_S`` before the last committed word's end repeats committed text; the first word
+#: left, when it starts within ``NGRAM_WINDOW_S`` of that end, is compared as 1-``NGRAM_WORDS``-word
+#: n-grams with the committed text's last words
+OVERLAP_S, NGRAM_WINDOW_S, NGRAM_WORDS = 0.1, 1.0, 5
+
+
+def _words(tokens: Sequence[StreamToken]) -> list[tuple[int, int, str]]:
+    """The words of ``tokens`` as (first token, end token, text without spaces)."""
+    starts = [i for i in range(len(tokens)) if is_boundary(tokens, i)] + [len(tokens)]
+    return [(a, b, "".join(t.text for t in tokens[a:b]).strip()) for a, b in zip(starts, starts[1:])]
+
+
+def after_committed(hyp: Hypothesis, committed: Sequence[StreamToken], start_s: float) -> Hypothesis:
+    """The part of a free decode of the whole buffer (no forced prefix) that follows the text
+    already committed inside it: ufal/whisper_streaming ``HypothesisBuffer.insert``. Words that
+    start more than :data:`OVERLAP_S` before the last committed word's end are dropped (times by
+    word timing over the whole decode, ``Hypothesis.starts``; without it a word starts where the
+    word before it ends, the first at ``start_s``); then, if the first word left starts within :data:`NGRAM_WINDOW_S` of that end,
+    the shortest n-gram (1 to :data:`NGRAM_WORDS` words) that equals the committed text's last
+    words is dropped too. The returned hypothesis's ``timing`` serves the kept tokens from the
+    same word timing.
+
+    Args:
+        hyp: the decode of the buffer with only the text before it as the prompt.
+        committed: the tokens committed inside the buffer, in order (``BufferView.committed``).
+        start_s: where the buffer starts in the stream (s).
+    """
+    if not committed or not hyp.tokens:
+        return hyp
+    timed = hyp.timed(len(hyp.tokens))
+    words = _words(timed)
+    last_end = committed[-1].end_s
+    known = hyp.starts(len(hyp.tokens)) if hyp.starts is not None else []
+    start = [known[a] if a < len(known) and known[a] is not None else start_s if a == 0 else timed[a - 1].end_s
+             for a, _, _ in words]
+    first = next((i for i, s in enumerate(start) if s > last_end - OVERLAP_S), len(words))
+    if first < len(words) and abs(start[first] - last_end) < NGRAM_WINDOW_S:
+        done = [w for _, _, w in _words(committed)]
+        for n in range(1, min(len(done), len(words) - first, NGRAM_WORDS) + 1):
+            if done[-n:] == [w for _, _, w in words[first:first + n]]:
+                first += n
+                break
+    k = words[first][0] if first < len(words) else len(timed)
+    ends = [t.end_s for t in timed[k:]]
+    begins = list(known[k:])
+    return replace(hyp, tokens=hyp.tokens[k:], timing=lambda m: ends[:m], starts=lambda m: begins[:m])
 
 
 class LocalAgreement:
@@ -117,6 +171,9 @@ class LocalAgreement:
         prompt_tokens: the decode's prompt keeps only the last this many ids of the text
             committed before the buffer (whisper_streaming's ``prompt()``: its last 200
             characters, ~45 tokens of English); None: all (Whisper keeps the last 223).
+        forced_prefix: True: the tokens committed inside the buffer are forced as the start of
+            each decode; False: each decode is free and what repeats the committed text is
+            dropped (:func:`after_committed`, whisper_streaming).
 
     Raises:
         ValueError: ``n`` < 1, ``trim_after_s`` <= 0, ``min_buffer_s`` < 0, ``silence_s`` < 0 or
@@ -127,7 +184,8 @@ class LocalAgreement:
 
     def __init__(self, n: int = 2, step_s: float = STEP_S, trim_after_s: float = TRIM_S,
                  min_buffer_s: float = MIN_BUFFER_S, last_word: bool = False, silence_s: float = SILENCE_S,
-                 right_context_s: float = RIGHT_CONTEXT_S, prompt_tokens: int | None = PROMPT_TOKENS):
+                 right_context_s: float = RIGHT_CONTEXT_S, prompt_tokens: int | None = PROMPT_TOKENS,
+                 forced_prefix: bool = FORCED_PREFIX):
         if n < 1:
             raise ValueError(f"local-agreement:n needs n >= 1 hypotheses, got {n}")
         if not trim_after_s > 0:
@@ -141,6 +199,7 @@ class LocalAgreement:
         if prompt_tokens is not None and prompt_tokens < 1:
             raise ValueError(f"prompt_tokens must be >= 1 (None: all the text before the buffer), got {prompt_tokens}")
         self.right_context_s, self.prompt_tokens = right_context_s, prompt_tokens
+        self.forced_prefix = bool(forced_prefix)
         self.n, self.step_s, self.trim_after_s = n, step_s, trim_after_s
         self.min_buffer_s, self.last_word, self.silence_s = min_buffer_s, last_word, silence_s
         #: the last n hypotheses as whole transcripts (everything committed then + the decode):
@@ -151,7 +210,14 @@ class LocalAgreement:
         """Decode the buffer, commit the prefix the last ``n`` hypotheses agree on (whole words),
         or everything when ``view.final`` (whisper_streaming's ``finish``)."""
         previous = view.previous if self.prompt_tokens is None else view.previous[-self.prompt_tokens:]
-        hyp = decoder.decode(view.audio, view.start_s, previous, view.forced)
+        t_free = 0.0
+        if self.forced_prefix:
+            hyp = decoder.decode(view.audio, view.start_s, previous, view.forced)
+        else:  # the word timing that finds the committed text's repeat counts as decode time
+            hyp = decoder.decode(view.audio, view.start_s, previous)
+            t_free = time.perf_counter()
+            hyp = after_committed(hyp, view.committed, view.start_s)
+            t_free = time.perf_counter() - t_free
         if view.final:
             self.history.clear()
             return Update(commit=hyp.timed(len(hyp.tokens)), decode_s=hyp.decode_s, decodes=hyp.attempts)
@@ -177,4 +243,4 @@ class LocalAgreement:
         after = BufferView(view.audio, view.start_s, view.previous, view.committed + commit)
         trim = segment_trim(after, self.trim_after_s)
         return Update(commit=commit, tentative=tentative, trim_s=trim, trim_reason="segment end",
-                      decode_s=hyp.decode_s + time.perf_counter() - t0, decodes=hyp.attempts)
+                      decode_s=hyp.decode_s + t_free + time.perf_counter() - t0, decodes=hyp.attempts)

@@ -113,7 +113,7 @@ def run_policy(model, audio, spec: str, step: float | None, speed: float | None,
 
 #: settings only LocalAgreement takes: a ``--settings`` list that mixes them with align-att or
 #: fixed-window passes them to local-agreement policies only
-LOCAL_AGREEMENT_ONLY = frozenset({"prompt_tokens", "right_context_s"})
+LOCAL_AGREEMENT_ONLY = frozenset({"prompt_tokens", "right_context_s", "forced_prefix"})
 
 
 def _named(row: dict) -> str:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from core.streaming import Committed, LocalAgreement, StreamFinished, parse_policy
-from tests.core.test_streaming import PLAIN, SR, Scripted, chunks, run_all
+from tests.core.test_streaming import PLAIN, SR, Scripted, chunks, run_all, tid
 
 #: words that end every 0.2 s (Scripted's default frames: word i ends at 0.2 (i + 1) s)
 WORDS = [f"w{i}" for i in range(20)]
@@ -68,3 +68,71 @@ def test_the_prompt_keeps_only_the_last_prompt_tokens_of_the_text_before_the_buf
         assert dec.seen[-1][2] == expect
     with pytest.raises(ValueError, match="prompt_tokens"):
         LocalAgreement(prompt_tokens=0)
+
+
+# --- forced_prefix=False: whisper_streaming's free re-decode and HypothesisBuffer.insert --------
+
+def _hyp(words, start_s=0.0, step_s=0.2):
+    """A decode of the buffer: word i ends at start_s + step_s (i + 1) (one token a word)."""
+    from core.streaming.base import Hypothesis
+    from core.streaming.events import StreamToken
+
+    return Hypothesis(tuple(StreamToken(tid(w), " " + w, start_s + step_s * (i + 1), -1) for i, w in enumerate(words)))
+
+
+def test_a_free_decode_drops_the_words_that_start_before_the_last_committed_end():
+    from core.streaming.local_agreement import after_committed
+
+    done = _hyp(["the", "quick"]).tokens  # committed: "quick" ends at 0.4 s
+    # the re-decode changed a committed word ("quack"): it still starts before 0.4 - 0.1 s
+    new = after_committed(_hyp(["the", "quack", "brown", "fox"]), done, 0.0)
+    assert [t.text for t in new.tokens] == [" brown", " fox"]
+    assert [t.end_s for t in new.timed(2)] == pytest.approx([0.6, 0.8])
+
+
+def test_a_free_decode_drops_a_repeated_n_gram_of_the_committed_end():
+    """A word whose timing moved past the tolerance but repeats the committed text's last words
+    is dropped by the n-gram match (the shortest, 1-5 words), as whisper_streaming does."""
+    from core.streaming.local_agreement import after_committed
+
+    done = _hyp(["the", "quick", "brown"]).tokens  # "brown" ends at 0.6 s
+    # the re-decode times "quick brown" 0.3 s later: both start after 0.6 - 0.1 s
+    late = _hyp(["the", "quick", "brown", "fox", "jumps"], step_s=0.2)
+    late = type(late)(tuple(t if i == 0 else type(t)(t.id, t.text, t.end_s + 0.3, -1)
+                            for i, t in enumerate(late.tokens)))
+    new = after_committed(late, done, 0.0)
+    assert [t.text for t in new.tokens] == [" fox", " jumps"]
+    # without the committed text nothing is dropped
+    assert after_committed(late, (), 0.0) is late
+
+
+def test_local_agreement_without_the_forced_prefix_commits_each_word_once():
+    """The same growing speech as the guard tests, decoded afresh each step (no forced ids):
+    the committed text is each word once, in order, and no decode was forced."""
+    dec = Growing([])
+    policy = LocalAgreement(n=2, step_s=0.5, forced_prefix=False, **PLAIN)
+    _, events = run_all(policy, dec, chunks(3.0, 0.5)[1])
+    assert events[-1].text == " ".join(WORDS[:15])
+    assert all(s[3] == () for s in dec.seen)
+    forced = Growing([])
+    run_all(LocalAgreement(n=2, step_s=0.5, **PLAIN), forced, chunks(3.0, 0.5)[1])
+    assert any(s[3] for s in forced.seen), "the default forces the committed tokens"
+
+
+def test_a_free_decode_keeps_a_word_that_starts_after_the_committed_end_by_word_timing():
+    """A sentence's first word after a pause: the re-decode's word timing ends the word before
+    it earlier than the committed decode did (the pause moved out of it). By its own start (DTW)
+    the word follows the committed end and is kept; by the end of the word before it, it would
+    start 0.2 s before that end and be dropped (session 15: "the rain. A young doctor" lost
+    its "A" three times in 30 sentences)."""
+    from core.streaming.base import Hypothesis
+    from core.streaming.events import StreamToken
+    from core.streaming.local_agreement import after_committed
+
+    done = (StreamToken(tid("the"), " the", 0.5, -1), StreamToken(tid("rain."), " rain.", 1.0, -1))
+    toks = (StreamToken(tid("the"), " the", 0.5, -1), StreamToken(tid("rain."), " rain.", 0.8, -1),
+            StreamToken(tid("A"), " A", 1.2, -1), StreamToken(tid("young"), " young", 1.5, -1))
+    starts = [0.1, 0.5, 1.05, 1.2]
+    timed = Hypothesis(toks, starts=lambda k: starts[:k])
+    assert [t.text for t in after_committed(timed, done, 0.0).tokens] == [" A", " young"]
+    assert [t.text for t in after_committed(Hypothesis(toks), done, 0.0).tokens] == [" young"]

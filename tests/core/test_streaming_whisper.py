@@ -36,9 +36,10 @@ def offline(whisper_tiny_en, clip):
     return [e for e in whisper_tiny_en.decode(clip, DecodingOptions()) if isinstance(e, Finished)][0].text
 
 
-@pytest.mark.parametrize("spec", ["local-agreement:2", "align-att:25"])
-def test_the_final_committed_text_is_close_to_offline(whisper_tiny_en, clip, offline, spec):
-    driver = StreamDriver(parse_policy(spec, step_s=1.0), WhisperDecoder(whisper_tiny_en, DecodingOptions()))
+@pytest.mark.parametrize("spec, settings", [("local-agreement:2", {}), ("local-agreement:2", {"forced_prefix": False}),
+                                            ("align-att:25", {})])
+def test_the_final_committed_text_is_close_to_offline(whisper_tiny_en, clip, offline, spec, settings):
+    driver = StreamDriver(parse_policy(spec, step_s=1.0, **settings), WhisperDecoder(whisper_tiny_en, DecodingOptions()))
     events = list(stream(driver, play(clip, speed=None)))
     fin = events[-1]
     assert isinstance(fin, StreamFinished)
@@ -63,6 +64,27 @@ def test_word_timing_runs_only_for_what_is_committed(whisper_tiny_en, clip, monk
     events = list(stream(driver, play(clip[: 4 * 16000], speed=None)))
     commits = [e for e in events if isinstance(e, Committed)]
     assert 0 < len(calls) <= len(commits) < events[-1].decodes
+
+
+def test_a_decodes_word_starts_come_from_the_same_word_timing_as_its_ends(whisper_tiny_en, clip):
+    """``Hypothesis.starts`` (LocalAgreement without the forced prefix finds the committed
+    text's repeat by them): each token's word starts no later than it ends, inside the buffer,
+    a later word no earlier than the one before it; the DTW runs once for both."""
+    calls = []
+    real = whisper_tiny_en.alignment
+    whisper_tiny_en.alignment = lambda steps, **kw: calls.append(len(steps)) or real(steps, **kw)
+    try:
+        hyp = WhisperDecoder(whisper_tiny_en, DecodingOptions()).decode(clip[: 4 * 16000], 10.0)
+        n = len(hyp.tokens)
+        ends, starts = hyp.timing(n), hyp.starts(n)
+    finally:
+        del whisper_tiny_en.alignment
+    assert n > 5 and calls == [n]
+    pairs = [(s, e) for s, e in zip(starts, ends) if s is not None]
+    assert len(pairs) >= n - 2
+    assert all(10.0 <= s <= e <= 14.0 + 1e-6 for s, e in pairs), pairs
+    assert [s for s, _ in pairs] == sorted(s for s, _ in pairs)
+    assert any(s < e for s, e in pairs)
 
 
 def test_streaming_leaves_the_models_encoder_cache_alone(whisper_tiny_en, clip):
