@@ -20,7 +20,7 @@ from core.events import AttemptEvent
 from core.options import DecodingOptions
 
 __all__ = ["attempt_warning", "compression_ratio", "judge", "loudest_db", "no_speech_prob", "silence_note",
-           "token_entropy"]
+           "silence_rule", "token_entropy"]
 
 
 def compression_ratio(text: str) -> float:
@@ -103,12 +103,9 @@ def judge(model, encoded, prompt, tokens, steps, finished, no_speech, level, lf)
     if reasons:
         verdict = "fallback"
     if lf.no_speech_threshold is not None and no_speech is not None and no_speech > lf.no_speech_threshold:
-        said = f"no-speech probability {no_speech:.2f} > {lf.no_speech_threshold:g}"
-        if lf.logprob_threshold is not None and avg_logprob < lf.logprob_threshold:
-            verdict, reasons = "silence", [f"{said} and average log-probability {avg_logprob:.2f} < "
-                                           f"{lf.logprob_threshold:g}"]
-        elif lf.silence_db is not None and level < lf.silence_db:
-            verdict, reasons = "silence", [f"{said} and the loudest 20 ms is {level:.0f} dBFS < {lf.silence_db:g}"]
+        if (lf.logprob_threshold is not None and avg_logprob < lf.logprob_threshold) or \
+                (lf.silence_db is not None and level < lf.silence_db):
+            verdict, reasons = "silence", [silence_rule(no_speech, avg_logprob, level, lf)[0]]
     return {"avg_logprob": avg_logprob, "compression_ratio": ratio, "entropy": entropy, "verdict": verdict,
             "reasons": reasons, "end_attention": end_attention}
 
@@ -117,31 +114,112 @@ def _db(level: float) -> str:
     return "−inf dBFS" if level == float("-inf") else f"{level:.0f} dBFS".replace("-", "−")
 
 
+#: what the level beside a skipped window is (it is not Whisper's: openai's rule has no level)
+LEVEL_MEANS = "the RMS level of the window's loudest 20 ms frame, in dB relative to full scale"
+
+
+def whispers_rule(no_speech: float | None, avg_logprob: float | None, lf) -> bool:
+    """Whether openai/whisper ``transcribe()``'s own rule skips the window: no-speech probability
+    above ``lf.no_speech_threshold`` AND average log-probability below ``lf.logprob_threshold``
+    (:func:`judge` tries it before our loudness rule)."""
+    return (no_speech is not None and avg_logprob is not None and lf.no_speech_threshold is not None
+            and lf.logprob_threshold is not None and no_speech > lf.no_speech_threshold
+            and avg_logprob < lf.logprob_threshold)
+
+
+def silence_rule(no_speech: float | None, avg_logprob: float | None, level: float, lf) -> tuple[str, str]:
+    """(short, full): the rule that skipped a window as silence, with the thresholds of ``lf``
+    (the run's ``LongFormOptions``) and the window's numbers. Whisper's (openai ``transcribe()``:
+    ``no_speech_prob > no_speech_threshold and avg_logprob < logprob_threshold``) when it holds,
+    else ours (the no-speech probability above the threshold while the loudest 20 ms is below
+    ``silence_db``). ``avg_logprob`` None: a fixed window, skipped before it was decoded, so
+    only the loudness rule can have skipped it.
+
+    short: one line for a list or a status bar ("Whisper's rule: no-speech probability 0.81 >
+    0.6 and average log-probability -1.42 < -1"); full: the rule in words, for a tooltip."""
+    ns = "–" if no_speech is None else f"{no_speech:.2f}"
+    said = f"no-speech probability {ns} > {lf.no_speech_threshold:g}"
+    level_said = f"its loudest 20 ms is {_db(level)} ({LEVEL_MEANS})"
+    if whispers_rule(no_speech, avg_logprob, lf):
+        short = f"Whisper's rule: {said} and average log-probability {avg_logprob:.2f} < {lf.logprob_threshold:g}"
+        full = (f"Skipped by Whisper's own rule (openai/whisper transcribe()): a window is skipped when its no-speech "
+                f"probability is above no_speech_threshold ({lf.no_speech_threshold:g}) AND its average "
+                f"log-probability is below logprob_threshold ({lf.logprob_threshold:g}). This window: no-speech "
+                f"probability {ns}, average log-probability {avg_logprob:.2f}. The rule does not look at the "
+                f"loudness: {level_said}.")
+        return short, full
+    silence_db = "off" if lf.silence_db is None else _db(lf.silence_db)
+    short = f"loudness rule: {said} and the loudest 20 ms is {_db(level)} < {silence_db}"
+    if lf.logprob_threshold is None:
+        whisper = "Whisper's own rule is off (no log-probability threshold)"
+    elif avg_logprob is None:
+        whisper = ("Whisper's own rule (no-speech probability above the threshold AND average log-probability below "
+                   f"{lf.logprob_threshold:g}) needs the window's text: a fixed window is skipped before it is "
+                   "decoded, so only this rule applies (long-form mode applies both)")
+    else:
+        whisper = (f"Whisper's own rule did not skip it: its average log-probability {avg_logprob:.2f} is not below "
+                   f"logprob_threshold ({lf.logprob_threshold:g})")
+    full = (f"Skipped by this app's loudness rule (not Whisper's; after stable-ts): a window is skipped when its "
+            f"no-speech probability is above no_speech_threshold ({lf.no_speech_threshold:g}) AND the RMS level of "
+            f"its loudest 20 ms frame is below silence_db ({silence_db}), as on digital silence, where Whisper "
+            f"writes \"you\" or \"Thank you.\". This window: no-speech probability {ns}, {level_said}. {whisper}.")
+    return short, full
+
+
 def _range(values: Sequence[float], fmt) -> str:
     lo, hi = min(values), max(values)
     return fmt(lo) if fmt(lo) == fmt(hi) else f"{fmt(lo)}–{fmt(hi)}"
 
 
-def silence_note(skipped: Sequence[tuple[float | None, float]]) -> str:
+def silence_note(skipped: Sequence[tuple], lf=None) -> str:
     """What a run skipped as silence, for a status line: "1 window skipped as silence (no-speech
     0.95, −inf dBFS)", "3 windows skipped as silence (no-speech 0.81–0.95, −62–−inf dBFS)";
-    "" for none.
+    "" for none. With ``lf`` (the run's ``LongFormOptions``) the note names the rule that
+    skipped them, with its thresholds, instead of the level: "1 window skipped as silence
+    (Whisper's rule: no-speech 0.81 > 0.6 and avg log-prob −1.42 < −1)", "2 windows skipped as
+    silence (loudness rule: no-speech 0.95 > 0.6 and loudest 20 ms −inf < −50 dBFS)", and
+    "3 windows …" with "2 by Whisper's rule: …; 1 by the loudness rule: …" when both did.
 
     Args:
-        skipped: (no-speech probability or None, loudest 20 ms in dBFS) per skipped window
-            (``AttemptEvent.no_speech_prob`` / ``loudest_db`` of the attempts whose verdict is
-            "silence", or of a fixed run's skipped windows).
+        skipped: (no-speech probability or None, loudest 20 ms in dBFS[, average log-probability
+            or None]) per skipped window (``AttemptEvent.no_speech_prob`` / ``loudest_db`` /
+            ``avg_logprob`` of the attempts whose verdict is "silence", or of a fixed run's
+            skipped windows, which have no average log-probability).
+        lf: the rule's thresholds; None: the numbers only (no rule named).
     """
     if not skipped:
         return ""
     n = len(skipped)
-    probs = [p for p, _ in skipped if p is not None]
-    what = []
-    if probs:
-        what.append("no-speech " + _range(probs, lambda p: f"{p:.2f}"))
-    levels = [lv for _, lv in skipped]
-    what.append(_range(levels, lambda lv: _db(lv).replace(" dBFS", "")) + " dBFS")
-    return f"{n} window{'s' if n != 1 else ''} skipped as silence ({', '.join(what)})"
+    head = f"{n} window{'s' if n != 1 else ''} skipped as silence"
+    if lf is None:
+        probs = [p for p, _lv, *_ in skipped if p is not None]
+        what = []
+        if probs:
+            what.append("no-speech " + _range(probs, lambda p: f"{p:.2f}"))
+        levels = [lv for _, lv, *_ in skipped]
+        what.append(_range(levels, lambda lv: _db(lv).replace(" dBFS", "")) + " dBFS")
+        return f"{head} ({', '.join(what)})"
+    whisper, loud = [], []
+    for p, lv, *rest in skipped:
+        (whisper if whispers_rule(p, rest[0] if rest else None, lf) else loud).append((p, lv, *rest))
+    parts = []
+    for rows, name in ((whisper, "Whisper's rule"), (loud, "loudness rule")):
+        if not rows:
+            continue
+        probs = [p for p, *_ in rows if p is not None]
+        said = f"no-speech {_range(probs, lambda p: f'{p:.2f}')} > {lf.no_speech_threshold:g}" if probs else \
+            f"no-speech > {lf.no_speech_threshold:g}"
+        if rows is whisper:
+            said += (f" and avg log-prob {_range([r[2] for r in rows], lambda v: f'{v:.2f}')} < "
+                     f"{lf.logprob_threshold:g}")
+        else:
+            said += (f" and loudest 20 ms {_range([r[1] for r in rows], lambda lv: _db(lv).replace(' dBFS', ''))} < "
+                     + ("off" if lf.silence_db is None else _db(lf.silence_db)))
+        both = whisper and loud
+        if both and rows is loud:
+            name = "the " + name
+        parts.append(f"{len(rows)} by {name}: {said}" if both else f"{name}: {said}")
+    return f"{head} ({'; '.join(parts)})"
 
 
 def attempt_warning(ev: AttemptEvent, no_speech_threshold: float | None = 0.6) -> str:

@@ -65,7 +65,7 @@ def skip_silence(i: int, window: np.ndarray, ready: Prepared) -> SegmentEvent | 
     from dataclasses import replace
 
     from core.tasks.longform import LongFormOptions
-    from core.tasks.longform_verdicts import loudest_db
+    from core.tasks.longform_verdicts import loudest_db, silence_rule
 
     rule, ns = LongFormOptions(), ready.event.no_speech_prob
     if ns is None or rule.no_speech_threshold is None or rule.silence_db is None or ns <= rule.no_speech_threshold:
@@ -74,14 +74,10 @@ def skip_silence(i: int, window: np.ndarray, ready: Prepared) -> SegmentEvent | 
     if level >= rule.silence_db:
         return None
     span = ready.event.label.split(" · ")[0]
+    # the loudness rule (ours): Whisper's own (low average log-probability) needs the decoded text
     return replace(ready.event, label=f"{ready.event.label} · {SKIPPED}", warning=(
-        f"{span} {SKIPPED}: no-speech probability {ns:.2f} > {rule.no_speech_threshold:g} and the loudest 20 ms is "
-        f"{_db(level)} < {rule.silence_db:g} dBFS (Whisper writes \"you\" or \"Thank you.\" over silence)"))
-
-
-def _db(level: float) -> str:
-    """A level in dBFS as the notes write it ("−inf dBFS", "−62 dBFS")."""
-    return "−inf dBFS" if level == float("-inf") else f"{level:.0f} dBFS".replace("-", "−")
+        f"{span} {SKIPPED} by the {silence_rule(ns, None, level, rule)[0]} (Whisper writes \"you\" or "
+        "\"Thank you.\" over silence; its own rule, a low average log-probability, needs the window decoded)"))
 
 
 def window_warnings(events: Sequence, decode: Callable[[Sequence[int]], str], *,

@@ -107,6 +107,7 @@ class LongForm:
         tab = self.tab
         model, audio, language, task = tab.model, tab.audio, tab.language(), tab.task()
         self.is_run, self.language = True, language
+        self.attempts_view.set_rule(lf)
         self._set_attempts_tab(True)
 
         def gen(cancel):

@@ -18,6 +18,8 @@ branches (``gui.widgets.fork_diff``'s two-row canvas: row #k = attempt k).
 
 from __future__ import annotations
 
+import textwrap
+
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QBrush, QColor
 from PySide6.QtWidgets import (
@@ -32,6 +34,8 @@ from PySide6.QtWidgets import (
 )
 
 from core.events import AttemptEvent
+from core.tasks.longform import LongFormOptions
+from core.tasks.longform_verdicts import silence_rule
 
 from .fork_diff import AlignCanvas, align  # the fork diff's two-row chip canvas
 from .popup_button import read_only_table
@@ -81,6 +85,7 @@ class AttemptsView(QWidget):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self._attempts: list[AttemptEvent] = []
+        self.rule = LongFormOptions()  # the run's thresholds, for the rule that skipped a window (set_rule)
         self.note = QLabel(EMPTY)
         self.note.setWordWrap(True)
         self.table = read_only_table(COLUMNS, stretch_last=True)
@@ -117,6 +122,11 @@ class AttemptsView(QWidget):
         lay.addWidget(split, 1)
 
     # ------------------------------------------------------------ data
+    def set_rule(self, lf: LongFormOptions) -> None:
+        """The long-form options of the run whose attempts come next: a window skipped as silence
+        names the rule that skipped it with these thresholds."""
+        self.rule = lf
+
     def clear(self) -> None:
         self._attempts = []
         self.table.setRowCount(0)
@@ -132,12 +142,18 @@ class AttemptsView(QWidget):
         kind = attempt_kind(ev)
         tint, icon = KIND_STYLE[kind]
         ns = "–" if ev.no_speech_prob is None else f"{ev.no_speech_prob:.2f}"
+        why, rule_tip = "; ".join(ev.reasons), ""
+        if kind == "silence":  # which rule skipped it, Whisper's or the loudness one: short here, in full as the tip
+            why, rule_tip = silence_rule(ev.no_speech_prob, ev.avg_logprob, ev.loudest_db, self.rule)
         cells = (f"{ev.start:.2f}–{ev.end:.2f} s", str(ev.attempt), f"{ev.temperature:g}",
                  f"{ev.compression_ratio:.2f}", f"{ev.avg_logprob:.2f}", ns, f"{ev.entropy:.2f}",
-                 verdict_text(ev), "; ".join(ev.reasons))
+                 verdict_text(ev), why)
         for col, text in enumerate(cells):
             item = QTableWidgetItem(text)
-            item.setToolTip(f"{text}\n\n{ev.text or '(no text)'}" if col == len(cells) - 1 or col == 0 else text)
+            tip = f"{text}\n\n{ev.text or '(no text)'}" if col == len(cells) - 1 or col == 0 else text
+            if rule_tip and col in (7, len(cells) - 1):  # a plain-text tip is not wrapped by Qt
+                tip = f"{textwrap.fill(rule_tip, 100)}\n\n{ev.text or '(no text)'}"
+            item.setToolTip(tip)
             if tint is not None:
                 item.setBackground(QBrush(QColor(tint)))
                 item.setForeground(QBrush(QColor("#000000")))
