@@ -19,8 +19,11 @@ from pathlib import Path
 import numpy as np
 from PIL import Image, ImageOps
 
-#: formats load_image accepts (Pillow's format names)
+#: formats load_image accepts (Pillow's format names; MPO: a camera's multi-picture JPEG)
 SUPPORTED_FORMATS = ("PNG", "JPEG", "WEBP", "BMP", "TIFF", "MPO")
+#: the accepted formats as messages name them, and the file names they come with
+FORMAT_NAMES = "PNG, JPEG, WebP, BMP or TIFF"
+IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".jpe", ".mpo", ".webp", ".bmp", ".dib", ".tif", ".tiff")
 #: images larger than this (bytes of decoded pixels) are refused unless the format can be
 #: decoded at a reduced scale (JPEG); 20000 x 20000 RGB (1.2 GB) still loads
 MAX_DECODE_BYTES = 1_300_000_000
@@ -80,9 +83,9 @@ def load_image(source: "str | os.PathLike | bytes | Image.Image", max_side: int 
             path = Path(os.fspath(source)).expanduser()
             label = str(path)
             if not path.exists():
-                raise ValueError(f"{path}: no such file; open a PNG, JPEG, WebP, BMP or TIFF image")
+                raise ValueError(f"{path}: no such file; open a {FORMAT_NAMES} image")
             if path.is_dir():
-                raise ValueError(f"{path} is a folder; open an image file (PNG, JPEG, WebP, BMP, TIFF)")
+                raise ValueError(f"{path} is a folder; open an image file ({FORMAT_NAMES})")
             if path.stat().st_size == 0:
                 raise ValueError(f"{path} is empty (0 bytes); the file was not saved completely")
             fp = path
@@ -100,16 +103,14 @@ def _open_reduced(fp, label: str, max_side: int) -> tuple[Image.Image, str]:
         try:
             img = Image.open(fp)
         except UnidentifiedImageError:
-            raise ValueError(
-                f"{label} is not an image that can be read (corrupt, or not PNG/JPEG/WebP/BMP/TIFF)"
-            ) from None
+            raise ValueError(_not_an_image(fp, label)) from None
         except (OSError, SyntaxError, ValueError) as e:
             raise ValueError(f"{label} could not be read: it is corrupt or truncated ({e})") from None
         finally:
             Image.MAX_IMAGE_PIXELS = saved
     fmt = img.format or "?"
     if fmt not in SUPPORTED_FORMATS:
-        raise ValueError(f"{label} is a {fmt} image; open a PNG, JPEG, WebP, BMP or TIFF image instead")
+        raise ValueError(f"{label} is a {fmt} image; open a {FORMAT_NAMES} image instead")
     w, h = img.size
     if w < 1 or h < 1:
         raise ValueError(f"{label} has no pixels ({w}x{h})")
@@ -131,6 +132,17 @@ def _open_reduced(fp, label: str, max_side: int) -> tuple[Image.Image, str]:
         raise ValueError(f"{label} is truncated or corrupt and could not be decoded ({e}); re-save the image") from None
     img.info["original_size"] = (w, h)
     return img, fmt
+
+
+def _not_an_image(fp, label: str) -> str:
+    """What to say when Pillow does not know ``fp``'s data: a file whose name is not an image's
+    (notes.txt, a .wav, a .pdf) is some other kind of file; one named as an image is corrupt
+    or in another format. Either way the message names the formats that open."""
+    suffix = Path(fp).suffix.lower() if isinstance(fp, Path) else ""
+    if suffix and suffix not in IMAGE_SUFFIXES:
+        return f"{label} is not an image (a {suffix} file); open a {FORMAT_NAMES} image"
+    return (f"{label} is not an image that can be read: its data is corrupt or in another format; open a "
+            f"{FORMAT_NAMES} image (if an image editor opens this one, save it as PNG)")
 
 
 def _finish(img: Image.Image, max_side: int, fmt: str | None) -> Image.Image:

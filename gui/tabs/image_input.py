@@ -14,6 +14,7 @@ from ..widgets.image_view import array_from_qimage, qimage_from_array
 from .base import local_files
 
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".webp", ".bmp", ".tif", ".tiff")
+#: the formats core.inputs.images.load_image accepts (its FORMAT_NAMES; Pillow is not imported here)
 FORMATS = "PNG, JPEG, WebP, BMP or TIFF"
 
 
@@ -93,9 +94,14 @@ def _name_only(message: str, path: Path) -> str:
     return message
 
 
+#: how to give the OCR tab an image, after what to open
+HOW_TO_OPEN = "Open… (Ctrl+O), drop an image file here, or paste a screenshot (Ctrl+V)."
+
+
 def _open_error(name: str, message: str) -> str:
-    """The banner text for an image that could not be opened, with what to do."""
+    """The banner text for an image that could not be opened: what is wrong, the formats that
+    open (the loader's message names them, or this adds them) and how to open one."""
     text = message if name in message else f"Could not open {name}: {message}"
-    if "webp" not in text.lower():  # the loader's message does not list the formats yet
-        text += f"\nOpen a {FORMATS} image with text in it."
-    return text
+    if FORMATS not in text:  # the loader's message does not name the formats
+        return f"{text}\nOpen a {FORMATS} image with text in it: {HOW_TO_OPEN}"
+    return f"{text}\nTo open one: {HOW_TO_OPEN}"
