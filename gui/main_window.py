@@ -153,9 +153,15 @@ class MainWindow(QMainWindow):
     def show_message(self, text: str, timeout_ms: int = 6000) -> None:
         """A transient status-bar message, cut with "…" to the room left of the busy bar and the
         statistics (cut again when they change while it shows: :meth:`_refit_message`); the
-        full text is the tooltip."""
+        full text is the tooltip. "" clears the message (a tab whose run was cleared with its
+        input: the last run's "Decoded: …" goes)."""
         import time
 
+        if not text:
+            self._message = ("", 0.0)
+            self.statusBar().clearMessage()
+            self.statusBar().setToolTip("")
+            return
         self._message = (text, time.monotonic() + timeout_ms / 1000)
         self.statusBar().showMessage(self._fitted(text), timeout_ms)
         self.statusBar().setToolTip(text)

@@ -411,8 +411,10 @@ class RunTab(QWidget, TaskHooks):
 
     def clear_run(self) -> None:
         """Forget the previous run (the input changed or went away): the token stream, top-k,
-        heatmap rows, the run's steps and the status bar's statistics. A tree with forks or
-        what-ifs is kept for that input (Edit → Previous exploration once it is back)."""
+        heatmap rows, the run's steps and the status bar's statistics and message ("Decoded: 12
+        tokens" no longer says anything of what is shown). A tree with forks or what-ifs is kept
+        for that input (Edit → Previous exploration once it is back)."""
+        self.statusMessage.emit("")  # an empty message clears the status bar's (MainWindow.show_message)
         self.explorations_keeper.leave("another input", same_input=False)
         self.run.clear()
         self.lanes.clear()
