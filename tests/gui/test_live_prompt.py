@@ -71,19 +71,33 @@ def test_the_prompt_length_is_kept_in_qsettings(qtbot, tab):
     other.shutdown()
 
 
-@pytest.mark.parametrize("model_name", ["whisper-tiny.en", "whisper-base"])
-def test_the_default_prompt_length_reaches_the_live_policy_for_each_model(qtbot, tab, model_name):
-    """With nothing saved, the spin box shows the default (``local_agreement.PROMPT_TOKENS``:
-    session 14 kept "all" for both bundled models, see its docstring) and a live session's
-    LocalAgreement gets it, as ``stream`` without --prompt-tokens does."""
+def test_the_default_prompt_length_is_every_models_and_reaches_the_live_policy(qtbot, tab):
+    """With nothing saved, the spin box shows the default (``local_agreement.PROMPT_TOKENS``) and
+    a live session's LocalAgreement gets it, as ``stream`` without --prompt-tokens does, whichever
+    bundled model is loaded: session 14 found no per-model difference to keep (the module's
+    docstring), so the default is one value for every model, and a length the user picked stays
+    when the model changes. (Before: the test was parametrised on a model name that it set and
+    never read, so it could not fail on the model.)"""
+    from core.catalog import WHISPER_MODELS
     from core.streaming.local_agreement import PROMPT_TOKENS, LocalAgreement
 
     from .fakes import FakeSpeechModel
 
-    tab.model = FakeSpeechModel()
-    tab.model.name = model_name
+    names = [m.display for m in WHISPER_MODELS.values()]
+    assert {"whisper-tiny.en", "whisper-base"} <= set(names)
     live = tab.live_mode
-    assert live.policy() == "local-agreement:2"
+
+    def loaded(name: str) -> int | None:
+        """The prompt length a live session's policy gets with model ``name`` loaded."""
+        model = FakeSpeechModel()
+        model.name = name
+        tab.model = model
+        tab.modelReady.emit(model)  # as a load ends (gui/tabs/model_load.py)
+        assert tab.model.name == name and live.policy() == "local-agreement:2"
+        return live.make_driver(NoDecoder(), 1.0).policy.prompt_tokens
+
     assert live.prompt_tokens() == PROMPT_TOKENS == LocalAgreement().prompt_tokens
     assert live.prompt_spin.text() == ("prompt: all" if PROMPT_TOKENS is None else f"prompt: {PROMPT_TOKENS}")
-    assert live.make_driver(NoDecoder(), 1.0).policy.prompt_tokens == PROMPT_TOKENS
+    assert {name: loaded(name) for name in names} == {name: PROMPT_TOKENS for name in names}
+    live.prompt_spin.setValue(90)  # the user's length: a model change does not reset it
+    assert {name: loaded(name) for name in reversed(names)} == {name: 90 for name in names}
