@@ -5,13 +5,14 @@
                                   [--step S] [--speed 1|max|X] [--encoder window|buffer]
                                   [--model tiny.en] [--language en]
                                   [--reference TEXT|FILE] [--max-lag 10] [--prompt-tokens N|all]
-                                  [--strategy ...] [--json]
+                                  [--no-forced-prefix] [--strategy ...] [--json]
 
 Prints the committed text as it becomes final on stderr (progress) and the final transcript on
 stdout; ``--json`` prints instead::
 
     {"task": "stream", "model", "policy", "step_s", "speed", "encoder", "options",
      "prompt_tokens",                                # local-agreement's prompt length (null: all)
+     "forced_prefix",                                # local-agreement's committed prefix forced (null: other policies)
      "text",                                         # the final committed transcript
      "commits": [{"text", "audio_s", "audio_end_s", "wall_s", "latency_s"}],
      "trims": [{"start_s", "reason"}], "fell_behind": [{"lag_s", "skipped_s", "message"}],
@@ -136,6 +137,11 @@ def add_parser(sub) -> argparse.ArgumentParser:
                         "the buffer (whisper_streaming's 200 characters are about 45 tokens), or all of it (all); "
                         "default: all of it (on session 14's sets, five for tiny.en and four for base, 45 was worse on "
                         "both and 90 within the runs' spread of all)")
+    s.add_argument("--no-forced-prefix", dest="forced_prefix", action="store_false",
+                   help="local-agreement only: decode the whole buffer afresh each step and drop what repeats the "
+                        "committed text by word timing, as ufal/whisper_streaming does, instead of forcing the words "
+                        "committed inside the buffer as the decode's start (default); costs more decode time "
+                        "(session 15, tiny.en: mean latency ~1.7 s against ~1.2 s forced)")
     s.add_argument("--reference", default=None, metavar="TEXT|FILE",
                    help="the expected transcript (text, or a UTF-8 .txt file): --json adds \"wer\"")
     add_decoding_arguments(s)
@@ -159,6 +165,10 @@ def cmd_stream(args: argparse.Namespace) -> int:
         if not args.policy.startswith("local-agreement"):
             _usage_error(f"--prompt-tokens applies to local-agreement only, not --policy {args.policy}")
         settings["prompt_tokens"] = None if args.prompt_tokens == "all" else args.prompt_tokens
+    if not args.forced_prefix:
+        if not args.policy.startswith("local-agreement"):
+            _usage_error(f"--no-forced-prefix applies to local-agreement only, not --policy {args.policy}")
+        settings["forced_prefix"] = False
     try:
         policy = parse_policy(args.policy, step_s=args.step, **settings)  # --step: fixed-window:3 --step 5
     except ValueError as e:
@@ -185,6 +195,7 @@ def cmd_stream(args: argparse.Namespace) -> int:
     out = {"task": "stream", "model": model.name, "dtype": getattr(model, "dtype", "float32"), "policy": args.policy,
            "step_s": args.step, "speed": speed, "encoder": args.encoder, "options": _options_dict(decoder.options),
            "prompt_tokens": getattr(policy, "prompt_tokens", None),
+           "forced_prefix": getattr(policy, "forced_prefix", None),
            **out, "fallbacks": decoder.fallbacks, "offline_text": offline,
            "wer_vs_offline": _wer(out["text"], offline)}
     if reference is not None:

@@ -80,6 +80,8 @@ def test_align_att_prints_the_transcript_and_a_summary(cli, wav):
     (["--encoder", "half"], "invalid choice"),
     (["--prompt-tokens", "0"], "must be >= 1"),
     (["--policy", "align-att:25", "--prompt-tokens", "45"], "local-agreement only"),
+    (["--policy", "align-att:25", "--no-forced-prefix"], "--no-forced-prefix applies to local-agreement only"),
+    (["--policy", "fixed-window", "--no-forced-prefix"], "--no-forced-prefix applies to local-agreement only"),
 ])
 def test_bad_flags_exit_2_with_one_line(capsys, wav, argv, says):
     with pytest.raises(SystemExit) as e:
@@ -157,10 +159,9 @@ def test_without_step_each_policy_takes_its_own_default_step(cli, wav, policy, s
     assert d["decodes"] >= int(d["audio_s"] / step) - 1
 
 
-@pytest.fixture
-def built_prompt_tokens(monkeypatch):
-    """The ``prompt_tokens`` of each LocalAgreement policy built, in order (the last one built
-    is the one that ran)."""
+def _built(monkeypatch, attr: str) -> list:
+    """The ``attr`` of each LocalAgreement policy built, in order (the last one built is the one
+    that ran)."""
     from core.streaming import LocalAgreement
 
     built = []
@@ -168,10 +169,22 @@ def built_prompt_tokens(monkeypatch):
 
     def init(self, *a, **kw):
         real(self, *a, **kw)
-        built.append(self.prompt_tokens)
+        built.append(getattr(self, attr))
 
     monkeypatch.setattr(LocalAgreement, "__init__", init)
     return built
+
+
+@pytest.fixture
+def built_prompt_tokens(monkeypatch):
+    """The ``prompt_tokens`` of each LocalAgreement policy built, in order."""
+    return _built(monkeypatch, "prompt_tokens")
+
+
+@pytest.fixture
+def built_forced_prefix(monkeypatch):
+    """The ``forced_prefix`` of each LocalAgreement policy built, in order."""
+    return _built(monkeypatch, "forced_prefix")
 
 
 def test_prompt_tokens_reach_the_local_agreement_policy_and_the_json(cli, wav, built_prompt_tokens):
@@ -198,3 +211,28 @@ def test_prompt_tokens_all_keeps_all_the_text_and_is_refused_with_other_policies
     with pytest.raises(SystemExit) as e:
         main(["stream", wav, "--policy", "align-att:25", "--prompt-tokens", "all"])
     assert e.value.code == 2 and "local-agreement only" in capsys.readouterr().err
+
+
+def test_no_forced_prefix_reaches_the_local_agreement_policy_and_the_json(cli, wav, built_forced_prefix):
+    """--no-forced-prefix is local-agreement's ``forced_prefix=False`` (whisper_streaming's free
+    re-decode; test_streaming_local_agreement checks what it does); the JSON reads it back from
+    the policy that ran: false with the flag, true (forced, the default) without it."""
+    built = built_forced_prefix
+    code, out, err = cli("stream", wav, "--speed", "max", "--model", "tiny.en", "--no-forced-prefix", "--json")
+    assert code == 0, err
+    d = json.loads(out)
+    assert d["forced_prefix"] is False and built[-1] is False  # the last built is the one that ran
+    assert d["text"].strip()  # the free re-decode transcribes the clip
+    built.clear()
+    code, out, err = cli("stream", wav, "--speed", "max", "--model", "tiny.en", "--json")
+    assert code == 0, err
+    assert json.loads(out)["forced_prefix"] is True and built and built[-1] is True
+
+
+def test_no_forced_prefix_is_in_the_help(capsys):
+    """``stream --help`` offers --no-forced-prefix and says what it does and what it costs."""
+    with pytest.raises(SystemExit) as e:
+        main(["stream", "--help"])
+    assert e.value.code == 0
+    help_text = " ".join(capsys.readouterr().out.split())
+    assert "--no-forced-prefix" in help_text and "whisper_streaming" in help_text and "latency" in help_text
