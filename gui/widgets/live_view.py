@@ -52,6 +52,9 @@ from PySide6.QtWidgets import (
 
 from core.catalog import FRAME_S, SAMPLE_RATE
 
+#: the most pixels the streamed input's name takes in the view's title (longer: elided)
+TITLE_PX = 260
+
 COMMITTED_STYLE = "color:#1b1b1b;"
 TENTATIVE_STYLE = "color:#9a9a9a; font-style:italic;"
 WAITED_STYLE = "color:#c77700; font-style:italic;"
@@ -301,8 +304,11 @@ class LiveView(QWidget):
     # ------------------------------------------------------------------ state
     def reset(self, title: str = "") -> None:
         """Forget the last stream; ``title`` says what is streamed now ("take 3", a file)."""
-        if title:
-            self.title.setText(f"<b>Live</b> · {html.escape(title)}")
+        if title:  # a long file name is elided in the middle (full in the tooltip): it must
+            # not widen the view past its share of a 1280-px window
+            shown = self.title.fontMetrics().elidedText(title, Qt.TextElideMode.ElideMiddle, TITLE_PX)
+            self.title.setText(f"<b>Live</b> · {html.escape(shown)}")
+            self.title.setToolTip(title if shown != title else "")
         self._audio = np.zeros(16000 * 60, np.float32)  # the heard audio, grown by doubling
         self._n = 0
         self.heard_s = 0.0  #: audio heard so far (s)

@@ -48,11 +48,13 @@ def test_the_prompt_length_is_off_for_policies_without_one(qtbot, tab, spec):
     live.prompt_spin.setValue(45)
     _pick(live, spec)
     assert not live.prompt_spin.isEnabled()
-    assert "local-agreement only" in live.prompt_spin.toolTip()
+    from gui.tabs.live import PROMPT_OFF_TIP, PROMPT_TIP
+
+    assert live.prompt_spin.toolTip() == PROMPT_OFF_TIP != PROMPT_TIP  # says why it is off
     driver = live.make_driver(NoDecoder(), 1.0)  # the policy is built without a prompt length
     assert not hasattr(driver.policy, "prompt_tokens")
     _pick(live, "local-agreement:2")
-    assert live.prompt_spin.isEnabled()
+    assert live.prompt_spin.isEnabled() and live.prompt_spin.toolTip() == PROMPT_TIP
 
 
 def test_the_prompt_length_is_kept_in_qsettings(qtbot, tab):
