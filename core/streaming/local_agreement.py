@@ -76,6 +76,23 @@ every model; nothing model-specific to put in the catalog. A shorter prompt is c
 2.3 s at 45; tiny.en 1.18 / 1.16 / 1.14 s). Unlike whisper_streaming, the prompt is cut at N
 token ids, not whole words, and the last committed word before the buffer is in it
 (``whisper_online.py``'s ``prompt()`` leaves it out).
+
+Session 15 measured the forced prefix against whisper_streaming's free re-decode
+(``forced_prefix=False``: :func:`after_committed`), tiny.en, the same five sets and settings, two
+runs each (WER minus offline's, points):
+
+    set      forced (default)   free
+    espeak   +2.3 +1.8          +1.5 +3.1
+    seed 1   +7.1 +6.6          +4.5 +6.3
+    seed 2   +1.3 +4.2          +1.9 +1.3
+    seed 3   +3.1 +3.6          +2.6 +1.6
+    seed 4   +1.3 +1.8          +2.8 +1.8
+
+Mean +3.3 forced, +2.7 free (free better on 3 sets of 5, within the runs' spread of 1-3 points
+on one set); mean latency 1.09-1.22 s forced, 1.50-1.96 s free (CPU RTF 0.54-0.64 against
+0.84-0.92: a free decode runs a decoder step for every committed word in the buffer again). The
+latency cost is sure and the gain is not, so the prefix stays forced; ``stream
+--no-forced-prefix`` and the Live view's "forced prefix" box choose the free decode.
 """
 
 from __future__ import annotations
