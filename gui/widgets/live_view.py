@@ -187,7 +187,7 @@ class LiveView(QWidget):
         self.message_label.hide()
         self.text = QTextBrowser()
         self.text.setToolTip(TEXT_TIP)
-        self.text.setMinimumHeight(60)
+        self.text.setMinimumHeight(52)  # two lines; with 60 the column scrolled at 1280x800, the legend cut (s15)
         self.lane = self._build_lane()
         from .attention_heatmap import AttentionHeatmap
 
