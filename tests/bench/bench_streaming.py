@@ -86,11 +86,13 @@ class CpuClock:
 
 
 def run_policy(model, audio, spec: str, step: float | None, speed: float | None, text: str, offline: str,
-               encoder: str = "window", clock: str = "wall", **settings) -> dict:
+               encoder: str = "window", clock: str = "wall", options: DecodingOptions | None = None,
+               **settings) -> dict:
     """One streamed run -> the row's figures (buffers are encoded outside the model's encoder
     cache, so one model serves every run). ``clock``: "wall" (the real clock, real sleeps) or
-    "cpu" (:class:`CpuClock`); ``settings`` go to the policy (``parse_policy``)."""
-    decoder = WhisperDecoder(model, DecodingOptions(), encoder=encoder)
+    "cpu" (:class:`CpuClock`); ``options``: the decoding strategy (None: greedy); ``settings``
+    go to the policy (``parse_policy``)."""
+    decoder = WhisperDecoder(model, options or DecodingOptions(), encoder=encoder)
     timing = {}
     if clock == "cpu":
         c = CpuClock()
@@ -175,6 +177,9 @@ def main() -> int:
     p.add_argument("--settings", default="{}",
                    help='JSON settings for every policy, e.g. {"right_context_s": 0.5}; a JSON list of such objects '
                         'runs every policy once per object, e.g. [{}, {"prompt_tokens": 45}]')
+    p.add_argument("--beam", type=int, default=0, metavar="N",
+                   help="decode with beam search of N beams, offline and streamed (0: greedy, the default; "
+                        "whisper_streaming decodes with faster-whisper's beam 5)")
     p.add_argument("--json", default=None, help="write every row (both transcripts, figures) to this file")
     args = p.parse_args()
     settings_list = json.loads(args.settings)
@@ -185,20 +190,22 @@ def main() -> int:
     from core.tasks.speech import SpeechModel
 
     speed = None if args.speed == "max" else float(args.speed)
+    options = DecodingOptions(strategy="beam", num_beams=args.beam) if args.beam > 0 else DecodingOptions()
+    strategy = f"beam {args.beam}" if args.beam > 0 else "greedy"
     if args.set_seed is None:
         text, set_name = " ".join(ESPEAK_SET[: args.sentences]), "espeak"
     else:
         text, set_name = " ".join(sentences(args.sentences, seed=args.set_seed)), f"seed {args.set_seed}"
     audio = synth_speech(text)
     print(f"espeak speech ({set_name}): {args.sentences} sentences, {len(text.split())} words, {len(audio) / 16000:.1f} s, played at "
-          f"{'max' if speed is None else f'{speed:g}x'} speed, greedy, {args.clock} clock; load average "
+          f"{'max' if speed is None else f'{speed:g}x'} speed, {strategy}, {args.clock} clock; load average "
           f"{load_average()} ({os.cpu_count()} cores)")
     for name in args.models.split(","):
         model = SpeechModel.load(name)
         for threads in (int(t) for t in args.threads.split(",")):
             torch.set_num_threads(threads)
             t0 = time.perf_counter()
-            offline = offline_text(model, audio, DecodingOptions())
+            offline = offline_text(model, audio, options)
             off_s = time.perf_counter() - t0
             offline_wer = score("wer", offline, text).value
             offline_en = score("wer", offline, text, normaliser="whisper-en").value
@@ -216,10 +223,11 @@ def main() -> int:
                     for encoder, settings in ((e, st) for e in args.encoders.split(",") for st in settings_list):
                         own_settings = settings if spec.startswith("local-agreement") else {
                             k: v for k, v in settings.items() if k not in LOCAL_AGREEMENT_ONLY}
-                        r = run_policy(model, audio, spec, step, speed, text, offline, encoder, args.clock, **own_settings)
+                        r = run_policy(model, audio, spec, step, speed, text, offline, encoder, args.clock, options, **own_settings)
                         r["settings"] = own_settings
                         rows.append(r)
                         dump.append({"model": model.name, "set": set_name, "threads": threads, "encoder": encoder, "settings": own_settings,
+                                     "strategy": strategy,
                                      "offline": offline, "reference": text, "offline_wer": offline_wer, "offline_wer_en": offline_en,
                                      **{k: r[k] for k in ("spec", "step_s", "text", "wer_ref", "wer_offline", "latency",
                                                           "rtf", "cpu_rtf", "revised_fraction", "fallbacks", "wer_ref_en", "wer_offline_en",
@@ -235,12 +243,13 @@ def main() -> int:
                               f"{len(r['commits']):>8}{r['fallbacks']:>7}{100 * r['wer_ref_en']:>10.1f}"
                               f"{100 * (r['wer_ref_en'] - offline_en):>+6.1f}{100 * r['wer_offline_en']:>6.1f}"
                               f"{'  ' + json.dumps(settings) if len(settings_list) > 1 else ''}", flush=True)
-                        table.append(f"{model.name:<16}{set_name:>8}{threads:>4} {spec + '@' + format(r['step_s'], 'g'):<22}"
+                        table.append(f"{model.name:<16}{set_name:>8}{threads:>4} {strategy:>7} "
+                                     f"{spec + '@' + format(r['step_s'], 'g'):<22}"
                                      f"{json.dumps(own_settings):<28}{100 * r['wer_ref']:>8.1f}{100 * offline_wer:>8.1f}"
                                      f"{100 * (r['wer_ref'] - offline_wer):>+7.1f}{lat['mean_s'] or 0:>9.2f}")
             for line in verdicts(rows, offline_wer, offline_en):
                 print(line)
-    print(f"\n{'model':<16}{'set':>8}{'thr':>4} {'policy':<22}{'settings':<28}{'WER ref':>8}{'offline':>8}"
+    print(f"\n{'model':<16}{'set':>8}{'thr':>4} {'decode':>7} {'policy':<22}{'settings':<28}{'WER ref':>8}{'offline':>8}"
           f"{'delta':>7}{'lat mean':>9}")
     for line in table:
         print(line)
