@@ -12,7 +12,7 @@ heads' most-attended frame (AlignAtt's test, before it is emitted), by default a
 ufal/SimulStreaming finds it (:class:`AttentionFrames`: z-score over the decode's rows, prompt
 included, median filter 7, mean over heads; the prompt's rows cost one more decoder call over the
 prompt on the run's cross-attention keys and values, ~5 % of a decode on base); word timing (DTW over the
-same heads, ``SpeechModel.alignment``) runs only for the tokens a policy commits
+same heads, ``SpeechModel.alignment``) runs only when a policy commits, over the whole decode
 (``Hypothesis.timed``). Token texts come from the tokenizer's decode of the whole sequence, so a
 character split over byte tokens (CJK, emoji) is whole in the text of the token that completes it.
 
@@ -365,7 +365,8 @@ class WhisperDecoder:
     def _timing(self, steps: list, start_s: float, after_prefix: bool):
         """Two functions of k, ``Hypothesis.timing`` and ``Hypothesis.starts``: the word ends and
         the word starts (stream s) of the first k new tokens, by DTW (``SpeechModel.alignment``)
-        over the first k steps, run when a policy asks (once per k for both). After a prefix
+        over the first k steps, run when a policy asks (once per k for both; ``Hypothesis.timed``
+        asks for all the decode's tokens). After a prefix
         (committed words earlier in the buffer, which have no steps) the DTW starts half a
         second before the first new token's most-attended frame: the prefix's words hold the
         frames before."""

@@ -96,7 +96,8 @@ def test_a_free_decode_drops_a_repeated_n_gram_of_the_committed_end():
     from core.streaming.local_agreement import after_committed
 
     done = _hyp(["the", "quick", "brown"]).tokens  # "brown" ends at 0.6 s
-    # the re-decode times "quick brown" 0.3 s later: both start after 0.6 - 0.1 s
+    # the re-decode times "quick brown" 0.3 s later: "quick" still starts (0.2 s, where "the"
+    # ends) before 0.6 - 0.1 s and goes by time; "brown" starts at 0.7 s, after it: the n-gram
     late = _hyp(["the", "quick", "brown", "fox", "jumps"], step_s=0.2)
     late = type(late)(tuple(t if i == 0 else type(t)(t.id, t.text, t.end_s + 0.3, -1)
                             for i, t in enumerate(late.tokens)))

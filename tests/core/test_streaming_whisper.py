@@ -200,3 +200,45 @@ def test_a_decode_that_loops_stops_at_the_third_repeat_not_at_the_token_limit(wh
     hyp = dec.decode(clip[: 6 * 16000], 0.0)
     assert len(per_attempt) == hyp.attempts > 1 and dec.fallbacks == hyp.attempts - 1
     assert max(per_attempt) <= 3 * len(loop), per_attempt  # not 10 + 12 * 6 = 82 tokens each
+
+
+# ------------------------------------------- session 15 review: commits timed by the whole decode
+
+def _lost_after(h1, h2, commit_of):
+    """The word boundaries k of h1 (the two decodes agreeing on tokens[:k]) after which the next
+    decode, filtered by ``after_committed`` against the commit, does not go on with h2's token k."""
+    from core.streaming.base import is_boundary
+    from core.streaming.local_agreement import after_committed
+
+    lost = []
+    for k in range(1, len(h1.tokens)):
+        if not is_boundary(h1.tokens, k) or [t.id for t in h1.tokens[:k]] != [t.id for t in h2.tokens[:k]]:
+            continue
+        kept = after_committed(h2, commit_of(h1, k), 0.0).tokens
+        if [t.id for t in kept] != [t.id for t in h2.tokens[k:]]:
+            lost.append(("".join(t.text for t in h1.tokens[:k])[-20:], "".join(t.text for t in kept[:3])))
+    return lost
+
+
+def test_a_commit_is_timed_by_the_whole_decode_so_the_next_decode_keeps_the_word_after_it(whisper_tiny_en, clip):
+    """R1 (session 15): ``Hypothesis.timed(k)`` aligned tokens[:k] alone, which ends the k-th
+    word where the decoder had listened (+0.12 s on average on this clip, up to +0.40 s); the
+    next free decode's time filter (start > that end - 0.1 s) then dropped the following word.
+    A commit is now timed by the whole decode, as the free decode's words are: at every word
+    boundary both decodes agree on, the next decode goes on with the next word."""
+    dec = WhisperDecoder(whisper_tiny_en, DecodingOptions())
+    h1, h2 = dec.decode(clip[: 5 * 16000], 0.0), dec.decode(clip[: int(5.5 * 16000)], 0.0)
+    assert _lost_after(h1, h2, lambda h, k: h.timed(k)) == []
+
+
+def test_the_word_after_the_streams_first_commit_is_not_lost_without_the_forced_prefix(whisper_tiny_en):
+    """LocalAgreement-2 without the forced prefix, step 0.5, one sentence of bench_streaming's
+    espeak set: the first commit " My" was timed by the DTW over one token (0.78 s) while
+    "grandmother" starts at 0.28-0.32 s, so every later decode dropped it ("My visited the
+    broken window")."""
+    clip = synth_speech("My grandmother visited the broken window in the forest late at night.")
+    driver = StreamDriver(parse_policy("local-agreement:2", step_s=0.5, forced_prefix=False),
+                          WhisperDecoder(whisper_tiny_en, DecodingOptions()))
+    fin = list(stream(driver, play(clip, speed=None)))[-1]
+    assert isinstance(fin, StreamFinished)
+    assert "grandmother" in fin.text, fin.text
