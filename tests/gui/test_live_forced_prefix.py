@@ -12,23 +12,7 @@ from PySide6.QtCore import QSettings
 
 from gui.tabs.speech import SpeechTab
 from tests.gui.test_live_mode import _dialogs_never_block, _noise_wav, mic_tab, scripted  # noqa: F401 (fixtures)
-
-
-class NoDecoder:
-    """make_driver only builds the policy: nothing decodes here."""
-
-
-@pytest.fixture
-def tab(qtbot, settings):
-    t = SpeechTab()
-    qtbot.addWidget(t)
-    t.resize(1280, 800)
-    yield t
-    t.shutdown()
-
-
-def _pick(live, spec: str) -> None:
-    live.policy_combo.setCurrentIndex(live.policy_combo.findData(spec))
+from tests.gui.test_live_prompt import NoDecoder, _pick, tab  # noqa: F401 (tab: a fixture)
 
 
 def test_the_forced_prefix_box_reaches_the_local_agreement_policy(qtbot, tab):
