@@ -246,6 +246,8 @@ class LiveMode:
         """The prompt length and forced prefix are LocalAgreement's only: off (with a tooltip
         saying so) for the others."""
         on = self.policy().startswith("local-agreement")
+        if self.session is None:  # a running session keeps its own policy's legend
+            self.view.set_policy(self.policy())
         self.prompt_spin.setEnabled(on and self.session is None)
         self.prompt_spin.setToolTip(PROMPT_TIP if on else PROMPT_OFF_TIP)
         self.forced_check.setEnabled(on and self.session is None)
@@ -436,6 +438,7 @@ class LiveMode:
         session.input_before = tab.audio
         self.session = session
         self.view.reset(session.name)
+        self.view.set_policy(driver.policy.name)
         self.view.set_active(True)
         self.check.setEnabled(False)
         self.policy_combo.setEnabled(False)

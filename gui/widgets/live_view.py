@@ -54,6 +54,13 @@ from core.catalog import FRAME_S, SAMPLE_RATE
 
 #: the most pixels the streamed input's name takes in the view's title (longer: elided)
 TITLE_PX = 260
+#: the buffer lane's legend; AlignAtt's marks are listed only under align-att (``set_policy``:
+#: under the other policies they never appear, and the line they took let the column scroll)
+LEGEND = ('<span style="color:#4a6fa5">■</span> the buffer the decoder sees &nbsp; '
+          '<span style="color:#c0392b">┆</span> trimmed &nbsp; '
+          '<span style="color:#3f8f3f">●╲</span> word end → its commit (latency)')
+LEGEND_ALIGN_ATT = (' &nbsp; <span style="color:#c77700">■▼</span> AlignAtt: too close to the end, the token '
+                    'that waited')
 
 COMMITTED_STYLE = "color:#1b1b1b;"
 TENTATIVE_STYLE = "color:#9a9a9a; font-style:italic;"
@@ -215,11 +222,7 @@ class LiveView(QWidget):
         head.addWidget(self.title, 1)
         head.addWidget(self.stop_button)
         self._head = head
-        self.legend = QLabel(
-            '<span style="color:#4a6fa5">■</span> the buffer the decoder sees &nbsp; '
-            '<span style="color:#c0392b">┆</span> trimmed &nbsp; '
-            '<span style="color:#3f8f3f">●╲</span> word end → its commit (latency) &nbsp; '
-            '<span style="color:#c77700">■▼</span> AlignAtt: too close to the end, the token that waited')
+        self.legend = QLabel(LEGEND + LEGEND_ALIGN_ATT)
         self.legend.setStyleSheet("color: #666; font-size: 8pt;")
         self.legend.setWordWrap(True)  # never widens the window
         self.legend.setToolTip(LANE_TIP)
@@ -302,6 +305,11 @@ class LiveView(QWidget):
         return lane
 
     # ------------------------------------------------------------------ state
+    def set_policy(self, spec: str) -> None:
+        """Fit the legend to the streaming policy (``core.streaming`` spec, "align-att:25", ...):
+        AlignAtt's "too close to the end" marks are listed under align-att only."""
+        self.legend.setText(LEGEND + (LEGEND_ALIGN_ATT if spec.startswith("align-att") else ""))
+
     def reset(self, title: str = "") -> None:
         """Forget the last stream; ``title`` says what is streamed now ("take 3", a file)."""
         if title:  # a long file name is elided in the middle (full in the tooltip): it must

@@ -31,3 +31,24 @@ def test_the_live_column_fits_its_area_at_1280x800_during_a_session(qtbot, setti
     assert text.minimumHeight() >= two_lines, (  # a shorter window scrolls the column, the transcript keeps two lines
         f"the transcript's minimum is {text.minimumHeight()} px, two lines need {two_lines:.0f}")
     tab.shutdown()
+
+
+def test_under_local_agreement_the_column_fits_with_the_fell_behind_message_too(qtbot, settings):
+    """Session 15: a session that fell behind shows one more line (the message), and the column
+    scrolled again by ~20 px; under local-agreement the legend is now one line (AlignAtt's marks
+    are listed under align-att only), which makes room for it."""
+    w = shown_window(qtbot, settings)
+    tab = w.speech_tab
+    view = tab.live_mode.view
+    tab.inspector_tabs.bring(view)
+    tab.live_mode.policy_combo.setCurrentIndex(tab.live_mode.policy_combo.findData("local-agreement:2"))
+    view.reset("speech_en.wav played as live input")
+    view.set_active(True)
+    view.stats_label.setText("RTF 0.51 · latency mean 2.19 s / p90 3.00 s · 4 of 26 tentative tokens revised")
+    view.message_label.setText("Decoding fell behind real time by 2.2 s: the waiting audio was decoded in one step.")
+    view.stats_label.show()
+    view.message_label.show()
+    qtbot.wait(100)
+    area = view.column_scroll
+    assert area.verticalScrollBar().maximum() == 0, f"the column scrolls by {area.verticalScrollBar().maximum()} px"
+    tab.shutdown()
