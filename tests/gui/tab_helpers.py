@@ -50,6 +50,20 @@ def shown_window(qtbot, settings):
     return w
 
 
+#: what the Live view's two session lines read in a session that fell behind (the layout tests)
+FELL_BEHIND = "Decoding fell behind real time by 2.2 s: the waiting audio was decoded in one step."
+
+
+def show_session_lines(view, stats: str, message: str | None = None) -> None:
+    """Show the Live view ``view``'s stats line (``stats``) and, when given, its message line,
+    as a live session does (the layout tests measure the column with them)."""
+    view.stats_label.setText(stats)
+    view.stats_label.show()
+    if message is not None:
+        view.message_label.setText(message)
+        view.message_label.show()
+
+
 def show_align_att_wait(qtbot, view, n: int = 310) -> None:
     """Give the Live view ``view`` one scripted AlignAtt wait: the decode " this is a test ."
     over ``n`` buffer frames, the "." attending frame n - 2 (inside the last 25 frames), and let

@@ -12,7 +12,7 @@ import pytest
 from core.options import DecodingOptions
 
 from .fakes import VOCAB, FakeSpeechModel
-from .tab_helpers import TONE, decoded, shown_window
+from .tab_helpers import FELL_BEHIND, TONE, decoded, show_session_lines, shown_window
 from .test_h6_s13_user_findings import TimedFakeSpeechModel, _run
 
 
@@ -159,10 +159,8 @@ def test_the_live_views_legend_gets_the_height_of_its_wrapped_lines_at_1280(qtbo
     live = tab.live_mode  # under align-att, whose marks make the legend two lines (session 15)
     live.policy_combo.setCurrentIndex(live.policy_combo.findData("align-att:25"))
     # as in a session that fell behind (tiny.en, the sample played as live input at 3x)
-    view.stats_label.setText("RTF 0.23 · latency mean 3.18 s / p90 4.32 s · 3 of 24 tentative tokens revised")
-    view.message_label.setText("Decoding fell behind real time by 2.2 s: the waiting audio was decoded in one step.")
-    view.stats_label.show()
-    view.message_label.show()
+    show_session_lines(view, "RTF 0.23 · latency mean 3.18 s / p90 4.32 s · 3 of 24 tentative tokens revised",
+                       FELL_BEHIND)
     qtbot.wait(100)
     legend = view.legend
     need = legend.heightForWidth(legend.width())

@@ -6,7 +6,7 @@ minimum is now 52 px (still two lines of text)."""
 
 from __future__ import annotations
 
-from .tab_helpers import shown_window
+from .tab_helpers import FELL_BEHIND, show_session_lines, shown_window
 
 
 def test_the_live_column_fits_its_area_at_1280x800_during_a_session(qtbot, settings):
@@ -16,8 +16,7 @@ def test_the_live_column_fits_its_area_at_1280x800_during_a_session(qtbot, setti
     tab.inspector_tabs.bring(view)
     view.reset("speech_en.wav played as live input")  # as File → Play file as live input starts one
     view.set_active(True)
-    view.stats_label.setText("RTF 0.51 · latency mean 2.19 s / p90 3.00 s · 4 of 26 tentative tokens revised")
-    view.stats_label.show()
+    show_session_lines(view, "RTF 0.51 · latency mean 2.19 s / p90 3.00 s · 4 of 26 tentative tokens revised")
     qtbot.wait(100)
     area = view.column_scroll
     legend = view.legend
@@ -44,10 +43,8 @@ def test_under_local_agreement_the_column_fits_with_the_fell_behind_message_too(
     tab.live_mode.policy_combo.setCurrentIndex(tab.live_mode.policy_combo.findData("local-agreement:2"))
     view.reset("speech_en.wav played as live input")
     view.set_active(True)
-    view.stats_label.setText("RTF 0.51 · latency mean 2.19 s / p90 3.00 s · 4 of 26 tentative tokens revised")
-    view.message_label.setText("Decoding fell behind real time by 2.2 s: the waiting audio was decoded in one step.")
-    view.stats_label.show()
-    view.message_label.show()
+    show_session_lines(view, "RTF 0.51 · latency mean 2.19 s / p90 3.00 s · 4 of 26 tentative tokens revised",
+                       FELL_BEHIND)
     qtbot.wait(100)
     area = view.column_scroll
     assert area.verticalScrollBar().maximum() == 0, f"the column scrolls by {area.verticalScrollBar().maximum()} px"
